@@ -1,0 +1,226 @@
+"""The demo app: FastAPI + the support agent + the relay (DESIGN.md §2, §5).
+
+``create_app()`` builds the app; its lifespan builds the tracer, the checkpointer and the
+compiled graph once. ``POST /chat`` and ``POST /chat/resume`` start a run as the turn's
+own task and answer by content negotiation: the ChatResponse JSON by default, SSE for
+``Accept: text/event-stream``, NDJSON for ``application/x-ndjson``. The stream only reads
+the turn's log on the bus.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from starlette.responses import Response
+
+from agent.faults import HEADER as FAULT_HEADER
+from agent.faults import Fault, parse_faults
+from agent.graph import build_graph, topology
+from agent.model import build_model
+from agent.nodes import NodeDeps
+from agent.retrieval import KnowledgeBase
+from agent.service import SupportAgent
+from agent.tools.refund import RefundLedger
+from relay import Relay
+from relay.errors import ApiError, api_error_handler
+from relay.events import RUN_TERMINAL
+from relay.http import read_json_object
+from relay.negotiation import JSON, NotAcceptable, negotiate
+from relay.response import ChatResponse
+from relay.runs import ThreadBusy
+from relay.turns import PAUSED, TurnExists, TurnRecord
+
+log = logging.getLogger("agent.app")
+
+_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+
+def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
+    env = dict(os.environ if environ is None else environ)
+    relay = Relay.from_env(env)
+    settings = relay.settings
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service = env.get("OTEL_SERVICE_NAME", "span-relay-demo")
+        provider = TracerProvider(resource=Resource.create({"service.name": service}))
+        provider.add_span_processor(relay.span_processor)
+        relay.add_otlp_export(provider, env)
+        tracer = provider.get_tracer("agent")
+        ledger = RefundLedger(settings.data_dir / "refunds.db")
+        deps = NodeDeps(tracer, KnowledgeBase(), build_model(env), ledger,
+                        tool_timeout_s=settings.tool_timeout_s)
+        checkpoints = str(settings.data_dir / "checkpoints.db")
+        async with AsyncSqliteSaver.from_conn_string(checkpoints) as saver:
+            graph = build_graph(deps, saver)
+            relay.topology = topology(graph)
+            app.state.agent = SupportAgent(graph, tracer, relay.topology, relay.turns,
+                                           settings.turn_timeout_s)
+            await relay.start()
+            try:
+                yield
+            finally:
+                await relay.stop()
+                provider.shutdown()
+                ledger.close()
+
+    app = FastAPI(title="span-relay demo", version="0.1.0", lifespan=lifespan)
+    app.state.relay = relay
+    app.add_exception_handler(ApiError, api_error_handler)
+    app.include_router(relay.router)
+    auth = [Depends(relay.require_token)]
+
+    def faults_of(request: Request) -> dict[str, Fault]:
+        header = request.headers.get(FAULT_HEADER)
+        if not settings.faults or header is None:
+            return {}
+        try:
+            return parse_faults(header)
+        except ValueError as exc:
+            raise ApiError(400, "invalid_fault", str(exc)) from None
+
+    def media_of(request: Request) -> str:
+        try:
+            return negotiate(request.headers.get("accept"))
+        except NotAcceptable as exc:
+            raise ApiError(406, "not_acceptable", str(exc)) from None
+
+    async def respond(request: Request, record: TurnRecord, after: int, media: str) -> Response:
+        if media != JSON:
+            on_disconnect = request.query_params.get("on_disconnect", "cancel")
+            return relay.stream(record.turn_id, after, media, stop_at=RUN_TERMINAL,
+                                on_disconnect=on_disconnect)
+        response = await relay.runs.wait(record.turn_id)
+        if response is None:  # cancelled while we waited
+            response = ChatResponse(record.thread_id, record.turn_id, "", "cancelled",
+                                    answer="The turn was cancelled.")
+        return Response(response.to_json(), media_type="application/json")
+
+    @app.post("/chat", dependencies=auth, tags=["chat"])
+    async def chat(request: Request) -> Response:
+        media = media_of(request)
+        body = await read_json_object(request, settings.max_body_bytes)
+        message = body.get("message")
+        if not isinstance(message, str) or not message.strip():
+            raise ApiError(422, "invalid_message",
+                           "'message' must be a non-empty string: the user's message.")
+        thread_id = _id_field(body, "thread_id") or uuid.uuid4().hex
+        turn_id = _turn_id_field(body) or uuid.uuid4().hex
+        faults = faults_of(request)
+        agent: SupportAgent = request.app.state.agent
+        pending = await agent.pending_interrupts(thread_id)
+        if pending:
+            raise ApiError(409, "thread_paused",
+                           f"Thread {thread_id} has a turn waiting for approval; resume it "
+                           "with POST /chat/resume first.")
+        record = TurnRecord(turn_id=turn_id, thread_id=thread_id, status="running",
+                            message=message, started_at=time.time() * 1000)
+        try:
+            await relay.turns.create(record)
+        except TurnExists:
+            raise ApiError(409, "turn_exists", f"Turn {turn_id} already exists; "
+                           "send a new turn_id or none.") from None
+        try:
+            after = await relay.runs.start(record, "chat", lambda: agent.chat(record, faults))
+        except ThreadBusy as exc:
+            await relay.turns.update(turn_id, status="error", ended_at=time.time() * 1000)
+            raise ApiError(409, "thread_busy", f"Thread {thread_id} is already running turn "
+                           f"{exc.turn_id}; wait for it to finish.") from None
+        return await respond(request, record, after, media)
+
+    @app.post("/chat/resume", dependencies=auth, tags=["chat"])
+    async def resume(request: Request) -> Response:
+        media = media_of(request)
+        body = await read_json_object(request, settings.max_body_bytes)
+        thread_id = _id_field(body, "thread_id", required=True)
+        turn_id = _id_field(body, "turn_id", required=True)
+        if "resume" not in body:
+            raise ApiError(422, "invalid_resume", "'resume' is required: the answer to the "
+                           "interrupt, or {interrupt_id: answer}.")
+        faults = faults_of(request)
+        record = await relay.turns.get(turn_id)
+        if record is None or record.thread_id != thread_id:
+            raise ApiError(404, "unknown_turn",
+                           f"There is no turn {turn_id} in thread {thread_id}.")
+        if relay.runs.running(turn_id):
+            raise ApiError(409, "turn_running", f"Turn {turn_id} is running, not paused.")
+        agent: SupportAgent = request.app.state.agent
+        pending = await agent.pending_interrupts(thread_id)
+        if record.status != PAUSED or not pending:
+            raise ApiError(409, "not_paused",
+                           f"Turn {turn_id} is {record.status}, not paused; nothing to resume.")
+        answers = _match_interrupts(body["resume"], pending)
+        try:
+            after = await relay.runs.start(record, "resume",
+                                           lambda: agent.resume(record, answers, faults))
+        except ThreadBusy as exc:
+            raise ApiError(409, "thread_busy", f"Thread {thread_id} is already running turn "
+                           f"{exc.turn_id}; wait for it to finish.") from None
+        return await respond(request, record, after, media)
+
+    return app
+
+
+def _id_field(body: dict[str, Any], name: str, required: bool = False) -> str | None:
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise ApiError(422, f"invalid_{name}", f"'{name}' is required.")
+        return None
+    if not isinstance(value, str) or not _ID.match(value):
+        raise ApiError(422, f"invalid_{name}", f"'{name}' must be 1-128 characters of "
+                       "letters, digits, '_', '-', '.', ':'.")
+    return value
+
+
+def _turn_id_field(body: dict[str, Any]) -> str | None:
+    value = body.get("turn_id")
+    if value is None:
+        return None
+    try:
+        return uuid.UUID(str(value)).hex if isinstance(value, str) else _bad_turn_id()
+    except ValueError:
+        return _bad_turn_id()
+
+
+def _bad_turn_id() -> str:
+    raise ApiError(422, "invalid_turn_id", "'turn_id' must be a UUID (it is the turn's "
+                   "idempotency key); leave it out to get a random one.")
+
+
+def _match_interrupts(resume: Any, pending: list[Any]) -> dict[str, Any]:
+    """The resume payload as {interrupt_id: answer}, checked against what is pending."""
+    ids = {p.id for p in pending}
+    if isinstance(resume, dict) and resume and set(resume) <= ids:
+        answers = dict(resume)
+    elif len(pending) == 1:
+        answers = {pending[0].id: resume}
+    else:
+        raise ApiError(422, "invalid_resume", "This turn waits on several interrupts; send "
+                       "'resume' as {interrupt_id: answer} for each of: "
+                       f"{', '.join(sorted(ids))}.")
+    missing = ids - set(answers)
+    if missing:
+        raise ApiError(422, "invalid_resume",
+                       f"'resume' has no answer for interrupt(s) {', '.join(sorted(missing))}.")
+    for item in pending:
+        value = item.value
+        if isinstance(value, dict) and value.get("type") == "approval":
+            answer = answers[item.id]
+            if not isinstance(answer, dict) or not isinstance(answer.get("approved"), bool):
+                raise ApiError(422, "invalid_resume", "An approval is answered with "
+                               '{"approved": true} or {"approved": false, "comment": "..."}.')
+            if "comment" in answer and not isinstance(answer["comment"], str):
+                raise ApiError(422, "invalid_resume", "'comment' must be a string.")
+    return answers

@@ -1,0 +1,66 @@
+"""build_graph(): the compiled support agent (DESIGN.md §8).
+
+    guardrail_pre ─┬─> retrieve_context ─> generate ─┬─> guardrail_post ─> END
+                   └──────(refused)──────────^       └─> human_approval ─^
+
+Every node runs inside a node span (:func:`agent.tracing.traced_node`) and honours the
+fault-injection header (:func:`agent.faults.with_faults`), inside the span so a fault
+looks like what it imitates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from agent.faults import with_faults
+from agent.nodes import (
+    NodeDeps,
+    make_generate,
+    make_guardrail_post,
+    make_guardrail_pre,
+    make_human_approval,
+    make_retrieve_context,
+)
+from agent.nodes.generate import route_after_generate
+from agent.nodes.guard import route_after_guardrail
+from agent.state import SupportState
+from agent.tracing import traced_node
+
+GRAPH_ID = "support_agent"
+
+
+def build_graph(deps: NodeDeps, checkpointer: BaseCheckpointSaver | None) -> CompiledStateGraph:
+    builder = StateGraph(SupportState)
+    nodes = {
+        "guardrail_pre": make_guardrail_pre(deps),
+        "retrieve_context": make_retrieve_context(deps),
+        "generate": make_generate(deps),
+        "human_approval": make_human_approval(deps),
+        "guardrail_post": make_guardrail_post(deps),
+    }
+    for name, fn in nodes.items():
+        builder.add_node(name, traced_node(deps.tracer, name, with_faults(name, fn)))
+    builder.add_edge(START, "guardrail_pre")
+    builder.add_conditional_edges("guardrail_pre", route_after_guardrail,
+                                  ["retrieve_context", "generate"])
+    builder.add_edge("retrieve_context", "generate")
+    builder.add_conditional_edges("generate", route_after_generate,
+                                  ["human_approval", "guardrail_post"])
+    builder.add_edge("human_approval", "guardrail_post")
+    builder.add_edge("guardrail_post", END)
+    return builder.compile(checkpointer=checkpointer, name=GRAPH_ID)
+
+
+def topology(graph: CompiledStateGraph) -> dict[str, Any]:
+    """The compiled graph's nodes and edges, as ``graph_topology`` carries them."""
+    drawable = graph.get_graph()
+    return {
+        "graph_id": GRAPH_ID,
+        "nodes": [{"id": n.id, "label": n.name} for n in drawable.nodes.values()],
+        "edges": [{"source": e.source, "target": e.target, "conditional": e.conditional}
+                  for e in drawable.edges],
+    }

@@ -1,0 +1,56 @@
+"""human_approval: pause for a person (LangGraph ``interrupt``), then run the tool or not.
+
+LangGraph runs this node again from the top when the turn resumes, with ``interrupt``
+returning the person's answer; everything before it is free of side effects, and the
+refund itself is idempotent on the turn id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import interrupt
+
+from agent.nodes.deps import NodeDeps
+from agent.state import SupportState
+from agent.tracing import child_span
+from relay import conventions as c
+
+TOOL_LABELS = {"issue_refund": "Issuing refund"}
+
+
+def approval_request(proposed: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "approval", "tool": proposed["name"], "args": proposed["args"]}
+
+
+def make_human_approval(deps: NodeDeps):  # noqa: ANN201
+    async def human_approval(state: SupportState, config: RunnableConfig) -> dict[str, Any]:
+        proposed = state["proposed_tool"] or {}
+        answer = interrupt(approval_request(proposed))
+        approved = bool(answer.get("approved")) if isinstance(answer, dict) else False
+        comment = str(answer.get("comment") or "") if isinstance(answer, dict) else ""
+        args = proposed.get("args", {})
+        order_id, amount = str(args.get("order_id")), float(args.get("amount", 0))
+        if not approved:
+            reason = f" Reviewer's note: {comment}" if comment else ""
+            return {"tool_outcome": "rejected", "citations": [],
+                    "answer": f"I did not issue the refund of ${amount:.2f} on order "
+                              f"{order_id}: it was not approved.{reason}"}
+        with child_span(deps.tracer, f"execute_tool {proposed['name']}", c.OP_TOOL, {
+            c.TOOL_NAME: proposed["name"],
+            c.TOOL_CALL_ID: proposed.get("id", ""),
+            c.TOOL_CALL_ARGUMENTS: json.dumps(args, sort_keys=True),
+            c.TOOL_LABEL: TOOL_LABELS.get(proposed["name"], f"Running {proposed['name']}"),
+        }):
+            refund = await asyncio.wait_for(
+                asyncio.to_thread(deps.ledger.issue, order_id, amount, state["turn_id"]),
+                deps.tool_timeout_s)
+        return {"tool_outcome": "approved", "citations": [],
+                "answer": f"Done: I refunded ${refund.amount:.2f} on order {refund.order_id} "
+                          f"(refund {refund.refund_id}). It reaches the original payment "
+                          "method within 5 business days."}
+
+    return human_approval

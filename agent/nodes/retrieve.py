@@ -1,0 +1,26 @@
+"""retrieve_context: BM25 over the knowledge base, on a ``retrieval`` span."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from agent.nodes.deps import NodeDeps
+from agent.state import SupportState
+from agent.tracing import child_span
+from relay import conventions as c
+
+TOP_K = 3
+
+
+def make_retrieve_context(deps: NodeDeps):  # noqa: ANN201
+    def retrieve_context(state: SupportState, config: RunnableConfig) -> dict[str, Any]:
+        with child_span(deps.tracer, "retrieval knowledge_base", c.OP_RETRIEVAL,
+                        {"gen_ai.data_source.id": "knowledge_base"}) as span:
+            passages = deps.knowledge.search(state["message"], k=TOP_K)
+            span.set_attribute(c.RETRIEVAL_DOCUMENTS, len(passages))
+        return {"passages": [asdict(p) for p in passages]}
+
+    return retrieve_context

@@ -1,0 +1,238 @@
+"""The span helpers: the instrumentation a user copies into their own LangGraph app.
+
+Three helpers, following DESIGN.md §3 (identifying attributes at start, because a span
+processor's ``on_start`` sees nothing set later):
+
+- :func:`run_span` opens the root span of one HTTP run (a chat or a resume), carrying
+  the turn id and the graph's topology, and closes it with the run's outcome;
+- :func:`traced_node` wraps a LangGraph node function in a ``node {name}`` span; an
+  interrupt is ``paused``, a cancellation ``cancelled``, anything else raised ``error``;
+- :func:`child_span` opens a model / retrieval / guardrail / tool span inside a node.
+
+:class:`NodeLog` records each node span's name, outcome and duration as it ends, for the
+ChatResponse's ``nodes`` list: the same facts the stream shows, taken from the same spans.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import inspect
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.errors import GraphBubbleUp
+from opentelemetry import trace
+from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, Tracer
+
+from relay import conventions as c
+
+
+@dataclass
+class NodeLog:
+    """The node spans of one run, in start order."""
+
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def started(self, name: str) -> dict[str, Any]:
+        entry = {"name": name, "status": "running", "duration_ms": 0.0}
+        with self._lock:
+            self.nodes.append(entry)
+        return entry
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(n) for n in self.nodes]
+
+
+_node_log: contextvars.ContextVar[NodeLog | None] = contextvars.ContextVar(
+    "span_relay_node_log", default=None)
+
+
+@dataclass
+class RunSpan:
+    """The open root span of a run and what the run will say when it ends."""
+
+    span: Span
+    node_log: NodeLog
+    outcome: str = "error"
+    end_attributes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def trace_id(self) -> str:
+        return format(self.span.get_span_context().trace_id, "032x")
+
+    @property
+    def span_id(self) -> str:
+        return format(self.span.get_span_context().span_id, "016x")
+
+    def finish(self, outcome: str, **attributes: Any) -> None:
+        """Set the outcome and the end attributes (JSON-encoded when not scalar)."""
+        self.outcome = outcome
+        for key, value in attributes.items():
+            if value is None:
+                continue
+            if not isinstance(value, str | bool | int | float):
+                value = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+            self.end_attributes[key] = value
+
+
+@contextlib.contextmanager
+def run_span(
+    tracer: Tracer,
+    *,
+    agent: str,
+    thread_id: str,
+    turn_id: str,
+    run_kind: str,
+    graph_id: str,
+    topology: Mapping[str, Any],
+    message: str | None = None,
+    link_to: tuple[str, str] | None = None,
+) -> Iterator[RunSpan]:
+    """The root span of one run. ``link_to`` = (trace_id, span_id) of the paused run."""
+    attributes: dict[str, Any] = {
+        c.OPERATION: c.OP_INVOKE_AGENT,
+        c.AGENT_NAME: agent,
+        c.CONVERSATION_ID: thread_id,
+        c.TURN_ID: turn_id,
+        c.RUN_KIND: run_kind,
+        c.GRAPH_ID: graph_id,
+        c.GRAPH_TOPOLOGY: json.dumps(topology, separators=(",", ":")),
+    }
+    if message is not None:
+        attributes[c.TURN_MESSAGE] = message
+    links = []
+    if link_to is not None:
+        links.append(Link(SpanContext(int(link_to[0], 16), int(link_to[1], 16),
+                                      is_remote=False)))
+    node_log = NodeLog()
+    token = _node_log.set(node_log)
+    span = tracer.start_span(f"invoke_agent {agent}", attributes=attributes, links=links)
+    run = RunSpan(span, node_log)
+    try:
+        with trace.use_span(span, end_on_exit=False, record_exception=False,
+                            set_status_on_exception=False):
+            yield run
+    except asyncio.CancelledError:
+        run.outcome = "cancelled"
+        raise
+    except BaseException as exc:
+        run.outcome = "error"
+        span.record_exception(exc)
+        span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        raise
+    finally:
+        _node_log.reset(token)
+        span.set_attributes(run.end_attributes)
+        span.set_attribute(c.TURN_OUTCOME, run.outcome)
+        span.end()
+
+
+def _task_id(config: RunnableConfig | None) -> str | None:
+    if not config:
+        return None
+    ns = (config.get("metadata") or {}).get("langgraph_checkpoint_ns", "")
+    return ns.rsplit(":", 1)[-1] if ":" in ns else None
+
+
+def _step(config: RunnableConfig | None) -> int | None:
+    if not config:
+        return None
+    return (config.get("metadata") or {}).get("langgraph_step")
+
+
+def traced_node(tracer: Tracer, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a LangGraph node ``fn(state, config)`` (sync or async) in a node span."""
+
+    def start(config: RunnableConfig | None) -> tuple[Span, dict[str, Any] | None]:
+        attributes: dict[str, Any] = {c.NODE_NAME: name}
+        step, task_id = _step(config), _task_id(config)
+        if step is not None:
+            attributes[c.NODE_STEP] = step
+        if task_id is not None:
+            attributes[c.NODE_TASK_ID] = task_id
+        node_log = _node_log.get()
+        entry = node_log.started(name) if node_log is not None else None
+        return tracer.start_span(f"node {name}", attributes=attributes), entry
+
+    def end(span: Span, entry: dict[str, Any] | None, outcome: str) -> None:
+        span.set_attribute(c.NODE_OUTCOME, outcome)
+        span.end()
+        if entry is not None:
+            entry["status"] = outcome
+            end_time = getattr(span, "end_time", None) or 0
+            start_time = getattr(span, "start_time", None) or 0
+            entry["duration_ms"] = round((end_time - start_time) / 1e6, 3)
+
+    def outcome_of(exc: BaseException, span: Span) -> str:
+        if isinstance(exc, GraphBubbleUp):  # interrupt(): the node pauses, it did not fail
+            return "paused"
+        if isinstance(exc, asyncio.CancelledError):
+            return "cancelled"
+        span.record_exception(exc)
+        span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        return "error"
+
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def async_node(state: Any, config: RunnableConfig) -> Any:
+            span, entry = start(config)
+            outcome = "ok"
+            try:
+                with trace.use_span(span, end_on_exit=False, record_exception=False,
+                                    set_status_on_exception=False):
+                    return await fn(state, config)
+            except BaseException as exc:
+                outcome = outcome_of(exc, span)
+                raise
+            finally:
+                end(span, entry, outcome)
+
+        return async_node
+
+    @functools.wraps(fn)
+    def sync_node(state: Any, config: RunnableConfig) -> Any:
+        span, entry = start(config)
+        outcome = "ok"
+        try:
+            with trace.use_span(span, end_on_exit=False, record_exception=False,
+                                set_status_on_exception=False):
+                return fn(state, config)
+        except BaseException as exc:
+            outcome = outcome_of(exc, span)
+            raise
+        finally:
+            end(span, entry, outcome)
+
+    return sync_node
+
+
+@contextlib.contextmanager
+def child_span(tracer: Tracer, name: str, operation: str,
+               attributes: Mapping[str, Any] | None = None) -> Iterator[Span]:
+    """A model / retrieval / guardrail / tool span under the current node span.
+
+    ``attributes`` are set at start; set results on the yielded span before it ends.
+    A raised exception marks the span as an error and propagates.
+    """
+    attrs = {c.OPERATION: operation, **(attributes or {})}
+    with tracer.start_as_current_span(name, attributes=attrs, record_exception=False,
+                                      set_status_on_exception=False) as span:
+        try:
+            yield span
+        except asyncio.CancelledError:
+            raise
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            raise

@@ -1,0 +1,54 @@
+"""The bus interface that the processor, the runs and the stream writer program against."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from relay.events import Event
+
+
+class UnknownTurn(LookupError):
+    """The bus holds no log for this turn (never seen, or retention dropped it)."""
+
+
+class CursorExpired(LookupError):
+    """The reader's cursor is older than the oldest event the log still holds."""
+
+    def __init__(self, turn_id: str, cursor: int, oldest: int) -> None:
+        super().__init__(f"turn {turn_id}: events after seq {cursor} are no longer retained "
+                         f"(oldest kept is {oldest})")
+        self.turn_id = turn_id
+        self.cursor = cursor
+        self.oldest = oldest
+
+
+class LogReader(Protocol):
+    cursor: int
+
+    def take(self) -> list[Event]:
+        """The events after the cursor that are available now; advances the cursor."""
+        ...
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Wait until an event after the cursor exists (True) or ``timeout`` passes (False)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Bus(Protocol):
+    def open_turn(self, turn_id: str, last_seq: int = 0) -> None:
+        """Make sure a log exists; a new log continues after ``last_seq`` (never reuses)."""
+        ...
+
+    def publish(self, event: Event) -> Event:
+        """Append, stamping the next ``seq``. Called on the event loop; never blocks."""
+        ...
+
+    def last_seq(self, turn_id: str) -> int: ...
+
+    def has_turn(self, turn_id: str) -> bool: ...
+
+    def reader(self, turn_id: str, after: int = 0) -> LogReader: ...
+
+    def reader_count(self, turn_id: str) -> int: ...

@@ -1,0 +1,160 @@
+"""The in-process bus (the default): per-turn logs in memory, bounded in every direction.
+
+- a log holds at most ``max_events_per_turn`` events; past that the oldest go, and a
+  reader whose cursor points before them gets :class:`CursorExpired`, never a silent gap;
+- finished logs (a turn-terminal event seen) are kept for ``retention_s`` seconds and at
+  most ``max_finished_turns`` of them; running turns are never dropped;
+- readers share the log: a slow reader costs a cursor, not a queue.
+
+Everything here runs on the event loop thread; nothing locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+
+from relay.bus.base import CursorExpired, UnknownTurn
+from relay.events import Event
+
+
+class _TurnLog:
+    __slots__ = ("base", "events", "finished_at", "readers", "turn_id", "waiters")
+
+    def __init__(self, turn_id: str, last_seq: int) -> None:
+        self.turn_id = turn_id
+        self.base = last_seq  # seq of the event before events[0]
+        self.events: list[Event] = []
+        self.waiters: set[asyncio.Future[None]] = set()
+        self.finished_at: float | None = None
+        self.readers = 0
+
+    @property
+    def last_seq(self) -> int:
+        return self.base + len(self.events)
+
+    def wake(self) -> None:
+        for waiter in self.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self.waiters.clear()
+
+
+class MemoryReader:
+    def __init__(self, log: _TurnLog, after: int) -> None:
+        self._log = log
+        self.cursor = after
+        self._closed = False
+        log.readers += 1
+
+    def take(self) -> list[Event]:
+        log = self._log
+        if self.cursor < log.base:
+            raise CursorExpired(log.turn_id, self.cursor, log.base + 1)
+        start = self.cursor - log.base
+        batch = log.events[start:]
+        if batch:
+            self.cursor = batch[-1].seq
+        return batch
+
+    async def wait(self, timeout: float | None) -> bool:
+        log = self._log
+        if log.last_seq > self.cursor:
+            return True
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        log.waiters.add(waiter)
+        try:
+            done, _ = await asyncio.wait({waiter}, timeout=timeout)
+        finally:
+            log.waiters.discard(waiter)
+            if not waiter.done():
+                waiter.cancel()
+        return bool(done)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._log.readers -= 1
+
+
+class MemoryBus:
+    def __init__(
+        self,
+        max_events_per_turn: int = 10_000,
+        max_finished_turns: int = 1_000,
+        retention_s: float = 3600.0,
+    ) -> None:
+        self.max_events_per_turn = max_events_per_turn
+        self.max_finished_turns = max_finished_turns
+        self.retention_s = retention_s
+        self._logs: dict[str, _TurnLog] = {}
+        self._finished: OrderedDict[str, float] = OrderedDict()
+
+    # -- writing ----------------------------------------------------------------------
+
+    def open_turn(self, turn_id: str, last_seq: int = 0) -> None:
+        log = self._logs.get(turn_id)
+        if log is None:
+            self._logs[turn_id] = _TurnLog(turn_id, last_seq)
+            self._expire()
+        elif log.finished_at is not None:
+            # a finished turn runs again (a resume after an error is refused upstream,
+            # but a paused turn is not finished): keep its log, make it live again
+            log.finished_at = None
+            self._finished.pop(turn_id, None)
+
+    def publish(self, event: Event) -> Event:
+        log = self._logs.get(event.turn_id)
+        if log is None:
+            log = self._logs[event.turn_id] = _TurnLog(event.turn_id, 0)
+        stamped = event.with_seq(log.last_seq + 1)
+        log.events.append(stamped)
+        if len(log.events) > self.max_events_per_turn:
+            drop = len(log.events) - self.max_events_per_turn
+            del log.events[:drop]
+            log.base += drop
+        if stamped.is_turn_terminal:
+            log.finished_at = time.monotonic()
+            self._finished[event.turn_id] = log.finished_at
+            self._finished.move_to_end(event.turn_id)
+        log.wake()
+        return stamped
+
+    # -- reading ----------------------------------------------------------------------
+
+    def has_turn(self, turn_id: str) -> bool:
+        return turn_id in self._logs
+
+    def last_seq(self, turn_id: str) -> int:
+        log = self._logs.get(turn_id)
+        return log.last_seq if log else 0
+
+    def reader(self, turn_id: str, after: int = 0) -> MemoryReader:
+        log = self._logs.get(turn_id)
+        if log is None:
+            raise UnknownTurn(turn_id)
+        if after < log.base:
+            raise CursorExpired(turn_id, after, log.base + 1)
+        return MemoryReader(log, after)
+
+    def reader_count(self, turn_id: str) -> int:
+        log = self._logs.get(turn_id)
+        return log.readers if log else 0
+
+    def turn_count(self) -> int:
+        return len(self._logs)
+
+    # -- retention --------------------------------------------------------------------
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        while self._finished:
+            turn_id, finished_at = next(iter(self._finished.items()))
+            too_many = len(self._finished) > self.max_finished_turns
+            if not too_many and now - finished_at < self.retention_s:
+                break
+            self._finished.popitem(last=False)
+            log = self._logs.get(turn_id)
+            if log is not None and log.readers == 0:
+                del self._logs[turn_id]

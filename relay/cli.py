@@ -1,0 +1,72 @@
+"""``span-relay``: serve the app, verify a deployment's stream.
+
+    span-relay serve [--host 127.0.0.1] [--port 8000] [--app module:factory]
+    span-relay verify-stream URL [...]
+
+``serve`` runs the demo agent's app by default (``agent.app:create_app``, named by string
+so that the relay library itself never imports the demo); ``--app`` serves another
+factory that returns an ASGI app.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+DEFAULT_APP = "agent.app:create_app"
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from relay.settings import ConfigError, RelaySettings
+
+    try:
+        RelaySettings.from_env()  # refuse to start on an inconsistent configuration
+    except ConfigError as exc:
+        print(f"span-relay: configuration error: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    uvicorn.run(args.app, factory=True, host=args.host, port=args.port,
+                log_level=args.log_level, timeout_graceful_shutdown=args.graceful_s,
+                proxy_headers=True)
+    return 0
+
+
+def _verify_stream(argv: list[str]) -> int:
+    from relay import verify
+
+    return verify.main(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="span-relay", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the app (the demo agent, relay and SPA)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--app", default=DEFAULT_APP,
+                       help=f"module:factory of the ASGI app (default {DEFAULT_APP})")
+    serve.add_argument("--log-level", default="info",
+                       choices=["critical", "error", "warning", "info", "debug"])
+    serve.add_argument("--graceful-s", type=float, default=10.0,
+                       help="seconds open streams get to finish on shutdown")
+    sub.add_parser("verify-stream", add_help=False,
+                   help="check that a deployed instance streams incrementally")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "verify-stream":
+        return _verify_stream(argv[1:])
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

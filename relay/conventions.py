@@ -1,0 +1,63 @@
+"""Span conventions (DESIGN.md §3): the attribute names the instrumentation sets and the
+mapping reads. GenAI semantic-convention names are string literals here on purpose: those
+conventions are still in development, and the relay must not move when a package renames
+a constant.
+"""
+
+# GenAI semantic conventions
+OPERATION = "gen_ai.operation.name"
+AGENT_NAME = "gen_ai.agent.name"
+CONVERSATION_ID = "gen_ai.conversation.id"
+PROVIDER = "gen_ai.provider.name"
+REQUEST_MODEL = "gen_ai.request.model"
+RESPONSE_MODEL = "gen_ai.response.model"
+INPUT_TOKENS = "gen_ai.usage.input_tokens"
+OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+
+OP_INVOKE_AGENT = "invoke_agent"
+OP_CHAT = "chat"
+OP_RETRIEVAL = "retrieval"
+OP_GUARDRAIL = "apply_guardrail"
+OP_TOOL = "execute_tool"
+
+# relay.* fills the gaps
+TURN_ID = "relay.turn.id"
+RUN_KIND = "relay.run.kind"
+GRAPH_ID = "relay.graph.id"
+GRAPH_TOPOLOGY = "relay.graph.topology"
+TURN_MESSAGE = "relay.turn.message"
+TURN_OUTCOME = "relay.turn.outcome"
+TURN_RESPONSE = "relay.turn.response"
+TURN_INTERRUPTS = "relay.turn.interrupts"
+TURN_HUMAN_WAIT_MS = "relay.turn.human_wait_ms"
+ERROR_CODE = "relay.error.code"
+ERROR_MESSAGE = "relay.error.message"
+ERROR_NODE = "relay.error.node"
+ERROR_RETRYABLE = "relay.error.retryable"
+
+NODE_NAME = "relay.node.name"
+NODE_STEP = "relay.node.step"
+NODE_TASK_ID = "relay.node.task_id"
+NODE_OUTCOME = "relay.node.outcome"
+
+RETRIEVAL_DOCUMENTS = "relay.retrieval.documents"
+GUARDRAIL_NAME = "relay.guardrail.name"
+GUARDRAIL_DECISION = "relay.guardrail.decision"
+GUARDRAIL_REASON = "relay.guardrail.reason"
+TOOL_LABEL = "relay.tool.label"
+
+#: Attributes that hold content (prompts, answers, tool arguments). They always reach the
+#: relay; RELAY_CAPTURE_CONTENT=false strips them from what goes out over OTLP.
+CONTENT_ATTRIBUTES = frozenset({
+    TURN_MESSAGE,
+    TURN_RESPONSE,
+    TURN_INTERRUPTS,
+    TOOL_CALL_ARGUMENTS,
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+    "gen_ai.tool.call.result",
+})

@@ -1,0 +1,91 @@
+"""The event contract, version 1 (see docs/events.md).
+
+An :class:`Event` is what the mapping produces from a span and what the bus stores.
+The bus stamps ``seq`` when it appends the event to a turn's log; everything else is
+fixed by the span that produced it, so a replay from stored spans yields equal events.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+VERSION = 1
+
+GRAPH_TOPOLOGY = "graph_topology"
+NODE_STARTED = "node_started"
+NODE_COMPLETED = "node_completed"
+TOOL_STARTED = "tool_started"
+TOOL_COMPLETED = "tool_completed"
+PAUSED = "paused"
+ERROR = "error"
+TURN_COMPLETED = "turn_completed"
+
+#: Events that end a run: the response to POST /chat or /chat/resume stops after one.
+RUN_TERMINAL = frozenset({TURN_COMPLETED, PAUSED, ERROR})
+#: Events that end a turn: GET /turns/{id}/events stops after one (it waits through a pause).
+TURN_TERMINAL = frozenset({TURN_COMPLETED, ERROR})
+
+
+def dumps(value: Any) -> str:
+    """The one JSON encoding used on every wire: compact, UTF-8, no NaN."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+@dataclass(slots=True)
+class Event:
+    """One event of a turn. ``fields`` holds the type-specific fields."""
+
+    type: str
+    thread_id: str
+    turn_id: str
+    trace_id: str
+    ts: float
+    fields: dict[str, Any] = field(default_factory=dict)
+    seq: int = 0
+    _json: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def is_run_terminal(self) -> bool:
+        return self.type in RUN_TERMINAL
+
+    @property
+    def is_turn_terminal(self) -> bool:
+        return self.type in TURN_TERMINAL
+
+    def to_dict(self) -> dict[str, Any]:
+        envelope: dict[str, Any] = {
+            "v": VERSION,
+            "type": self.type,
+            "seq": self.seq,
+            "thread_id": self.thread_id,
+            "turn_id": self.turn_id,
+            "trace_id": self.trace_id,
+            "ts": self.ts,
+        }
+        envelope.update(self.fields)
+        return envelope
+
+    def to_json(self) -> str:
+        """The event as one line of JSON, encoded once and cached (every reader shares it)."""
+        if self._json is None:
+            self._json = dumps(self.to_dict())
+        return self._json
+
+    def with_seq(self, seq: int) -> Event:
+        return Event(self.type, self.thread_id, self.turn_id, self.trace_id, self.ts,
+                     self.fields, seq)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Event:
+        envelope = {"v", "type", "seq", "thread_id", "turn_id", "trace_id", "ts"}
+        return cls(
+            type=data["type"],
+            thread_id=data["thread_id"],
+            turn_id=data["turn_id"],
+            trace_id=data["trace_id"],
+            ts=float(data["ts"]),
+            fields={k: v for k, v in data.items() if k not in envelope},
+            seq=int(data.get("seq", 0)),
+        )

@@ -1,0 +1,83 @@
+"""OTLP export of the same spans (DESIGN.md §1): BatchSpanProcessor -> OTLP exporter.
+
+Switched on by the standard variables: ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``), protocol from ``OTEL_EXPORTER_OTLP_PROTOCOL``
+(``grpc`` by default, ``http/protobuf``), batching from ``OTEL_BSP_*`` (read by the SDK),
+``OTEL_TRACES_EXPORTER=none`` turns it off. The batch processor exports on its own
+thread: the UI stream never waits on export.
+
+``RELAY_CAPTURE_CONTENT=false`` wraps the exporter in :class:`ContentFilter`, which drops
+prompts and answers from what leaves the process; the relay, the store and the UI keep
+them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from relay.conventions import CONTENT_ATTRIBUTES
+
+
+class ContentFilter(SpanExporter):
+    """A SpanExporter that forwards spans without their content attributes."""
+
+    def __init__(self, inner: SpanExporter, keys: frozenset[str] = CONTENT_ATTRIBUTES) -> None:
+        self.inner = inner
+        self.keys = keys
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return self.inner.export([self._strip(s) for s in spans])
+
+    def _strip(self, span: ReadableSpan) -> ReadableSpan:
+        attrs = span.attributes or {}
+        if not any(k in attrs for k in self.keys):
+            return span
+        kept = {k: v for k, v in attrs.items() if k not in self.keys}
+        return ReadableSpan(
+            name=span.name, context=span.context, parent=span.parent, resource=span.resource,
+            attributes=kept, events=span.events, links=span.links, kind=span.kind,
+            status=span.status, start_time=span.start_time, end_time=span.end_time,
+            instrumentation_scope=span.instrumentation_scope,
+        )
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+def otlp_exporter_from_env(environ: Mapping[str, str] | None = None) -> SpanExporter | None:
+    env = os.environ if environ is None else environ
+    if env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() in ("none", ""):
+        return None
+    if not (env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+            or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")):
+        return None
+    protocol = (env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc").strip().lower()
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        return OTLPSpanExporter()
+    if protocol == "http/protobuf":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter as HTTPSpanExporter,
+        )
+        return HTTPSpanExporter()
+    raise ValueError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: use grpc or http/protobuf")
+
+
+def add_otlp_export(provider: TracerProvider, capture_content: bool,
+                    environ: Mapping[str, str] | None = None) -> SpanExporter | None:
+    """Attach OTLP export to ``provider`` when the environment asks for it."""
+    exporter = otlp_exporter_from_env(environ)
+    if exporter is None:
+        return None
+    if not capture_content:
+        exporter = ContentFilter(exporter)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return exporter

@@ -1,0 +1,112 @@
+"""The ``Relay``: the few objects a user wires into an app (DESIGN.md §2).
+
+```python
+relay = Relay.from_env()
+provider.add_span_processor(relay.span_processor)
+app.include_router(relay.router)
+```
+
+plus ``await relay.start()`` / ``await relay.stop()`` in the app's lifespan (binds the
+processor to the running loop, marks turns that died with the last process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import APIRouter
+from opentelemetry.sdk.trace import TracerProvider
+
+from relay.bus import MemoryBus
+from relay.events import RUN_TERMINAL
+from relay.export import add_otlp_export
+from relay.negotiation import NDJSON
+from relay.processor import RelaySpanProcessor
+from relay.runs import RunManager
+from relay.settings import RelaySettings
+from relay.streaming import EventStream, NDJSONEncoder, SSEEncoder
+from relay.turns import SQLiteTurnStore
+
+log = logging.getLogger("relay")
+
+
+class Relay:
+    def __init__(self, settings: RelaySettings) -> None:
+        self.settings = settings
+        self.bus = MemoryBus(max_finished_turns=settings.bus_max_turns,
+                             retention_s=settings.bus_retention_s)
+        self.span_processor = RelaySpanProcessor(self.bus.publish)
+        self.turns = SQLiteTurnStore(settings.data_dir / "turns.db")
+        self.runs = RunManager(self.bus, self.turns, self.span_processor,
+                               disconnect_grace_s=settings.disconnect_grace_s,
+                               thread_policy=settings.thread_policy)
+        #: the compiled graph's topology, served at GET /graph (set by the app)
+        self.topology: dict[str, Any] | None = None
+        self._router: APIRouter | None = None
+        self.require_token = _token_dependency(settings.api_token)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Relay:
+        return cls(RelaySettings.from_env(environ))
+
+    @property
+    def router(self) -> APIRouter:
+        if self._router is None:
+            from relay.http import build_router
+
+            self._router = build_router(self)
+        return self._router
+
+    def add_otlp_export(self, provider: TracerProvider,
+                        environ: Mapping[str, str] | None = None) -> object | None:
+        return add_otlp_export(provider, self.settings.capture_content, environ)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.span_processor.bind(asyncio.get_running_loop())
+        died = await self.turns.mark_interrupted()
+        if died:
+            log.warning("relay: %d turn(s) were running when the last process stopped; "
+                        "marked interrupted", died)
+
+    async def stop(self) -> None:
+        await self.runs.shutdown()
+        self.span_processor.unbind()
+        self.turns.close()
+
+    async def readiness_problems(self) -> list[str]:
+        problems = []
+        if self.span_processor._loop is None:
+            problems.append("the span processor is not bound to the event loop")
+        try:
+            await self.turns.list(limit=1)
+        except Exception as exc:  # the turn store is unreachable
+            problems.append(f"turn store: {exc}")
+        return problems
+
+    # -- streams ------------------------------------------------------------------------
+
+    def stream(self, turn_id: str, after: int, media: str, *,
+               stop_at: frozenset[str] = RUN_TERMINAL,
+               on_disconnect: str = "cancel") -> EventStream:
+        """A response that streams ``turn_id``'s log after ``after`` until ``stop_at``."""
+        reader = self.bus.reader(turn_id, after)
+        encoder = NDJSONEncoder() if media == NDJSON else SSEEncoder(self.settings.retry_ms)
+        self.runs.reader_attached(turn_id)
+
+        def closed(completed: bool) -> None:
+            self.runs.reader_left(turn_id, completed, on_disconnect)
+
+        return EventStream(reader, encoder, stop_at=stop_at,
+                           heartbeat_s=self.settings.heartbeat_s,
+                           send_timeout_s=self.settings.send_timeout_s, on_close=closed)
+
+
+def _token_dependency(token: str | None):  # noqa: ANN202
+    from relay.http import token_checker
+
+    return token_checker(token)

@@ -1,0 +1,193 @@
+"""The relay's HTTP surface (DESIGN.md §5), as a FastAPI router over a :class:`Relay`.
+
+Routes: ``GET /turns/{id}/events`` (the turn's stream), ``GET /turns/{id}``,
+``GET /turns``, ``POST /turns/{id}/cancel``, ``GET /graph``, ``GET /config``,
+``GET /healthz``, ``GET /readyz`` and the SPA's files at ``/``. The run endpoints
+(``POST /chat``, ``/chat/resume``) belong to the app that owns the agent; they use
+:func:`read_json_object`, :func:`require_token` and :meth:`Relay.stream` from here.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.responses import FileResponse, JSONResponse, Response
+
+from relay.bus.base import CursorExpired
+from relay.errors import ApiError
+from relay.events import TURN_TERMINAL
+from relay.negotiation import NDJSON, SSE
+
+if TYPE_CHECKING:
+    from relay.facade import Relay
+
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+_SPA_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+              ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml",
+              ".png": "image/png", ".ico": "image/x-icon", ".json": "application/json"}
+
+
+# -- request helpers shared with the app's run endpoints ---------------------------------
+
+async def read_json_object(request: Request, limit: int) -> dict[str, Any]:
+    """The body as a JSON object, or a 4xx that says what is wrong with it."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, "body_too_large", f"The request body is over {limit} bytes.")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise ApiError(413, "body_too_large", f"The request body is over {limit} bytes.")
+    if not body:
+        raise ApiError(400, "invalid_json", "The request body is empty; send a JSON object.")
+    try:
+        value = json.loads(bytes(body))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ApiError(400, "invalid_json", f"The request body is not valid JSON: {exc}.") \
+            from None
+    if not isinstance(value, dict):
+        raise ApiError(400, "invalid_json", "The request body must be a JSON object.")
+    return value
+
+
+def token_checker(token: str | None):  # noqa: ANN201 - a FastAPI dependency
+    """A dependency that requires ``Authorization: Bearer <token>`` when a token is set."""
+    expected = token.encode() if token else None
+
+    async def require_token(request: Request) -> None:
+        if expected is None:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
+                                                                  expected):
+            raise ApiError(401, "unauthorized",
+                           "This API needs an 'Authorization: Bearer <token>' header.",
+                           headers={"WWW-Authenticate": "Bearer"})
+
+    return require_token
+
+
+def parse_cursor(request: Request, after: int | None) -> int:
+    """The reader's cursor: ``Last-Event-ID`` wins over ``?after``; both non-negative ints."""
+    raw = request.headers.get("last-event-id")
+    if raw is not None:
+        raw = raw.strip()
+        if not raw.isdigit():
+            raise ApiError(400, "invalid_cursor",
+                           f"Last-Event-ID {raw!r} is not a non-negative event number.")
+        return int(raw)
+    if after is not None and after < 0:
+        raise ApiError(400, "invalid_cursor", "after must be a non-negative event number.")
+    return after or 0
+
+
+def stream_media(request: Request) -> str:
+    accept = request.headers.get("accept", "")
+    return NDJSON if NDJSON in accept and SSE not in accept else SSE
+
+
+# -- the router ------------------------------------------------------------------------
+
+def build_router(relay: Relay) -> APIRouter:
+    router = APIRouter()
+    auth = [Depends(relay.require_token)]
+
+    @router.get("/turns/{turn_id}/events", dependencies=auth, tags=["turns"])
+    async def turn_events(request: Request, turn_id: str,
+                          after: int | None = Query(default=None)) -> Response:
+        cursor = parse_cursor(request, after)
+        record = await relay.turns.get(turn_id)
+        if not relay.bus.has_turn(turn_id):
+            if record is None:
+                raise ApiError(404, "unknown_turn", f"There is no turn {turn_id}.")
+            raise ApiError(410, "turn_expired",
+                           f"The events of turn {turn_id} are no longer retained; "
+                           f"GET /turns/{turn_id} has its result.")
+        last = relay.bus.last_seq(turn_id)
+        if cursor > last:
+            raise ApiError(400, "invalid_cursor",
+                           f"Event {cursor} does not exist in turn {turn_id} "
+                           f"(its last event is {last}).")
+        try:
+            return relay.stream(turn_id, cursor, stream_media(request), stop_at=TURN_TERMINAL,
+                                on_disconnect=request.query_params.get("on_disconnect",
+                                                                        "continue"))
+        except CursorExpired as exc:
+            raise ApiError(410, "cursor_expired", str(exc)) from None
+
+    @router.get("/turns/{turn_id}", dependencies=auth, tags=["turns"])
+    async def turn(turn_id: str) -> JSONResponse:
+        record = await relay.turns.get(turn_id)
+        if record is None:
+            raise ApiError(404, "unknown_turn", f"There is no turn {turn_id}.")
+        return JSONResponse(record.public())
+
+    @router.get("/turns", dependencies=auth, tags=["turns"])
+    async def turns(thread_id: str | None = None,
+                    limit: int = Query(default=20, ge=1, le=200),
+                    before: float | None = None) -> JSONResponse:
+        records = await relay.turns.list(thread_id, limit, before)
+        return JSONResponse({"turns": [r.public() for r in records]})
+
+    @router.post("/turns/{turn_id}/cancel", dependencies=auth, tags=["turns"])
+    async def cancel(turn_id: str) -> JSONResponse:
+        record = await relay.turns.get(turn_id)
+        if record is None:
+            raise ApiError(404, "unknown_turn", f"There is no turn {turn_id}.")
+        cancelled = relay.runs.cancel(turn_id)
+        status = "cancelling" if cancelled else record.status
+        return JSONResponse({"turn_id": turn_id, "cancelled": cancelled, "status": status},
+                            status_code=202 if cancelled else 200)
+
+    @router.get("/graph", dependencies=auth, tags=["graph"])
+    async def graph() -> JSONResponse:
+        if relay.topology is None:
+            raise ApiError(404, "no_graph", "This relay serves no graph of its own.")
+        return JSONResponse(relay.topology)
+
+    @router.get("/config", tags=["ui"])
+    async def config() -> JSONResponse:
+        return JSONResponse({"trace_url": relay.settings.trace_url,
+                             "auth_required": relay.settings.api_token is not None})
+
+    @router.get("/healthz", tags=["ops"])
+    async def healthz() -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    @router.get("/readyz", tags=["ops"])
+    async def readyz() -> JSONResponse:
+        problems = await relay.readiness_problems()
+        if problems:
+            return JSONResponse({"status": "not ready", "problems": problems}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    _add_spa_routes(router, relay.settings.resolved_spa_dir())
+    return router
+
+
+def _add_spa_routes(router: APIRouter, spa_dir: Path | None) -> None:
+    """Serve the SPA's files by name (no path is ever joined from a request)."""
+    if spa_dir is None:
+        return
+    headers = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
+               "Referrer-Policy": "no-referrer", "Cache-Control": "no-cache"}
+    for path in sorted(spa_dir.iterdir()):
+        if not path.is_file() or path.suffix not in _SPA_TYPES:
+            continue
+        route = "/" if path.name == "index.html" else f"/{path.name}"
+        router.add_api_route(route, _file_endpoint(path, _SPA_TYPES[path.suffix], headers),
+                             methods=["GET"], include_in_schema=False)
+
+
+def _file_endpoint(path: Path, media_type: str, headers: dict[str, str]):  # noqa: ANN202
+    async def serve() -> FileResponse:
+        return FileResponse(path, media_type=media_type, headers=headers)
+
+    return serve

@@ -1,0 +1,224 @@
+"""Runs: each turn's run is its own asyncio task; streams only read its log.
+
+:class:`RunManager` starts a run's coroutine as a task, keeps the turn record in step
+(running -> paused / answered / ...), enforces one running turn per thread, and cancels
+a run whose last reader went away once the grace period has passed without a new one.
+
+A run's coroutine is the agent's: it opens the run's root span, runs the graph and
+returns the ChatResponse. The relay never sees the graph; it sees the spans, through the
+processor, and the response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from relay.bus.base import Bus
+from relay.events import ERROR, Event
+from relay.processor import RelaySpanProcessor
+from relay.response import ChatResponse
+from relay.turns import PAUSED, RUNNING, SQLiteTurnStore, TurnRecord
+
+log = logging.getLogger("relay.runs")
+
+Runner = Callable[[], Awaitable[ChatResponse]]
+
+
+class ThreadBusy(Exception):
+    def __init__(self, thread_id: str, turn_id: str) -> None:
+        super().__init__(f"thread {thread_id} is running turn {turn_id}")
+        self.thread_id = thread_id
+        self.turn_id = turn_id
+
+
+@dataclass(slots=True)
+class _Run:
+    turn_id: str
+    thread_id: str
+    kind: str
+    first_seq: int  # events of this run have seq > first_seq
+    task: asyncio.Task[ChatResponse] | None = None
+    cancel_timer: asyncio.TimerHandle | None = None
+    watchers: int = 0
+    cancel_reason: str | None = None
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class RunManager:
+    def __init__(
+        self,
+        bus: Bus,
+        turns: SQLiteTurnStore,
+        processor: RelaySpanProcessor,
+        *,
+        disconnect_grace_s: float,
+        thread_policy: str = "reject",
+    ) -> None:
+        self.bus = bus
+        self.turns = turns
+        self.processor = processor
+        self.disconnect_grace_s = disconnect_grace_s
+        self.thread_policy = thread_policy
+        self._runs: dict[str, _Run] = {}  # turn_id -> running run
+        self._threads: dict[str, str] = {}  # thread_id -> running turn_id
+
+    # -- starting -----------------------------------------------------------------------
+
+    def running(self, turn_id: str) -> bool:
+        return turn_id in self._runs
+
+    def running_count(self) -> int:
+        return len(self._runs)
+
+    def first_seq(self, turn_id: str) -> int:
+        run = self._runs.get(turn_id)
+        return run.first_seq if run else 0
+
+    async def start(self, record: TurnRecord, kind: str, runner: Runner) -> int:
+        """Start a run of ``record``'s turn; returns the cursor its stream reads after.
+
+        The caller has created (chat) or loaded (resume) the record. Raises
+        :class:`ThreadBusy` when the thread already runs a turn and the policy rejects.
+        """
+        busy = self._threads.get(record.thread_id)
+        previous = self._runs.get(busy) if busy else None
+        if previous is not None and self.thread_policy == "reject":
+            raise ThreadBusy(record.thread_id, previous.turn_id)
+        self.bus.open_turn(record.turn_id, record.last_seq)
+        first_seq = self.bus.last_seq(record.turn_id)
+        run = _Run(record.turn_id, record.thread_id, kind, first_seq)
+        self._runs[record.turn_id] = run
+        self._threads[record.thread_id] = record.turn_id
+        await self.turns.update(record.turn_id, status=RUNNING, ended_at=None)
+        run.task = asyncio.create_task(self._run(run, runner, previous),
+                                       name=f"turn {record.turn_id}")
+        return first_seq
+
+    async def _run(self, run: _Run, runner: Runner, previous: _Run | None) -> ChatResponse:
+        if previous is not None:  # RELAY_THREAD_POLICY=enqueue: in order, one at a time
+            await previous.done.wait()
+            self._threads[run.thread_id] = run.turn_id
+        response: ChatResponse | None = None
+        cancelled = False
+        try:
+            response = await runner()
+            return response
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
+        finally:
+            self.processor.flush()  # spans that ended on other threads reach the bus now
+            self._ensure_terminal(run)
+            await self._record_end(run, response, cancelled)
+            self._runs.pop(run.turn_id, None)
+            if self._threads.get(run.thread_id) == run.turn_id:
+                del self._threads[run.thread_id]
+            if run.cancel_timer is not None:
+                run.cancel_timer.cancel()
+            run.done.set()
+
+    def _ensure_terminal(self, run: _Run) -> None:
+        """A run whose spans produced no terminal event still ends its streams, loudly."""
+        reader = self.bus.reader(run.turn_id, run.first_seq)
+        try:
+            if any(e.is_run_terminal for e in reader.take()):
+                return
+        finally:
+            reader.close()
+        log.error("relay: run of turn %s ended without a terminal event", run.turn_id)
+        self.bus.publish(Event(ERROR, run.thread_id, run.turn_id, "", time.time() * 1000, {
+            "code": "turn_failed",
+            "message": "The agent could not finish this turn.",
+            "node": None,
+            "retryable": True,
+        }))
+
+    async def _record_end(self, run: _Run, response: ChatResponse | None,
+                          cancelled: bool) -> None:
+        now = time.time() * 1000
+        if response is not None:
+            status = response.status
+        else:
+            status = "cancelled" if cancelled else "error"
+        changes: dict[str, object] = {"status": status,
+                                      "last_seq": self.bus.last_seq(run.turn_id)}
+        if response is not None:
+            changes["response"] = response.to_json()
+            if response.trace_id:
+                changes["root_trace_id"] = response.trace_id
+        if status == PAUSED:
+            changes["paused_at"] = now
+            changes["ended_at"] = None
+        else:
+            changes["ended_at"] = now
+        try:
+            await asyncio.shield(self.turns.update(run.turn_id, **changes))
+        except Exception:
+            log.exception("relay: could not record the end of turn %s", run.turn_id)
+
+    # -- waiting, cancelling ------------------------------------------------------------
+
+    async def wait(self, turn_id: str) -> ChatResponse | None:
+        """The run's response (the JSON path). None if it was cancelled or failed."""
+        run = self._runs.get(turn_id)
+        if run is None or run.task is None:
+            return None
+        try:
+            return await asyncio.shield(run.task)
+        except (asyncio.CancelledError, Exception):
+            if run.task.done():
+                return None
+            raise
+
+    def cancel(self, turn_id: str, reason: str = "cancelled by request") -> bool:
+        """Cancel a running turn. Idempotent: False when nothing was running."""
+        run = self._runs.get(turn_id)
+        if run is None or run.task is None or run.task.done():
+            return False
+        run.cancel_reason = reason
+        run.task.cancel(reason)
+        return True
+
+    # -- readers ------------------------------------------------------------------------
+
+    def reader_attached(self, turn_id: str) -> None:
+        run = self._runs.get(turn_id)
+        if run is not None:
+            run.watchers += 1
+            if run.cancel_timer is not None:
+                run.cancel_timer.cancel()
+                run.cancel_timer = None
+
+    def reader_left(self, turn_id: str, completed: bool, on_disconnect: str = "cancel") -> None:
+        """A stream ended. If it was cut and nobody else reads, cancel after the grace."""
+        run = self._runs.get(turn_id)
+        if run is None:
+            return
+        run.watchers = max(0, run.watchers - 1)
+        if completed or on_disconnect != "cancel" or run.watchers > 0:
+            return
+        loop = asyncio.get_running_loop()
+        if run.cancel_timer is not None:
+            run.cancel_timer.cancel()
+        run.cancel_timer = loop.call_later(
+            self.disconnect_grace_s, self._cancel_if_unwatched, turn_id)
+
+    def _cancel_if_unwatched(self, turn_id: str) -> None:
+        run = self._runs.get(turn_id)
+        if run is not None and run.watchers == 0:
+            log.info("relay: turn %s has no reader after the grace period; cancelling",
+                     turn_id)
+            self.cancel(turn_id, "the last reader disconnected")
+
+    async def shutdown(self) -> None:
+        tasks = [r.task for r in self._runs.values() if r.task is not None]
+        for task in tasks:
+            task.cancel("server shutting down")
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task

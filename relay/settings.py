@@ -1,0 +1,124 @@
+"""Configuration from RELAY_* environment variables (DESIGN.md §7).
+
+Read once, validated as a whole: an inconsistent configuration refuses to start with a
+message that names the variable to change.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    """The configuration cannot work; the message says what to change."""
+
+
+@dataclass(frozen=True, slots=True)
+class RelaySettings:
+    data_dir: Path = Path(".span-relay")
+    heartbeat_s: float = 15.0
+    disconnect_grace_s: float = 5.0
+    send_timeout_s: float = 30.0
+    retry_ms: int = 2000
+    bus: str = "memory"
+    store: str = "sqlite"
+    capture_content: bool = True
+    trace_url: str | None = None
+    thread_policy: str = "reject"
+    faults: bool = False
+    api_token: str | None = None
+    max_body_bytes: int = 64 * 1024
+    tool_timeout_s: float = 30.0
+    turn_timeout_s: float = 120.0
+    server_timeout_s: float = 300.0
+    bus_retention_s: float = 3600.0
+    bus_max_turns: int = 1000
+    spa_dir: Path | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> RelaySettings:
+        env = os.environ if environ is None else environ
+        settings = cls(
+            data_dir=Path(env.get("RELAY_DATA_DIR", ".span-relay")),
+            heartbeat_s=_float(env, "RELAY_HEARTBEAT_S", 15.0),
+            disconnect_grace_s=_float(env, "RELAY_DISCONNECT_GRACE_S", 5.0),
+            send_timeout_s=_float(env, "RELAY_SEND_TIMEOUT_S", 30.0),
+            retry_ms=int(_float(env, "RELAY_RETRY_MS", 2000)),
+            bus=env.get("RELAY_BUS", "memory"),
+            store=env.get("RELAY_STORE", "sqlite"),
+            capture_content=_bool(env, "RELAY_CAPTURE_CONTENT", True),
+            trace_url=env.get("RELAY_TRACE_URL") or None,
+            thread_policy=env.get("RELAY_THREAD_POLICY", "reject"),
+            faults=_bool(env, "RELAY_FAULTS", False),
+            api_token=env.get("RELAY_API_TOKEN") or None,
+            max_body_bytes=int(_float(env, "RELAY_MAX_BODY_BYTES", 64 * 1024)),
+            tool_timeout_s=_float(env, "RELAY_TOOL_TIMEOUT_S", 30.0),
+            turn_timeout_s=_float(env, "RELAY_TURN_TIMEOUT_S", 120.0),
+            server_timeout_s=_float(env, "RELAY_SERVER_TIMEOUT_S", 300.0),
+            bus_retention_s=_float(env, "RELAY_BUS_RETENTION_S", 3600.0),
+            bus_max_turns=int(_float(env, "RELAY_BUS_MAX_TURNS", 1000)),
+            spa_dir=Path(env["RELAY_SPA_DIR"]) if env.get("RELAY_SPA_DIR") else None,
+        )
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        if self.heartbeat_s <= 0:
+            raise ConfigError("RELAY_HEARTBEAT_S must be > 0 (seconds between heartbeats)")
+        if self.disconnect_grace_s < 0:
+            raise ConfigError("RELAY_DISCONNECT_GRACE_S must be >= 0")
+        if self.bus != "memory" and not self.bus.startswith(("redis://", "rediss://")):
+            raise ConfigError(f"RELAY_BUS={self.bus!r}: use 'memory' or a redis:// URL")
+        if self.bus != "memory":
+            raise ConfigError("RELAY_BUS=redis://... is not available in this build yet; "
+                              "unset RELAY_BUS to use the in-process bus")
+        if self.store != "sqlite" and not self.store.startswith(("postgresql://", "postgres://")):
+            raise ConfigError(f"RELAY_STORE={self.store!r}: use 'sqlite' or a postgresql:// URL")
+        if self.thread_policy not in ("reject", "enqueue"):
+            raise ConfigError("RELAY_THREAD_POLICY must be 'reject' or 'enqueue'")
+        if not self.tool_timeout_s < self.turn_timeout_s:
+            raise ConfigError(
+                f"RELAY_TOOL_TIMEOUT_S ({self.tool_timeout_s:g}) must be shorter than "
+                f"RELAY_TURN_TIMEOUT_S ({self.turn_timeout_s:g}): lower the tool timeout "
+                "or raise the turn timeout"
+            )
+        if not self.turn_timeout_s < self.server_timeout_s:
+            raise ConfigError(
+                f"RELAY_TURN_TIMEOUT_S ({self.turn_timeout_s:g}) must be shorter than "
+                f"RELAY_SERVER_TIMEOUT_S ({self.server_timeout_s:g}): lower the turn timeout "
+                "or raise the server limit"
+            )
+
+    def resolved_spa_dir(self) -> Path | None:
+        """The SPA folder: RELAY_SPA_DIR, else ``spa/`` beside the package, else ./spa."""
+        candidates = [self.spa_dir] if self.spa_dir else []
+        candidates += [Path(__file__).resolve().parent.parent / "spa", Path.cwd() / "spa"]
+        for candidate in candidates:
+            if candidate is not None and (candidate / "index.html").is_file():
+                return candidate
+        return None
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number") from None
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}={raw!r}: use true or false")

@@ -1,0 +1,191 @@
+"""The stream writer: a turn's log on the bus -> SSE or NDJSON bytes on the socket.
+
+:class:`EventStream` is a small ASGI app (a response) that reads one turn's log from a
+cursor and writes frames as events arrive. It owns three timers and nothing else:
+
+- heartbeats: a comment every ``heartbeat_s`` from a clock independent of events, so a
+  proxy that cuts idle connections never sees an idle one, even through a long tool call
+  or a human's wait;
+- the send timeout: a client that stops reading (its socket buffer full) is cut after
+  ``send_timeout_s`` instead of holding memory; it can resume with ``Last-Event-ID``;
+- the disconnect watch: ``http.disconnect`` ends the stream at once.
+
+It stops after the first event in ``stop_at`` (a run's stream stops at its run's terminal
+event; a turn's stream waits through a pause). ``on_close`` tells the owner whether the
+stream was cut before its terminal event, which is how a turn learns its last reader left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any
+
+from starlette.responses import Response
+
+from relay.bus.base import CursorExpired, LogReader
+from relay.events import Event, dumps
+
+SSE = "text/event-stream"
+NDJSON = "application/x-ndjson"
+
+STREAM_HEADERS = [
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+class SSEEncoder:
+    media_type = SSE
+
+    def __init__(self, retry_ms: int) -> None:
+        self.retry_ms = retry_ms
+
+    def preamble(self) -> bytes:
+        return f"retry: {self.retry_ms}\n\n".encode()
+
+    def event(self, event: Event) -> bytes:
+        return f"id: {event.seq}\nevent: {event.type}\ndata: {event.to_json()}\n\n".encode()
+
+    def heartbeat(self) -> bytes:
+        return b": hb\n\n"
+
+    def problem(self, type_: str, fields: dict[str, Any]) -> bytes:
+        """An out-of-log frame (no id: it is not part of the turn's sequence)."""
+        return f"event: {type_}\ndata: {dumps({'v': 1, 'type': type_, **fields})}\n\n".encode()
+
+
+class NDJSONEncoder:
+    media_type = NDJSON
+
+    def preamble(self) -> bytes:
+        return b""
+
+    def event(self, event: Event) -> bytes:
+        return (event.to_json() + "\n").encode()
+
+    def heartbeat(self) -> bytes:
+        return b"\n"
+
+    def problem(self, type_: str, fields: dict[str, Any]) -> bytes:
+        return (dumps({"v": 1, "type": type_, **fields}) + "\n").encode()
+
+
+Encoder = SSEEncoder | NDJSONEncoder
+CloseCallback = Callable[[bool], Awaitable[None] | None]
+
+
+class EventStream(Response):
+    """An ASGI response that streams one turn's log from a cursor.
+
+    A :class:`starlette.responses.Response` only so that frameworks pass it through;
+    it writes its own messages and keeps no body.
+    """
+
+    def __init__(
+        self,
+        reader: LogReader,
+        encoder: Encoder,
+        *,
+        stop_at: Collection[str],
+        heartbeat_s: float,
+        send_timeout_s: float = 30.0,
+        on_close: CloseCallback | None = None,
+        extra_headers: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
+        self.status_code = 200
+        self.background = None
+        self.reader = reader
+        self.encoder = encoder
+        self.stop_at = stop_at
+        self.heartbeat_s = heartbeat_s
+        self.send_timeout_s = send_timeout_s
+        self.on_close = on_close
+        self.extra_headers = extra_headers or []
+        self.frames_sent = 0
+        self.heartbeats_sent = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        completed = False
+        disconnected = asyncio.Event()
+        watcher = asyncio.create_task(_watch_disconnect(receive, disconnected))
+        try:
+            headers = [
+                (b"content-type", f"{self.encoder.media_type}; charset=utf-8".encode()),
+                *STREAM_HEADERS,
+                *self.extra_headers,
+            ]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            completed = await self._pump(send, disconnected)
+            if completed:
+                await self._send(send, b"", more=False)
+        except (OSError, TimeoutError, _Gone):
+            completed = False
+        finally:
+            watcher.cancel()
+            self.reader.close()
+            if self.on_close is not None:
+                result = self.on_close(completed)
+                if asyncio.iscoroutine(result):
+                    await result
+
+    async def _pump(self, send: Any, disconnected: asyncio.Event) -> bool:
+        """Write frames until a stop event (True) or until the client is gone (False)."""
+        preamble = self.encoder.preamble()
+        if preamble:
+            await self._send(send, preamble)
+        next_beat = time.monotonic() + self.heartbeat_s
+        gone = asyncio.ensure_future(disconnected.wait())
+        try:
+            while True:
+                try:
+                    batch = self.reader.take()
+                except CursorExpired as exc:
+                    await self._send(send, self.encoder.problem("reset", {
+                        "code": "cursor_expired", "message": str(exc), "oldest_seq": exc.oldest,
+                    }))
+                    return True
+                if batch:
+                    stop = next((i for i, e in enumerate(batch) if e.type in self.stop_at), None)
+                    if stop is not None:
+                        batch = batch[: stop + 1]
+                    await self._send(send, b"".join(self.encoder.event(e) for e in batch))
+                    self.frames_sent += len(batch)
+                    if stop is not None:
+                        return True
+                now = time.monotonic()
+                if now >= next_beat:
+                    await self._send(send, self.encoder.heartbeat())
+                    self.heartbeats_sent += 1
+                    next_beat = now + self.heartbeat_s
+                    continue
+                if disconnected.is_set():
+                    return False
+                waiting = asyncio.ensure_future(self.reader.wait(next_beat - now))
+                await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
+                if not waiting.done():
+                    waiting.cancel()
+                if disconnected.is_set():
+                    return False
+        finally:
+            gone.cancel()
+
+    async def _send(self, send: Any, body: bytes, more: bool = True) -> None:
+        message = {"type": "http.response.body", "body": body, "more_body": more}
+        try:
+            await asyncio.wait_for(send(message), self.send_timeout_s)
+        except TimeoutError:
+            raise _Gone("client stopped reading") from None
+
+
+class _Gone(Exception):
+    """The client cannot be written to any more."""
+
+
+async def _watch_disconnect(receive: Any, disconnected: asyncio.Event) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            disconnected.set()
+            return

@@ -1,0 +1,185 @@
+"""Turn records: what a turn is, where it stands, and what it answered.
+
+The bus holds a turn's events while they are useful to streams; this table holds the facts
+that must outlive the process: status, times, the response, the last ``seq`` handed out
+(so a turn resumed after a restart never reuses one), and the paused run's root span (the
+resume links to it). SQLite by default, in ``RELAY_DATA_DIR/turns.db``; every call runs in
+a worker thread so the event loop never waits on the disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+RUNNING = "running"
+PAUSED = "paused"
+#: statuses in which a turn still lives (DESIGN.md §5: GET /turns/{id})
+LIVE = (RUNNING, PAUSED)
+
+_MIGRATIONS = [
+    # version 1
+    """
+    CREATE TABLE turns (
+        turn_id TEXT PRIMARY KEY,
+        thread_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        message TEXT NOT NULL DEFAULT '',
+        request_hash TEXT NOT NULL DEFAULT '',
+        started_at REAL NOT NULL,
+        ended_at REAL,
+        paused_at REAL,
+        response TEXT,
+        last_seq INTEGER NOT NULL DEFAULT 0,
+        root_trace_id TEXT,
+        root_span_id TEXT
+    );
+    CREATE INDEX turns_thread ON turns (thread_id, started_at DESC);
+    CREATE INDEX turns_status ON turns (status);
+    """,
+]
+
+
+@dataclass(slots=True)
+class TurnRecord:
+    turn_id: str
+    thread_id: str
+    status: str
+    message: str = ""
+    request_hash: str = ""
+    started_at: float = 0.0  # epoch ms
+    ended_at: float | None = None
+    paused_at: float | None = None
+    response: str | None = None  # ChatResponse JSON
+    last_seq: int = 0
+    root_trace_id: str | None = None
+    root_span_id: str | None = None
+
+    def public(self) -> dict[str, Any]:
+        """The GET /turns/{id} view."""
+        import json
+
+        return {
+            "turn_id": self.turn_id,
+            "thread_id": self.thread_id,
+            "status": self.status,
+            "message": self.message,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "response": json.loads(self.response) if self.response else None,
+        }
+
+
+_COLUMNS = [f.name for f in fields(TurnRecord)]
+
+
+class TurnExists(Exception):
+    pass
+
+
+class SQLiteTurnStore:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self._lock:
+            self._db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER)")
+            row = self._db.execute("SELECT MAX(version) FROM schema_version").fetchone()
+            current = row[0] or 0
+            for version, script in enumerate(_MIGRATIONS, start=1):
+                if version > current:
+                    self._db.executescript(
+                        f"BEGIN; {script}; INSERT INTO schema_version VALUES ({version}); COMMIT;"
+                    )
+
+    # -- sync core (runs in a worker thread) --------------------------------------------
+
+    def _create(self, record: TurnRecord) -> None:
+        placeholders = ", ".join("?" for _ in _COLUMNS)
+        with self._lock:
+            try:
+                self._db.execute(
+                    f"INSERT INTO turns ({', '.join(_COLUMNS)}) VALUES ({placeholders})",
+                    [getattr(record, c) for c in _COLUMNS],
+                )
+            except sqlite3.IntegrityError:
+                raise TurnExists(record.turn_id) from None
+
+    def _get(self, turn_id: str) -> TurnRecord | None:
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {', '.join(_COLUMNS)} FROM turns WHERE turn_id = ?", (turn_id,)
+            ).fetchone()
+        return TurnRecord(*row) if row else None
+
+    def _update(self, turn_id: str, changes: dict[str, Any]) -> None:
+        unknown = set(changes) - set(_COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown turn fields {unknown}")
+        sets = ", ".join(f"{k} = ?" for k in changes)
+        with self._lock:
+            self._db.execute(f"UPDATE turns SET {sets} WHERE turn_id = ?",
+                             [*changes.values(), turn_id])
+
+    def _list(self, thread_id: str | None, limit: int, before: float | None) -> list[TurnRecord]:
+        where, args = [], []
+        if thread_id is not None:
+            where.append("thread_id = ?")
+            args.append(thread_id)
+        if before is not None:
+            where.append("started_at < ?")
+            args.append(before)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {', '.join(_COLUMNS)} FROM turns {clause} "
+                "ORDER BY started_at DESC LIMIT ?", [*args, limit]
+            ).fetchall()
+        return [TurnRecord(*row) for row in rows]
+
+    def _mark_interrupted(self) -> int:
+        now = time.time() * 1000
+        with self._lock:
+            cur = self._db.execute(
+                "UPDATE turns SET status = 'interrupted', ended_at = ? WHERE status = ?",
+                (now, RUNNING),
+            )
+            return cur.rowcount
+
+    # -- async API ----------------------------------------------------------------------
+
+    async def create(self, record: TurnRecord) -> None:
+        await asyncio.to_thread(self._create, record)
+
+    async def get(self, turn_id: str) -> TurnRecord | None:
+        return await asyncio.to_thread(self._get, turn_id)
+
+    async def update(self, turn_id: str, **changes: Any) -> None:
+        await asyncio.to_thread(self._update, turn_id, changes)
+
+    async def list(self, thread_id: str | None = None, limit: int = 50,
+                   before: float | None = None) -> list[TurnRecord]:
+        return await asyncio.to_thread(self._list, thread_id, limit, before)
+
+    async def mark_interrupted(self) -> int:
+        """At start-up: turns that were running when the process died are ``interrupted``."""
+        return await asyncio.to_thread(self._mark_interrupted)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def record_dict(record: TurnRecord) -> dict[str, Any]:
+    return asdict(record)

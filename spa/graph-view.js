@@ -1,0 +1,175 @@
+// The Agent Execution Graph as SVG. Built once per topology (so focus and transitions
+// survive updates), then updated in place from a TurnModel. Text goes in with
+// textContent only: node ids and labels are data.
+
+import { layoutGraph } from './layout.js';
+import { formatMs, latencyBin, LATENCY_BINS, STATE_TEXT } from './format.js';
+
+const SVG = 'http://www.w3.org/2000/svg';
+
+function el(name, attrs = {}, parent = null) {
+  const e = document.createElementNS(SVG, name);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+const STATE_ICON = {
+  idle: '',
+  running: '',
+  ok: '✓',
+  error: '!',
+  paused: '⏸',
+  skipped: '–',
+  cancelled: '×',
+};
+
+function truncate(text, max) {
+  return text.length > max ? text.slice(0, max - 1) + '…' : text;
+}
+
+export class GraphView {
+  /**
+   * @param {SVGSVGElement} svg
+   * @param {{onSelect?: (id: string) => void}} options
+   */
+  constructor(svg, options = {}) {
+    this.svg = svg;
+    this.onSelect = options.onSelect || (() => {});
+    this.key = null;
+    this.nodes = new Map(); // id -> {g, box, status, bar, icon, badge, layout}
+    this.edges = []; // {path, source, target}
+    this.layout = null;
+  }
+
+  /** (Re)build the drawing when the topology changed. */
+  setTopology(topology) {
+    const key = JSON.stringify(topology ? [topology.nodes, topology.edges] : null);
+    if (key === this.key) return false;
+    this.key = key;
+    const svg = this.svg;
+    while (svg.firstChild) svg.removeChild(svg.firstChild);
+    this.nodes.clear();
+    this.edges = [];
+    const l = layoutGraph(topology);
+    this.layout = l;
+    if (!l.nodes.length) {
+      svg.setAttribute('viewBox', '0 0 10 10');
+      svg.setAttribute('width', '0');
+      svg.setAttribute('height', '0');
+      return true;
+    }
+    svg.setAttribute('viewBox', `0 0 ${l.width} ${l.height}`);
+    svg.setAttribute('width', String(Math.ceil(l.width)));
+    svg.setAttribute('height', String(Math.ceil(l.height)));
+    svg.style.setProperty('--graph-w', `${Math.ceil(l.width)}px`);
+
+    const defs = el('defs', {}, svg);
+    for (const kind of ['idle', 'taken']) {
+      const m = el('marker', { id: `arrow-${kind}`, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' }, defs);
+      el('path', { d: 'M 0 1 L 9 5 L 0 9 z', class: `arrowhead arrowhead-${kind}` }, m);
+    }
+
+    const edgeLayer = el('g', { class: 'edges', 'aria-hidden': 'true' }, svg);
+    for (const e of l.edges) {
+      const cls = ['edge', e.conditional ? 'edge-conditional' : 'edge-direct', e.back ? 'edge-back' : ''].join(' ').trim();
+      const path = el('path', { d: e.path, class: cls, 'marker-end': 'url(#arrow-idle)' }, edgeLayer);
+      path.dataset.edge = `${e.source}->${e.target}`;
+      this.edges.push({ path, source: e.source, target: e.target });
+    }
+
+    const nodeLayer = el('g', { class: 'nodes', role: 'list', 'aria-label': 'Graph nodes' }, svg);
+    for (const n of l.nodes) {
+      const g = el('g', { class: n.terminal ? 'node node-terminal' : 'node', transform: `translate(${n.x} ${n.y})`, role: 'listitem' }, nodeLayer);
+      g.dataset.node = n.id;
+      g.dataset.state = 'idle';
+      const title = el('title', {}, g);
+      const rec = { g, title, layout: n };
+      if (n.terminal) {
+        const r = n.width / 2;
+        rec.box = el('circle', { class: 'node-box', cx: r, cy: r, r: r - 1 }, g);
+        const t = el('text', { class: 'terminal-glyph', x: r, y: r + 4, 'text-anchor': 'middle' }, g);
+        t.textContent = n.id === '__start__' ? '▶' : '■';
+        const cap = el('text', { class: 'terminal-caption', x: r, y: n.height + 14, 'text-anchor': 'middle' }, g);
+        cap.textContent = n.id === '__start__' ? 'start' : 'end';
+      } else {
+        g.setAttribute('tabindex', '0');
+        rec.box = el('rect', { class: 'node-box', x: 0.5, y: 0.5, width: n.width - 1, height: n.height - 1, rx: 10 }, g);
+        const label = el('text', { class: 'node-label', x: 12, y: 22 }, g);
+        label.textContent = truncate(n.label, 17);
+        rec.status = el('text', { class: 'node-status', x: 12, y: 40 }, g);
+        rec.icon = el('g', { class: 'node-icon', transform: `translate(${n.width - 18} 17)` }, g);
+        el('circle', { r: 8, class: 'node-icon-bg' }, rec.icon);
+        rec.iconText = el('text', { class: 'node-icon-text', y: 3.5, 'text-anchor': 'middle' }, rec.icon);
+        rec.spinner = el('path', { class: 'node-spinner', d: 'M 0 -8 A 8 8 0 0 1 8 0' }, rec.icon);
+        rec.badge = el('text', { class: 'node-badge', x: n.width - 32, y: 21, 'text-anchor': 'end' }, g);
+        rec.track = el('rect', { class: 'lat-track', x: 10, y: n.height - 11, width: n.width - 20, height: 5, rx: 2.5 }, g);
+        rec.bars = el('g', { class: 'lat-bars' }, g);
+        g.addEventListener('click', () => this.onSelect(n.id));
+        g.addEventListener('focus', () => this.onSelect(n.id));
+        g.addEventListener('keydown', (ev) => {
+          if (ev.key === 'Enter' || ev.key === ' ') {
+            ev.preventDefault();
+            this.onSelect(n.id);
+          }
+        });
+      }
+      this.nodes.set(n.id, rec);
+    }
+    return true;
+  }
+
+  /** Bring every node and edge up to date with the model. */
+  update(model, selected = null) {
+    for (const [id, rec] of this.nodes) {
+      const state = model.nodeState(id);
+      const inst = model.nodeInstances(id);
+      rec.g.dataset.state = state;
+      rec.g.dataset.instances = String(inst.length);
+      rec.g.classList.toggle('selected', selected === id);
+      const label = rec.layout.label;
+      if (rec.layout.terminal) {
+        rec.title.textContent = `${id === '__start__' ? 'Start' : 'End'}: ${STATE_TEXT[state]}`;
+        continue;
+      }
+      const last = inst[inst.length - 1];
+      let statusText;
+      const durations = inst.map((i) => i.durationMs).filter((d) => typeof d === 'number');
+      if (state === 'running') statusText = inst.length > 1 ? `running · ${inst.filter((i) => i.state === 'running').length} of ${inst.length}` : 'running…';
+      else if (state === 'idle') statusText = 'waiting';
+      else if (state === 'skipped') statusText = 'skipped';
+      else if (inst.length > 1) statusText = `${STATE_TEXT[state]} · ${formatMs(Math.max(...durations))} max`;
+      else if (last && typeof last.durationMs === 'number') statusText = `${STATE_TEXT[state]} · ${formatMs(last.durationMs)}`;
+      else statusText = STATE_TEXT[state];
+      rec.status.textContent = statusText;
+      rec.iconText.textContent = STATE_ICON[state] || '';
+      rec.badge.textContent = inst.length > 1 ? `×${inst.length}` : '';
+      const aria = [`${label}: ${STATE_TEXT[state]}`];
+      if (inst.length > 1) aria.push(`${inst.length} runs: ${inst.map((i) => `${STATE_TEXT[i.state]} ${formatMs(i.durationMs)}`).join(', ')}`);
+      else if (last && typeof last.durationMs === 'number') aria.push(formatMs(last.durationMs));
+      rec.g.setAttribute('aria-label', aria.join(', '));
+      rec.title.textContent = label === id ? aria.join(', ') : `${id} — ${aria.join(', ')}`;
+
+      // Latency bar: one segment per instance, coloured by the latency scale.
+      while (rec.bars.firstChild) rec.bars.removeChild(rec.bars.firstChild);
+      const w = rec.layout.width - 20;
+      const gap = 2;
+      const segW = inst.length ? (w - gap * (inst.length - 1)) / inst.length : 0;
+      inst.forEach((i, k) => {
+        const bin = latencyBin(i.durationMs);
+        const cls = i.state === 'running' ? 'lat-running' : bin >= 0 ? LATENCY_BINS[bin].cls : 'lat-none';
+        const seg = el('rect', { class: `lat-seg ${cls}`, x: 10 + k * (segW + gap), y: rec.layout.height - 11, width: Math.max(segW, 1), height: 5, rx: 2.5 }, rec.bars);
+        seg.dataset.instanceState = i.state;
+        const t = el('title', {}, seg);
+        t.textContent = `${label} #${k + 1}: ${STATE_TEXT[i.state]}${typeof i.durationMs === 'number' ? ' · ' + formatMs(i.durationMs) : ''}`;
+      });
+    }
+    for (const e of this.edges) {
+      const taken = model.edgeTaken(e.source, e.target);
+      const dead = model.terminal && !taken;
+      e.path.classList.toggle('edge-taken', taken);
+      e.path.classList.toggle('edge-dead', !!dead);
+      e.path.setAttribute('marker-end', taken ? 'url(#arrow-taken)' : 'url(#arrow-idle)');
+    }
+  }
+}

@@ -1,0 +1,115 @@
+// The turn's spans as a waterfall: one section per run (the chat run, then each resume
+// run), node spans with their child spans nested under them, offsets and widths in ms
+// relative to the run's start so that durations are to scale.
+
+const OPS = new Set(['chat', 'retrieval', 'apply_guardrail', 'execute_tool']);
+
+export function operationClass(op) {
+  return OPS.has(op) ? `op-${op}` : 'op-other';
+}
+
+export const OPERATION_TEXT = {
+  chat: 'model',
+  retrieval: 'retrieval',
+  apply_guardrail: 'guardrail',
+  execute_tool: 'tool',
+  other: 'other',
+};
+
+function finite(x) {
+  return typeof x === 'number' && Number.isFinite(x);
+}
+
+/**
+ * Build the waterfall from a TurnModel. Returns
+ * {approximate, sections:[{index, kind, traceId, totalMs, waitBeforeMs, rows:[{type:'node'|'span', name,
+ *  node, operation, depth, startMs, durationMs, state}]}]}.
+ */
+export function buildTimeline(model) {
+  const sections = [];
+  const approximate = !!model.degraded;
+  model.runs.forEach((run, index) => {
+    const insts = model.instances.filter((i) => i.run === index);
+    if (!insts.length && run.startTs === null) return;
+    const rows = [];
+    if (approximate) {
+      let t = 0;
+      for (const i of insts) {
+        const d = finite(i.durationMs) ? i.durationMs : 0;
+        rows.push({ type: 'node', name: i.node, node: i.node, operation: 'node', depth: 0, startMs: t, durationMs: d, state: i.state });
+        t += d;
+      }
+      sections.push({ index, kind: run.kind, traceId: run.traceId, totalMs: t, waitBeforeMs: null, rows });
+      return;
+    }
+    const starts = insts.map((i) => i.startTs).filter(finite);
+    const t0 = finite(run.startTs) ? run.startTs : starts.length ? Math.min(...starts) : 0;
+    let tEnd = finite(run.endTs) ? run.endTs : t0;
+    const sorted = insts.slice().sort((a, b) => (a.startTs ?? Infinity) - (b.startTs ?? Infinity));
+    for (const i of sorted) {
+      const start = finite(i.startTs) ? i.startTs : t0;
+      const dur = finite(i.durationMs) ? i.durationMs : null;
+      if (dur !== null) tEnd = Math.max(tEnd, start + dur);
+      else tEnd = Math.max(tEnd, start);
+      rows.push({
+        type: 'node',
+        name: i.node,
+        node: i.node,
+        operation: 'node',
+        depth: 0,
+        startMs: start - t0,
+        durationMs: dur,
+        state: i.state,
+      });
+      for (const c of nestChildren(i.children, i.spanId)) {
+        const cs = finite(c.span.start_ts) ? c.span.start_ts : start;
+        const cd = finite(c.span.duration_ms) ? c.span.duration_ms : null;
+        if (cd !== null) tEnd = Math.max(tEnd, cs + cd);
+        rows.push({
+          type: 'span',
+          name: String(c.span.name || c.span.operation || 'span'),
+          node: i.node,
+          operation: OPS.has(c.span.operation) ? c.span.operation : 'other',
+          depth: c.depth,
+          startMs: cs - t0,
+          durationMs: cd,
+          state: c.span.status === 'error' ? 'error' : 'ok',
+        });
+      }
+    }
+    // A running node has no duration yet: draw it up to "now" (the latest time seen).
+    for (const r of rows) if (r.durationMs === null && r.type === 'node' && r.state === 'running') r.open = true;
+    let waitBeforeMs = null;
+    if (index > 0) {
+      const prev = model.runs[index - 1];
+      if (finite(prev.endTs) && finite(run.startTs)) waitBeforeMs = Math.max(0, run.startTs - prev.endTs);
+      if (index === model.runs.length - 1 && finite(model.humanWaitMs)) waitBeforeMs = model.humanWaitMs;
+    }
+    sections.push({ index, kind: run.kind, traceId: run.traceId, totalMs: Math.max(0, tEnd - t0), waitBeforeMs, rows });
+  });
+  return { approximate, sections };
+}
+
+/** Children (flat, start order) nested by parent_span_id under the node span. */
+export function nestChildren(children, rootSpanId) {
+  const list = Array.isArray(children) ? children.filter((c) => c && typeof c === 'object') : [];
+  const ids = new Set(list.map((c) => c.span_id));
+  const kids = new Map();
+  const top = [];
+  for (const c of list) {
+    if (c.parent_span_id && c.parent_span_id !== rootSpanId && ids.has(c.parent_span_id)) {
+      if (!kids.has(c.parent_span_id)) kids.set(c.parent_span_id, []);
+      kids.get(c.parent_span_id).push(c);
+    } else top.push(c);
+  }
+  const byStart = (a, b) => (a.start_ts ?? 0) - (b.start_ts ?? 0);
+  const out = [];
+  const walk = (arr, depth) => {
+    for (const c of arr.slice().sort(byStart)) {
+      out.push({ span: c, depth });
+      if (c.span_id && kids.has(c.span_id)) walk(kids.get(c.span_id), depth + 1);
+    }
+  };
+  walk(top, 1);
+  return out;
+}

@@ -1,0 +1,114 @@
+"""The real app behind Debian's nginx: does a turn's stream reach the client incrementally?
+
+Each test starts ``span-relay serve`` on a free 127.0.0.1 port (RELAY_FAULTS=1 so that
+``verify-stream`` can slow the ``generate`` node down) and an nginx with a config written
+into a temp dir, then runs ``python -m relay.verify`` against nginx:
+
+(a) a plain ``proxy_pass`` (proxy_buffering on, nginx's default): the relay's
+    ``X-Accel-Buffering: no`` keeps the stream incremental -> exit 0;
+(b) ``proxy_ignore_headers X-Accel-Buffering`` with buffers big enough for the whole turn:
+    the events arrive in one bunch at the end -> "buffered", non-zero exit;
+(c) ``proxy_read_timeout 2s`` and a node silent for 4 s: heartbeats every 0.5 s keep the
+    connection alive and the terminal event arrives; with heartbeats every 30 s nginx
+    cuts the stream (the control).
+
+nginx missing: skipped locally (apt-get install nginx-light), a failure under CI=true.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from relay.verify import EXIT_BUFFERED, EXIT_INCREMENTAL, EXIT_NO_TERMINAL
+
+pytestmark = pytest.mark.slow
+
+PLAIN = ""  # proxy_pass + proxy_http_version 1.1 (in the template), defaults otherwise
+
+BUFFERING = """
+proxy_ignore_headers X-Accel-Buffering;
+proxy_buffering on;
+proxy_buffer_size 256k;
+proxy_buffers 16 256k;
+proxy_busy_buffers_size 512k;
+proxy_max_temp_file_size 0;
+"""
+
+SHORT_READ_TIMEOUT = """
+proxy_read_timeout 2s;
+"""
+
+
+def explain(run) -> str:
+    return f"exit {run.code}\nstdout:\n{run.stdout}\nstderr:\n{run.stderr}"
+
+
+def test_direct_stream_is_incremental(faulty_relay, run_verify):
+    """Baseline without a proxy: the app itself streams, with the contract's headers."""
+    run = run_verify(faulty_relay.url)
+    assert run.code == EXIT_INCREMENTAL, explain(run)
+    r = run.report
+    assert r["verdict"] == "incremental" and r["terminal"] == "turn_completed"
+    assert r["fault_honoured"] is True, "RELAY_FAULTS=1 must make generate sleep"
+    assert r["retry_frame_first"] is True
+    assert r["headers"]["content-type"].startswith("text/event-stream")
+    assert "no-transform" in r["headers"]["cache-control"]
+    assert r["headers"]["x-accel-buffering"] == "no"
+    assert r["ts_spread_s"] >= 0.5 and r["max_hold_s"] < r["hold_threshold_s"]
+
+
+def test_a_plain_proxy_pass_streams_thanks_to_x_accel_buffering(
+    faulty_relay, nginx_proxy, run_verify
+):
+    proxy = nginx_proxy(faulty_relay.port, PLAIN)
+    run = run_verify(proxy.url)
+    assert run.code == EXIT_INCREMENTAL, explain(run) + proxy.errors()
+    r = run.report
+    assert r["verdict"] == "incremental" and r["terminal"] == "turn_completed"
+    assert r["fault_honoured"] is True
+    # the largest span-time gap (the slow node) shows up as an arrival gap too
+    gap = r["largest_ts_gap"]
+    assert gap["arrival_gap_ms"] > 0.5 * gap["ts_gap_ms"], gap
+    assert r["bursts"] > 1
+
+
+def test_b_a_buffering_proxy_is_caught(faulty_relay, nginx_proxy, run_verify):
+    proxy = nginx_proxy(faulty_relay.port, BUFFERING)
+    run = run_verify(proxy.url)
+    assert run.code == EXIT_BUFFERED, explain(run) + proxy.errors()
+    assert run.code != 0
+    r = run.report
+    assert r["verdict"] == "buffered" and r["terminal"] == "turn_completed"
+    assert r["fault_honoured"] is True
+    assert r["max_hold_s"] >= 0.4, r["max_hold_s"]
+    # the events before the slow node waited for the ones after it
+    gap = r["largest_ts_gap"]
+    assert gap["arrival_gap_ms"] < 0.2 * gap["ts_gap_ms"], gap
+    assert any("held back" in line for line in r["evidence"])
+
+
+def test_c_heartbeats_outlive_a_short_proxy_read_timeout(
+    faulty_relay, nginx_proxy, run_verify
+):
+    proxy = nginx_proxy(faulty_relay.port, SHORT_READ_TIMEOUT)
+    run = run_verify(proxy.url, "--slow-node", "generate", "--delay", "4")
+    r = run.report
+    assert r["terminal"] == "turn_completed", explain(run) + proxy.errors()
+    assert run.code == EXIT_INCREMENTAL, explain(run)
+    assert r["slow_node_duration_ms"] >= 4000
+    # 4 s of silence from the node, a heartbeat every 0.5 s
+    assert r["heartbeats"] >= 5, r["heartbeats"]
+    assert "upstream timed out" not in proxy.errors()
+
+
+def test_c_control_without_heartbeats_nginx_cuts_the_stream(
+    relay_server, nginx_proxy, run_verify
+):
+    server = relay_server(RELAY_FAULTS="1", RELAY_HEARTBEAT_S="30")
+    proxy = nginx_proxy(server.port, SHORT_READ_TIMEOUT)
+    run = run_verify(proxy.url, "--slow-node", "generate", "--delay", "4")
+    assert run.code == EXIT_NO_TERMINAL, explain(run) + proxy.errors()
+    r = run.report
+    assert r["verdict"] == "no_terminal" and r["terminal"] is None
+    assert r["heartbeats"] == 0
+    assert "upstream timed out" in proxy.errors()
