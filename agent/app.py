@@ -56,6 +56,7 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
         service = env.get("OTEL_SERVICE_NAME", "span-relay-demo")
         provider = TracerProvider(resource=Resource.create({"service.name": service}))
         provider.add_span_processor(relay.span_processor)
+        relay.add_span_store(provider)  # finished spans -> the span store, for replay
         relay.add_otlp_export(provider, env)
         tracer = provider.get_tracer("agent")
         ledger = RefundLedger(settings.data_dir / "refunds.db")

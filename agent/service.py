@@ -71,7 +71,7 @@ class SupportAgent:
                 run.end_attributes[c.TURN_HUMAN_WAIT_MS] = human_wait_ms
             return await self._invoke(record, run, Command(resume=resume), faults)
 
-    def _run_span(self, record: TurnRecord, kind: str, **kwargs: Any):  # noqa: ANN202
+    def _run_span(self, record: TurnRecord, kind: str, **kwargs: Any):
         return run_span(self.tracer, agent=AGENT_NAME, thread_id=record.thread_id,
                         turn_id=record.turn_id, run_kind=kind, graph_id=GRAPH_ID,
                         topology=self.topology, **kwargs)

@@ -2,6 +2,7 @@
 
     span-relay serve [--host 127.0.0.1] [--port 8000] [--app module:factory]
     span-relay verify-stream URL [...]
+    span-relay replay FILE [--turn ID] [--ndjson] [--speed S]
 
 ``serve`` runs the demo agent's app by default (``agent.app:create_app``, named by string
 so that the relay library itself never imports the demo); ``--app`` serves another
@@ -29,6 +30,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
     uvicorn.run(args.app, factory=True, host=args.host, port=args.port,
                 log_level=args.log_level, timeout_graceful_shutdown=args.graceful_s,
                 proxy_headers=True)
@@ -55,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="seconds open streams get to finish on shutdown")
     sub.add_parser("verify-stream", add_help=False,
                    help="check that a deployed instance streams incrementally")
+    replay = sub.add_parser("replay", help="print a trace file's turns as events (SSE)")
+    replay.add_argument("file", help="OTLP JSON, Jaeger v2 API or Jaeger UI JSON; - for stdin")
+    replay.add_argument("--turn", help="only this turn id (default: every turn in the file)")
+    replay.add_argument("--ndjson", action="store_true", help="NDJSON instead of SSE")
+    replay.add_argument("--speed", type=float, default=0.0,
+                        help="1 keeps the original pacing, 0 (default) prints at once")
     return parser
 
 
@@ -65,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "replay":
+        from relay.replay import replay_file
+
+        return replay_file(args.file, turn=args.turn, ndjson=args.ndjson, speed=args.speed)
     return 2
 
 

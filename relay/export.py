@@ -52,23 +52,60 @@ class ContentFilter(SpanExporter):
 
 
 def otlp_exporter_from_env(environ: Mapping[str, str] | None = None) -> SpanExporter | None:
+    """The OTLP exporter the standard variables describe, or None when export is off.
+
+    The variables are read from ``environ`` (not only the process environment), so an app
+    built from an explicit mapping exports where that mapping says.
+    """
     env = os.environ if environ is None else environ
     if env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() in ("none", ""):
         return None
-    if not (env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-            or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")):
+    traces_endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    endpoint = env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if not (traces_endpoint or endpoint):
         return None
     protocol = (env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
                 or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc").strip().lower()
+    headers = _headers(env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+                       or env.get("OTEL_EXPORTER_OTLP_HEADERS") or "")
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-        return OTLPSpanExporter()
+
+        insecure = (env.get("OTEL_EXPORTER_OTLP_TRACES_INSECURE")
+                    or env.get("OTEL_EXPORTER_OTLP_INSECURE") or "").strip().lower()
+        return OTLPSpanExporter(endpoint=traces_endpoint or endpoint, headers=headers or None,
+                                insecure=(insecure == "true") if insecure else None)
     if protocol == "http/protobuf":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
             OTLPSpanExporter as HTTPSpanExporter,
         )
-        return HTTPSpanExporter()
+
+        target = traces_endpoint or f"{(endpoint or '').rstrip('/')}/v1/traces"
+        return HTTPSpanExporter(endpoint=target, headers=headers or None)
     raise ValueError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: use grpc or http/protobuf")
+
+
+def _headers(raw: str) -> dict[str, str]:
+    pairs = (item.split("=", 1) for item in raw.split(",") if "=" in item)
+    return {k.strip(): v.strip() for k, v in pairs}
+
+
+def batch_processor(exporter: SpanExporter, environ: Mapping[str, str] | None = None,
+                    default_delay_ms: int = 5000) -> BatchSpanProcessor:
+    """A BatchSpanProcessor tuned by OTEL_BSP_* read from ``environ``."""
+    env = os.environ if environ is None else environ
+
+    def number(name: str, default: int) -> int:
+        raw = env.get(name)
+        return int(raw) if raw and raw.strip().isdigit() else default
+
+    return BatchSpanProcessor(
+        exporter,
+        max_queue_size=number("OTEL_BSP_MAX_QUEUE_SIZE", 2048),
+        schedule_delay_millis=number("OTEL_BSP_SCHEDULE_DELAY", default_delay_ms),
+        max_export_batch_size=number("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512),
+        export_timeout_millis=number("OTEL_BSP_EXPORT_TIMEOUT", 30000),
+    )
 
 
 def add_otlp_export(provider: TracerProvider, capture_content: bool,
@@ -79,5 +116,5 @@ def add_otlp_export(provider: TracerProvider, capture_content: bool,
         return None
     if not capture_content:
         exporter = ContentFilter(exporter)
-    provider.add_span_processor(BatchSpanProcessor(exporter))
+    provider.add_span_processor(batch_processor(exporter, environ))
     return exporter

@@ -19,6 +19,7 @@ from typing import Any
 
 from fastapi import APIRouter
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from relay.bus import MemoryBus
 from relay.events import RUN_TERMINAL
@@ -27,6 +28,8 @@ from relay.negotiation import NDJSON
 from relay.processor import RelaySpanProcessor
 from relay.runs import RunManager
 from relay.settings import RelaySettings
+from relay.store import SpanStore, open_store
+from relay.store.exporter import add_span_store
 from relay.streaming import EventStream, NDJSONEncoder, SSEEncoder
 from relay.turns import SQLiteTurnStore
 
@@ -40,6 +43,9 @@ class Relay:
                              retention_s=settings.bus_retention_s)
         self.span_processor = RelaySpanProcessor(self.bus.publish)
         self.turns = SQLiteTurnStore(settings.data_dir / "turns.db")
+        #: finished spans, for replay (RELAY_STORE); written by add_span_store's processor
+        self.store: SpanStore = open_store(settings)
+        self.store_processor: BatchSpanProcessor | None = None
         self.runs = RunManager(self.bus, self.turns, self.span_processor,
                                disconnect_grace_s=settings.disconnect_grace_s,
                                thread_policy=settings.thread_policy)
@@ -64,6 +70,13 @@ class Relay:
                         environ: Mapping[str, str] | None = None) -> object | None:
         return add_otlp_export(provider, self.settings.capture_content, environ)
 
+    def add_span_store(self, provider: TracerProvider) -> BatchSpanProcessor:
+        """Persist ``provider``'s finished spans to :attr:`store` (a BatchSpanProcessor:
+        its own thread, 100 ms schedule delay), so that turns can be replayed."""
+        if self.store_processor is None:
+            self.store_processor = add_span_store(provider, self.store)
+        return self.store_processor
+
     # -- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -77,6 +90,9 @@ class Relay:
         await self.runs.shutdown()
         self.span_processor.unbind()
         self.turns.close()
+        if self.store_processor is not None:  # flush what is pending, then close the store
+            await asyncio.to_thread(self.store_processor.shutdown)
+        await asyncio.to_thread(self.store.close)
 
     async def readiness_problems(self) -> list[str]:
         problems = []
@@ -86,6 +102,10 @@ class Relay:
             await self.turns.list(limit=1)
         except Exception as exc:  # the turn store is unreachable
             problems.append(f"turn store: {exc}")
+        try:
+            await asyncio.to_thread(self.store.schema_version)
+        except Exception as exc:  # the span store is unreachable
+            problems.append(f"span store: {exc}")
         return problems
 
     # -- streams ------------------------------------------------------------------------
@@ -106,7 +126,7 @@ class Relay:
                            send_timeout_s=self.settings.send_timeout_s, on_close=closed)
 
 
-def _token_dependency(token: str | None):  # noqa: ANN202
+def _token_dependency(token: str | None):
     from relay.http import token_checker
 
     return token_checker(token)

@@ -20,7 +20,9 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from relay.bus.base import CursorExpired
 from relay.errors import ApiError
 from relay.events import TURN_TERMINAL
+from relay.imports import import_response
 from relay.negotiation import NDJSON, SSE
+from relay.replay import replay_response
 
 if TYPE_CHECKING:
     from relay.facade import Relay
@@ -56,7 +58,7 @@ async def read_json_object(request: Request, limit: int) -> dict[str, Any]:
     return value
 
 
-def token_checker(token: str | None):  # noqa: ANN201 - a FastAPI dependency
+def token_checker(token: str | None):
     """A dependency that requires ``Authorization: Bearer <token>`` when a token is set."""
     expected = token.encode() if token else None
 
@@ -103,6 +105,8 @@ def build_router(relay: Relay) -> APIRouter:
     async def turn_events(request: Request, turn_id: str,
                           after: int | None = Query(default=None)) -> Response:
         cursor = parse_cursor(request, after)
+        if request.query_params.get("source") not in (None, "", "live"):  # ?source=spans
+            return await replay_response(relay, request, turn_id, cursor)  # relay/replay.py
         record = await relay.turns.get(turn_id)
         if not relay.bus.has_turn(turn_id):
             if record is None:
@@ -134,7 +138,16 @@ def build_router(relay: Relay) -> APIRouter:
                     limit: int = Query(default=20, ge=1, le=200),
                     before: float | None = None) -> JSONResponse:
         records = await relay.turns.list(thread_id, limit, before)
-        return JSONResponse({"turns": [r.public() for r in records]})
+        return JSONResponse({"turns": [r.public() for r in records],
+                             # the next page: ?before=next_before (None on the last page)
+                             "next_before": records[-1].started_at
+                             if len(records) == limit else None})
+
+    @router.post("/imports", dependencies=auth, tags=["turns"])
+    async def imports(request: Request) -> JSONResponse:
+        """A trace file (OTLP JSON, Jaeger v2 API, Jaeger UI JSON) -> stored, replayable
+        turns (relay/imports.py)."""
+        return await import_response(relay, request)
 
     @router.post("/turns/{turn_id}/cancel", dependencies=auth, tags=["turns"])
     async def cancel(turn_id: str) -> JSONResponse:
@@ -186,7 +199,7 @@ def _add_spa_routes(router: APIRouter, spa_dir: Path | None) -> None:
                              methods=["GET"], include_in_schema=False)
 
 
-def _file_endpoint(path: Path, media_type: str, headers: dict[str, str]):  # noqa: ANN202
+def _file_endpoint(path: Path, media_type: str, headers: dict[str, str]):
     async def serve() -> FileResponse:
         return FileResponse(path, media_type=media_type, headers=headers)
 

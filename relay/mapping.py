@@ -11,12 +11,13 @@ trace, which turn it belongs to and, per open span, which node it sits under.
 
 Recognition rules (the table the docs repeat):
 
-| span | recognised by | events |
-|---|---|---|
-| run root | ``relay.turn.id`` at start | start: ``graph_topology``; end: the run's terminal event from ``relay.turn.outcome`` |
-| graph node | ``relay.node.name`` at start | ``node_started`` / ``node_completed`` |
-| tool | ``gen_ai.operation.name=execute_tool`` | ``tool_started`` / ``tool_completed`` |
-| model, retrieval, guardrail | ``gen_ai.operation.name`` ``chat`` / ``retrieval`` / ``apply_guardrail`` | none of their own: facts in the node's ``summary`` and ``children`` |
+- run root: ``relay.turn.id`` at start. Start -> ``graph_topology``; end -> the run's
+  terminal event, from ``relay.turn.outcome``.
+- graph node: ``relay.node.name`` at start -> ``node_started`` / ``node_completed``.
+- tool: ``gen_ai.operation.name=execute_tool`` -> ``tool_started`` / ``tool_completed``.
+- model, retrieval, guardrail: ``gen_ai.operation.name`` ``chat`` / ``retrieval`` /
+  ``apply_guardrail`` -> no events of their own; their facts go into the enclosing node's
+  ``summary`` and ``children``.
 
 A span of a trace whose root the state has not seen maps to nothing.
 """

@@ -37,6 +37,10 @@ class RelaySettings:
     bus_retention_s: float = 3600.0
     bus_max_turns: int = 1000
     spa_dir: Path | None = None
+    # span store (relay/store): retention by age and count; POST /imports size limit
+    store_retention_s: float = 7 * 24 * 3600.0
+    store_max_turns: int = 10_000
+    import_max_bytes: int = 32 * 1024 * 1024
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RelaySettings:
@@ -61,6 +65,9 @@ class RelaySettings:
             bus_retention_s=_float(env, "RELAY_BUS_RETENTION_S", 3600.0),
             bus_max_turns=int(_float(env, "RELAY_BUS_MAX_TURNS", 1000)),
             spa_dir=Path(env["RELAY_SPA_DIR"]) if env.get("RELAY_SPA_DIR") else None,
+            store_retention_s=_float(env, "RELAY_STORE_RETENTION_S", 7 * 24 * 3600.0),
+            store_max_turns=int(_float(env, "RELAY_STORE_MAX_TURNS", 10_000)),
+            import_max_bytes=int(_float(env, "RELAY_IMPORT_MAX_BYTES", 32 * 1024 * 1024)),
         )
         settings.validate()
         return settings
@@ -77,6 +84,14 @@ class RelaySettings:
                               "unset RELAY_BUS to use the in-process bus")
         if self.store != "sqlite" and not self.store.startswith(("postgresql://", "postgres://")):
             raise ConfigError(f"RELAY_STORE={self.store!r}: use 'sqlite' or a postgresql:// URL")
+        if self.store_retention_s <= 0:
+            raise ConfigError("RELAY_STORE_RETENTION_S must be > 0 (seconds a turn's spans "
+                              "are kept)")
+        if self.store_max_turns < 1:
+            raise ConfigError("RELAY_STORE_MAX_TURNS must be >= 1 (turns whose spans are kept)")
+        if self.import_max_bytes < 1:
+            raise ConfigError("RELAY_IMPORT_MAX_BYTES must be >= 1 (largest trace file "
+                              "POST /imports accepts)")
         if self.thread_policy not in ("reject", "enqueue"):
             raise ConfigError("RELAY_THREAD_POLICY must be 'reject' or 'enqueue'")
         if not self.tool_timeout_s < self.turn_timeout_s:

@@ -71,6 +71,8 @@ class TurnRecord:
             "message": self.message,
             "started_at": self.started_at,
             "ended_at": self.ended_at,
+            "duration_ms": round(self.ended_at - self.started_at, 3)
+            if self.ended_at is not None else None,
             "response": json.loads(self.response) if self.response else None,
         }
 

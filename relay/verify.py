@@ -524,6 +524,19 @@ def _analyse(
             f"response is compressed (Content-Encoding: {report.headers['content-encoding']}): "
             "compression on the path usually buffers"
         )
+    first_byte = report.time_to_first_byte_s
+    if (
+        judgement.delivery == "buffered"
+        and first_byte is not None
+        and report.duration_s
+        and judgement.ts_spread_s
+        and first_byte >= 0.8 * judgement.ts_spread_s
+    ):
+        report.evidence.append(
+            f"nothing reached this client for {first_byte * 1000:.0f} ms "
+            f"(headers after {(report.time_to_headers_s or 0) * 1000:.0f} ms): "
+            "the whole response was held until the turn ended"
+        )
     if frames and not report.retry_frame_first:
         report.evidence.append("the first frame was not `retry:`")
 

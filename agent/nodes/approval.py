@@ -26,7 +26,7 @@ def approval_request(proposed: dict[str, Any]) -> dict[str, Any]:
     return {"type": "approval", "tool": proposed["name"], "args": proposed["args"]}
 
 
-def make_human_approval(deps: NodeDeps):  # noqa: ANN201
+def make_human_approval(deps: NodeDeps):
     async def human_approval(state: SupportState, config: RunnableConfig) -> dict[str, Any]:
         proposed = state["proposed_tool"] or {}
         answer = interrupt(approval_request(proposed))

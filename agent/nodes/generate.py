@@ -28,7 +28,7 @@ REFUSALS = {
 DEFAULT_REFUSAL = "I can't help with that request."
 
 
-def make_generate(deps: NodeDeps):  # noqa: ANN201
+def make_generate(deps: NodeDeps):
     model = deps.model.model.bind_tools([issue_refund])
 
     async def generate(state: SupportState, config: RunnableConfig) -> dict[str, Any]:

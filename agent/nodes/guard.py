@@ -13,7 +13,7 @@ from agent.tracing import child_span
 from relay import conventions as c
 
 
-def make_guardrail_pre(deps: NodeDeps):  # noqa: ANN201
+def make_guardrail_pre(deps: NodeDeps):
     def guardrail_pre(state: SupportState, config: RunnableConfig) -> dict[str, Any]:
         with child_span(deps.tracer, "apply_guardrail input_policy", c.OP_GUARDRAIL,
                         {c.GUARDRAIL_NAME: "input_policy"}) as span:
@@ -25,7 +25,7 @@ def make_guardrail_pre(deps: NodeDeps):  # noqa: ANN201
     return guardrail_pre
 
 
-def make_guardrail_post(deps: NodeDeps):  # noqa: ANN201
+def make_guardrail_post(deps: NodeDeps):
     def guardrail_post(state: SupportState, config: RunnableConfig) -> dict[str, Any]:
         with child_span(deps.tracer, "apply_guardrail output_policy", c.OP_GUARDRAIL,
                         {c.GUARDRAIL_NAME: "output_policy"}) as span:

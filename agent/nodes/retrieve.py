@@ -15,7 +15,7 @@ from relay import conventions as c
 TOP_K = 3
 
 
-def make_retrieve_context(deps: NodeDeps):  # noqa: ANN201
+def make_retrieve_context(deps: NodeDeps):
     def retrieve_context(state: SupportState, config: RunnableConfig) -> dict[str, Any]:
         with child_span(deps.tracer, "retrieval knowledge_base", c.OP_RETRIEVAL,
                         {"gen_ai.data_source.id": "knowledge_base"}) as span:

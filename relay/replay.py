@@ -1,0 +1,408 @@
+"""Stored spans -> events: the replay of a turn, by the same mapping as the live path.
+
+A turn's spans (all its runs: the chat and every resume) are cut into phases (each span's
+start and end), put in the order the live processor saw them, and fed one by one to
+:func:`relay.mapping.map_span` with a fresh :class:`~relay.mapping.MappingState`. The
+result equals the live stream event for event, payload for payload (``ts`` included,
+since it comes from span times); only ``seq`` is new, numbered from 1.
+
+The order (docs/events.md, "Replay"): phases sorted by their time (start time for a
+start, end time for an end); at equal times, ends before starts, a child's end before
+its parent's, a parent's start before its child's, and a zero-duration span's start
+right before its end. The live processor sees the same order because the SDK stamps a
+span's time just before it calls the processor.
+
+:class:`ReplayStream` sends the events as SSE or NDJSON with the original pacing scaled
+by ``speed`` (1 = as it happened, 0 = at once, 4 = four times faster), with heartbeats
+through long gaps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import heapq
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from relay import conventions as c
+from relay.errors import ApiError
+from relay.events import Event
+from relay.mapping import MappingState, map_span
+from relay.negotiation import NDJSON
+from relay.spans import SpanRecord
+from relay.streaming import STREAM_HEADERS, NDJSONEncoder, SSEEncoder
+
+if TYPE_CHECKING:
+    from relay.facade import Relay
+
+#: the largest speed factor the API accepts (0 means "no pacing at all")
+MAX_SPEED = 1000.0
+
+Phase = tuple[SpanRecord, bool]  # (span, ended)
+
+
+# -- order ------------------------------------------------------------------------------
+
+def ordered_phases(records: Sequence[SpanRecord]) -> list[Phase]:
+    """Every span's start and end phase, in the order the live processor saw them."""
+    spans = sorted(records, key=lambda r: (r.start_ns, r.trace_id, r.span_id))
+    index = {(r.trace_id, r.span_id): i for i, r in enumerate(spans)}
+    parent = [index.get((r.trace_id, r.parent_span_id or "")) for r in spans]
+    depth = [_depth(i, parent) for i in range(len(spans))]
+    groups: dict[int, list[tuple[int, bool]]] = {}
+    for i, r in enumerate(spans):
+        groups.setdefault(r.start_ns, []).append((i, False))
+        if r.end_ns is not None:
+            groups.setdefault(max(r.end_ns, r.start_ns), []).append((i, True))
+    phases: list[Phase] = []
+    for t in sorted(groups):
+        for i, ended in _order_group(groups[t], spans, parent, depth):
+            phases.append((spans[i], ended))
+    return phases
+
+
+def _depth(i: int, parent: list[int | None]) -> int:
+    depth, seen, p = 0, {i}, parent[i]
+    while p is not None and p not in seen:
+        seen.add(p)
+        depth += 1
+        p = parent[p]
+    return depth
+
+
+def _order_group(group: list[tuple[int, bool]], spans: list[SpanRecord],
+                 parent: list[int | None], depth: list[int]) -> list[tuple[int, bool]]:
+    """Phases at one instant: a topological order of the nesting, ends first."""
+    if len(group) == 1:
+        return group
+    members = set(group)
+    after: dict[tuple[int, bool], list[tuple[int, bool]]] = {p: [] for p in group}
+    waiting = dict.fromkeys(group, 0)
+
+    def edge(first: tuple[int, bool], then: tuple[int, bool]) -> None:
+        after[first].append(then)
+        waiting[then] += 1
+
+    for i, ended in group:
+        p = parent[i]
+        if not ended:
+            if p is not None and (p, False) in members:
+                edge((p, False), (i, False))  # a parent starts before its child
+        else:
+            if (i, False) in members:
+                edge((i, False), (i, True))  # a zero-duration span: start, then end
+            if p is not None and (p, True) in members:
+                edge((i, True), (p, True))  # a child ends before its parent
+
+    def priority(phase: tuple[int, bool]) -> tuple[Any, ...]:
+        i, ended = phase
+        if ended:
+            return (0, -depth[i], i)  # ends first, deepest first
+        zero = spans[i].end_ns is not None and spans[i].end_ns <= spans[i].start_ns
+        return (1, 0 if zero else 1, depth[i], i)  # then starts, shallowest first
+
+    ready = [(priority(p), p) for p in group if waiting[p] == 0]
+    heapq.heapify(ready)
+    out: list[tuple[int, bool]] = []
+    while ready:
+        _, phase = heapq.heappop(ready)
+        out.append(phase)
+        for then in after[phase]:
+            waiting[then] -= 1
+            if waiting[then] == 0:
+                heapq.heappush(ready, (priority(then), then))
+    if len(out) < len(group):  # a cycle (malformed parents): the rest by priority
+        done = set(out)
+        out += sorted((p for p in group if p not in done), key=priority)
+    return out
+
+
+# -- events -----------------------------------------------------------------------------
+
+def _start_record(record: SpanRecord) -> SpanRecord:
+    """What the live processor reads at a span's start (see relay.spans.from_sdk_span)."""
+    return dataclasses.replace(record, end_ns=None, status="unset", status_message="",
+                               kind="internal", events=[], links=[], resource={})
+
+
+def replay_events(records: Sequence[SpanRecord]) -> list[Event]:
+    """The events of these spans (one turn's), numbered from 1."""
+    state = MappingState()
+    events: list[Event] = []
+    for record, ended in ordered_phases(records):
+        view = record if ended else _start_record(record)
+        for event in map_span(state, view, ended):
+            events.append(event.with_seq(len(events) + 1))
+    return events
+
+
+@dataclass(slots=True)
+class TurnSpans:
+    """A turn found among spans (a trace file): its id, thread and spans, in all runs."""
+
+    turn_id: str
+    thread_id: str
+    trace_ids: list[str]
+    spans: list[SpanRecord]
+    roots: list[SpanRecord]
+
+    @property
+    def started_ns(self) -> int:
+        return min(r.start_ns for r in self.roots)
+
+    @property
+    def last_root(self) -> SpanRecord:
+        return max(self.roots, key=lambda r: r.start_ns)
+
+
+def group_turns(records: Sequence[SpanRecord]) -> list[TurnSpans]:
+    """Turns among ``records``, oldest first: a turn's spans are those of the traces
+    whose root carries its ``relay.turn.id``. Spans of other traces belong to no turn."""
+    turns: dict[str, TurnSpans] = {}
+    trace_turn: dict[str, str] = {}
+    for r in records:
+        if c.TURN_ID in r.attributes:
+            turn_id = str(r.attributes[c.TURN_ID])
+            turn = turns.get(turn_id)
+            if turn is None:
+                turn = turns[turn_id] = TurnSpans(
+                    turn_id, str(r.attributes.get(c.CONVERSATION_ID, "")), [], [], [])
+            turn.roots.append(r)
+            if r.trace_id not in trace_turn:
+                turn.trace_ids.append(r.trace_id)
+                trace_turn[r.trace_id] = turn_id
+    for r in records:
+        turn_id = trace_turn.get(r.trace_id)
+        if turn_id is not None:
+            turns[turn_id].spans.append(r)
+    ordered = sorted(turns.values(), key=lambda t: t.started_ns)
+    for turn in ordered:
+        turn.trace_ids.sort(key=lambda tid: min(r.start_ns for r in turn.roots
+                                                if r.trace_id == tid))
+    return ordered
+
+
+# -- pacing -----------------------------------------------------------------------------
+
+def schedule(events: Sequence[Event], speed: float,
+             max_gap_s: float | None = None) -> list[float]:
+    """Seconds after the stream starts at which each event is due."""
+    if not events or speed == 0:
+        return [0.0] * len(events)
+    due, at, previous = [], 0.0, events[0].ts
+    for event in events:
+        gap = max(0.0, (event.ts - previous) / 1000.0)
+        if max_gap_s is not None:
+            gap = min(gap, max_gap_s)
+        at += gap / speed
+        previous = event.ts
+        due.append(at)
+    return due
+
+
+class ReplayStream(Response):
+    """An ASGI response that sends replayed events with their original pacing."""
+
+    def __init__(self, events: Sequence[Event], encoder: SSEEncoder | NDJSONEncoder, *,
+                 speed: float, heartbeat_s: float, send_timeout_s: float = 30.0,
+                 max_gap_s: float | None = None) -> None:
+        self.status_code = 200
+        self.background = None
+        self.events = list(events)
+        self.encoder = encoder
+        self.due = schedule(self.events, speed, max_gap_s)
+        self.heartbeat_s = heartbeat_s
+        self.send_timeout_s = send_timeout_s
+        self.frames_sent = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        gone = asyncio.Event()
+        watcher = asyncio.create_task(_watch_disconnect(receive, gone))
+        try:
+            headers = [
+                (b"content-type", f"{self.encoder.media_type}; charset=utf-8".encode()),
+                *STREAM_HEADERS,
+                (b"x-relay-source", b"spans"),
+            ]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            if await self._pump(send, gone):
+                await self._send(send, b"", more=False)
+        except (OSError, TimeoutError):
+            pass
+        finally:
+            watcher.cancel()
+
+    async def _pump(self, send: Any, gone: asyncio.Event) -> bool:
+        preamble = self.encoder.preamble()
+        if preamble:
+            await self._send(send, preamble)
+        start = time.monotonic()
+        next_beat = start + self.heartbeat_s
+        i, n = 0, len(self.events)
+        while i < n:
+            now = time.monotonic()
+            j = i
+            while j < n and start + self.due[j] <= now:
+                j += 1
+            if j > i:
+                await self._send(send, b"".join(self.encoder.event(e)
+                                                for e in self.events[i:j]))
+                self.frames_sent += j - i
+                i = j
+                continue
+            if now >= next_beat:
+                await self._send(send, self.encoder.heartbeat())
+                next_beat = now + self.heartbeat_s
+                continue
+            wait = min(start + self.due[i], next_beat) - now
+            try:
+                await asyncio.wait_for(gone.wait(), timeout=max(wait, 0.0))
+            except TimeoutError:
+                pass
+            if gone.is_set():
+                return False
+        return True
+
+    async def _send(self, send: Any, body: bytes, more: bool = True) -> None:
+        await asyncio.wait_for(send({"type": "http.response.body", "body": body,
+                                     "more_body": more}), self.send_timeout_s)
+
+
+async def _watch_disconnect(receive: Any, gone: asyncio.Event) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
+            return
+
+
+# -- GET /turns/{turn_id}/events?source=spans -------------------------------------------
+
+def parse_speed(raw: str | None) -> float:
+    if raw is None or raw == "":
+        return 1.0
+    try:
+        speed = float(raw)
+    except ValueError:
+        speed = math.nan
+    if not math.isfinite(speed) or not 0 <= speed <= MAX_SPEED:
+        raise ApiError(400, "invalid_speed", f"speed={raw!r}: use a number from 0 (all at "
+                       f"once) to {MAX_SPEED:g}; 1 keeps the original pacing.")
+    return speed
+
+
+def _max_gap(raw: str | None) -> float | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ApiError(400, "invalid_max_gap", f"max_gap_s={raw!r}: use a number of "
+                       "seconds >= 0 (the longest pause the replay keeps).")
+    return value
+
+
+async def load_turn_events(relay: Relay, turn_id: str) -> list[Event]:
+    """The turn's replayed events, or the API error that says why there are none."""
+    store = relay.store
+    if relay.runs.running(turn_id):
+        raise ApiError(409, "turn_running",
+                       f"Turn {turn_id} is still running; its spans are stored as they end. "
+                       f"Follow it live at GET /turns/{turn_id}/events, or replay it once "
+                       "it has finished.")
+    processor = getattr(relay, "store_processor", None)
+    if processor is not None:  # spans that ended a moment ago reach the store now
+        await asyncio.to_thread(processor.force_flush, 5000)
+    state, spans = await asyncio.to_thread(store.turn_spans, turn_id)
+    if state == "stored":
+        return replay_events(spans)
+    retention = (f"RELAY_STORE_RETENTION_S={relay.settings.store_retention_s:g}, "
+                 f"RELAY_STORE_MAX_TURNS={relay.settings.store_max_turns}")
+    if state == "expired":
+        raise ApiError(410, "turn_expired",
+                       f"The spans of turn {turn_id} are no longer stored: retention "
+                       f"({retention}) dropped them. GET /turns/{turn_id} has its result.")
+    if await relay.turns.get(turn_id) is None:
+        raise ApiError(404, "unknown_turn", f"There is no turn {turn_id}.")
+    raise ApiError(410, "turn_expired",
+                   f"The span store holds no spans of turn {turn_id}: they expired "
+                   f"({retention}) or were never stored. GET /turns/{turn_id} has its result.")
+
+
+async def replay_response(relay: Relay, request: Request, turn_id: str,
+                          cursor: int) -> Response:
+    """``GET /turns/{turn_id}/events?source=spans[&speed=S][&max_gap_s=G]``."""
+    source = request.query_params.get("source")
+    if source != "spans":
+        raise ApiError(400, "invalid_source",
+                       f"source={source!r}: use source=spans (replay from stored spans) or "
+                       "leave it out (the live stream).")
+    speed = parse_speed(request.query_params.get("speed"))
+    max_gap_s = _max_gap(request.query_params.get("max_gap_s"))
+    events = await load_turn_events(relay, turn_id)
+    if cursor > len(events):
+        raise ApiError(400, "invalid_cursor", f"Event {cursor} does not exist in the replay "
+                       f"of turn {turn_id} (its last event is {len(events)}).")
+    from relay.http import stream_media  # the live stream's negotiation, exactly
+
+    media = stream_media(request)
+    encoder = NDJSONEncoder() if media == NDJSON else SSEEncoder(relay.settings.retry_ms)
+    return ReplayStream(events[cursor:], encoder, speed=speed,
+                        heartbeat_s=relay.settings.heartbeat_s,
+                        send_timeout_s=relay.settings.send_timeout_s, max_gap_s=max_gap_s)
+
+
+# -- span-relay replay FILE -------------------------------------------------------------
+
+def replay_file(path: str, *, turn: str | None = None, ndjson: bool = False,
+                speed: float = 0.0, out: IO[str] | None = None,
+                err: IO[str] | None = None) -> int:
+    """Print the events of a trace file's turns as SSE frames (or NDJSON lines).
+
+    Each turn is replayed on its own (``seq`` from 1), oldest first. Exit status 0, or 2
+    with a message on stderr when the file cannot be read or holds no such turn.
+    """
+    from relay.imports import TraceFileError, parse_trace_file
+
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    if not math.isfinite(speed) or speed < 0:
+        print(f"span-relay replay: --speed {speed!r}: use a number >= 0", file=err)
+        return 2
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        _, records = parse_trace_file(data)
+    except OSError as exc:
+        print(f"span-relay replay: {exc}", file=err)
+        return 2
+    except TraceFileError as exc:
+        print(f"span-relay replay: {path}: {exc}", file=err)
+        return 2
+    turns = [t for t in group_turns(records) if turn is None or t.turn_id == turn]
+    if not turns:
+        which = f"turn {turn}" if turn else "a turn (no span carries relay.turn.id)"
+        print(f"span-relay replay: {path} holds no {which}", file=err)
+        return 2
+    encoder: SSEEncoder | NDJSONEncoder = NDJSONEncoder() if ndjson else SSEEncoder(0)
+    for found in turns:
+        events = replay_events(found.spans)
+        start = time.monotonic()
+        for event, due in zip(events, schedule(events, speed), strict=True):
+            delay = start + due - time.monotonic()
+            if delay > 0:
+                out.flush()
+                time.sleep(delay)
+            out.write(encoder.event(event).decode())
+        out.flush()
+    return 0

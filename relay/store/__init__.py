@@ -1,0 +1,74 @@
+"""The span store: every finished span, kept so that a turn can be replayed later.
+
+An OpenTelemetry :class:`~relay.store.exporter.SpanStoreExporter`, attached through a
+``BatchSpanProcessor`` (its own thread, never the agent's), writes each batch of finished
+spans in one transaction. :mod:`relay.replay` reads a turn's spans back and derives its
+events with the same mapping as the live path.
+
+Backends: SQLite (default, ``RELAY_DATA_DIR/spans.db``) and PostgreSQL
+(``RELAY_STORE=postgresql://...``, for instances that share storage). Both keep the same
+tables (:mod:`relay.store.sql`), versioned by ``span_schema_version``. Retention by age
+(``RELAY_STORE_RETENTION_S``, measured from when the store received a turn's spans) and
+count (``RELAY_STORE_MAX_TURNS``); an expired turn leaves a tombstone so that the API
+answers 410, not 404.
+
+The interface is synchronous and thread-safe: the exporter calls it on its thread, the
+serving path through ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from relay.spans import SpanRecord
+
+if TYPE_CHECKING:
+    from relay.settings import RelaySettings
+
+STORED = "stored"
+EXPIRED = "expired"
+UNKNOWN = "unknown"
+
+
+class SpanStore(Protocol):
+    def write(self, records: Sequence[SpanRecord], *, source: str = "live") -> int:
+        """Store finished spans, all or nothing (one transaction). ``source``:
+        ``live`` (the exporter) or ``import`` (a trace file)."""
+        ...
+
+    def turn_spans(self, turn_id: str) -> tuple[str, list[SpanRecord]]:
+        """All spans of the turn's traces: ``(STORED, spans)``, ``(EXPIRED, [])`` when
+        retention dropped them, ``(UNKNOWN, [])`` when the store never had the turn."""
+        ...
+
+    def trace_spans(self, trace_id: str) -> list[SpanRecord]: ...
+
+    def turn_of_trace(self, trace_id: str) -> str | None: ...
+
+    def turns(self, limit: int = 50, before_ns: int | None = None) -> list[dict[str, Any]]:
+        """Stored turns, newest first (thread, first message, outcome, start, end)."""
+        ...
+
+    def expire(self) -> int:
+        """Apply retention now; returns how many turns expired."""
+        ...
+
+    def schema_version(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+def open_store(settings: RelaySettings) -> SpanStore:
+    """The store ``RELAY_STORE`` names: ``sqlite`` (default) or a ``postgresql://`` URL."""
+    limits = {"retention_s": settings.store_retention_s, "max_turns": settings.store_max_turns}
+    if settings.store.startswith(("postgresql://", "postgres://")):
+        from relay.store.postgres import PostgresSpanStore
+
+        return PostgresSpanStore(settings.store, **limits)
+    from relay.store.sqlite import SQLiteSpanStore
+
+    return SQLiteSpanStore(settings.data_dir / "spans.db", **limits)
+
+
+__all__ = ["EXPIRED", "STORED", "UNKNOWN", "SpanStore", "open_store"]

@@ -1,0 +1,134 @@
+"""SpanRecord <-> row: a type-preserving JSON encoding of attribute values.
+
+Plain JSON loses what OpenTelemetry keeps: a tuple comes back a list, ``1.0`` and ``1``
+may merge in other readers, NaN is not JSON. Every attribute value is therefore tagged,
+like OTLP's ``AnyValue``, with one letter:
+
+| tag | value | JSON |
+|---|---|---|
+| ``s`` | str | string |
+| ``b`` | bool | true/false |
+| ``i`` | int | number |
+| ``d`` | float | number, or ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` |
+| ``a`` | tuple/list (a sequence attribute; decoded as a tuple, as the SDK keeps it) | list of tagged values |
+| ``m`` | mapping (OTLP kvlist, from a receiver or an import) | object of tagged values |
+| ``x`` | bytes | hex string |
+| ``n`` | None | null |
+
+so ``{"k": 1.0}`` is stored as ``{"k":{"d":1.0}}`` and decodes to exactly ``{"k": 1.0}``.
+A JSON-string attribute (``relay.graph.topology``, ``relay.turn.response``) is an ``s``
+value: stored and returned byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from relay.spans import SpanRecord
+
+
+def encode_value(value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"b": value}
+    if isinstance(value, int):
+        return {"i": value}
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return {"d": value}
+        return {"d": "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")}
+    if isinstance(value, str):
+        return {"s": value}
+    if value is None:
+        return {"n": None}
+    if isinstance(value, bytes | bytearray):
+        return {"x": bytes(value).hex()}
+    if isinstance(value, Mapping):
+        return {"m": {str(k): encode_value(v) for k, v in value.items()}}
+    if isinstance(value, Sequence):
+        return {"a": [encode_value(v) for v in value]}
+    return {"s": str(value)}
+
+
+def decode_value(tagged: Mapping[str, Any]) -> Any:
+    ((tag, value),) = tagged.items()
+    if tag in ("s", "b", "i", "n"):
+        return value
+    if tag == "d":
+        return float(value)  # float("NaN") / float("Infinity") too
+    if tag == "a":
+        return tuple(decode_value(v) for v in value)
+    if tag == "m":
+        return {k: decode_value(v) for k, v in value.items()}
+    if tag == "x":
+        return bytes.fromhex(value)
+    raise ValueError(f"unknown attribute value tag {tag!r}")
+
+
+def encode_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    return {str(k): encode_value(v) for k, v in attributes.items()}
+
+
+def decode_attributes(encoded: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: decode_value(v) for k, v in encoded.items()}
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def dump_attributes(attributes: Mapping[str, Any]) -> str:
+    return _dumps(encode_attributes(attributes))
+
+
+def load_attributes(text: str) -> dict[str, Any]:
+    return decode_attributes(json.loads(text))
+
+
+def dump_events(events: Sequence[Mapping[str, Any]]) -> str:
+    return _dumps([{"name": e.get("name", ""), "time_ns": int(e.get("time_ns") or 0),
+                    "attributes": encode_attributes(e.get("attributes") or {})}
+                   for e in events])
+
+
+def load_events(text: str) -> list[dict[str, Any]]:
+    return [{"name": e["name"], "time_ns": e["time_ns"],
+             "attributes": decode_attributes(e["attributes"])} for e in json.loads(text)]
+
+
+def dump_links(links: Sequence[Mapping[str, Any]]) -> str:
+    return _dumps([{"trace_id": link["trace_id"], "span_id": link["span_id"],
+                    "attributes": encode_attributes(link.get("attributes") or {})}
+                   for link in links])
+
+
+def load_links(text: str) -> list[dict[str, Any]]:
+    return [{"trace_id": link["trace_id"], "span_id": link["span_id"],
+             "attributes": decode_attributes(link["attributes"])} for link in json.loads(text)]
+
+
+#: the ``spans`` table's columns, in order (both backends)
+COLUMNS = ("trace_id", "span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns",
+           "status", "status_message", "attributes", "events", "links", "resource")
+
+
+def to_row(record: SpanRecord) -> tuple[Any, ...]:
+    return (record.trace_id, record.span_id, record.parent_span_id, record.name, record.kind,
+            int(record.start_ns), None if record.end_ns is None else int(record.end_ns),
+            record.status, record.status_message, dump_attributes(record.attributes),
+            dump_events(record.events), dump_links(record.links),
+            dump_attributes(record.resource))
+
+
+def from_row(row: Sequence[Any]) -> SpanRecord:
+    (trace_id, span_id, parent, name, kind, start_ns, end_ns, status, status_message,
+     attributes, events, links, resource) = row
+    return SpanRecord(
+        trace_id=trace_id, span_id=span_id, parent_span_id=parent, name=name,
+        start_ns=int(start_ns), end_ns=None if end_ns is None else int(end_ns),
+        attributes=load_attributes(attributes), status=status,
+        status_message=status_message, kind=kind, events=load_events(events),
+        links=load_links(links), resource=load_attributes(resource),
+    )

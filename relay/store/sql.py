@@ -1,0 +1,215 @@
+"""The SQL both span-store backends share (SQLite and PostgreSQL speak it alike).
+
+Tables (the same in both; migrations in each backend's module):
+
+- ``spans``: one row per finished span, keyed by (trace_id, span_id); attributes,
+  events, links and resource as type-preserving JSON (:mod:`relay.store.codec`);
+  ``stored_ns`` is when the store received it (what age retention measures);
+- ``turn_traces``: turn id -> trace ids, one row per run root span (a chat and each
+  resume); filled when a root span (the one carrying ``relay.turn.id``) is stored.
+  A turn's spans are all spans of these traces;
+- ``span_turns``: one row per turn: thread, first message, first start, last write,
+  source (``live`` or ``import``) and, once retention dropped its spans, ``expired_ns``
+  (a tombstone, so that the API can answer 410 instead of 404).
+
+Each backend supplies connections; this class supplies the statements, written with
+``?`` placeholders (PostgreSQL's module swaps them for ``%s``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from relay import conventions as c
+from relay.spans import SpanRecord
+from relay.store.codec import COLUMNS, from_row, to_row
+
+#: how often retention runs when no run root arrives (a root always triggers it)
+EXPIRE_EVERY_S = 60.0
+#: how long a tombstone (an expired turn's row) is kept, as a multiple of the retention
+TOMBSTONE_FACTOR = 10
+
+
+class SQLSpanStore:
+    placeholder = "?"
+    least = "min"
+
+    def __init__(self, *, retention_s: float, max_turns: int,
+                 clock: Callable[[], int] = time.time_ns) -> None:
+        self.retention_s = retention_s
+        self.max_turns = max_turns
+        self.clock = clock
+        self._last_expire = 0.0
+        self._expire_lock = threading.Lock()
+
+    # -- supplied by a backend ----------------------------------------------------------
+
+    def _write_cursor(self) -> contextlib.AbstractContextManager[Any]:
+        """A cursor inside one write transaction (commit on exit, rollback on error)."""
+        raise NotImplementedError
+
+    def _read_cursor(self) -> contextlib.AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _q(self, sql: str) -> str:
+        return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
+
+    def _retention_ns(self) -> int:
+        return int(self.retention_s * 1e9)
+
+    # -- writing (the exporter's thread, or an import) ----------------------------------
+
+    def write(self, records: Sequence[SpanRecord], *, source: str = "live") -> int:
+        """Store finished spans in one transaction; returns how many were written."""
+        if not records:
+            return 0
+        now = self.clock()
+        roots = [r for r in records if c.TURN_ID in r.attributes]
+        columns = ", ".join((*COLUMNS, "stored_ns"))
+        marks = ", ".join("?" for _ in range(len(COLUMNS) + 1))
+        updates = ", ".join(f"{col} = excluded.{col}" for col in (*COLUMNS[2:], "stored_ns"))
+        span_sql = self._q(f"INSERT INTO spans ({columns}) VALUES ({marks}) "
+                           f"ON CONFLICT (trace_id, span_id) DO UPDATE SET {updates}")
+        with self._write_cursor() as cur:
+            cur.executemany(span_sql, [(*to_row(r), now) for r in records])
+            for root in roots:
+                self._write_root(cur, root, now, source)
+        if roots:
+            self.expire()
+        else:
+            self.maybe_expire()
+        return len(records)
+
+    def _write_root(self, cur: Any, root: SpanRecord, now: int, source: str) -> None:
+        attrs = root.attributes
+        turn_id = str(attrs[c.TURN_ID])
+        outcome = attrs.get(c.TURN_OUTCOME)
+        cur.execute(self._q(
+            "INSERT INTO turn_traces (turn_id, trace_id, root_span_id, run_kind, start_ns, "
+            "end_ns, outcome) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (turn_id, trace_id) DO UPDATE SET root_span_id = excluded.root_span_id, "
+            "run_kind = excluded.run_kind, start_ns = excluded.start_ns, "
+            "end_ns = excluded.end_ns, outcome = excluded.outcome"),
+            (turn_id, root.trace_id, root.span_id, str(attrs.get(c.RUN_KIND, "chat")),
+             root.start_ns, root.end_ns, None if outcome is None else str(outcome)))
+        message = attrs.get(c.TURN_MESSAGE)
+        cur.execute(self._q(
+            "INSERT INTO span_turns (turn_id, thread_id, message, started_ns, stored_ns, "
+            "source, expired_ns) VALUES (?, ?, ?, ?, ?, ?, NULL) "
+            "ON CONFLICT (turn_id) DO UPDATE SET "
+            f"started_ns = {self.least}(span_turns.started_ns, excluded.started_ns), "
+            "stored_ns = excluded.stored_ns, expired_ns = NULL, "
+            "message = CASE WHEN excluded.message <> '' THEN excluded.message "
+            "ELSE span_turns.message END"),
+            (turn_id, str(attrs.get(c.CONVERSATION_ID, "")),
+             "" if message is None else str(message), root.start_ns, now, source))
+
+    # -- retention ----------------------------------------------------------------------
+
+    def maybe_expire(self) -> int:
+        if time.monotonic() - self._last_expire < EXPIRE_EVERY_S:
+            return 0
+        return self.expire()
+
+    def expire(self) -> int:
+        """Drop the spans of turns past the age or count limit; returns how many turns."""
+        with self._expire_lock:
+            self._last_expire = time.monotonic()
+            now = self.clock()
+            cutoff = now - self._retention_ns()
+            with self._write_cursor() as cur:
+                cur.execute(self._q(
+                    "SELECT turn_id FROM span_turns WHERE expired_ns IS NULL AND ("
+                    "stored_ns < ? OR turn_id IN (SELECT turn_id FROM span_turns "
+                    "WHERE expired_ns IS NULL ORDER BY started_ns DESC, turn_id "
+                    "LIMIT -1 OFFSET ?))").replace("LIMIT -1", self._no_limit()),
+                    (cutoff, self.max_turns))
+                expired = [row[0] for row in cur.fetchall()]
+                for turn_id in expired:
+                    cur.execute(self._q(
+                        "DELETE FROM spans WHERE trace_id IN "
+                        "(SELECT trace_id FROM turn_traces WHERE turn_id = ?)"), (turn_id,))
+                    cur.execute(self._q("DELETE FROM turn_traces WHERE turn_id = ?"), (turn_id,))
+                    cur.execute(self._q("UPDATE span_turns SET expired_ns = ? WHERE turn_id = ?"),
+                                (now, turn_id))
+                # spans of traces that never got a run root (a process died mid-run,
+                # an import of foreign spans): by age only
+                cur.execute(self._q(
+                    "DELETE FROM spans WHERE stored_ns < ? AND trace_id NOT IN "
+                    "(SELECT trace_id FROM turn_traces)"), (cutoff,))
+                cur.execute(self._q("DELETE FROM span_turns WHERE expired_ns < ?"),
+                            (now - self._retention_ns() * TOMBSTONE_FACTOR,))
+            return len(expired)
+
+    def _no_limit(self) -> str:
+        return "LIMIT -1"
+
+    # -- reading (the serving path calls these through asyncio.to_thread) ---------------
+
+    def turn_spans(self, turn_id: str) -> tuple[str, list[SpanRecord]]:
+        """``("stored", spans)``, ``("expired", [])`` or ``("unknown", [])``."""
+        cutoff = self.clock() - self._retention_ns()
+        with self._read_cursor() as cur:
+            cur.execute(self._q("SELECT stored_ns, expired_ns FROM span_turns WHERE turn_id = ?"),
+                        (turn_id,))
+            row = cur.fetchone()
+            if row is None:
+                return "unknown", []
+            stored_ns, expired_ns = row
+            if expired_ns is not None or stored_ns < cutoff:
+                return "expired", []
+            cur.execute(self._q(
+                f"SELECT {', '.join(COLUMNS)} FROM spans WHERE trace_id IN "
+                "(SELECT trace_id FROM turn_traces WHERE turn_id = ?) "
+                "ORDER BY start_ns, span_id"), (turn_id,))
+            rows = cur.fetchall()
+        if not rows:
+            return "expired", []
+        return "stored", [from_row(r) for r in rows]
+
+    def trace_spans(self, trace_id: str) -> list[SpanRecord]:
+        with self._read_cursor() as cur:
+            cur.execute(self._q(f"SELECT {', '.join(COLUMNS)} FROM spans WHERE trace_id = ? "
+                                "ORDER BY start_ns, span_id"), (trace_id,))
+            return [from_row(r) for r in cur.fetchall()]
+
+    def turn_of_trace(self, trace_id: str) -> str | None:
+        with self._read_cursor() as cur:
+            cur.execute(self._q("SELECT turn_id FROM turn_traces WHERE trace_id = ?"),
+                        (trace_id,))
+            row = cur.fetchone()
+        return row[0] if row else None
+
+    def turns(self, limit: int = 50, before_ns: int | None = None) -> list[dict[str, Any]]:
+        """Stored turns, newest first: thread, first message, outcome, start, end, runs."""
+        where = "WHERE t.expired_ns IS NULL" + (" AND t.started_ns < ?" if before_ns else "")
+        args: list[Any] = [before_ns] if before_ns else []
+        with self._read_cursor() as cur:
+            cur.execute(self._q(
+                "SELECT t.turn_id, t.thread_id, t.message, t.started_ns, t.source, "
+                "MAX(r.end_ns), COUNT(r.trace_id) "
+                "FROM span_turns t JOIN turn_traces r ON r.turn_id = t.turn_id "
+                f"{where} GROUP BY t.turn_id, t.thread_id, t.message, t.started_ns, t.source "
+                "ORDER BY t.started_ns DESC LIMIT ?"), (*args, limit))
+            rows = cur.fetchall()
+            result = []
+            for turn_id, thread_id, message, started_ns, source, ended_ns, runs in rows:
+                cur.execute(self._q(
+                    "SELECT outcome FROM turn_traces WHERE turn_id = ? "
+                    "ORDER BY start_ns DESC LIMIT 1"), (turn_id,))
+                last = cur.fetchone()
+                result.append({
+                    "turn_id": turn_id, "thread_id": thread_id, "message": message,
+                    "outcome": last[0] if last else None, "started_ns": started_ns,
+                    "ended_ns": ended_ns, "runs": runs, "source": source,
+                })
+        return result

@@ -1,0 +1,192 @@
+"""Shared fixtures: a real uvicorn serving the real app on 127.0.0.1, and an SSE reader.
+
+httpx's ASGITransport buffers whole bodies and proves nothing about streaming, so every
+test that streams talks to a real server over a real socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def service_missing(what: str, how: str) -> None:
+    """A missing service fails under CI=true and skips elsewhere, saying how to enable it."""
+    if IN_CI:
+        pytest.fail(f"{what} is required in CI: {how}")
+    pytest.skip(f"{what} not available: {how}")
+
+
+class LiveServer:
+    """The app in a real uvicorn on 127.0.0.1, in a thread with its own event loop."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._server = uvicorn.Server(uvicorn.Config(
+            app, host="127.0.0.1", port=_free_port(), log_level="warning", lifespan="on",
+            timeout_graceful_shutdown=2))
+        self._thread = threading.Thread(target=self._run, name="uvicorn", daemon=True)
+
+    def _run(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self._server.serve())
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.config.port}"
+
+    def start(self) -> LiveServer:
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=15)
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` on the server's loop and return its result (to inspect the app)."""
+        assert self.loop is not None
+
+        async def run() -> Any:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout=10)
+
+    def task_count(self) -> int:
+        return self.call(lambda: len(asyncio.all_tasks()) - 1)
+
+    @property
+    def relay(self) -> Any:
+        return self.app.state.relay
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def app_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of the app under test: embedded defaults in a fresh data dir."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RELAY_", "OTEL_"))}
+    env.update({"RELAY_DATA_DIR": str(tmp_path / "data"), "RELAY_FAULTS": "1",
+                "OTEL_TRACES_EXPORTER": "none"})
+    return env
+
+
+@pytest.fixture
+def make_server(app_env: dict[str, str]) -> Iterator[Callable[..., LiveServer]]:
+    from agent.app import create_app
+
+    servers: list[LiveServer] = []
+
+    def make(**overrides: str) -> LiveServer:
+        server = LiveServer(create_app({**app_env, **overrides})).start()
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def server(make_server: Callable[..., LiveServer]) -> LiveServer:
+    return make_server()
+
+
+# -- reading streams ---------------------------------------------------------------------
+
+@dataclass
+class Frame:
+    """One SSE frame as received: fields, the raw text, and when it arrived."""
+
+    raw: str
+    arrived: float
+    id: str | None = None
+    event: str | None = None
+    data: str | None = None
+    retry: int | None = None
+    comment: str | None = None
+    json: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_frame(raw: str, arrived: float) -> Frame:
+    frame = Frame(raw=raw, arrived=arrived)
+    data: list[str] = []
+    for line in raw.split("\n"):
+        if line.startswith(":"):
+            frame.comment = line[1:].strip()
+            continue
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "id":
+            frame.id = value
+        elif name == "event":
+            frame.event = value
+        elif name == "data":
+            data.append(value)
+        elif name == "retry":
+            frame.retry = int(value)
+    if data:
+        import json
+
+        frame.data = "\n".join(data)
+        frame.json = json.loads(frame.data)
+    return frame
+
+
+def iter_frames(response: httpx.Response) -> Iterator[Frame]:
+    """Frames as they arrive on the socket (split on the blank line, LF only)."""
+    buffer = ""
+    for chunk in response.iter_text():
+        buffer += chunk
+        while "\n\n" in buffer:
+            raw, buffer = buffer.split("\n\n", 1)
+            yield parse_frame(raw, time.monotonic())
+
+
+def events_of(frames: list[Frame]) -> list[dict[str, Any]]:
+    return [f.json for f in frames if f.event is not None]
+
+
+@pytest.fixture
+def client() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=httpx.Timeout(30.0)) as c:
+        yield c
+
+
+SSE_HEADERS = {"Accept": "text/event-stream", "Content-Type": "application/json"}
+
+
+def stream_post(client: httpx.Client, url: str, body: dict[str, Any],
+                headers: dict[str, str] | None = None) -> list[Frame]:
+    """POST and read the whole SSE response; asserts the streaming headers."""
+    with client.stream("POST", url, json=body, headers={**SSE_HEADERS, **(headers or {})}) as r:
+        assert r.status_code == 200, r.read()
+        assert r.headers["content-type"].startswith("text/event-stream")
+        assert r.headers["cache-control"] == "no-cache, no-transform"
+        assert r.headers["x-accel-buffering"] == "no"
+        return list(iter_frames(r))

@@ -1,0 +1,80 @@
+"""The event contract (docs/events.md) as checks, shared by the tests that read streams."""
+
+from __future__ import annotations
+
+from typing import Any
+
+ENVELOPE = {"v": int, "type": str, "seq": int, "thread_id": str, "turn_id": str,
+            "trace_id": str, "ts": float}
+TYPE_FIELDS: dict[str, dict[str, Any]] = {
+    "graph_topology": {"graph_id": str, "nodes": list, "edges": list},
+    "node_started": {"node": str, "span_id": str, "parent_span_id": (str, type(None)),
+                     "step": (int, type(None)), "task_id": (str, type(None))},
+    "node_completed": {"node": str, "span_id": str, "status": str, "duration_ms": float,
+                       "summary": dict},
+    "tool_started": {"tool": str, "span_id": str, "node": (str, type(None))},
+    "tool_completed": {"tool": str, "span_id": str, "node": (str, type(None)),
+                       "duration_ms": float, "status": str},
+    "paused": {"interrupts": list, "resume": dict},
+    "error": {"code": str, "message": str, "node": (str, type(None)), "retryable": bool},
+    "turn_completed": {"response": dict},
+}
+RESPONSE = {"thread_id": str, "turn_id": str, "trace_id": str, "status": str, "answer": str,
+            "citations": list, "interrupts": list, "nodes": list}
+NODE_STATUSES = {"ok", "error", "paused", "cancelled"}
+
+
+def _check(obj: dict[str, Any], spec: dict[str, Any], where: str) -> None:
+    for name, kind in spec.items():
+        assert name in obj, f"{where}: missing {name!r} in {obj}"
+        value = obj[name]
+        if kind is float:
+            kind = (int, float)
+        assert isinstance(value, kind), f"{where}: {name}={value!r} is not {kind}"
+
+
+def check_event(event: dict[str, Any]) -> None:
+    _check(event, ENVELOPE, "envelope")
+    assert event["v"] == 1
+    assert event["seq"] >= 1
+    assert len(event["trace_id"]) == 32
+    spec = TYPE_FIELDS.get(event["type"])
+    if spec is None:
+        return  # additive: unknown types are allowed
+    _check(event, spec, event["type"])
+    if event["type"] == "node_completed":
+        assert event["status"] in NODE_STATUSES
+    if event["type"] == "turn_completed":
+        check_response(event["response"])
+
+
+def check_response(response: dict[str, Any]) -> None:
+    _check(response, RESPONSE, "ChatResponse")
+    assert set(response) == set(RESPONSE), f"ChatResponse has extra fields: {set(response)}"
+    for node in response["nodes"]:
+        assert set(node) == {"name", "status", "duration_ms"}
+
+
+def check_stream(events: list[dict[str, Any]]) -> None:
+    """Every event valid; seq strictly increasing; exactly one terminal event, last."""
+    assert events, "no events"
+    for event in events:
+        check_event(event)
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(set(seqs)), f"seq not strictly increasing: {seqs}"
+    terminal = [e for e in events if e["type"] in ("turn_completed", "paused", "error")]
+    assert len(terminal) == 1 and terminal[0] is events[-1], [e["type"] for e in events]
+    assert events[0]["type"] == "graph_topology"
+
+
+def sequence(events: list[dict[str, Any]]) -> list[str]:
+    """``type`` or ``type:node`` for node/tool events: the shape of a stream."""
+    out = []
+    for e in events:
+        if "node" in e and e["type"].startswith("node_"):
+            out.append(f"{e['type']}:{e['node']}")
+        elif e["type"].startswith("tool_"):
+            out.append(f"{e['type']}:{e['tool']}")
+        else:
+            out.append(e["type"])
+    return out
