@@ -9,9 +9,13 @@ the turn's log on the bus.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
 import logging
 import os
 import re
+import secrets
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -22,12 +26,13 @@ from fastapi import Depends, FastAPI, Request
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from agent.faults import HEADER as FAULT_HEADER
 from agent.faults import Fault, parse_faults
 from agent.graph import build_graph, topology
 from agent.model import build_model
+from agent.openapi import CHAT_OPENAPI, RESUME_OPENAPI
 from agent.nodes import NodeDeps
 from agent.retrieval import KnowledgeBase
 from agent.service import SupportAgent
@@ -39,7 +44,7 @@ from relay.http import read_json_object
 from relay.negotiation import JSON, NotAcceptable, negotiate
 from relay.response import ChatResponse
 from relay.runs import ThreadBusy
-from relay.turns import PAUSED, TurnExists, TurnRecord
+from relay.turns import PAUSED, TurnRecord
 
 log = logging.getLogger("agent.app")
 
@@ -66,6 +71,7 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
         async with AsyncSqliteSaver.from_conn_string(checkpoints) as saver:
             graph = build_graph(deps, saver)
             relay.topology = topology(graph)
+            app.state.ledger = ledger
             app.state.agent = SupportAgent(graph, tracer, relay.topology, relay.turns,
                                            settings.turn_timeout_s)
             await relay.start()
@@ -81,6 +87,7 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
     app.add_exception_handler(ApiError, api_error_handler)
     app.include_router(relay.router)
     auth = [Depends(relay.require_token)]
+    starting = asyncio.Lock()
 
     def faults_of(request: Request) -> dict[str, Fault]:
         header = request.headers.get(FAULT_HEADER)
@@ -98,17 +105,34 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
             raise ApiError(406, "not_acceptable", str(exc)) from None
 
     async def respond(request: Request, record: TurnRecord, after: int, media: str) -> Response:
+        """The run's answer, negotiated. The run may be live, or over (an idempotent retry)."""
+        if request.headers.get("prefer", "").lower().replace(" ", "") == "respond-async":
+            return JSONResponse({"turn_id": record.turn_id, "thread_id": record.thread_id,
+                                 "status": "running" if relay.runs.running(record.turn_id)
+                                 else record.status},
+                                status_code=202, headers={"Location": f"/turns/{record.turn_id}"})
         if media != JSON:
-            on_disconnect = request.query_params.get("on_disconnect", "cancel")
-            return relay.stream(record.turn_id, after, media, stop_at=RUN_TERMINAL,
-                                on_disconnect=on_disconnect)
+            if relay.runs.running(record.turn_id) or relay.bus.has_turn(record.turn_id):
+                on_disconnect = request.query_params.get("on_disconnect", "cancel")
+                if on_disconnect not in ("cancel", "continue"):
+                    raise ApiError(422, "invalid_on_disconnect",
+                                   "on_disconnect must be 'cancel' or 'continue'.")
+                return relay.stream(record.turn_id, after, media, stop_at=RUN_TERMINAL,
+                                    on_disconnect=on_disconnect)
+            return relay.outcome_stream(await relay.turns.get(record.turn_id) or record,
+                                        after, media)
         response = await relay.runs.wait(record.turn_id)
-        if response is None:  # cancelled while we waited
-            response = ChatResponse(record.thread_id, record.turn_id, "", "cancelled",
-                                    answer="The turn was cancelled.")
+        if response is None:  # not running (an idempotent retry of a finished run)
+            latest = await relay.turns.get(record.turn_id) or record
+            if latest.response:
+                return Response(latest.response, media_type="application/json")
+            response = ChatResponse(record.thread_id, record.turn_id,
+                                    latest.root_trace_id or "", _final(latest.status),
+                                    answer="The turn was cancelled." if latest.status ==
+                                    "cancelled" else "The turn did not finish.")
         return Response(response.to_json(), media_type="application/json")
 
-    @app.post("/chat", dependencies=auth, tags=["chat"])
+    @app.post("/chat", dependencies=auth, tags=["chat"], openapi_extra=CHAT_OPENAPI)
     async def chat(request: Request) -> Response:
         media = media_of(request)
         body = await read_json_object(request, settings.max_body_bytes)
@@ -116,31 +140,38 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
         if not isinstance(message, str) or not message.strip():
             raise ApiError(422, "invalid_message",
                            "'message' must be a non-empty string: the user's message.")
-        thread_id = _id_field(body, "thread_id") or uuid.uuid4().hex
-        turn_id = _turn_id_field(body) or uuid.uuid4().hex
+        thread_id = _id_field(body, "thread_id")
+        client_turn_id = _turn_id_field(body)
         faults = faults_of(request)
+        digest = _digest({"message": message, "thread_id": thread_id})
         agent: SupportAgent = request.app.state.agent
-        pending = await agent.pending_interrupts(thread_id)
-        if pending:
-            raise ApiError(409, "thread_paused",
-                           f"Thread {thread_id} has a turn waiting for approval; resume it "
-                           "with POST /chat/resume first.")
-        record = TurnRecord(turn_id=turn_id, thread_id=thread_id, status="running",
-                            message=message, started_at=time.time() * 1000)
-        try:
+        async with starting:  # one check-and-start at a time: duplicates attach, never rerun
+            if client_turn_id is not None:
+                existing = await relay.turns.get(client_turn_id)
+                if existing is not None:
+                    if existing.request_hash != digest:
+                        raise ApiError(409, "turn_conflict",
+                                       f"Turn {client_turn_id} exists with a different "
+                                       "request; send a new turn_id for a new turn.")
+                    return await respond(request, existing, 0, media)
+            thread_id = thread_id or secrets.token_hex(16)
+            if await agent.pending_interrupts(thread_id):
+                raise ApiError(409, "thread_paused",
+                               f"Thread {thread_id} has a turn waiting for approval; resume "
+                               "it with POST /chat/resume first.")
+            record = TurnRecord(turn_id=client_turn_id or secrets.token_hex(16),
+                                thread_id=thread_id, status="running", message=message,
+                                request_hash=digest, started_at=time.time() * 1000)
+            try:
+                relay.runs.check_thread(thread_id)
+            except ThreadBusy as exc:
+                raise ApiError(409, "thread_busy", f"Thread {thread_id} is already running "
+                               f"turn {exc.turn_id}; wait for it to finish.") from None
             await relay.turns.create(record)
-        except TurnExists:
-            raise ApiError(409, "turn_exists", f"Turn {turn_id} already exists; "
-                           "send a new turn_id or none.") from None
-        try:
             after = await relay.runs.start(record, "chat", lambda: agent.chat(record, faults))
-        except ThreadBusy as exc:
-            await relay.turns.update(turn_id, status="error", ended_at=time.time() * 1000)
-            raise ApiError(409, "thread_busy", f"Thread {thread_id} is already running turn "
-                           f"{exc.turn_id}; wait for it to finish.") from None
         return await respond(request, record, after, media)
 
-    @app.post("/chat/resume", dependencies=auth, tags=["chat"])
+    @app.post("/chat/resume", dependencies=auth, tags=["chat"], openapi_extra=RESUME_OPENAPI)
     async def resume(request: Request) -> Response:
         media = media_of(request)
         body = await read_json_object(request, settings.max_body_bytes)
@@ -150,27 +181,45 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
             raise ApiError(422, "invalid_resume", "'resume' is required: the answer to the "
                            "interrupt, or {interrupt_id: answer}.")
         faults = faults_of(request)
-        record = await relay.turns.get(turn_id)
-        if record is None or record.thread_id != thread_id:
-            raise ApiError(404, "unknown_turn",
-                           f"There is no turn {turn_id} in thread {thread_id}.")
-        if relay.runs.running(turn_id):
-            raise ApiError(409, "turn_running", f"Turn {turn_id} is running, not paused.")
+        digest = _digest({"thread_id": thread_id, "turn_id": turn_id, "resume": body["resume"]})
         agent: SupportAgent = request.app.state.agent
-        pending = await agent.pending_interrupts(thread_id)
-        if record.status != PAUSED or not pending:
-            raise ApiError(409, "not_paused",
-                           f"Turn {turn_id} is {record.status}, not paused; nothing to resume.")
-        answers = _match_interrupts(body["resume"], pending)
-        try:
+        async with starting:
+            record = await relay.turns.get(turn_id)
+            if record is None or record.thread_id != thread_id:
+                raise ApiError(404, "unknown_turn", "There is no such turn in that thread.")
+            if record.resume_hash == digest and record.status != PAUSED:
+                # the same resume again: attach to that run (running or over), never rerun
+                return await respond(request, record, record.run_after_seq, media)
+            if relay.runs.running(turn_id):
+                raise ApiError(409, "turn_running", f"Turn {turn_id} is running, not paused.")
+            pending = await agent.pending_interrupts(thread_id)
+            if record.status != PAUSED or not pending:
+                raise ApiError(409, "not_paused", f"Turn {turn_id} is {record.status}, not "
+                               "paused; nothing to resume.")
+            answers = _match_interrupts(body["resume"], pending)
+            try:
+                relay.runs.check_thread(thread_id)
+            except ThreadBusy as exc:
+                raise ApiError(409, "thread_busy", f"Thread {thread_id} is already running "
+                               f"turn {exc.turn_id}; wait for it to finish.") from None
+            record.resume_hash = digest
+            await relay.turns.update(turn_id, resume_hash=digest)
             after = await relay.runs.start(record, "resume",
                                            lambda: agent.resume(record, answers, faults))
-        except ThreadBusy as exc:
-            raise ApiError(409, "thread_busy", f"Thread {thread_id} is already running turn "
-                           f"{exc.turn_id}; wait for it to finish.") from None
         return await respond(request, record, after, media)
 
     return app
+
+
+def _digest(value: Any) -> str:
+    """The idempotency fingerprint of a request body."""
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _final(status: str) -> str:
+    return status if status in ("answered", "refused", "paused", "error", "cancelled",
+                                "interrupted") else "error"
 
 
 def _id_field(body: dict[str, Any], name: str, required: bool = False) -> str | None:

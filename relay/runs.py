@@ -79,22 +79,29 @@ class RunManager:
         run = self._runs.get(turn_id)
         return run.first_seq if run else 0
 
+    def check_thread(self, thread_id: str) -> None:
+        """Raise :class:`ThreadBusy` if the thread runs a turn and the policy rejects."""
+        busy = self._threads.get(thread_id)
+        if busy is not None and busy in self._runs and self.thread_policy == "reject":
+            raise ThreadBusy(thread_id, busy)
+
     async def start(self, record: TurnRecord, kind: str, runner: Runner) -> int:
         """Start a run of ``record``'s turn; returns the cursor its stream reads after.
 
         The caller has created (chat) or loaded (resume) the record. Raises
         :class:`ThreadBusy` when the thread already runs a turn and the policy rejects.
         """
+        self.check_thread(record.thread_id)
         busy = self._threads.get(record.thread_id)
         previous = self._runs.get(busy) if busy else None
-        if previous is not None and self.thread_policy == "reject":
-            raise ThreadBusy(record.thread_id, previous.turn_id)
         self.bus.open_turn(record.turn_id, record.last_seq)
         first_seq = self.bus.last_seq(record.turn_id)
         run = _Run(record.turn_id, record.thread_id, kind, first_seq)
         self._runs[record.turn_id] = run
         self._threads[record.thread_id] = record.turn_id
-        await self.turns.update(record.turn_id, status=RUNNING, ended_at=None)
+        record.run_after_seq = first_seq
+        await self.turns.update(record.turn_id, status=RUNNING, ended_at=None,
+                                run_after_seq=first_seq)
         run.task = asyncio.create_task(self._run(run, runner, previous),
                                        name=f"turn {record.turn_id}")
         return first_seq

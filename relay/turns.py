@@ -10,10 +10,11 @@ a worker thread so the event loop never waits on the disk.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import threading
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,11 @@ _MIGRATIONS = [
     CREATE INDEX turns_thread ON turns (thread_id, started_at DESC);
     CREATE INDEX turns_status ON turns (status);
     """,
+    # version 2: idempotent resumes, and where the latest run's events start
+    """
+    ALTER TABLE turns ADD COLUMN resume_hash TEXT;
+    ALTER TABLE turns ADD COLUMN run_after_seq INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 
@@ -59,11 +65,11 @@ class TurnRecord:
     last_seq: int = 0
     root_trace_id: str | None = None
     root_span_id: str | None = None
+    resume_hash: str | None = None  # the payload of the latest resume (idempotency)
+    run_after_seq: int = 0  # the latest run's events have seq > this
 
     def public(self) -> dict[str, Any]:
         """The GET /turns/{id} view."""
-        import json
-
         return {
             "turn_id": self.turn_id,
             "thread_id": self.thread_id,
@@ -181,7 +187,3 @@ class SQLiteTurnStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
-
-
-def record_dict(record: TurnRecord) -> dict[str, Any]:
-    return asdict(record)

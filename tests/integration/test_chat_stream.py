@@ -111,15 +111,21 @@ def test_paused_then_approved(server: LiveServer, client: httpx.Client) -> None:
     assert "human_wait_ms" not in done["response"]
     assert done["response"]["status"] == "answered"
     assert "refunded $20.00 on order 1234" in done["response"]["answer"]
-    assert server.call(lambda: server.app.state.agent.graph) is not None
     record = client.get(f"{server.url}/turns/{paused['turn_id']}").json()
     assert record["status"] == "answered"
-    # resuming again: nothing is paused any more
+    # the same resume again is idempotent: the same answer, and no second refund
     again = client.post(f"{server.url}/chat/resume", json={
         "thread_id": "thread-approve", "turn_id": paused["turn_id"],
         "resume": {"approved": True}})
-    assert again.status_code == 409
-    assert again.json()["error"]["code"] == "not_paused"
+    assert again.status_code == 200
+    assert again.json() == done["response"]
+    assert server.call(lambda: server.app.state.ledger.count()) == 1
+    # a different resume of a turn that is no longer paused is a conflict
+    other = client.post(f"{server.url}/chat/resume", json={
+        "thread_id": "thread-approve", "turn_id": paused["turn_id"],
+        "resume": {"approved": False}})
+    assert other.status_code == 409
+    assert other.json()["error"]["code"] == "not_paused"
 
 
 def test_paused_then_rejected(server: LiveServer, client: httpx.Client) -> None:

@@ -1,0 +1,50 @@
+"""A turn's outcome from its record, when its event log is gone (a restart, retention).
+
+A reconnecting client always gets a terminal event, never a hang or a silent empty stream:
+the record says how the turn ended, and this builds the event that says so.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from relay import events as ev
+from relay.events import Event
+from relay.turns import TurnRecord
+
+_MESSAGES = {
+    "interrupted": "The server stopped while this turn was running, so it did not finish. "
+                   "Please send your message again.",
+    "cancelled": "The turn was cancelled.",
+    "error": "The agent could not finish this turn.",
+}
+
+
+def terminal_event(record: TurnRecord, after: int = 0) -> Event:
+    """The turn's terminal event. A run that ended recorded the seq of its terminal event,
+    which this one keeps; a turn that died with its process gets the next seq after both
+    the record's and the client's (``after``)."""
+    response = json.loads(record.response) if record.response else None
+    ts = record.ended_at or record.paused_at or time.time() * 1000
+    envelope = (record.thread_id, record.turn_id, record.root_trace_id or "0" * 32, ts)
+    if record.status in ("answered", "refused") and response is not None:
+        event = Event(ev.TURN_COMPLETED, *envelope, {"response": response})
+    elif record.status == "paused" and response is not None:
+        event = Event(ev.PAUSED, *envelope, {
+            "interrupts": response.get("interrupts", []),
+            "resume": {"method": "POST", "path": "/chat/resume",
+                       "body": {"thread_id": record.thread_id, "turn_id": record.turn_id,
+                                "resume": "<your answer to the interrupt>"}},
+        })
+    else:
+        status = record.status if record.status in _MESSAGES else "error"
+        event = Event(ev.ERROR, *envelope, {
+            "code": status if status != "error" else "turn_failed",
+            "message": _MESSAGES[status],
+            "node": None,
+            "retryable": True,
+        })
+    if record.status != "interrupted" and record.last_seq > 0:
+        return event.with_seq(record.last_seq)  # the run ended and recorded its last seq
+    return event.with_seq(max(record.last_seq, after) + 1)
