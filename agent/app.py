@@ -32,8 +32,8 @@ from agent.faults import HEADER as FAULT_HEADER
 from agent.faults import Fault, parse_faults
 from agent.graph import build_graph, topology
 from agent.model import build_model
-from agent.openapi import CHAT_OPENAPI, RESUME_OPENAPI
 from agent.nodes import NodeDeps
+from agent.openapi import CHAT_OPENAPI, RESUME_OPENAPI
 from agent.retrieval import KnowledgeBase
 from agent.service import SupportAgent
 from agent.tools.refund import RefundLedger
@@ -86,7 +86,9 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
     app.state.relay = relay
     app.add_exception_handler(ApiError, api_error_handler)
     app.include_router(relay.router)
+    relay.install(app)
     auth = [Depends(relay.require_token)]
+    limited = [*auth, Depends(relay.rate_limit)]
     starting = asyncio.Lock()
 
     def faults_of(request: Request) -> dict[str, Fault]:
@@ -132,7 +134,7 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
                                     "cancelled" else "The turn did not finish.")
         return Response(response.to_json(), media_type="application/json")
 
-    @app.post("/chat", dependencies=auth, tags=["chat"], openapi_extra=CHAT_OPENAPI)
+    @app.post("/chat", dependencies=limited, tags=["chat"], openapi_extra=CHAT_OPENAPI)
     async def chat(request: Request) -> Response:
         media = media_of(request)
         body = await read_json_object(request, settings.max_body_bytes)
@@ -171,7 +173,7 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
             after = await relay.runs.start(record, "chat", lambda: agent.chat(record, faults))
         return await respond(request, record, after, media)
 
-    @app.post("/chat/resume", dependencies=auth, tags=["chat"], openapi_extra=RESUME_OPENAPI)
+    @app.post("/chat/resume", dependencies=limited, tags=["chat"], openapi_extra=RESUME_OPENAPI)
     async def resume(request: Request) -> Response:
         media = media_of(request)
         body = await read_json_object(request, settings.max_body_bytes)

@@ -1,8 +1,10 @@
 """Fault injection (DESIGN.md §8), honoured only when RELAY_FAULTS=1.
 
 ``X-Relay-Fault: <node>=error`` makes that node raise; ``<node>=delay:<seconds>`` makes it
-sleep first. Several faults are separated by commas. It exists so that the error, cancel
-and heartbeat paths can be shown and tested on the real app.
+sleep first; ``generate=transient:<n>`` makes its first n model calls fail with a
+transient error (to show the retry rule). Several faults are separated by commas. It
+exists so that the error, cancel, retry and heartbeat paths can be shown and tested on
+the real app.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ MAX_DELAY_S = 600.0
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    kind: str  # error | delay
+    kind: str  # error | delay | transient
     seconds: float = 0.0
+    count: int = 0  # transient: how many model calls fail before one succeeds
 
 
 class InjectedFault(RuntimeError):
@@ -43,6 +46,11 @@ def parse_faults(header: str | None) -> dict[str, Fault]:
                              "<node>=delay:<seconds>")
         if spec == "error":
             faults[node] = Fault("error")
+        elif spec.startswith("transient:"):
+            raw = spec[len("transient:"):]
+            if not raw.isdigit() or not 0 < int(raw) <= 10:
+                raise ValueError(f"{HEADER}: transient:<n> needs n between 1 and 10")
+            faults[node] = Fault("transient", count=int(raw))
         elif spec.startswith("delay:"):
             try:
                 seconds = float(spec[len("delay:"):])
@@ -52,8 +60,17 @@ def parse_faults(header: str | None) -> dict[str, Fault]:
                 raise ValueError(f"{HEADER}: delay must be between 0 and {MAX_DELAY_S:g} s")
             faults[node] = Fault("delay", seconds)
         else:
-            raise ValueError(f"{HEADER}: {spec!r} is neither 'error' nor 'delay:<seconds>'")
+            raise ValueError(f"{HEADER}: {spec!r} is not 'error', 'delay:<seconds>' or "
+                             "'transient:<n>'")
     return faults
+
+
+class TransientModelError(ConnectionError):
+    """What a model call raises under ``transient:<n>``: like a dropped connection."""
+
+
+def fault_for(name: str, config: RunnableConfig | None) -> Fault | None:
+    return _fault(name, config)
 
 
 def _fault(name: str, config: RunnableConfig | None) -> Fault | None:

@@ -14,13 +14,15 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from types import FrameType
+from typing import Any
+
+import uvicorn
 
 DEFAULT_APP = "agent.app:create_app"
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from relay.settings import ConfigError, RelaySettings
 
     try:
@@ -31,10 +33,29 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("bm25s").setLevel(logging.WARNING)
-    uvicorn.run(args.app, factory=True, host=args.host, port=args.port,
-                log_level=args.log_level, timeout_graceful_shutdown=args.graceful_s,
-                proxy_headers=True)
+    from uvicorn.importer import import_from_string
+
+    app = import_from_string(args.app)()
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+                            timeout_graceful_shutdown=args.graceful_s, proxy_headers=True)
+    RelayServer(config).run()
     return 0
+
+
+def _relay_of(app: object) -> Any:
+    state = getattr(app, "state", None)
+    return getattr(state, "relay", None)
+
+
+class RelayServer(uvicorn.Server):
+    """uvicorn, plus: on SIGTERM/SIGINT the relay's open streams end with a ``reconnect``
+    frame before uvicorn waits for connections to close."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        relay = _relay_of(self.config.app)
+        if relay is not None:
+            relay.begin_shutdown()
+        super().handle_exit(sig, frame)
 
 
 def _verify_stream(argv: list[str]) -> int:

@@ -61,3 +61,11 @@ CONTENT_ATTRIBUTES = frozenset({
     "gen_ai.system_instructions",
     "gen_ai.tool.call.result",
 })
+
+# -- start markers (docs/events.md, "Start markers") -----------------------------------------
+#: A start marker is a zero-duration span emitted when a span starts, so that a relay that
+#: only receives finished spans (OTLP) learns of the start at once. It carries the id of
+#: the span it announces and that span's start attributes, as one JSON object.
+START_OF = "relay.start_of"
+START_ATTRIBUTES = "relay.start.attributes"
+START_PREFIX = "relay.start "

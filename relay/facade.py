@@ -22,16 +22,19 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from relay.bus import MemoryBus
+from relay.bus.static import StaticReader
 from relay.events import RUN_TERMINAL
 from relay.export import add_otlp_export
+from relay.limits import RateLimit, no_limit
 from relay.negotiation import NDJSON
 from relay.processor import RelaySpanProcessor
+from relay.recovery import terminal_event
 from relay.runs import RunManager
 from relay.settings import RelaySettings
 from relay.store import SpanStore, open_store
 from relay.store.exporter import add_span_store
 from relay.streaming import EventStream, NDJSONEncoder, SSEEncoder
-from relay.turns import SQLiteTurnStore
+from relay.turns import SQLiteTurnStore, TurnRecord
 
 log = logging.getLogger("relay")
 
@@ -49,10 +52,16 @@ class Relay:
         self.runs = RunManager(self.bus, self.turns, self.span_processor,
                                disconnect_grace_s=settings.disconnect_grace_s,
                                thread_policy=settings.thread_policy)
+        #: set when the server begins to shut down: open streams tell clients to reconnect
+        self.closing = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         #: the compiled graph's topology, served at GET /graph (set by the app)
         self.topology: dict[str, Any] | None = None
         self._router: APIRouter | None = None
         self.require_token = _token_dependency(settings.api_token)
+        #: a dependency for the run endpoints: RELAY_RATE_LIMIT per client, or nothing
+        self.rate_limit = RateLimit.parse(settings.rate_limit) if settings.rate_limit \
+            else no_limit
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Relay:
@@ -65,6 +74,19 @@ class Relay:
 
             self._router = build_router(self)
         return self._router
+
+    def install(self, app: Any) -> None:
+        """Middleware the relay's routes rely on: CORS when RELAY_CORS_ORIGINS lists
+        origins (off by default), and ``X-Content-Type-Options: nosniff`` on every answer."""
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(NoSniff)
+        if self.settings.cors_origins:
+            app.add_middleware(CORSMiddleware, allow_origins=list(self.settings.cors_origins),
+                               allow_methods=["GET", "POST"],
+                               allow_headers=["Authorization", "Content-Type", "Accept",
+                                              "Last-Event-ID", "Prefer"],
+                               expose_headers=["Location"])
 
     def add_otlp_export(self, provider: TracerProvider,
                         environ: Mapping[str, str] | None = None) -> object | None:
@@ -80,14 +102,22 @@ class Relay:
     # -- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.span_processor.bind(asyncio.get_running_loop())
+        self._loop = asyncio.get_running_loop()
+        self.span_processor.bind(self._loop)
         died = await self.turns.mark_interrupted()
         if died:
             log.warning("relay: %d turn(s) were running when the last process stopped; "
                         "marked interrupted", died)
 
+    def begin_shutdown(self) -> None:
+        """The server is going down (SIGTERM): every open stream ends with a ``reconnect``
+        frame. Safe to call from a signal handler or any thread."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self.closing.set)
+
     async def stop(self) -> None:
-        await self.runs.shutdown()
+        self.closing.set()
+        await self.runs.shutdown(self.settings.shutdown_grace_s)
         self.span_processor.unbind()
         self.turns.close()
         if self.store_processor is not None:  # flush what is pending, then close the store
@@ -123,10 +153,44 @@ class Relay:
 
         return EventStream(reader, encoder, stop_at=stop_at,
                            heartbeat_s=self.settings.heartbeat_s,
-                           send_timeout_s=self.settings.send_timeout_s, on_close=closed)
+                           send_timeout_s=self.settings.send_timeout_s,
+                           max_duration_s=self.settings.server_timeout_s,
+                           closing=self.closing, on_close=closed)
+
+    def outcome_stream(self, record: TurnRecord, after: int, media: str) -> EventStream:
+        """A stream of just the turn's terminal event, rebuilt from its record (the log is
+        gone: a restart, or retention)."""
+        reader = StaticReader([terminal_event(record, after)])
+        encoder = NDJSONEncoder() if media == NDJSON else SSEEncoder(self.settings.retry_ms)
+        return EventStream(reader, encoder, stop_at=RUN_TERMINAL,
+                           heartbeat_s=self.settings.heartbeat_s,
+                           send_timeout_s=self.settings.send_timeout_s)
 
 
 def _token_dependency(token: str | None):
     from relay.http import token_checker
 
     return token_checker(token)
+
+
+class NoSniff:
+    """ASGI middleware: ``X-Content-Type-Options: nosniff`` on every response, so no
+    answer (an error that quotes input, say) is ever sniffed into HTML."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = [h for h in message.get("headers", [])
+                           if h[0].lower() != b"x-content-type-options"]
+                headers.append((b"x-content-type-options", b"nosniff"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, sending)

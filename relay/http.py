@@ -23,6 +23,7 @@ from relay.events import TURN_TERMINAL
 from relay.imports import import_response
 from relay.negotiation import NDJSON, SSE
 from relay.replay import replay_response
+from relay.turns import PAUSED
 
 if TYPE_CHECKING:
     from relay.facade import Relay
@@ -108,19 +109,27 @@ def build_router(relay: Relay) -> APIRouter:
         if request.query_params.get("source") not in (None, "", "live"):  # ?source=spans
             return await replay_response(relay, request, turn_id, cursor)  # relay/replay.py
         record = await relay.turns.get(turn_id)
+        media = stream_media(request)
         if not relay.bus.has_turn(turn_id):
             if record is None:
-                raise ApiError(404, "unknown_turn", f"There is no turn {turn_id}.")
-            raise ApiError(410, "turn_expired",
-                           f"The events of turn {turn_id} are no longer retained; "
-                           f"GET /turns/{turn_id} has its result.")
+                raise ApiError(404, "unknown_turn", "There is no such turn.")
+            if record.status != PAUSED:  # over, or died with its process: say how it ended
+                return relay.outcome_stream(record, cursor, media)
+            relay.bus.open_turn(turn_id, record.last_seq)  # a pause outlived its log
+            if cursor < record.last_seq:
+                raise ApiError(410, "cursor_expired",
+                               f"Events up to {record.last_seq} of this turn are no longer "
+                               f"retained; reconnect with Last-Event-ID: {record.last_seq}, "
+                               "or replay them with ?source=spans.")
         last = relay.bus.last_seq(turn_id)
         if cursor > last:
             raise ApiError(400, "invalid_cursor",
-                           f"Event {cursor} does not exist in turn {turn_id} "
+                           f"Event {cursor} does not exist in this turn "
                            f"(its last event is {last}).")
+        if cursor == last and relay.bus.finished(turn_id):
+            cursor = last - 1  # a finished turn resends its terminal event
         try:
-            return relay.stream(turn_id, cursor, stream_media(request), stop_at=TURN_TERMINAL,
+            return relay.stream(turn_id, cursor, media, stop_at=TURN_TERMINAL,
                                 on_disconnect=request.query_params.get("on_disconnect",
                                                                         "continue"))
         except CursorExpired as exc:
@@ -130,7 +139,7 @@ def build_router(relay: Relay) -> APIRouter:
     async def turn(turn_id: str) -> JSONResponse:
         record = await relay.turns.get(turn_id)
         if record is None:
-            raise ApiError(404, "unknown_turn", f"There is no turn {turn_id}.")
+            raise ApiError(404, "unknown_turn", "There is no such turn.")
         return JSONResponse(record.public())
 
     @router.get("/turns", dependencies=auth, tags=["turns"])
@@ -153,7 +162,7 @@ def build_router(relay: Relay) -> APIRouter:
     async def cancel(turn_id: str) -> JSONResponse:
         record = await relay.turns.get(turn_id)
         if record is None:
-            raise ApiError(404, "unknown_turn", f"There is no turn {turn_id}.")
+            raise ApiError(404, "unknown_turn", "There is no such turn.")
         cancelled = relay.runs.cancel(turn_id)
         status = "cancelling" if cancelled else record.status
         return JSONResponse({"turn_id": turn_id, "cancelled": cancelled, "status": status},

@@ -1,12 +1,12 @@
 """Trace files -> SpanRecords: what ``span-relay replay FILE`` and ``POST /imports`` read.
 
-Three shapes, recognised by their top-level keys:
+Three shapes, recognised by their top-level keys (one JSON document, or one per line):
 
-| format | looks like | from |
-|---|---|---|
-| OTLP JSON | ``{"resourceSpans": [...]}``, one object or one per line | the Collector's file exporter, an OTLP/HTTP JSON body |
-| Jaeger v2 API | ``{"result": {"resourceSpans": [...]}}``, one or one per line | Jaeger v2 ``GET /api/v3/traces/{id}`` |
-| Jaeger UI JSON (legacy) | ``{"data": [{"traceID", "spans": [...], "processes": {...}}]}`` | Jaeger's "Download JSON", ``GET /api/traces/{id}`` |
+- OTLP JSON, ``{"resourceSpans": [...]}``: the Collector's file exporter, an OTLP/HTTP
+  JSON body;
+- Jaeger v2 API, ``{"result": {"resourceSpans": [...]}}``: ``GET /api/v3/traces/{id}``;
+- Jaeger UI JSON (legacy), ``{"data": [{"traceID", "spans": [...], "processes": {}}]}``:
+  Jaeger's "Download JSON", ``GET /api/traces/{id}``.
 
 OTLP JSON ids are hex (the OTLP/JSON rule, not protobuf's base64); enums may be numbers
 or names; 64-bit integers may be strings. Jaeger UI JSON keeps microseconds
@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse
 
 from relay import conventions as c
 from relay.errors import ApiError
-from relay.replay import TurnSpans, group_turns
+from relay.replay import TurnSpans, group_turns, replay_events
 from relay.spans import SpanRecord
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ def _documents(text: str) -> Iterator[tuple[int, Any]]:
 
 def _json_error(exc: json.JSONDecodeError, text: str, line: int | None) -> TraceFileError:
     where = f"line {line}" if line is not None else f"line {exc.lineno} column {exc.colno}"
-    if exc.pos >= len(text.rstrip()):
+    if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
         return TraceFileError("truncated_file", f"The file is truncated: its JSON ends "
                               f"early ({where}: {exc.msg}).", 400)
     return TraceFileError("not_json", f"The file is not JSON ({where}: {exc.msg}); send "
@@ -485,6 +485,7 @@ async def _remember_turn(relay: Relay, turn: TurnSpans) -> None:
         paused_at=ended if status == "paused" else None,
         response=response if isinstance(response, str) else None,
         root_trace_id=last.trace_id, root_span_id=last.span_id,
+        last_seq=len(replay_events(turn.spans)),  # the replay's seqs, 1..last_seq
     )
     try:
         await relay.turns.create(record)

@@ -47,6 +47,10 @@ if TYPE_CHECKING:
 #: the largest speed factor the API accepts (0 means "no pacing at all")
 MAX_SPEED = 1000.0
 
+#: how far a child's end may pass its parent's and still count as nested (time cut to
+#: microseconds, as Jaeger's UI JSON does, moves an end back by up to 2 us)
+NESTING_SLACK_NS = 2_000
+
 Phase = tuple[SpanRecord, bool]  # (span, ended)
 
 
@@ -58,16 +62,33 @@ def ordered_phases(records: Sequence[SpanRecord]) -> list[Phase]:
     index = {(r.trace_id, r.span_id): i for i, r in enumerate(spans)}
     parent = [index.get((r.trace_id, r.parent_span_id or "")) for r in spans]
     depth = [_depth(i, parent) for i in range(len(spans))]
+    ends = _nested_ends(spans, parent, depth)
     groups: dict[int, list[tuple[int, bool]]] = {}
     for i, r in enumerate(spans):
         groups.setdefault(r.start_ns, []).append((i, False))
-        if r.end_ns is not None:
-            groups.setdefault(max(r.end_ns, r.start_ns), []).append((i, True))
+        end = ends[i]
+        if end is not None:
+            groups.setdefault(end, []).append((i, True))
     phases: list[Phase] = []
     for t in sorted(groups):
         for i, ended in _order_group(groups[t], spans, parent, depth):
             phases.append((spans[i], ended))
     return phases
+
+
+def _nested_ends(spans: list[SpanRecord], parent: list[int | None],
+                 depth: list[int]) -> list[int | None]:
+    """End times for ordering: a child that ends at most NESTING_SLACK_NS after its parent
+    (microsecond times cut separately, as in Jaeger's JSON) is taken to end with it."""
+    ends: list[int | None] = [None if r.end_ns is None else max(r.end_ns, r.start_ns)
+                              for r in spans]
+    for i in sorted(range(len(spans)), key=lambda k: depth[k]):
+        p = parent[i]
+        end, parent_end = ends[i], ends[p] if p is not None else None
+        if end is not None and parent_end is not None \
+                and 0 < end - parent_end <= NESTING_SLACK_NS:
+            ends[i] = max(parent_end, spans[i].start_ns)
+    return ends
 
 
 def _depth(i: int, parent: list[int | None]) -> int:
@@ -214,7 +235,8 @@ class ReplayStream(Response):
 
     def __init__(self, events: Sequence[Event], encoder: SSEEncoder | NDJSONEncoder, *,
                  speed: float, heartbeat_s: float, send_timeout_s: float = 30.0,
-                 max_gap_s: float | None = None) -> None:
+                 max_gap_s: float | None = None, max_duration_s: float | None = None,
+                 closing: asyncio.Event | None = None) -> None:
         self.status_code = 200
         self.background = None
         self.events = list(events)
@@ -222,6 +244,8 @@ class ReplayStream(Response):
         self.due = schedule(self.events, speed, max_gap_s)
         self.heartbeat_s = heartbeat_s
         self.send_timeout_s = send_timeout_s
+        self.max_duration_s = max_duration_s
+        self.closing = closing
         self.frames_sent = 0
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -247,9 +271,19 @@ class ReplayStream(Response):
             await self._send(send, preamble)
         start = time.monotonic()
         next_beat = start + self.heartbeat_s
+        deadline = start + self.max_duration_s if self.max_duration_s else None
         i, n = 0, len(self.events)
         while i < n:
             now = time.monotonic()
+            closing = self.closing is not None and self.closing.is_set()
+            if closing or (deadline is not None and now >= deadline):
+                # as the live stream does: tell the client where to pick up
+                await self._send(send, self.encoder.problem("reconnect", {
+                    "reason": "server_shutdown" if closing else "stream_time_limit",
+                    "last_seq": self.events[i - 1].seq if i else self.events[0].seq - 1,
+                    "message": "Reconnect with Last-Event-ID to continue this replay.",
+                }))
+                return True
             j = i
             while j < n and start + self.due[j] <= now:
                 j += 1
@@ -263,11 +297,18 @@ class ReplayStream(Response):
                 await self._send(send, self.encoder.heartbeat())
                 next_beat = now + self.heartbeat_s
                 continue
-            wait = min(start + self.due[i], next_beat) - now
+            wake = min(start + self.due[i], next_beat)
+            if deadline is not None:
+                wake = min(wake, deadline)
+            interrupts = [asyncio.ensure_future(gone.wait())]
+            if self.closing is not None:
+                interrupts.append(asyncio.ensure_future(self.closing.wait()))
             try:
-                await asyncio.wait_for(gone.wait(), timeout=max(wait, 0.0))
-            except TimeoutError:
-                pass
+                await asyncio.wait(interrupts, timeout=max(wake - now, 0.0),
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in interrupts:
+                    waiter.cancel()
             if gone.is_set():
                 return False
         return True
@@ -318,9 +359,9 @@ async def load_turn_events(relay: Relay, turn_id: str) -> list[Event]:
     store = relay.store
     if relay.runs.running(turn_id):
         raise ApiError(409, "turn_running",
-                       f"Turn {turn_id} is still running; its spans are stored as they end. "
-                       f"Follow it live at GET /turns/{turn_id}/events, or replay it once "
-                       "it has finished.")
+                       "This turn is still running; its spans are stored as they end. "
+                       "Follow it live without ?source=spans, or replay it once it has "
+                       "finished.")
     processor = getattr(relay, "store_processor", None)
     if processor is not None:  # spans that ended a moment ago reach the store now
         await asyncio.to_thread(processor.force_flush, 5000)
@@ -331,13 +372,13 @@ async def load_turn_events(relay: Relay, turn_id: str) -> list[Event]:
                  f"RELAY_STORE_MAX_TURNS={relay.settings.store_max_turns}")
     if state == "expired":
         raise ApiError(410, "turn_expired",
-                       f"The spans of turn {turn_id} are no longer stored: retention "
-                       f"({retention}) dropped them. GET /turns/{turn_id} has its result.")
+                       f"The spans of this turn are no longer stored: retention ({retention}) "
+                       "dropped them. GET /turns/{turn_id} still has its result.")
     if await relay.turns.get(turn_id) is None:
-        raise ApiError(404, "unknown_turn", f"There is no turn {turn_id}.")
+        raise ApiError(404, "unknown_turn", "There is no such turn.")
     raise ApiError(410, "turn_expired",
-                   f"The span store holds no spans of turn {turn_id}: they expired "
-                   f"({retention}) or were never stored. GET /turns/{turn_id} has its result.")
+                   f"The span store holds no spans of this turn: they expired ({retention}) "
+                   "or were never stored. GET /turns/{turn_id} still has its result.")
 
 
 async def replay_response(relay: Relay, request: Request, turn_id: str,
@@ -353,14 +394,16 @@ async def replay_response(relay: Relay, request: Request, turn_id: str,
     events = await load_turn_events(relay, turn_id)
     if cursor > len(events):
         raise ApiError(400, "invalid_cursor", f"Event {cursor} does not exist in the replay "
-                       f"of turn {turn_id} (its last event is {len(events)}).")
+                       f"of this turn (its last event is {len(events)}).")
     from relay.http import stream_media  # the live stream's negotiation, exactly
 
     media = stream_media(request)
     encoder = NDJSONEncoder() if media == NDJSON else SSEEncoder(relay.settings.retry_ms)
     return ReplayStream(events[cursor:], encoder, speed=speed,
                         heartbeat_s=relay.settings.heartbeat_s,
-                        send_timeout_s=relay.settings.send_timeout_s, max_gap_s=max_gap_s)
+                        send_timeout_s=relay.settings.send_timeout_s, max_gap_s=max_gap_s,
+                        max_duration_s=relay.settings.server_timeout_s,
+                        closing=getattr(relay, "closing", None))
 
 
 # -- span-relay replay FILE -------------------------------------------------------------

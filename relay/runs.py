@@ -66,6 +66,7 @@ class RunManager:
         self.thread_policy = thread_policy
         self._runs: dict[str, _Run] = {}  # turn_id -> running run
         self._threads: dict[str, str] = {}  # thread_id -> running turn_id
+        self._shutting_down = False
 
     # -- starting -----------------------------------------------------------------------
 
@@ -151,7 +152,9 @@ class RunManager:
         if response is not None:
             status = response.status
         else:
-            status = "cancelled" if cancelled else "error"
+            status = "error"
+            if cancelled:
+                status = "interrupted" if self._shutting_down else "cancelled"
         changes: dict[str, object] = {"status": status,
                                       "last_seq": self.bus.last_seq(run.turn_id)}
         if response is not None:
@@ -222,8 +225,13 @@ class RunManager:
                      turn_id)
             self.cancel(turn_id, "the last reader disconnected")
 
-    async def shutdown(self) -> None:
+    async def shutdown(self, grace_s: float = 0.0) -> None:
+        """Let running turns finish for ``grace_s``, then cancel the rest. A turn cut short
+        by the shutdown is recorded ``interrupted``, not ``cancelled``: nobody asked."""
+        self._shutting_down = True
         tasks = [r.task for r in self._runs.values() if r.task is not None]
+        if tasks and grace_s > 0:
+            await asyncio.wait(tasks, timeout=grace_s)
         for task in tasks:
             task.cancel("server shutting down")
         for task in tasks:

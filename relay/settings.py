@@ -34,9 +34,12 @@ class RelaySettings:
     tool_timeout_s: float = 30.0
     turn_timeout_s: float = 120.0
     server_timeout_s: float = 300.0
+    shutdown_grace_s: float = 5.0
     bus_retention_s: float = 3600.0
     bus_max_turns: int = 1000
     spa_dir: Path | None = None
+    cors_origins: tuple[str, ...] = ()
+    rate_limit: str | None = None
     # span store (relay/store): retention by age and count; POST /imports size limit
     store_retention_s: float = 7 * 24 * 3600.0
     store_max_turns: int = 10_000
@@ -62,9 +65,13 @@ class RelaySettings:
             tool_timeout_s=_float(env, "RELAY_TOOL_TIMEOUT_S", 30.0),
             turn_timeout_s=_float(env, "RELAY_TURN_TIMEOUT_S", 120.0),
             server_timeout_s=_float(env, "RELAY_SERVER_TIMEOUT_S", 300.0),
+            shutdown_grace_s=_float(env, "RELAY_SHUTDOWN_GRACE_S", 5.0),
             bus_retention_s=_float(env, "RELAY_BUS_RETENTION_S", 3600.0),
             bus_max_turns=int(_float(env, "RELAY_BUS_MAX_TURNS", 1000)),
             spa_dir=Path(env["RELAY_SPA_DIR"]) if env.get("RELAY_SPA_DIR") else None,
+            cors_origins=tuple(o.strip() for o in env.get("RELAY_CORS_ORIGINS", "").split(",")
+                               if o.strip()),
+            rate_limit=env.get("RELAY_RATE_LIMIT") or None,
             store_retention_s=_float(env, "RELAY_STORE_RETENTION_S", 7 * 24 * 3600.0),
             store_max_turns=int(_float(env, "RELAY_STORE_MAX_TURNS", 10_000)),
             import_max_bytes=int(_float(env, "RELAY_IMPORT_MAX_BYTES", 32 * 1024 * 1024)),
@@ -92,6 +99,14 @@ class RelaySettings:
         if self.import_max_bytes < 1:
             raise ConfigError("RELAY_IMPORT_MAX_BYTES must be >= 1 (largest trace file "
                               "POST /imports accepts)")
+        if self.rate_limit is not None:
+            count, sep, window = self.rate_limit.partition("/")
+            if not (count.isdigit() and int(count) > 0 and sep and _is_number(window)):
+                raise ConfigError(f"RELAY_RATE_LIMIT={self.rate_limit!r}: use N/S, e.g. "
+                                  "20/60 for 20 requests a minute per client")
+        if "*" in self.cors_origins and self.api_token:
+            raise ConfigError("RELAY_CORS_ORIGINS=* with RELAY_API_TOKEN would let any site "
+                              "use the token; list the allowed origins instead")
         if self.thread_policy not in ("reject", "enqueue"):
             raise ConfigError("RELAY_THREAD_POLICY must be 'reject' or 'enqueue'")
         if not self.tool_timeout_s < self.turn_timeout_s:
@@ -115,6 +130,13 @@ class RelaySettings:
             if candidate is not None and (candidate / "index.html").is_file():
                 return candidate
         return None
+
+
+def _is_number(raw: str) -> bool:
+    try:
+        return float(raw) > 0
+    except ValueError:
+        return False
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:

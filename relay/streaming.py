@@ -11,8 +11,10 @@ cursor and writes frames as events arrive. It owns three timers and nothing else
 - the disconnect watch: ``http.disconnect`` ends the stream at once.
 
 It stops after the first event in ``stop_at`` (a run's stream stops at its run's terminal
-event; a turn's stream waits through a pause). ``on_close`` tells the owner whether the
-stream was cut before its terminal event, which is how a turn learns its last reader left.
+event; a turn's stream waits through a pause). When the server shuts down (``closing``)
+or the stream reaches ``max_duration_s``, it ends with a ``reconnect`` frame that tells
+the client where to resume. ``on_close`` tells the owner whether the stream ended at its
+terminal event, which is how a turn learns its last reader left.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from relay.events import Event, dumps
 
 SSE = "text/event-stream"
 NDJSON = "application/x-ndjson"
+
+#: events written to the socket at once: a reader holds at most one batch in memory
+MAX_BATCH = 64
 
 STREAM_HEADERS = [
     (b"cache-control", b"no-cache, no-transform"),
@@ -91,6 +96,8 @@ class EventStream(Response):
         stop_at: Collection[str],
         heartbeat_s: float,
         send_timeout_s: float = 30.0,
+        max_duration_s: float | None = None,
+        closing: asyncio.Event | None = None,
         on_close: CloseCallback | None = None,
         extra_headers: list[tuple[bytes, bytes]] | None = None,
     ) -> None:
@@ -101,13 +108,15 @@ class EventStream(Response):
         self.stop_at = stop_at
         self.heartbeat_s = heartbeat_s
         self.send_timeout_s = send_timeout_s
+        self.max_duration_s = max_duration_s
+        self.closing = closing
         self.on_close = on_close
         self.extra_headers = extra_headers or []
         self.frames_sent = 0
         self.heartbeats_sent = 0
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        completed = False
+        outcome = "gone"
         disconnected = asyncio.Event()
         watcher = asyncio.create_task(_watch_disconnect(receive, disconnected))
         try:
@@ -117,35 +126,41 @@ class EventStream(Response):
                 *self.extra_headers,
             ]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
-            completed = await self._pump(send, disconnected)
-            if completed:
+            outcome = await self._pump(send, disconnected)
+            if outcome != "gone":
                 await self._send(send, b"", more=False)
         except (OSError, TimeoutError, _Gone):
-            completed = False
+            outcome = "gone"
         finally:
             watcher.cancel()
             self.reader.close()
             if self.on_close is not None:
-                result = self.on_close(completed)
+                result = self.on_close(outcome == "done")
                 if asyncio.iscoroutine(result):
                     await result
 
-    async def _pump(self, send: Any, disconnected: asyncio.Event) -> bool:
-        """Write frames until a stop event (True) or until the client is gone (False)."""
+    async def _pump(self, send: Any, disconnected: asyncio.Event) -> str:
+        """Write frames until a stop event ("done"), until the server asks the client to
+        reconnect ("handoff": shutdown or the stream's time limit), or until the client is
+        gone ("gone")."""
         preamble = self.encoder.preamble()
         if preamble:
             await self._send(send, preamble)
-        next_beat = time.monotonic() + self.heartbeat_s
-        gone = asyncio.ensure_future(disconnected.wait())
+        now = time.monotonic()
+        next_beat = now + self.heartbeat_s
+        deadline = now + self.max_duration_s if self.max_duration_s else None
+        interrupts = {asyncio.ensure_future(disconnected.wait())}
+        if self.closing is not None:
+            interrupts.add(asyncio.ensure_future(self.closing.wait()))
         try:
             while True:
                 try:
-                    batch = self.reader.take()
+                    batch = self.reader.take(MAX_BATCH)
                 except CursorExpired as exc:
                     await self._send(send, self.encoder.problem("reset", {
                         "code": "cursor_expired", "message": str(exc), "oldest_seq": exc.oldest,
                     }))
-                    return True
+                    return "done"
                 if batch:
                     stop = next((i for i, e in enumerate(batch) if e.type in self.stop_at), None)
                     if stop is not None:
@@ -153,23 +168,31 @@ class EventStream(Response):
                     await self._send(send, b"".join(self.encoder.event(e) for e in batch))
                     self.frames_sent += len(batch)
                     if stop is not None:
-                        return True
+                        return "done"
+                if disconnected.is_set():
+                    return "gone"
                 now = time.monotonic()
+                closing = self.closing is not None and self.closing.is_set()
+                if closing or (deadline is not None and now >= deadline):
+                    await self._send(send, self.encoder.problem("reconnect", {
+                        "reason": "server_shutdown" if closing else "stream_time_limit",
+                        "last_seq": self.reader.cursor,
+                        "message": "Reconnect with Last-Event-ID to continue this turn.",
+                    }))
+                    return "handoff"
                 if now >= next_beat:
                     await self._send(send, self.encoder.heartbeat())
                     self.heartbeats_sent += 1
                     next_beat = now + self.heartbeat_s
                     continue
-                if disconnected.is_set():
-                    return False
-                waiting = asyncio.ensure_future(self.reader.wait(next_beat - now))
-                await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
+                wake = next_beat if deadline is None else min(next_beat, deadline)
+                waiting = asyncio.ensure_future(self.reader.wait(wake - now))
+                await asyncio.wait({waiting, *interrupts}, return_when=asyncio.FIRST_COMPLETED)
                 if not waiting.done():
                     waiting.cancel()
-                if disconnected.is_set():
-                    return False
         finally:
-            gone.cancel()
+            for future in interrupts:
+                future.cancel()
 
     async def _send(self, send: Any, body: bytes, more: bool = True) -> None:
         message = {"type": "http.response.body", "body": body, "more_body": more}

@@ -433,10 +433,10 @@ async def verify_stream(
                         report.body_bytes += len(data)
                         new = parser.feed(data, now, chunk)
                         chunk += 1
+                        report.body_chunks = chunk
                         frames.extend(new)
                         if any(f.kind == "event" and f.type in TERMINAL_TYPES for f in new):
                             break
-                    report.body_chunks = chunk
     except TimeoutError:
         report.error = f"timed out after {deadline_s:g} s"
     except httpx.HTTPError as exc:

@@ -136,9 +136,9 @@ export async function postJson(url, body, { headers = {}, signal, fetchImpl } = 
   return res.json();
 }
 
-export async function getJson(url, { fetchImpl, signal } = {}) {
+export async function getJson(url, { fetchImpl, signal, headers = {} } = {}) {
   const f = fetchImpl || globalThis.fetch;
-  const res = await f(url, { headers: { Accept: 'application/json' }, signal, cache: 'no-store' });
+  const res = await f(url, { headers: { Accept: 'application/json', ...headers }, signal, cache: 'no-store' });
   if (!res.ok) throw await errorFromResponse(res);
   return res.json();
 }

@@ -1,5 +1,5 @@
 // span-relay SPA: chat + live Agent Execution Graph + timeline. No framework, no build step.
-// Every piece of data reaches the page through textContent / attributes, never innerHTML.
+// Every piece of data reaches the page through textContent and attributes, never parsed as HTML.
 
 import { TurnModel } from './turn.js';
 import { GraphView } from './graph-view.js';
@@ -34,12 +34,15 @@ const ui = {
   modeBadge: $('mode-badge'),
   faultBadge: $('fault-badge'),
   graph: $('graph'),
+  graphScroll: $('graph-scroll'),
   graphEmpty: $('graph-empty'),
   details: $('node-details'),
   timeline: $('timeline'),
   announcer: $('announcer'),
   alert: $('alert'),
   newChat: $('new-chat'),
+  tokenForm: $('token-form'),
+  tokenInput: $('token-input'),
   legend: $('latency-legend'),
 };
 
@@ -57,7 +60,13 @@ const app = {
   tickTimer: null,
   clockSkew: -Infinity, // server ts minus client clock, lower bound
   approvalCard: null,
+  token: null, // API bearer token (kept for this tab only: sessionStorage)
 };
+try {
+  app.token = sessionStorage.getItem('span-relay-token') || null;
+} catch (_) {
+  /* storage disabled */
+}
 
 // Exposed for tests and debugging (read-only use).
 window.spanRelay = app;
@@ -94,9 +103,15 @@ function serverNow() {
   return Date.now() + (Number.isFinite(app.clockSkew) ? app.clockSkew : 0);
 }
 
+/** Left to right when there is room for the pipeline; top to bottom on a narrow screen. */
+function graphDirection() {
+  const w = ui.graphScroll.clientWidth || window.innerWidth;
+  return w < 640 ? 'TB' : 'LR';
+}
+
 function render() {
   const topo = currentTopology();
-  graphView.setTopology(topo);
+  graphView.setTopology(topo, graphDirection());
   ui.graphEmpty.hidden = !!(topo && topo.nodes && topo.nodes.length);
   graphView.update(app.model, app.selected);
   renderOutcome();
@@ -126,6 +141,10 @@ function renderOutcome() {
     }
     const active = m.activeMs();
     if (active > 0) parts.push(`${formatMs(active)} of agent time`);
+    else if (m.degraded) {
+      const inNodes = m.instances.reduce((a, i) => a + (typeof i.durationMs === 'number' ? i.durationMs : 0), 0);
+      if (inNodes > 0) parts.push(`${formatMs(inNodes)} in nodes`);
+    }
     if (typeof m.humanWaitMs === 'number') parts.push(`waited ${formatMs(m.humanWaitMs)} for approval`);
     detail = parts.join(' · ');
   } else if (outcome === 'paused') {
@@ -199,7 +218,7 @@ function scrollToEnd() {
 function addMessage(role, text, opts = {}) {
   ui.chatEmpty.hidden = true;
   const item = h('article', `msg msg-${role}${opts.variant ? ' msg-' + opts.variant : ''}`);
-  const who = h('span', 'msg-who', role === 'user' ? 'You' : role === 'agent' ? 'Support agent' : 'Notice');
+  const who = h('span', 'msg-who', role === 'user' ? 'You' : role === 'agent' ? 'Support agent' : opts.variant === 'error' ? 'Error' : opts.variant === 'cancelled' ? 'Cancelled' : 'Notice');
   item.appendChild(who);
   const body = h('div', 'msg-body', text);
   item.appendChild(body);
@@ -214,8 +233,9 @@ function addAnswer(response) {
   const text = typeof response.answer === 'string' && response.answer ? response.answer : status === 'refused' ? 'The request was refused.' : '(no answer)';
   const item = addMessage('agent', text, { variant });
   item.dataset.status = status;
-  if (status === 'refused') item.querySelector('.msg-who').textContent = 'Support agent · refused';
   const cites = Array.isArray(response.citations) ? response.citations : [];
+  markCitations(item.querySelector('.msg-body'), text, cites);
+  if (status === 'refused') item.querySelector('.msg-who').textContent = 'Support agent · refused';
   if (cites.length) {
     const box = h('div', 'citations');
     box.appendChild(h('span', 'citations-title', 'Sources'));
@@ -233,6 +253,34 @@ function addAnswer(response) {
   }
   scrollToEnd();
   return item;
+}
+
+/** Replace "[doc-id]" markers of cited documents by numbered references (text nodes only). */
+function markCitations(body, text, cites) {
+  const index = new Map();
+  cites.forEach((c, i) => {
+    if (c && typeof c === 'object' && c.doc_id) index.set(String(c.doc_id), { n: i + 1, title: c.title || c.doc_id });
+  });
+  if (!index.size) return;
+  const parts = text.split(/\[([^\[\]\s]{1,80})\]/g);
+  if (parts.length === 1) return;
+  const frag = document.createDocumentFragment();
+  parts.forEach((part, i) => {
+    if (i % 2 === 0) {
+      if (part) frag.appendChild(document.createTextNode(part));
+      return;
+    }
+    const ref = index.get(part);
+    if (!ref) {
+      frag.appendChild(document.createTextNode(`[${part}]`));
+      return;
+    }
+    const sup = h('span', 'cite-ref', String(ref.n));
+    sup.title = `Source ${ref.n}: ${ref.title}`;
+    sup.setAttribute('aria-label', `source ${ref.n}, ${ref.title}`);
+    frag.appendChild(sup);
+  });
+  body.replaceChildren(frag);
 }
 
 function setActivity(text, kind = 'typing') {
@@ -322,7 +370,17 @@ function showApproval(interrupts) {
     comment.disabled = true;
     card.classList.add('decided');
     card.dataset.decision = approved ? 'approved' : 'rejected';
-    wait.textContent = approved ? 'Approved — resuming…' : 'Rejected — resuming…';
+    heading.textContent = approved ? 'Approved' : 'Rejected';
+    // The decision replaces the form: what was decided, and the comment if any.
+    label.remove();
+    comment.remove();
+    row.remove();
+    const decision = h('p', 'approval-decision', approved ? 'You approved this action.' : 'You rejected this action.');
+    const progress = h('span', 'approval-progress', ' Resuming…');
+    decision.appendChild(progress);
+    card.appendChild(decision);
+    if (text) card.appendChild(h('p', 'approval-note', `Comment: ${text}`));
+    app.approvalCard = { card, progress };
     const value = { approved };
     if (text) value.comment = text;
     else if (!approved) value.comment = 'Rejected by the operator.';
@@ -392,7 +450,8 @@ function onEvent(ev) {
     case 'error': {
       setActivity(null);
       const msg = app.model.error ? app.model.error.message : 'The turn failed.';
-      addMessage('system', app.model.outcome === 'cancelled' ? `Cancelled: ${msg}` : msg, { variant: 'error' });
+      if (app.model.outcome === 'cancelled') addMessage('system', msg, { variant: 'cancelled' });
+      else addMessage('system', msg, { variant: 'error' });
       alertText(app.model.outcome === 'cancelled' ? 'The turn was cancelled.' : `Error: ${msg}`);
       break;
     }
@@ -404,14 +463,25 @@ function onEvent(ev) {
 
 // ---------------------------------------------------------------- runs
 
+/** Authorization, when the server requires a token (GET /config says so). */
+function authHeaders() {
+  return app.token ? { Authorization: `Bearer ${app.token}` } : {};
+}
+
 function headers() {
-  return app.fault ? { 'X-Relay-Fault': app.fault } : {};
+  return { ...authHeaders(), ...(app.fault ? { 'X-Relay-Fault': app.fault } : {}) };
+}
+
+function showTokenForm(message) {
+  ui.tokenForm.hidden = false;
+  if (message) ui.tokenInput.setAttribute('aria-describedby', 'alert');
+  ui.tokenInput.focus();
 }
 
 async function ensureGraphTopology() {
   if (app.graphTopology) return app.graphTopology;
   try {
-    app.graphTopology = await getJson('/graph');
+    app.graphTopology = await getJson('/graph', { headers: authHeaders() });
   } catch (_) {
     app.graphTopology = null;
   }
@@ -444,6 +514,10 @@ async function run(url, body, { resumed = false } = {}) {
     }
   } finally {
     if (app.controller === controller) app.controller = null;
+    if (resumed && app.approvalCard && app.approvalCard.progress) {
+      app.approvalCard.progress.remove();
+      app.approvalCard = null;
+    }
     setBusy(false);
     if (app.model.outcome !== 'running') setActivity(null);
     render();
@@ -463,6 +537,7 @@ async function reattach(lastEventId, retryMs, controller) {
     try {
       const seen = app.model.lastSeq;
       const res = await resumeStream(turnId, after, {
+        headers: authHeaders(),
         signal: controller.signal,
         onEvent: (ev) => {
           if (typeof ev.seq === 'number' && ev.seq <= seen) return; // already applied
@@ -500,8 +575,13 @@ async function runJson(url, body, { resumed }) {
   if (app.model.threadId) app.threadId = app.model.threadId;
   setActivity(null);
   if (app.model.outcome === 'paused') {
+    if (typeof resp.answer === 'string' && resp.answer) addMessage('agent', resp.answer);
     announce('Paused: the agent needs your approval.');
     showApproval(app.model.interrupts);
+  } else if (app.model.outcome === 'error' || app.model.outcome === 'cancelled') {
+    const msg = app.model.error ? app.model.error.message : 'The turn failed.';
+    addMessage('system', msg, { variant: 'error' });
+    alertText(`Error: ${msg}`);
   } else {
     addAnswer(resp);
     announce(`${OUTCOME_TEXT[app.model.outcome] || 'Done'} (degraded mode: drawn after the turn).`);
@@ -511,6 +591,7 @@ async function runJson(url, body, { resumed }) {
 
 function showRequestError(e) {
   setActivity(null);
+  if (e.status === 401) showTokenForm(e.message);
   const text = e.message || 'The request failed.';
   addMessage('system', text, { variant: 'error' }).dataset.errorCode = e.code || '';
   if (!app.model.turnId || app.model.outcome === null || app.model.outcome === 'running') {
@@ -560,7 +641,7 @@ async function stopTurn() {
   if (m.turnId && !m.terminal) {
     ui.stop.disabled = true;
     try {
-      const res = await fetch(`/turns/${encodeURIComponent(m.turnId)}/cancel`, { method: 'POST', headers: { Accept: 'application/json' } });
+      const res = await fetch(`/turns/${encodeURIComponent(m.turnId)}/cancel`, { method: 'POST', headers: { Accept: 'application/json', ...authHeaders() } });
       if (!res.ok && app.controller) app.controller.abort();
     } catch (_) {
       if (app.controller) app.controller.abort();
@@ -611,12 +692,44 @@ function bind() {
     });
   }
   ui.stop.addEventListener('click', stopTurn);
+  ui.tokenForm.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    app.token = ui.tokenInput.value.trim() || null;
+    try {
+      if (app.token) sessionStorage.setItem('span-relay-token', app.token);
+      else sessionStorage.removeItem('span-relay-token');
+    } catch (_) {
+      /* storage disabled */
+    }
+    ui.tokenInput.value = '';
+    app.graphTopology = null;
+    await ensureGraphTopology();
+    if (app.graphTopology) {
+      ui.tokenForm.hidden = true;
+      announce('Token accepted.');
+      ui.input.focus();
+    } else {
+      alertText('That token was not accepted.');
+      ui.tokenInput.focus();
+    }
+    render();
+  });
   ui.newChat.addEventListener('click', newConversation);
 }
 
 async function init() {
   buildLegend();
   bind();
+  if (typeof ResizeObserver === 'function') {
+    let lastDir = null;
+    new ResizeObserver(() => {
+      const dir = graphDirection();
+      if (dir !== lastDir) {
+        lastDir = dir;
+        render();
+      }
+    }).observe(ui.graphScroll);
+  }
   if (app.fault) {
     ui.faultBadge.hidden = false;
     ui.faultBadge.textContent = `Fault injection: ${app.fault}`;
@@ -625,7 +738,9 @@ async function init() {
   render();
   ui.graphEmpty.hidden = false;
   const [config] = await Promise.allSettled([getJson('/config'), ensureGraphTopology()]);
-  if (config.status === 'fulfilled' && config.value && typeof config.value.trace_url === 'string') app.traceUrl = config.value.trace_url;
+  const cfg = config.status === 'fulfilled' && config.value && typeof config.value === 'object' ? config.value : {};
+  if (typeof cfg.trace_url === 'string' && cfg.trace_url) app.traceUrl = cfg.trace_url;
+  if (cfg.auth_required && !app.graphTopology) showTokenForm();
   if (!app.graphTopology) ui.graphEmpty.textContent = 'The graph appears with the first turn.';
   render();
   document.body.dataset.ready = 'true';

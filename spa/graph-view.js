@@ -19,13 +19,27 @@ const STATE_ICON = {
   running: '',
   ok: '✓',
   error: '!',
-  paused: '⏸',
+  paused: '', // drawn as two bars (the pause glyph is missing from many fonts)
   skipped: '–',
   cancelled: '×',
 };
 
-function truncate(text, max) {
-  return text.length > max ? text.slice(0, max - 1) + '…' : text;
+/** Shorten an SVG text with an ellipsis until it fits (the full text stays in the title). */
+function fitText(textEl, maxWidth) {
+  const full = textEl.textContent;
+  let len;
+  try {
+    len = textEl.getComputedTextLength();
+  } catch (_) {
+    return; // not rendered (hidden): leave it
+  }
+  if (!len || len <= maxWidth) return;
+  let n = full.length;
+  while (n > 1) {
+    n--;
+    textEl.textContent = full.slice(0, n) + '…';
+    if (textEl.getComputedTextLength() <= maxWidth) return;
+  }
 }
 
 export class GraphView {
@@ -43,16 +57,17 @@ export class GraphView {
   }
 
   /** (Re)build the drawing when the topology changed. */
-  setTopology(topology) {
-    const key = JSON.stringify(topology ? [topology.nodes, topology.edges] : null);
+  setTopology(topology, direction = 'LR') {
+    const key = JSON.stringify(topology ? [topology.nodes, topology.edges, direction] : null);
     if (key === this.key) return false;
     this.key = key;
     const svg = this.svg;
     while (svg.firstChild) svg.removeChild(svg.firstChild);
     this.nodes.clear();
     this.edges = [];
-    const l = layoutGraph(topology);
+    const l = layoutGraph(topology, { direction });
     this.layout = l;
+    svg.dataset.direction = l.direction || direction;
     if (!l.nodes.length) {
       svg.setAttribute('viewBox', '0 0 10 10');
       svg.setAttribute('width', '0');
@@ -90,19 +105,28 @@ export class GraphView {
         rec.box = el('circle', { class: 'node-box', cx: r, cy: r, r: r - 1 }, g);
         const t = el('text', { class: 'terminal-glyph', x: r, y: r + 4, 'text-anchor': 'middle' }, g);
         t.textContent = n.id === '__start__' ? '▶' : '■';
-        const cap = el('text', { class: 'terminal-caption', x: r, y: n.height + 14, 'text-anchor': 'middle' }, g);
+        const cap =
+          l.direction === 'TB'
+            ? el('text', { class: 'terminal-caption', x: n.width + 8, y: r + 4, 'text-anchor': 'start' }, g)
+            : el('text', { class: 'terminal-caption', x: r, y: n.height + 14, 'text-anchor': 'middle' }, g);
         cap.textContent = n.id === '__start__' ? 'start' : 'end';
       } else {
         g.setAttribute('tabindex', '0');
         rec.box = el('rect', { class: 'node-box', x: 0.5, y: 0.5, width: n.width - 1, height: n.height - 1, rx: 10 }, g);
         const label = el('text', { class: 'node-label', x: 12, y: 22 }, g);
-        label.textContent = truncate(n.label, 17);
+        label.textContent = n.label;
+        rec.label = label;
         rec.status = el('text', { class: 'node-status', x: 12, y: 40 }, g);
-        rec.icon = el('g', { class: 'node-icon', transform: `translate(${n.width - 18} 17)` }, g);
+        rec.icon = el('g', { class: 'node-icon', transform: `translate(${n.width - 19} 36)` }, g);
         el('circle', { r: 8, class: 'node-icon-bg' }, rec.icon);
         rec.iconText = el('text', { class: 'node-icon-text', y: 3.5, 'text-anchor': 'middle' }, rec.icon);
+        el('rect', { class: 'node-pause', x: -3.5, y: -4, width: 2.4, height: 8, rx: 0.6 }, rec.icon);
+        el('rect', { class: 'node-pause', x: 1.1, y: -4, width: 2.4, height: 8, rx: 0.6 }, rec.icon);
         rec.spinner = el('path', { class: 'node-spinner', d: 'M 0 -8 A 8 8 0 0 1 8 0' }, rec.icon);
-        rec.badge = el('text', { class: 'node-badge', x: n.width - 32, y: 21, 'text-anchor': 'end' }, g);
+        // Instance count (parallel or repeated runs of this node): a pill on the top-right corner.
+        rec.badgeG = el('g', { class: 'node-badge', transform: `translate(${n.width - 14} 0)`, display: 'none' }, g);
+        el('rect', { class: 'node-badge-bg', x: -16, y: -9, width: 32, height: 18, rx: 9 }, rec.badgeG);
+        rec.badge = el('text', { class: 'node-badge-text', x: 0, y: 4, 'text-anchor': 'middle' }, rec.badgeG);
         rec.track = el('rect', { class: 'lat-track', x: 10, y: n.height - 11, width: n.width - 20, height: 5, rx: 2.5 }, g);
         rec.bars = el('g', { class: 'lat-bars' }, g);
         g.addEventListener('click', () => this.onSelect(n.id));
@@ -116,6 +140,7 @@ export class GraphView {
       }
       this.nodes.set(n.id, rec);
     }
+    for (const rec of this.nodes.values()) if (rec.label) fitText(rec.label, rec.layout.width - 22);
     return true;
   }
 
@@ -141,9 +166,14 @@ export class GraphView {
       else if (inst.length > 1) statusText = `${STATE_TEXT[state]} · ${formatMs(Math.max(...durations))} max`;
       else if (last && typeof last.durationMs === 'number') statusText = `${STATE_TEXT[state]} · ${formatMs(last.durationMs)}`;
       else statusText = STATE_TEXT[state];
-      rec.status.textContent = statusText;
+      if (rec.status.dataset.full !== statusText) {
+        rec.status.dataset.full = statusText;
+        rec.status.textContent = statusText;
+        fitText(rec.status, rec.layout.width - 40);
+      }
       rec.iconText.textContent = STATE_ICON[state] || '';
       rec.badge.textContent = inst.length > 1 ? `×${inst.length}` : '';
+      rec.badgeG.setAttribute('display', inst.length > 1 ? 'inline' : 'none');
       const aria = [`${label}: ${STATE_TEXT[state]}`];
       if (inst.length > 1) aria.push(`${inst.length} runs: ${inst.map((i) => `${STATE_TEXT[i.state]} ${formatMs(i.durationMs)}`).join(', ')}`);
       else if (last && typeof last.durationMs === 'number') aria.push(formatMs(last.durationMs));

@@ -9,11 +9,12 @@
 // It knows nothing of the demo agent: any topology {nodes[{id,label}], edges[{source,target,conditional}]}.
 
 export const DEFAULTS = {
-  nodeWidth: 156,
+  direction: 'LR', // 'LR' (left to right) or 'TB' (top to bottom, for narrow screens)
+  nodeWidth: 168,
   nodeHeight: 58,
   terminalSize: 30, // __start__ / __end__ are drawn as small circles
   dummyHeight: 14,
-  layerGap: 48,
+  layerGap: 44,
   rowGap: 22,
   padding: 18,
   loopGap: 26, // room below the graph for each back edge
@@ -147,7 +148,7 @@ function countCrossings(layers, adjacency) {
 /**
  * Lay a topology out. Returns
  * {nodes:[{id,label,terminal,layer,order,x,y,width,height}], edges:[{source,target,conditional,back,points,path}],
- *  width, height}. Coordinates are SVG user units; (x, y) is a node's top-left corner.
+ *  width, height, direction, crossings}. Coordinates are SVG user units; (x, y) is a node's top-left corner.
  */
 export function layoutGraph(topology, options = {}) {
   const o = { ...DEFAULTS, ...options };
@@ -210,89 +211,100 @@ export function layoutGraph(topology, options = {}) {
   }
   layers = best;
 
-  // Coordinates.
+  // Coordinates, first on abstract axes: r along the flow (rank), c across it.
+  // direction 'LR': x = r, y = c (left to right); 'TB': x = c, y = r (top to bottom).
+  const tb = o.direction === 'TB';
   const sizeOf = (id) => {
     const v = vnodes.get(id);
-    if (v.dummy) return { w: 0, h: o.dummyHeight };
-    if (isTerminal(id)) return { w: o.terminalSize, h: o.terminalSize };
-    return { w: o.nodeWidth, h: o.nodeHeight };
+    if (v.dummy) return { r: 0, c: o.dummyHeight };
+    if (isTerminal(id)) return { r: o.terminalSize, c: o.terminalSize };
+    return tb ? { r: o.nodeHeight, c: o.nodeWidth } : { r: o.nodeWidth, c: o.nodeHeight };
   };
-  const layerWidth = layers.map((ids) => Math.max(o.terminalSize, ...ids.map((id) => sizeOf(id).w)));
-  const layerHeight = layers.map((ids) =>
-    ids.reduce((acc, id, k) => acc + sizeOf(id).h + (k ? o.rowGap : 0), 0),
-  );
-  const contentH = Math.max(...layerHeight, o.nodeHeight);
-  const pos = new Map();
-  let x = o.padding;
+  const layerDepth = layers.map((ids) => Math.max(o.terminalSize, ...ids.map((id) => sizeOf(id).r)));
+  const layerSpan = layers.map((ids) => ids.reduce((acc, id, k) => acc + sizeOf(id).c + (k ? o.rowGap : 0), 0));
+  const contentC = Math.max(...layerSpan, tb ? o.nodeWidth : o.nodeHeight);
+  const pos = new Map(); // abstract: {r, c, rs, cs, layer, order}
+  let r = o.padding;
   layers.forEach((ids, l) => {
-    let y = o.padding + (contentH - layerHeight[l]) / 2;
+    let c = o.padding + (contentC - layerSpan[l]) / 2;
     ids.forEach((id, k) => {
-      const s = sizeOf(id);
-      pos.set(id, { x: x + (layerWidth[l] - s.w) / 2, y, w: s.w, h: s.h, layer: l, order: k });
-      y += s.h + o.rowGap;
+      const sz = sizeOf(id);
+      pos.set(id, { r: r + (layerDepth[l] - sz.r) / 2, c, rs: sz.r, cs: sz.c, layer: l, order: k });
+      c += sz.c + o.rowGap;
     });
-    x += layerWidth[l] + o.layerGap;
+    r += layerDepth[l] + o.layerGap;
   });
-  const width = x - o.layerGap + o.padding;
-  const baseHeight = contentH + 2 * o.padding;
+  const extentR = r - o.layerGap + o.padding;
+  const baseC = contentC + 2 * o.padding;
+  const toXY = (pr, pc) => (tb ? { x: pc, y: pr } : { x: pr, y: pc });
 
   const outNodes = nodes.map((n) => {
     const p = pos.get(n.id);
+    const xy = toXY(p.r, p.c);
     return {
       id: n.id,
       label: n.label,
       terminal: isTerminal(n.id),
       layer: p.layer,
       order: p.order,
-      x: p.x,
-      y: p.y,
-      width: p.w,
-      height: p.h,
+      x: xy.x,
+      y: xy.y,
+      width: tb ? p.cs : p.rs,
+      height: tb ? p.rs : p.cs,
     };
   });
 
-  const center = (id) => {
+  const mid = (id) => {
     const p = pos.get(id);
-    return { x: p.x + p.w / 2, y: p.y + p.h / 2 };
+    return { r: p.r + p.rs / 2, c: p.c + p.cs / 2 };
   };
   let loops = 0;
   const outEdges = edges.map((e, i) => {
     const isBack = back.has(i);
-    let points;
+    const s = pos.get(e.source);
+    const t = pos.get(e.target);
+    let abstract;
     let path;
     if (!isBack) {
-      const chain = chains[i];
-      const s = pos.get(e.source);
-      const t = pos.get(e.target);
-      points = [{ x: s.x + s.w, y: s.y + s.h / 2 }];
-      for (const id of chain.slice(1, -1)) points.push(center(id));
-      points.push({ x: t.x, y: t.y + t.h / 2 });
-      path = smoothPath(points);
-    } else {
-      // Loop under the graph: from the bottom of the source to the bottom of the target.
-      loops++;
-      const s = pos.get(e.source);
-      const t = pos.get(e.target);
-      const yLow = baseHeight - o.padding + loops * o.loopGap - o.loopGap / 3;
-      const sx = s.x + s.w / 2;
-      const tx = t.x + t.w / 2;
-      points = [
-        { x: sx, y: s.y + s.h },
-        { x: sx, y: yLow },
-        { x: tx, y: yLow },
-        { x: tx, y: t.y + t.h },
-      ];
-      const r = Math.min(14, Math.abs(sx - tx) / 2 || 14);
-      const dir = tx < sx ? -1 : 1;
-      path =
-        `M ${f(sx)} ${f(s.y + s.h)} L ${f(sx)} ${f(yLow - r)} ` +
-        `Q ${f(sx)} ${f(yLow)} ${f(sx + dir * r)} ${f(yLow)} L ${f(tx - dir * r)} ${f(yLow)} ` +
-        `Q ${f(tx)} ${f(yLow)} ${f(tx)} ${f(yLow - r)} L ${f(tx)} ${f(t.y + t.h)}`;
+      abstract = [{ r: s.r + s.rs, c: s.c + s.cs / 2 }];
+      for (const id of chains[i].slice(1, -1)) abstract.push(mid(id));
+      abstract.push({ r: t.r, c: t.c + t.cs / 2 });
+      const points = abstract.map((a) => toXY(a.r, a.c));
+      path = smoothPath(points, tb ? 'vertical' : 'horizontal');
+      return { source: e.source, target: e.target, conditional: e.conditional, back: false, points, path };
     }
-    return { source: e.source, target: e.target, conditional: e.conditional, back: isBack, points, path };
+    // A back edge loops beyond the content, across the flow: below (LR) or to the right (TB).
+    loops++;
+    const low = baseC - o.padding + loops * o.loopGap - o.loopGap / 3;
+    const sr = s.r + s.rs / 2;
+    const tr = t.r + t.rs / 2;
+    abstract = [
+      { r: sr, c: s.c + s.cs },
+      { r: sr, c: low },
+      { r: tr, c: low },
+      { r: tr, c: t.c + t.cs },
+    ];
+    const rad = Math.min(14, Math.abs(sr - tr) / 2 || 14);
+    const dir = tr < sr ? -1 : 1;
+    const P = (pr, pc) => {
+      const q = toXY(pr, pc);
+      return `${f(q.x)} ${f(q.y)}`;
+    };
+    path =
+      `M ${P(sr, s.c + s.cs)} L ${P(sr, low - rad)} Q ${P(sr, low)} ${P(sr + dir * rad, low)} ` +
+      `L ${P(tr - dir * rad, low)} Q ${P(tr, low)} ${P(tr, low - rad)} L ${P(tr, t.c + t.cs)}`;
+    const points = abstract.map((a) => toXY(a.r, a.c));
+    return { source: e.source, target: e.target, conditional: e.conditional, back: true, points, path };
   });
-  const height = baseHeight + (loops ? loops * o.loopGap : 0);
-  return { nodes: outNodes, edges: outEdges, width, height, crossings: bestCross };
+  const extentC = baseC + (loops ? loops * o.loopGap : 0);
+  return {
+    nodes: outNodes,
+    edges: outEdges,
+    width: tb ? extentC : extentR,
+    height: tb ? extentR : extentC,
+    direction: tb ? 'TB' : 'LR',
+    crossings: bestCross,
+  };
 }
 
 function sortByBarycenter(layers, l, neighbours, otherLayer) {
@@ -311,14 +323,19 @@ function f(n) {
   return Math.round(n * 10) / 10;
 }
 
-/** A smooth path through points with horizontal tangents (a left-to-right flow). */
-export function smoothPath(points) {
+/** A smooth path through points, with tangents along the flow ('horizontal' or 'vertical'). */
+export function smoothPath(points, tangent = 'horizontal') {
   let d = `M ${f(points[0].x)} ${f(points[0].y)}`;
   for (let i = 1; i < points.length; i++) {
     const a = points[i - 1];
     const b = points[i];
-    const dx = (b.x - a.x) / 2;
-    d += ` C ${f(a.x + dx)} ${f(a.y)} ${f(b.x - dx)} ${f(b.y)} ${f(b.x)} ${f(b.y)}`;
+    if (tangent === 'vertical') {
+      const dy = (b.y - a.y) / 2;
+      d += ` C ${f(a.x)} ${f(a.y + dy)} ${f(b.x)} ${f(b.y - dy)} ${f(b.x)} ${f(b.y)}`;
+    } else {
+      const dx = (b.x - a.x) / 2;
+      d += ` C ${f(a.x + dx)} ${f(a.y)} ${f(b.x - dx)} ${f(b.y)} ${f(b.x)} ${f(b.y)}`;
+    }
   }
   return d;
 }

@@ -15,7 +15,7 @@ export function traceHref(traceUrl, traceId) {
   if (!traceUrl || !traceId) return null;
   let base;
   try {
-    base = new URL(traceUrl, document.baseURI);
+    base = new URL(traceUrl, globalThis.document ? globalThis.document.baseURI : 'http://localhost/');
   } catch (_) {
     return null;
   }
@@ -23,9 +23,9 @@ export function traceHref(traceUrl, traceId) {
   return `${base.href.replace(/\/+$/, '')}/trace/${encodeURIComponent(traceId)}`;
 }
 
-function niceTicks(total) {
+function niceTicks(total, count = 4) {
   if (!(total > 0)) return [0];
-  const raw = total / 4;
+  const raw = total / Math.max(1, count);
   const pow = Math.pow(10, Math.floor(Math.log10(raw)));
   const step = [1, 2, 2.5, 5, 10].map((m) => m * pow).find((s) => s >= raw) || raw;
   const ticks = [];
@@ -34,6 +34,8 @@ function niceTicks(total) {
 }
 
 export function renderTimeline(container, model, { traceUrl = null, now = null } = {}) {
+  // About one tick label per 90 px of track (the track is roughly half the panel).
+  const tickCount = Math.max(1, Math.min(4, Math.floor(((container.clientWidth || 600) * 0.5) / 90)));
   const tl = buildTimeline(model);
   const frag = document.createDocumentFragment();
   if (!tl.sections.length) {
@@ -49,7 +51,9 @@ export function renderTimeline(container, model, { traceUrl = null, now = null }
   for (const sec of tl.sections) {
     if (sec.waitBeforeMs !== null && sec.waitBeforeMs !== undefined) {
       const wait = h('div', 'tl-wait');
-      wait.appendChild(h('span', 'tl-wait-icon', '⏸'));
+      const icon = h('span', 'pause-icon');
+      icon.setAttribute('aria-hidden', 'true');
+      wait.appendChild(icon);
       wait.appendChild(h('span', null, `Waited ${formatMs(sec.waitBeforeMs)} for a human decision (not to scale)`));
       frag.appendChild(wait);
     }
@@ -81,8 +85,8 @@ export function renderTimeline(container, model, { traceUrl = null, now = null }
     axis.setAttribute('aria-hidden', 'true');
     axis.appendChild(h('span', 'tl-axis-name'));
     const axisTrack = h('span', 'tl-axis-track');
-    for (const t of niceTicks(total)) {
-      const tick = h('span', 'tl-tick', formatMs(t));
+    for (const t of niceTicks(total, tickCount)) {
+      const tick = h('span', 'tl-tick', t === 0 ? '0' : formatMs(t));
       tick.style.left = `${(t / scale) * 100}%`;
       if (t / scale > 0.9) tick.classList.add('tl-tick-end');
       axisTrack.appendChild(tick);

@@ -46,14 +46,20 @@ export function buildTimeline(model) {
     const t0 = finite(run.startTs) ? run.startTs : starts.length ? Math.min(...starts) : 0;
     let tEnd = finite(run.endTs) ? run.endTs : t0;
     const sorted = insts.slice().sort((a, b) => (a.startTs ?? Infinity) - (b.startTs ?? Infinity));
+    // Instances of one node in one run (parallel tasks, or a loop) are numbered, not merged.
+    const total = new Map();
+    for (const i of sorted) total.set(i.node, (total.get(i.node) || 0) + 1);
+    const seen = new Map();
     for (const i of sorted) {
+      seen.set(i.node, (seen.get(i.node) || 0) + 1);
+      const name = total.get(i.node) > 1 ? `${i.node} #${seen.get(i.node)}` : i.node;
       const start = finite(i.startTs) ? i.startTs : t0;
       const dur = finite(i.durationMs) ? i.durationMs : null;
       if (dur !== null) tEnd = Math.max(tEnd, start + dur);
       else tEnd = Math.max(tEnd, start);
       rows.push({
         type: 'node',
-        name: i.node,
+        name,
         node: i.node,
         operation: 'node',
         depth: 0,

@@ -238,7 +238,7 @@ export class TurnModel {
 
   /**
    * Degraded mode: build the state from a ChatResponse (the JSON path) and the topology
-   * from GET /graph. A resume response updates the nodes it names and keeps the others.
+   * from GET /graph. A resume response adds its run; the earlier run's nodes keep their states.
    */
   applyChatResponse(resp, topology, { resumed = false } = {}) {
     this.degraded = true;
@@ -249,10 +249,8 @@ export class TurnModel {
     if (resp.thread_id) this.threadId = resp.thread_id;
     const runIndex = this.runs.length - 1;
     const listed = Array.isArray(resp.nodes) ? resp.nodes : [];
-    if (resumed) {
-      const names = new Set(listed.map((n) => String(n.name)));
-      this.instances = this.instances.filter((i) => !names.has(i.node) || i.run === runIndex);
-    }
+    // A resume response lists the nodes of its own run: they are added as new instances (the
+    // paused human_approval of the first run stays in the history, as on the stream).
     let clock = this.instances.length ? Math.max(...this.instances.map((i) => i.endTs ?? 0)) + 1 : 0;
     for (const n of listed) {
       const state = ['ok', 'error', 'paused', 'cancelled'].includes(n.status) ? n.status : 'ok';
@@ -279,7 +277,10 @@ export class TurnModel {
     this.terminal = status !== 'paused';
     this.interrupts = status === 'paused' && Array.isArray(resp.interrupts) ? resp.interrupts : [];
     this.currentRun().terminal = status === 'paused' ? 'paused' : status === 'error' ? 'error' : 'turn_completed';
-    if (status === 'error') this.error = { code: 'error', message: resp.answer || 'The turn failed.', node: null, retryable: false };
+    if (status === 'error' || status === 'cancelled') {
+      const failed = listed.find((n) => n.status === 'error');
+      this.error = { code: status, message: resp.answer || 'The turn failed.', node: failed ? String(failed.name) : null, retryable: false };
+    }
   }
 
   /** The state of a graph node, for data-state. */

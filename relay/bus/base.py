@@ -25,8 +25,9 @@ class CursorExpired(LookupError):
 class LogReader(Protocol):
     cursor: int
 
-    def take(self) -> list[Event]:
-        """The events after the cursor that are available now; advances the cursor."""
+    def take(self, limit: int = 256) -> list[Event]:
+        """Up to ``limit`` events after the cursor that are available now; advances the
+        cursor past them. (A bounded batch: what one reader holds at a time.)"""
         ...
 
     async def wait(self, timeout: float | None) -> bool:
@@ -48,6 +49,8 @@ class Bus(Protocol):
     def last_seq(self, turn_id: str) -> int: ...
 
     def has_turn(self, turn_id: str) -> bool: ...
+
+    def finished(self, turn_id: str) -> bool: ...
 
     def reader(self, turn_id: str, after: int = 0) -> LogReader: ...
 

@@ -48,12 +48,12 @@ class MemoryReader:
         self._closed = False
         log.readers += 1
 
-    def take(self) -> list[Event]:
+    def take(self, limit: int = 256) -> list[Event]:
         log = self._log
         if self.cursor < log.base:
             raise CursorExpired(log.turn_id, self.cursor, log.base + 1)
         start = self.cursor - log.base
-        batch = log.events[start:]
+        batch = log.events[start:start + limit]
         if batch:
             self.cursor = batch[-1].seq
         return batch
@@ -129,6 +129,11 @@ class MemoryBus:
     def last_seq(self, turn_id: str) -> int:
         log = self._logs.get(turn_id)
         return log.last_seq if log else 0
+
+    def finished(self, turn_id: str) -> bool:
+        """True once the turn's log holds a turn-terminal event (until a new run opens it)."""
+        log = self._logs.get(turn_id)
+        return log is not None and log.finished_at is not None
 
     def reader(self, turn_id: str, after: int = 0) -> MemoryReader:
         log = self._logs.get(turn_id)

@@ -14,8 +14,8 @@ class StaticReader:
         self._events = [e for e in events if e.seq > after]
         self.cursor = after
 
-    def take(self) -> list[Event]:
-        batch, self._events = self._events, []
+    def take(self, limit: int = 256) -> list[Event]:
+        batch, self._events = self._events[:limit], self._events[limit:]
         if batch:
             self.cursor = batch[-1].seq
         return batch

@@ -10,7 +10,7 @@ like OTLP's ``AnyValue``, with one letter:
 | ``b`` | bool | true/false |
 | ``i`` | int | number |
 | ``d`` | float | number, or ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` |
-| ``a`` | tuple/list (a sequence attribute; decoded as a tuple, as the SDK keeps it) | list of tagged values |
+| ``a`` | sequence (decoded as a tuple, as the SDK keeps it) | list of tagged values |
 | ``m`` | mapping (OTLP kvlist, from a receiver or an import) | object of tagged values |
 | ``x`` | bytes | hex string |
 | ``n`` | None | null |

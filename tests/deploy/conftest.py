@@ -2,7 +2,7 @@
 
 - ``relay_server(**env)`` starts ``span-relay serve`` on a free 127.0.0.1 port with its
   own RELAY_DATA_DIR and waits for ``/healthz``; every server is stopped at teardown.
-- ``nginx_proxy(upstream_port, location_conf)`` writes an nginx config into a temp dir
+- ``nginx_proxy(upstream_port, location_conf, http_version)`` writes an nginx config into a temp dir
   (non-daemon, own pid, error log and temp paths) and runs Debian's nginx on a free port.
 - ``run_verify(url, *args)`` runs ``python -m relay.verify URL --json ...`` as a
   subprocess and returns (exit code, parsed JSON report, stderr).
@@ -183,6 +183,9 @@ def faulty_relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayServ
 
 
 def find_nginx() -> str | None:
+    override = os.environ.get("NGINX_BIN")  # e.g. a self-built nginx; only this one then
+    if override:
+        return override if os.access(override, os.X_OK) else None
     for candidate in NGINX_CANDIDATES:
         if os.access(candidate, os.X_OK):
             return candidate
@@ -225,7 +228,7 @@ http {{
 
         location / {{
             proxy_pass http://127.0.0.1:{upstream};
-            proxy_http_version 1.1;
+            proxy_http_version {http_version};
             proxy_set_header Connection "";
             proxy_set_header Host $host;
 {location}
@@ -251,14 +254,20 @@ class NginxProxy:
 
 
 @pytest.fixture
-def nginx_proxy(nginx_bin: str) -> Iterator[Callable[[int, str], NginxProxy]]:
+def nginx_proxy(nginx_bin: str) -> Iterator[Callable[..., NginxProxy]]:
+    """A factory: ``nginx_proxy(upstream_port, location_conf, http_version="1.1")``.
+
+    ``location_conf`` is added to the ``location /`` block after ``proxy_pass``,
+    ``proxy_http_version`` and ``proxy_set_header Connection ""`` (do not repeat those).
+    nginx's own default for ``proxy_http_version`` is 1.0.
+    """
     started: list[NginxProxy] = []
     # A short, world-traversable path: nginx workers run as `nobody` when the master is
     # root, and they must reach the temp paths (pytest's tmp_path is 0700).
     workdir = Path(tempfile.mkdtemp(prefix="nginx-", dir="/tmp"))
     workdir.chmod(0o755)
 
-    def start(upstream_port: int, location_conf: str = "") -> NginxProxy:
+    def start(upstream_port: int, location_conf: str = "", http_version: str = "1.1") -> NginxProxy:
         n = len(started)
         d = workdir / f"n{n}"
         d.mkdir()
@@ -266,7 +275,11 @@ def nginx_proxy(nginx_bin: str) -> Iterator[Callable[[int, str], NginxProxy]]:
         port = free_port()
         conf = d / "nginx.conf"
         body = "\n".join("            " + line.strip() for line in location_conf.splitlines())
-        conf.write_text(NGINX_CONF.format(dir=d, port=port, upstream=upstream_port, location=body))
+        conf.write_text(
+            NGINX_CONF.format(
+                dir=d, port=port, upstream=upstream_port, http_version=http_version, location=body
+            )
+        )
         stderr = d / "stderr.log"
         test = subprocess.run(
             [nginx_bin, "-t", "-q", "-p", str(d), "-e", str(d / "error.log"), "-c", str(conf)],

@@ -4,10 +4,16 @@ Each test starts ``span-relay serve`` on a free 127.0.0.1 port (RELAY_FAULTS=1 s
 ``verify-stream`` can slow the ``generate`` node down) and an nginx with a config written
 into a temp dir, then runs ``python -m relay.verify`` against nginx:
 
-(a) a plain ``proxy_pass`` (proxy_buffering on, nginx's default): the relay's
-    ``X-Accel-Buffering: no`` keeps the stream incremental -> exit 0;
-(b) ``proxy_ignore_headers X-Accel-Buffering`` with buffers big enough for the whole turn:
-    the events arrive in one bunch at the end -> "buffered", non-zero exit;
+(a) a plain ``proxy_pass`` with ``proxy_http_version 1.1`` (proxy_buffering on, nginx's
+    default): the relay's ``X-Accel-Buffering: no`` keeps the stream incremental -> exit 0;
+    the same holds with nginx's default HTTP/1.0 to the upstream;
+(b) ``proxy_ignore_headers X-Accel-Buffering``, ``proxy_buffering on`` and buffers big
+    enough for the whole turn: the events arrive in one bunch at the end -> "buffered",
+    non-zero exit. Two ways to get there: with nginx's default ``proxy_http_version 1.0``
+    (an un-chunked upstream body: nginx fills its buffers until the upstream closes), and
+    with HTTP/1.1 plus ``gzip`` on ``text/event-stream`` (the compressor holds the bytes).
+    Note: with HTTP/1.1 and *no* gzip, nginx 1.22 forwards each complete upstream chunk
+    even with buffering on, so ignoring the header alone does not buffer there;
 (c) ``proxy_read_timeout 2s`` and a node silent for 4 s: heartbeats every 0.5 s keep the
     connection alive and the terminal event arrives; with heartbeats every 30 s nginx
     cuts the stream (the control).
@@ -23,15 +29,22 @@ from relay.verify import EXIT_BUFFERED, EXIT_INCREMENTAL, EXIT_NO_TERMINAL
 
 pytestmark = pytest.mark.slow
 
-PLAIN = ""  # proxy_pass + proxy_http_version 1.1 (in the template), defaults otherwise
+PLAIN = ""  # proxy_pass + proxy_http_version + Connection "" come from the template
 
-BUFFERING = """
+IGNORE_ACCEL_AND_BUFFER = """
 proxy_ignore_headers X-Accel-Buffering;
 proxy_buffering on;
 proxy_buffer_size 256k;
 proxy_buffers 16 256k;
 proxy_busy_buffers_size 512k;
 proxy_max_temp_file_size 0;
+"""
+
+GZIP_EVENT_STREAM = IGNORE_ACCEL_AND_BUFFER + """
+gzip on;
+gzip_proxied any;
+gzip_min_length 0;
+gzip_types text/event-stream;
 """
 
 SHORT_READ_TIMEOUT = """
@@ -57,10 +70,11 @@ def test_direct_stream_is_incremental(faulty_relay, run_verify):
     assert r["ts_spread_s"] >= 0.5 and r["max_hold_s"] < r["hold_threshold_s"]
 
 
+@pytest.mark.parametrize("http_version", ["1.1", "1.0"])
 def test_a_plain_proxy_pass_streams_thanks_to_x_accel_buffering(
-    faulty_relay, nginx_proxy, run_verify
+    faulty_relay, nginx_proxy, run_verify, http_version
 ):
-    proxy = nginx_proxy(faulty_relay.port, PLAIN)
+    proxy = nginx_proxy(faulty_relay.port, PLAIN, http_version=http_version)
     run = run_verify(proxy.url)
     assert run.code == EXIT_INCREMENTAL, explain(run) + proxy.errors()
     r = run.report
@@ -72,11 +86,20 @@ def test_a_plain_proxy_pass_streams_thanks_to_x_accel_buffering(
     assert r["bursts"] > 1
 
 
-def test_b_a_buffering_proxy_is_caught(faulty_relay, nginx_proxy, run_verify):
-    proxy = nginx_proxy(faulty_relay.port, BUFFERING)
-    run = run_verify(proxy.url)
+@pytest.mark.parametrize(
+    ("http_version", "location", "extra_args"),
+    [
+        ("1.0", IGNORE_ACCEL_AND_BUFFER, ()),
+        ("1.1", GZIP_EVENT_STREAM, ("--header", "Accept-Encoding: gzip")),
+    ],
+    ids=["http1.0-buffers", "gzip"],
+)
+def test_b_a_buffering_proxy_is_caught(
+    faulty_relay, nginx_proxy, run_verify, http_version, location, extra_args
+):
+    proxy = nginx_proxy(faulty_relay.port, location, http_version=http_version)
+    run = run_verify(proxy.url, *extra_args)
     assert run.code == EXIT_BUFFERED, explain(run) + proxy.errors()
-    assert run.code != 0
     r = run.report
     assert r["verdict"] == "buffered" and r["terminal"] == "turn_completed"
     assert r["fault_honoured"] is True
@@ -84,7 +107,11 @@ def test_b_a_buffering_proxy_is_caught(faulty_relay, nginx_proxy, run_verify):
     # the events before the slow node waited for the ones after it
     gap = r["largest_ts_gap"]
     assert gap["arrival_gap_ms"] < 0.2 * gap["ts_gap_ms"], gap
+    assert r["time_to_first_byte_s"] >= 0.45, "nothing reached the client before the turn ended"
     assert any("held back" in line for line in r["evidence"])
+    if "gzip" in location:
+        assert r["headers"].get("content-encoding") == "gzip"
+        assert any("compressed" in line for line in r["evidence"])
 
 
 def test_c_heartbeats_outlive_a_short_proxy_read_timeout(
@@ -111,4 +138,5 @@ def test_c_control_without_heartbeats_nginx_cuts_the_stream(
     r = run.report
     assert r["verdict"] == "no_terminal" and r["terminal"] is None
     assert r["heartbeats"] == 0
+    assert r["body_chunks"] >= 1 and len(r["events"]) >= 1, "events before the cut are reported"
     assert "upstream timed out" in proxy.errors()

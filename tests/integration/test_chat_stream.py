@@ -202,3 +202,25 @@ def test_json_and_stream_share_one_serializer(server: LiveServer,
                                        separators=(",", ":")).encode()
     assert list(body) == ["thread_id", "turn_id", "trace_id", "status", "answer",
                           "citations", "interrupts", "nodes"]
+
+
+def test_transient_model_errors_are_retried(server: LiveServer, client: httpx.Client) -> None:
+    events = events_of(stream_post(client, f"{server.url}/chat", {"message": REFUNDS},
+                                   headers={"X-Relay-Fault": "generate=transient:2"}))
+    check_stream(events)
+    generate = next(e for e in events
+                    if e["type"] == "node_completed" and e["node"] == "generate")
+    attempts = [c for c in generate["children"] if c["operation"] == "chat"]
+    assert [c["status"] for c in attempts] == ["error", "error", "ok"]
+    assert events[-1]["response"]["status"] == "answered"
+
+
+def test_retries_are_bounded(server: LiveServer, client: httpx.Client) -> None:
+    events = events_of(stream_post(client, f"{server.url}/chat", {"message": REFUNDS},
+                                   headers={"X-Relay-Fault": "generate=transient:5"}))
+    check_stream(events)
+    generate = next(e for e in events
+                    if e["type"] == "node_completed" and e["node"] == "generate")
+    assert len([c for c in generate["children"] if c["operation"] == "chat"]) == 3
+    assert events[-1]["type"] == "error"
+    assert events[-1]["message"].startswith("Sorry, something went wrong")

@@ -209,3 +209,40 @@ def test_auth_token(make_server, client: httpx.Client) -> None:
     assert client.get(f"{server.url}/turns").status_code == 401
     assert client.get(f"{server.url}/healthz").status_code == 200
     assert client.get(f"{server.url}/config").json()["auth_required"] is True
+
+
+def test_rate_limit_per_client(make_server, client: httpx.Client) -> None:
+    server = make_server(RELAY_RATE_LIMIT="3/60")
+    codes = [client.post(f"{server.url}/chat", json={"message": REFUNDS}).status_code
+             for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    limited = client.post(f"{server.url}/chat", json={"message": REFUNDS})
+    assert limited.json()["error"]["code"] == "rate_limited"
+    assert int(limited.headers["retry-after"]) >= 1
+    assert client.get(f"{server.url}/turns").status_code == 200  # reads are not limited
+
+
+def test_cors_is_off_by_default_and_allow_listed(make_server, client: httpx.Client) -> None:
+    plain = make_server()
+    preflight = {"Origin": "https://shop.example", "Access-Control-Request-Method": "POST"}
+    r = client.options(f"{plain.url}/chat", headers=preflight)
+    assert "access-control-allow-origin" not in r.headers
+    listed = make_server(RELAY_CORS_ORIGINS="https://shop.example")
+    r = client.options(f"{listed.url}/chat", headers=preflight)
+    assert r.headers["access-control-allow-origin"] == "https://shop.example"
+    r = client.options(f"{listed.url}/chat", headers={**preflight,
+                                                      "Origin": "https://evil.example"})
+    assert r.headers.get("access-control-allow-origin") != "https://evil.example"
+
+
+def test_errors_never_reflect_markup(server: LiveServer, client: httpx.Client) -> None:
+    evil = "<script>alert(1)</script>"
+    for r in (client.get(f"{server.url}/turns/{evil}"),
+              client.get(f"{server.url}/turns/{evil}/events"),
+              client.post(f"{server.url}/chat", json={"message": "hi", "thread_id": evil}),
+              client.post(f"{server.url}/chat/resume", json={
+                  "thread_id": "t", "turn_id": "x", "resume": evil})):
+        assert r.status_code in (404, 422)
+        assert r.headers["content-type"] == "application/json"
+        assert r.headers["x-content-type-options"] == "nosniff"
+        assert "<script>" not in r.text

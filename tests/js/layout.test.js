@@ -154,3 +154,24 @@ test('a larger random DAG: no overlaps, forward edges go right', () => {
     for (const e of l.edges) assert.ok(m.get(e.target).layer > m.get(e.source).layer);
   }
 });
+
+test('top-to-bottom direction: layers go down, the same order across', () => {
+  const lr = layoutGraph(demo);
+  const tb = layoutGraph(demo, { direction: 'TB' });
+  assertSane(tb);
+  assert.equal(tb.direction, 'TB');
+  const a = byId(lr);
+  const b = byId(tb);
+  for (const e of tb.edges) assert.ok(b.get(e.target).y > b.get(e.source).y, `${e.source}->${e.target}`);
+  for (const n of tb.nodes) {
+    assert.equal(n.layer, a.get(n.id).layer);
+    assert.equal(n.order, a.get(n.id).order);
+  }
+  assert.ok(tb.height > tb.width, 'tall, for a narrow screen');
+  assert.ok(tb.width < 420);
+  // a back edge loops on the right in TB
+  const loop = layoutGraph({ edges: [{ source: 'a', target: 'b' }, { source: 'b', target: 'a' }] }, { direction: 'TB' });
+  assertSane(loop);
+  assert.ok(loop.edges[1].back);
+  assert.ok(loop.width > Math.max(...loop.nodes.map((n) => n.x + n.width)));
+});

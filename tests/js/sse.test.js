@@ -1,12 +1,16 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, existsSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { SSEParser, parseAll, readEventStream } from '../../spa/sse.js';
 
 const here = new URL('.', import.meta.url);
-const recorded = ['fixtures/answered_turn.sse', 'fixtures/recorded_refund_turn.sse']
-  .filter((p) => existsSync(new URL(p, here)))
-  .map((p) => ({ name: p, text: readFileSync(new URL(p, here), 'utf8') }));
+// Streams recorded from the real server (curl -N -H 'Accept: text/event-stream' ...): a normal,
+// a refused, a paused and a resumed run, and a run failed by the fault header.
+const recorded = readdirSync(new URL('fixtures/', here))
+  .filter((f) => f.endsWith('.sse'))
+  .sort()
+  .map((f) => ({ name: f, text: readFileSync(new URL(`fixtures/${f}`, here), 'utf8') }));
+
 
 function parseChunks(chunks) {
   const p = new SSEParser();
@@ -30,6 +34,7 @@ test('a recorded stream parses into its events', () => {
       assert.equal(obj.type, e.type, name);
       assert.equal(String(obj.seq), e.lastEventId, name);
       if (i === 0) assert.equal(e.type, 'graph_topology');
+      if (i > 0) assert.equal(Number(e.lastEventId), Number(events[i - 1].lastEventId) + 1, 'ids increase by one');
     });
     assert.ok(['turn_completed', 'paused', 'error'].includes(events.at(-1).type));
   }
@@ -167,4 +172,25 @@ test('readEventStream cancels the body when the consumer stops early', async () 
     break;
   }
   assert.ok(cancelled);
+});
+
+test('multi-byte UTF-8 split across byte chunks stays whole', async () => {
+  const text = 'id: 1\nevent: turn_completed\ndata: {"answer":"Crème brûlée 😀 — ok"}\n\n';
+  const bytes = new TextEncoder().encode(text);
+  for (let i = 0; i <= bytes.length; i++) {
+    for (const j of [i, Math.min(bytes.length, i + 1), Math.min(bytes.length, i + 3)]) {
+      const body = new ReadableStream({
+        start(c) {
+          c.enqueue(bytes.slice(0, i));
+          c.enqueue(bytes.slice(i, j));
+          c.enqueue(bytes.slice(j));
+          c.close();
+        },
+      });
+      const got = [];
+      for await (const ev of readEventStream(body)) got.push(ev);
+      assert.equal(got.length, 1);
+      assert.equal(JSON.parse(got[0].data).answer, 'Crème brûlée 😀 — ok');
+    }
+  }
 });

@@ -192,6 +192,8 @@ test('parallel instances of a node are kept apart', () => {
   assert.equal(m.nodeState('retrieve_context'), 'running');
   feed(m, [{ type: 'node_completed', node: 'retrieve_context', span_id: 'b', status: 'error', duration_ms: 4, ts: 1010 }]);
   assert.equal(m.nodeState('retrieve_context'), 'error');
+  const rows = buildTimeline(m).sections[0].rows.filter((r) => r.type === 'node');
+  assert.deepEqual(rows.map((r) => r.name), ['retrieve_context #1', 'retrieve_context #2']);
 });
 
 test('unknown event types and fields are ignored', () => {
@@ -204,7 +206,7 @@ test('unknown event types and fields are ignored', () => {
 });
 
 test('a recorded stream drives the model to its outcome', () => {
-  const text = readFileSync(new URL('fixtures/answered_turn.sse', import.meta.url), 'utf8');
+  const text = readFileSync(new URL('fixtures/recorded_answered.sse', import.meta.url), 'utf8');
   const m = new TurnModel();
   for (const e of parseAll(text)) m.apply(JSON.parse(e.data));
   assert.equal(m.outcome, 'answered');
@@ -269,4 +271,61 @@ test('edges taken through the approval branch, in degraded mode too', () => {
   assert.ok(d.edgeTaken('guardrail_pre', 'generate'));
   assert.ok(!d.edgeTaken('guardrail_pre', 'retrieve_context'));
   assert.ok(d.edgeTaken('guardrail_post', '__end__'));
+});
+
+function recordedEvents(name) {
+  const text = readFileSync(new URL(`fixtures/recorded_${name}.sse`, import.meta.url), 'utf8');
+  return parseAll(text).map((e) => JSON.parse(e.data));
+}
+
+test('recorded refused run: retrieve_context skipped, guardrail_pre blocked', () => {
+  const m = new TurnModel();
+  feed(m, recordedEvents('refused'));
+  assert.equal(m.outcome, 'refused');
+  assert.equal(m.nodeState('retrieve_context'), 'skipped');
+  assert.equal(m.nodeState('human_approval'), 'skipped');
+  assert.equal(m.nodeState('guardrail_pre'), 'ok');
+  assert.equal(m.nodeInstances('guardrail_pre')[0].summary.guardrail.decision, 'block');
+  assert.ok(m.edgeTaken('guardrail_pre', 'generate'));
+});
+
+test('recorded paused then resumed runs of one turn', () => {
+  const m = new TurnModel();
+  feed(m, recordedEvents('paused'));
+  assert.equal(m.outcome, 'paused');
+  assert.equal(m.nodeState('human_approval'), 'paused');
+  assert.deepEqual(m.interrupts[0].value, { type: 'approval', tool: 'issue_refund', args: { order_id: '1234', amount: 20 } });
+  assert.equal(m.resumeHint.path, '/chat/resume');
+  const resumed = recordedEvents('resumed');
+  assert.equal(resumed[0].turn_id, m.turnId, 'the recordings are one turn');
+  let sawTool = false;
+  for (const e of resumed) {
+    m.apply(e);
+    if (e.type === 'tool_started') {
+      sawTool = true;
+      assert.equal(m.runningTools()[0].label, 'Issuing refund');
+    }
+    if (e.type === 'graph_topology') assert.equal(m.nodeState('generate'), 'ok', 'the resume topology keeps earlier states');
+  }
+  assert.ok(sawTool);
+  assert.equal(m.outcome, 'answered');
+  assert.equal(m.nodeState('human_approval'), 'ok');
+  assert.equal(m.nodeState('retrieve_context'), 'ok');
+  assert.ok(m.humanWaitMs > 0);
+  assert.equal(m.runs.length, 2);
+  assert.equal(m.anomalies.length, 0, m.anomalies.join());
+  const tl = buildTimeline(m);
+  assert.equal(tl.sections.length, 2);
+  assert.equal(tl.sections[1].waitBeforeMs, m.humanWaitMs);
+  assert.ok(tl.sections[1].rows.some((r) => r.operation === 'execute_tool'));
+});
+
+test('recorded fault run: generate error, then the error event', () => {
+  const m = new TurnModel();
+  feed(m, recordedEvents('error'));
+  assert.equal(m.outcome, 'error');
+  assert.equal(m.nodeState('generate'), 'error');
+  assert.equal(m.nodeState('guardrail_post'), 'skipped');
+  assert.equal(m.error.code, 'node_failed');
+  assert.equal(m.error.node, 'generate');
 });

@@ -1,0 +1,313 @@
+"""OTLP trace payloads -> SpanRecords: protobuf (gRPC and HTTP) and OTLP/JSON (HTTP).
+
+A payload whose structure cannot be read at all is a :class:`PayloadError` (HTTP 400,
+gRPC INVALID_ARGUMENT). A readable payload may still hold spans that cannot be used (an id
+of the wrong length or all zeros, a missing start time): those are *rejected* one by one
+and counted, and the rest are accepted; the answer's ``partial_success`` says how many
+were rejected and why (the first reason).
+
+OTLP/JSON differs from the protobuf JSON mapping in one place that matters: trace and
+span ids are hex strings, not base64. Enums may be numbers or names; 64-bit integers may
+be strings; field names may be lowerCamelCase or snake_case.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from relay.spans import SpanRecord
+
+_KINDS = {0: "internal", 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
+_STATUS = {0: "unset", 1: "ok", 2: "error"}
+
+
+class PayloadError(ValueError):
+    """The payload cannot be read at all."""
+
+
+@dataclass(slots=True)
+class Decoded:
+    records: list[SpanRecord] = field(default_factory=list)
+    rejected: int = 0
+    reason: str = ""
+
+    def reject(self, reason: str) -> None:
+        self.rejected += 1
+        if not self.reason:
+            self.reason = reason
+
+
+# -- protobuf ------------------------------------------------------------------------------
+
+def decode_protobuf(body: bytes) -> Decoded:
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except Exception as exc:  # google.protobuf.message.DecodeError and friends
+        raise PayloadError(f"the body is not an OTLP ExportTraceServiceRequest "
+                           f"(protobuf): {exc}") from None
+    return from_request(request)
+
+
+def from_request(request: ExportTraceServiceRequest) -> Decoded:
+    out = Decoded()
+    for rs in request.resource_spans:
+        resource = _pb_attributes(rs.resource.attributes)
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                problem = _pb_problem(span)
+                if problem:
+                    out.reject(problem)
+                    continue
+                out.records.append(_pb_span(span, resource))
+    return out
+
+
+def _pb_problem(span: Any) -> str | None:
+    if len(span.trace_id) != 16 or not any(span.trace_id):
+        return "a span's trace_id is not 16 non-zero bytes"
+    if len(span.span_id) != 8 or not any(span.span_id):
+        return "a span's span_id is not 8 non-zero bytes"
+    if span.parent_span_id and len(span.parent_span_id) != 8:
+        return "a span's parent_span_id is not 8 bytes"
+    if span.start_time_unix_nano == 0:
+        return "a span has no start time"
+    return None
+
+
+def _pb_span(span: Any, resource: dict[str, Any]) -> SpanRecord:
+    parent = span.parent_span_id.hex() if span.parent_span_id and any(span.parent_span_id) \
+        else None
+    end = span.end_time_unix_nano or span.start_time_unix_nano
+    return SpanRecord(
+        trace_id=span.trace_id.hex(),
+        span_id=span.span_id.hex(),
+        parent_span_id=parent,
+        name=span.name,
+        start_ns=span.start_time_unix_nano,
+        end_ns=max(end, span.start_time_unix_nano),
+        attributes=_pb_attributes(span.attributes),
+        status=_STATUS.get(span.status.code, "unset"),
+        status_message=span.status.message,
+        kind=_KINDS.get(span.kind, "internal"),
+        events=[{"name": e.name, "time_ns": e.time_unix_nano,
+                 "attributes": _pb_attributes(e.attributes)} for e in span.events],
+        links=[{"trace_id": link.trace_id.hex(), "span_id": link.span_id.hex(),
+                "attributes": _pb_attributes(link.attributes)} for link in span.links],
+        resource=resource,
+    )
+
+
+def _pb_attributes(items: Any) -> dict[str, Any]:
+    return {kv.key: _pb_value(kv.value) for kv in items}
+
+
+def _pb_value(value: AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return tuple(_pb_value(v) for v in value.array_value.values)
+    if kind == "kvlist_value":
+        return {kv.key: _pb_value(kv.value) for kv in value.kvlist_value.values}
+    return getattr(value, kind)
+
+
+# -- OTLP/JSON -----------------------------------------------------------------------------
+
+def decode_json(body: bytes) -> Decoded:
+    try:
+        doc = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise PayloadError(f"the body is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise PayloadError("the body is not an OTLP/JSON object ({\"resourceSpans\": [...]})")
+    out = Decoded()
+    for rs in _list(doc, "resourceSpans", "resource_spans"):
+        if not isinstance(rs, dict):
+            raise PayloadError("resourceSpans holds something that is not an object")
+        resource_obj = rs.get("resource") or {}
+        resource = _json_attributes(resource_obj.get("attributes")
+                                    if isinstance(resource_obj, dict) else None)
+        for ss in _list(rs, "scopeSpans", "scope_spans"):
+            if not isinstance(ss, dict):
+                raise PayloadError("scopeSpans holds something that is not an object")
+            for span in _list(ss, "spans", "spans"):
+                try:
+                    out.records.append(_json_span(span, resource))
+                except _Rejected as exc:
+                    out.reject(str(exc))
+    return out
+
+
+class _Rejected(ValueError):
+    pass
+
+
+def _list(obj: Mapping[str, Any], camel: str, snake: str) -> list[Any]:
+    value = obj.get(camel, obj.get(snake))
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise PayloadError(f"'{camel}' is not a list")
+    return value
+
+
+def _get(obj: Mapping[str, Any], camel: str, snake: str, default: Any = None) -> Any:
+    return obj.get(camel, obj.get(snake, default))
+
+
+def _json_span(span: Any, resource: dict[str, Any]) -> SpanRecord:
+    if not isinstance(span, dict):
+        raise _Rejected("a span is not an object")
+    trace_id = _hex(_get(span, "traceId", "trace_id"), 32, "traceId")
+    span_id = _hex(_get(span, "spanId", "span_id"), 16, "spanId")
+    parent_raw = _get(span, "parentSpanId", "parent_span_id")
+    parent = _hex(parent_raw, 16, "parentSpanId") if parent_raw else None
+    start = _nanos(_get(span, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano")
+    if not start:
+        raise _Rejected("a span has no start time")
+    end = _nanos(_get(span, "endTimeUnixNano", "end_time_unix_nano", 0), "endTimeUnixNano")
+    status = span.get("status") or {}
+    if not isinstance(status, dict):
+        raise _Rejected("a span's status is not an object")
+    links = []
+    for link in span.get("links") or []:
+        if not isinstance(link, dict):
+            raise _Rejected("a span link is not an object")
+        links.append({"trace_id": _hex(_get(link, "traceId", "trace_id"), 32, "links.traceId"),
+                      "span_id": _hex(_get(link, "spanId", "span_id"), 16, "links.spanId"),
+                      "attributes": _json_attributes(link.get("attributes"))})
+    events = []
+    for event in span.get("events") or []:
+        if not isinstance(event, dict):
+            raise _Rejected("a span event is not an object")
+        events.append({"name": str(event.get("name", "")),
+                       "time_ns": _nanos(_get(event, "timeUnixNano", "time_unix_nano", 0),
+                                         "timeUnixNano"),
+                       "attributes": _json_attributes(event.get("attributes"))})
+    return SpanRecord(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent,
+        name=str(span.get("name", "")),
+        start_ns=start,
+        end_ns=max(end or start, start),
+        attributes=_json_attributes(span.get("attributes")),
+        status=_enum(status.get("code", 0), _STATUS, "STATUS_CODE_"),
+        status_message=str(status.get("message", "")),
+        kind=_enum(span.get("kind", 0), _KINDS, "SPAN_KIND_"),
+        events=events,
+        links=links,
+        resource=resource,
+    )
+
+
+def _hex(value: Any, length: int, name: str) -> str:
+    if not isinstance(value, str) or len(value) != length:
+        raise _Rejected(f"a span's {name} is not {length} hex digits (OTLP/JSON ids are hex, "
+                        "not base64)")
+    try:
+        number = int(value, 16)
+    except ValueError:
+        raise _Rejected(f"a span's {name} is not {length} hex digits (OTLP/JSON ids are hex, "
+                        "not base64)") from None
+    if number == 0:
+        raise _Rejected(f"a span's {name} is all zeros")
+    return value.lower()
+
+
+def _nanos(value: Any, name: str) -> int:
+    if value is None or value == "":
+        return 0
+    if isinstance(value, bool):
+        raise _Rejected(f"a span's {name} is not an integer")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    raise _Rejected(f"a span's {name} is not an integer")
+
+
+def _enum(value: Any, names: Mapping[int, str], prefix: str) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return names.get(value, names[0])
+    if isinstance(value, str):
+        name = value.upper().removeprefix(prefix).lower()
+        if name in names.values():
+            return name
+    return names[0]
+
+
+def _json_attributes(items: Any) -> dict[str, Any]:
+    if items is None:
+        return {}
+    if not isinstance(items, list):
+        raise _Rejected("attributes is not a list")
+    out = {}
+    for kv in items:
+        if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+            raise _Rejected("an attribute has no key")
+        out[kv["key"]] = _json_value(kv.get("value") or {})
+    return out
+
+
+def _json_value(value: Any) -> Any:
+    if not isinstance(value, dict):
+        raise _Rejected("an attribute value is not an AnyValue object")
+    if not value:
+        return None
+    kind, v = next(iter(value.items()))
+    if kind in ("stringValue", "string_value"):
+        return str(v)
+    if kind in ("boolValue", "bool_value"):
+        return bool(v)
+    if kind in ("intValue", "int_value"):
+        return _nanos(v, "intValue")
+    if kind in ("doubleValue", "double_value"):
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            raise _Rejected("a doubleValue is not a number") from None
+    if kind in ("arrayValue", "array_value"):
+        return tuple(_json_value(x) for x in (v or {}).get("values", []))
+    if kind in ("kvlistValue", "kvlist_value"):
+        return {kv["key"]: _json_value(kv.get("value") or {})
+                for kv in (v or {}).get("values", []) if isinstance(kv, dict) and "key" in kv}
+    if kind in ("bytesValue", "bytes_value"):
+        try:
+            return base64.b64decode(v, validate=True)
+        except (ValueError, TypeError):
+            raise _Rejected("a bytesValue is not base64") from None
+    raise _Rejected(f"an attribute value has an unknown kind {kind!r}")
+
+
+# -- answers -------------------------------------------------------------------------------
+
+def response_json(rejected: int, reason: str) -> bytes:
+    if not rejected:
+        return b"{}"
+    return json.dumps({"partialSuccess": {"rejectedSpans": str(rejected),
+                                          "errorMessage": reason}}).encode()
+
+
+def response_protobuf(rejected: int, reason: str) -> bytes:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceResponse,
+    )
+
+    response = ExportTraceServiceResponse()
+    if rejected:
+        response.partial_success.rejected_spans = rejected
+        response.partial_success.error_message = reason
+    return response.SerializeToString()

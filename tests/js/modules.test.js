@@ -1,0 +1,40 @@
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+
+// Every module of the SPA except the entry point (app.js wires the page) imports in Node:
+// no DOM access at import time.
+const modules = ['sse.js', 'layout.js', 'turn.js', 'timeline.js', 'format.js', 'api.js', 'graph-view.js', 'timeline-view.js'];
+
+for (const m of modules) {
+  test(`spa/${m} imports without a DOM`, async () => {
+    const mod = await import(`../../spa/${m}`);
+    assert.ok(Object.keys(mod).length > 0);
+  });
+}
+
+test('trace links: base URL + /trace/ + trace id; only http(s)', async () => {
+  const { traceHref } = await import('../../spa/timeline-view.js');
+  assert.equal(traceHref('http://jaeger:16686/', 'ab'.repeat(16)), `http://jaeger:16686/trace/${'ab'.repeat(16)}`);
+  assert.equal(traceHref('https://x.example/ui', 'abc'), 'https://x.example/ui/trace/abc');
+  assert.equal(traceHref(null, 'abc'), null);
+  assert.equal(traceHref('javascript:alert(1)', 'abc'), null);
+});
+
+test('no module writes HTML from strings', () => {
+  for (const m of [...modules, 'app.js']) {
+    const src = readFileSync(new URL(`../../spa/${m}`, import.meta.url), 'utf8');
+    assert.ok(!/innerHTML|outerHTML|insertAdjacentHTML|document\.write/.test(src), m);
+  }
+});
+
+test('index.html has no inline script, inline style or style attribute (CSP)', () => {
+  const html = readFileSync(new URL('../../spa/index.html', import.meta.url), 'utf8');
+  assert.ok(!/<style[\s>]/i.test(html), 'inline <style>');
+  assert.ok(!/\sstyle\s*=/i.test(html), 'style attribute');
+  assert.ok(!/\son[a-z]+\s*=/i.test(html), 'inline event handler');
+  for (const m of html.matchAll(/<script\b([^>]*)>([\s\S]*?)<\/script>/gi)) {
+    assert.match(m[1], /\ssrc=/, 'external scripts only');
+    assert.equal(m[2].trim(), '', 'no inline script body');
+  }
+});

@@ -1,0 +1,202 @@
+"""The SpanStore backends (SQLite and the real PostgreSQL): rows round-trip to equal
+SpanRecords, turns are indexed by turn id and trace id, retention by age and count
+leaves tombstones, migrations are versioned, a batch is all or nothing."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from relay import conventions as c
+from relay.spans import SpanRecord
+from relay.store import EXPIRED, STORED, UNKNOWN
+from relay.store.codec import decode_attributes, encode_attributes
+
+TOPOLOGY = json.dumps({"nodes": [{"id": "a", "label": "a"}], "edges": []},
+                      separators=(",", ":"))
+
+
+class Clock:
+    def __init__(self, now_s: float = 1_800_000_000.0) -> None:
+        self.now_ns = int(now_s * 1e9)
+
+    def __call__(self) -> int:
+        return self.now_ns
+
+    def advance(self, seconds: float) -> None:
+        self.now_ns += int(seconds * 1e9)
+
+
+def _hex(n: int, width: int) -> str:
+    return format(n, f"0{width}x")
+
+
+def turn_spans(turn: int, run: int = 0, start_ns: int = 1_700_000_000_000_000_000,
+               kind: str = "chat", outcome: str = "answered") -> list[SpanRecord]:
+    """A run of a turn: a root carrying relay.turn.id, a node, a tool under the node."""
+    trace = _hex(turn * 100 + run + 1, 32)
+    root_id, node_id, tool_id = (_hex(turn * 1000 + run * 10 + k, 16) for k in (1, 2, 3))
+    root_attrs: dict[str, Any] = {
+        c.OPERATION: c.OP_INVOKE_AGENT, c.TURN_ID: f"turn-{turn}",
+        c.CONVERSATION_ID: f"thread-{turn}", c.RUN_KIND: kind, c.GRAPH_ID: "g",
+        c.GRAPH_TOPOLOGY: TOPOLOGY, c.TURN_OUTCOME: outcome,
+        c.TURN_RESPONSE: '{"status": "answered",  "answer": "spaces  kept"}',
+    }
+    if kind == "chat":
+        root_attrs[c.TURN_MESSAGE] = f"message {turn}"
+    links = [] if run == 0 else [{"trace_id": _hex(turn * 100 + 1, 32),
+                                  "span_id": _hex(turn * 1000 + 1, 16),
+                                  "attributes": {"why": "resume"}}]
+    s = start_ns + run * 10_000_000
+    return [
+        SpanRecord(trace, root_id, None, "invoke_agent a", s, s + 9_000_000, root_attrs,
+                   status="ok", kind="internal", links=links,
+                   resource={"service.name": "svc", "telemetry.sdk.version": "1.45.2"}),
+        SpanRecord(trace, node_id, root_id, "node n", s + 1_000, s + 5_000_000,
+                   {c.NODE_NAME: "n", c.NODE_STEP: 1, c.NODE_OUTCOME: "ok"},
+                   resource={"service.name": "svc"}),
+        SpanRecord(trace, tool_id, node_id, "execute_tool t", s + 2_000, s + 4_000_000, {
+            c.OPERATION: c.OP_TOOL, c.TOOL_NAME: "t", "ratio": 1.0, "count": 1,
+            "flag": True, "tags": ("x", "y"), "ints": (1, 2, 3), "floats": (0.5, 1.0),
+            "flags": (True, False), "empty": (), "big": 2**62, "neg": -7, "uni": "é ✓",
+        }, status="error", status_message="ValueError", kind="client",
+            events=[{"name": "exception", "time_ns": s + 3_000_000,
+                     "attributes": {"exception.type": "ValueError", "n": 2, "t": (1, 2)}}],
+            resource={"service.name": "svc"}),
+    ]
+
+
+# -- the codec ----------------------------------------------------------------------------
+
+def test_codec_keeps_types_exactly() -> None:
+    attrs = {"s": "1", "i": 1, "f": 1.0, "b": True, "bf": False, "a": ("1", "2"),
+             "ai": (1, 2), "af": (1.0, 2.5), "ab": (True,), "e": (), "j": '{"a": 1}',
+             "big": -(2**63), "m": {"k": (1, "x")}, "x": b"\x00\xff", "n": None}
+    decoded = decode_attributes(json.loads(json.dumps(encode_attributes(attrs))))
+    assert decoded == attrs
+    for key, value in attrs.items():
+        assert type(decoded[key]) is type(value), key
+    assert type(decoded["af"][0]) is float and type(decoded["ai"][0]) is int
+    specials = decode_attributes(json.loads(json.dumps(encode_attributes(
+        {"nan": math.nan, "inf": math.inf, "ninf": -math.inf}))))
+    assert math.isnan(specials["nan"]) and specials["inf"] == math.inf
+    assert specials["ninf"] == -math.inf
+
+
+# -- round trip and indexes ---------------------------------------------------------------
+
+def test_rows_round_trip_to_equal_span_records(make_store: Callable[..., Any]) -> None:
+    store = make_store()
+    chat = turn_spans(1, outcome="paused")
+    resume = turn_spans(1, run=1, kind="resume")
+    assert store.write(chat + resume) == 6
+    state, spans = store.turn_spans("turn-1")
+    assert state == STORED
+    key = lambda r: (r.trace_id, r.span_id)  # noqa: E731
+    assert sorted(spans, key=key) == sorted(chat + resume, key=key)
+    tool = next(r for r in spans if r.name == "execute_tool t")
+    assert tool.attributes["tags"] == ("x", "y") and type(tool.attributes["ratio"]) is float
+    root = next(r for r in spans if r.attributes.get(c.TURN_ID) and r.links)
+    assert root.attributes[c.TURN_RESPONSE] == chat[0].attributes[c.TURN_RESPONSE]
+    assert store.turn_of_trace(chat[0].trace_id) == "turn-1"
+    assert store.turn_of_trace(resume[2].trace_id) == "turn-1"
+    assert store.trace_spans(resume[0].trace_id) == sorted(resume, key=lambda r: r.start_ns)
+
+
+def test_children_stored_before_their_root_belong_to_the_turn(
+        make_store: Callable[..., Any]) -> None:
+    store = make_store()
+    root, node, tool = turn_spans(2)
+    store.write([tool])  # batches arrive as spans end: children first
+    store.write([node])
+    assert store.turn_spans("turn-2") == (UNKNOWN, [])
+    store.write([root])
+    state, spans = store.turn_spans("turn-2")
+    assert state == STORED and len(spans) == 3
+
+
+def test_turns_lists_newest_first_with_outcome(make_store: Callable[..., Any]) -> None:
+    store = make_store()
+    store.write(turn_spans(1, start_ns=1_000_000_000_000))
+    store.write(turn_spans(2, start_ns=2_000_000_000_000, outcome="paused"))
+    store.write(turn_spans(2, run=1, kind="resume", start_ns=2_000_000_000_000,
+                           outcome="answered"))
+    listed = store.turns(limit=10)
+    assert [t["turn_id"] for t in listed] == ["turn-2", "turn-1"]
+    assert listed[0]["outcome"] == "answered" and listed[0]["runs"] == 2
+    assert listed[0]["message"] == "message 2" and listed[0]["thread_id"] == "thread-2"
+    assert [t["turn_id"] for t in store.turns(limit=10, before_ns=2_000_000_000_000)] \
+        == ["turn-1"]
+
+
+def test_rewriting_a_span_is_idempotent(make_store: Callable[..., Any]) -> None:
+    store = make_store()
+    spans = turn_spans(3)
+    store.write(spans)
+    store.write(spans, source="import")
+    assert len(store.turn_spans("turn-3")[1]) == 3
+
+
+def test_a_batch_is_all_or_nothing(make_store: Callable[..., Any]) -> None:
+    store = make_store()
+    good = turn_spans(4)
+    bad = SpanRecord("f" * 32, "e" * 16, None, None, 1, 2, {})  # type: ignore[arg-type]
+    with pytest.raises(Exception):  # noqa: B017 - the backend's NOT NULL error
+        store.write([*good, bad])
+    assert store.turn_spans("turn-4") == (UNKNOWN, [])
+    assert store.trace_spans(good[0].trace_id) == []
+    store.write(good)  # the store is still usable
+    assert store.turn_spans("turn-4")[0] == STORED
+
+
+# -- retention ----------------------------------------------------------------------------
+
+def test_retention_by_age_leaves_a_tombstone(make_store: Callable[..., Any]) -> None:
+    clock = Clock()
+    store = make_store(retention_s=60, clock=clock)
+    store.write(turn_spans(1))
+    clock.advance(30)
+    store.write(turn_spans(2))
+    clock.advance(40)  # turn-1 is 70 s old, turn-2 40 s
+    assert store.turn_spans("turn-1") == (EXPIRED, [])  # read-time check, before expiry runs
+    assert store.expire() == 1
+    assert store.turn_spans("turn-1") == (EXPIRED, [])
+    assert store.trace_spans(turn_spans(1)[0].trace_id) == []
+    assert store.turn_spans("turn-2")[0] == STORED
+    assert store.turn_spans("never") == (UNKNOWN, [])
+    clock.advance(60 * 11)  # tombstones go after 10 x the retention
+    store.expire()
+    assert store.turn_spans("turn-1") == (UNKNOWN, [])
+
+
+def test_retention_by_count_keeps_the_newest(make_store: Callable[..., Any]) -> None:
+    store = make_store(max_turns=2)
+    for turn in (1, 2, 3):
+        store.write(turn_spans(turn, start_ns=turn * 1_000_000_000_000))
+    assert store.turn_spans("turn-1") == (EXPIRED, [])
+    assert store.turn_spans("turn-2")[0] == STORED and store.turn_spans("turn-3")[0] == STORED
+
+
+def test_orphan_spans_expire_by_age(make_store: Callable[..., Any]) -> None:
+    clock = Clock()
+    store = make_store(retention_s=10, clock=clock)
+    orphan = turn_spans(5)[1:]  # a run whose root never ended (its process died)
+    store.write(orphan)
+    clock.advance(11)
+    store.expire()
+    assert store.trace_spans(orphan[0].trace_id) == []
+
+
+# -- migrations ---------------------------------------------------------------------------
+
+def test_schema_is_versioned_and_reopening_keeps_data(make_store: Callable[..., Any]) -> None:
+    first = make_store()
+    assert first.schema_version() == 1
+    first.write(turn_spans(6))
+    second = make_store()  # a restart, or a second instance on shared storage
+    assert second.schema_version() == 1
+    assert second.turn_spans("turn-6")[0] == STORED

@@ -1,0 +1,283 @@
+"""relay.runs.RunManager: each run its own task; streams only read; cancel after the grace."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from relay.bus import MemoryBus
+from relay.events import Event
+from relay.processor import RelaySpanProcessor
+from relay.response import ChatResponse
+from relay.runs import RunManager, ThreadBusy
+from relay.turns import PAUSED, RUNNING, SQLiteTurnStore, TurnRecord
+
+
+class World:
+    def __init__(self, tmp: Path, *, grace: float = 0.05, policy: str = "reject",
+                 bus: MemoryBus | None = None) -> None:
+        self.bus = bus or MemoryBus()
+        self.turns = SQLiteTurnStore(tmp / "turns.db")
+        self.processor = RelaySpanProcessor(self.bus.publish)
+        self.runs = RunManager(self.bus, self.turns, self.processor,
+                               disconnect_grace_s=grace, thread_policy=policy)
+
+    async def record(self, turn: str, thread: str = "th", **kw) -> TurnRecord:
+        record = TurnRecord(turn_id=turn, thread_id=thread, status=RUNNING,
+                            started_at=time.time() * 1000, **kw)
+        await self.turns.create(record)
+        return record
+
+    def event(self, turn: str, type_: str, thread: str = "th", **fields) -> Event:
+        return self.bus.publish(Event(type_, thread, turn, "a" * 32, 1.0, fields))
+
+    def types(self, turn: str, after: int = 0) -> list[str]:
+        reader = self.bus.reader(turn, after)
+        try:
+            return [e.type for e in reader.take()]
+        finally:
+            reader.close()
+
+
+@pytest.fixture
+async def world(tmp_path: Path):
+    w = World(tmp_path)
+    w.processor.bind(asyncio.get_running_loop())
+    yield w
+    await w.runs.shutdown()
+    w.turns.close()
+
+
+def answering(w: World, turn: str, thread: str = "th", status: str = "answered",
+              gate: asyncio.Event | None = None) -> Callable:
+    async def runner() -> ChatResponse:
+        w.event(turn, "graph_topology", thread)
+        if gate is not None:
+            await gate.wait()
+        terminal = "paused" if status == "paused" else "turn_completed"
+        w.event(turn, terminal, thread)
+        return ChatResponse(thread, turn, "a" * 32, status, answer="ok")
+    return runner
+
+
+async def finished(w: World, turn: str, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while w.runs.running(turn):
+        assert time.monotonic() < deadline, "the run did not end"
+        await asyncio.sleep(0.005)
+
+
+async def test_run_is_a_task_and_its_end_is_recorded(world: World) -> None:
+    record = await world.record("t1")
+    after = await world.runs.start(record, "chat", answering(world, "t1"))
+    assert after == 0 and world.runs.running("t1") and world.runs.running_count() == 1
+    assert world.runs.first_seq("t1") == 0
+    response = await world.runs.wait("t1")
+    assert response is not None and response.status == "answered"
+    await finished(world, "t1")
+    got = await world.turns.get("t1")
+    assert got.status == "answered" and got.last_seq == 2 and got.ended_at is not None
+    assert ChatResponse.from_json(got.response).answer == "ok"
+    assert world.types("t1") == ["graph_topology", "turn_completed"]
+    assert await world.runs.wait("t1") is None  # no longer running
+
+
+async def test_paused_run_records_paused_at(world: World) -> None:
+    record = await world.record("t1")
+    await world.runs.start(record, "chat", answering(world, "t1", status="paused"))
+    await world.runs.wait("t1")
+    await finished(world, "t1")
+    got = await world.turns.get("t1")
+    assert got.status == PAUSED and got.paused_at is not None and got.ended_at is None
+
+
+async def test_resume_continues_the_seq(world: World) -> None:
+    record = await world.record("t1")
+    await world.runs.start(record, "chat", answering(world, "t1", status="paused"))
+    await world.runs.wait("t1")
+    await finished(world, "t1")
+    record = await world.turns.get("t1")
+    after = await world.runs.start(record, "resume", answering(world, "t1"))
+    assert after == 2
+    await world.runs.wait("t1")
+    await finished(world, "t1")
+    assert world.types("t1", after) == ["graph_topology", "turn_completed"]
+    assert (await world.turns.get("t1")).last_seq == 4
+
+
+async def test_run_without_terminal_event_gets_one(world: World) -> None:
+    record = await world.record("t1")
+
+    async def silent() -> ChatResponse:
+        world.event("t1", "graph_topology")
+        raise RuntimeError("agent bug")
+
+    await world.runs.start(record, "chat", silent)
+    assert await world.runs.wait("t1") is None
+    await finished(world, "t1")
+    reader = world.bus.reader("t1")
+    last = reader.take()[-1]
+    reader.close()
+    assert last.type == "error" and last.fields["code"] == "turn_failed"
+    assert (await world.turns.get("t1")).status == "error"
+
+
+async def test_cancel(world: World) -> None:
+    record = await world.record("t1")
+    gate = asyncio.Event()
+    await world.runs.start(record, "chat", answering(world, "t1", gate=gate))
+    await asyncio.sleep(0.01)
+    assert world.runs.cancel("t1") is True
+    assert await world.runs.wait("t1") is None
+    await finished(world, "t1")
+    assert world.runs.cancel("t1") is False  # idempotent
+    assert world.runs.cancel("unknown") is False
+    assert (await world.turns.get("t1")).status == "cancelled"
+    assert world.types("t1")[-1] == "error"
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: a cancelled run whose spans gave no terminal "
+                   "event gets the fallback error code 'turn_failed', not 'cancelled', "
+                   "though RunManager knows it cancelled it")
+async def test_cancel_fallback_event_says_cancelled(world: World) -> None:
+    record = await world.record("t1")
+    await world.runs.start(record, "chat", answering(world, "t1", gate=asyncio.Event()))
+    await asyncio.sleep(0.01)
+    world.runs.cancel("t1")
+    await finished(world, "t1")
+    reader = world.bus.reader("t1")
+    last = reader.take()[-1]
+    reader.close()
+    assert last.fields["code"] == "cancelled"
+
+
+async def test_thread_busy_is_rejected(world: World) -> None:
+    gate = asyncio.Event()
+    await world.runs.start(await world.record("t1"), "chat",
+                           answering(world, "t1", gate=gate))
+    with pytest.raises(ThreadBusy) as info:
+        await world.runs.start(await world.record("t2"), "chat", answering(world, "t2"))
+    assert info.value.turn_id == "t1" and info.value.thread_id == "th"
+    # another thread is free
+    await world.runs.start(await world.record("t3", thread="other"), "chat",
+                           answering(world, "t3", thread="other"))
+    gate.set()
+    await finished(world, "t1")
+    await finished(world, "t3")
+
+
+async def test_enqueue_policy_runs_in_order(tmp_path: Path) -> None:
+    w = World(tmp_path, policy="enqueue")
+    w.processor.bind(asyncio.get_running_loop())
+    order: list[str] = []
+    gate = asyncio.Event()
+
+    def runner(turn: str, wait: bool) -> Callable:
+        async def run() -> ChatResponse:
+            order.append(f"{turn} start")
+            if wait:
+                await gate.wait()
+            w.event(turn, "turn_completed")
+            order.append(f"{turn} end")
+            return ChatResponse("th", turn, "", "answered")
+        return run
+
+    await w.runs.start(await w.record("t1"), "chat", runner("t1", True))
+    await w.runs.start(await w.record("t2"), "chat", runner("t2", False))
+    await asyncio.sleep(0.02)
+    assert order == ["t1 start"]
+    gate.set()
+    await finished(w, "t2")
+    assert order == ["t1 start", "t1 end", "t2 start", "t2 end"]
+    w.turns.close()
+
+
+async def test_last_reader_leaving_cancels_after_grace(world: World) -> None:
+    await world.runs.start(await world.record("t1"), "chat",
+                           answering(world, "t1", gate=asyncio.Event()))
+    world.runs.reader_attached("t1")
+    world.runs.reader_left("t1", completed=False)
+    assert world.runs.running("t1")  # not at once: a grace period
+    await finished(world, "t1")
+    assert (await world.turns.get("t1")).status == "cancelled"
+
+
+async def test_reader_coming_back_within_grace_keeps_the_run(world: World) -> None:
+    gate = asyncio.Event()
+    await world.runs.start(await world.record("t1"), "chat", answering(world, "t1", gate=gate))
+    world.runs.reader_attached("t1")
+    world.runs.reader_left("t1", completed=False)
+    world.runs.reader_attached("t1")
+    await asyncio.sleep(0.15)  # three grace periods
+    assert world.runs.running("t1")
+    gate.set()
+    await finished(world, "t1")
+    assert (await world.turns.get("t1")).status == "answered"
+
+
+@pytest.mark.parametrize(("completed", "policy", "others"), [
+    (True, "cancel", 0), (False, "continue", 0), (False, "cancel", 1)])
+async def test_reader_leaving_without_cancel(world: World, completed: bool, policy: str,
+                                             others: int) -> None:
+    gate = asyncio.Event()
+    await world.runs.start(await world.record("t1"), "chat", answering(world, "t1", gate=gate))
+    for _ in range(others + 1):
+        world.runs.reader_attached("t1")
+    world.runs.reader_left("t1", completed=completed, on_disconnect=policy)
+    await asyncio.sleep(0.15)
+    assert world.runs.running("t1")
+    gate.set()
+    await finished(world, "t1")
+    assert (await world.turns.get("t1")).status == "answered"
+
+
+async def test_reader_left_for_unknown_turn_is_ignored(world: World) -> None:
+    world.runs.reader_left("nope", completed=False)
+    world.runs.reader_attached("nope")
+
+
+async def test_shutdown_interrupts_running_turns(world: World) -> None:
+    await world.runs.start(await world.record("t1"), "chat",
+                           answering(world, "t1", gate=asyncio.Event()))
+    await asyncio.sleep(0.01)
+    await asyncio.wait_for(world.runs.shutdown(), 5)
+    assert not world.runs.running("t1")
+    # nobody asked for it: a turn cut short by the shutdown is "interrupted"
+    assert (await world.turns.get("t1")).status == "interrupted"
+    assert world.types("t1")[-1] == "error"
+
+
+async def test_shutdown_grace_lets_a_quick_turn_finish(world: World) -> None:
+    gate = asyncio.Event()
+    await world.runs.start(await world.record("t1"), "chat", answering(world, "t1", gate=gate))
+    asyncio.get_running_loop().call_later(0.02, gate.set)
+    await asyncio.wait_for(world.runs.shutdown(grace_s=5), 5)
+    assert (await world.turns.get("t1")).status == "answered"
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: a run that published more events than the bus's "
+                   "max_events_per_turn makes _ensure_terminal's reader raise CursorExpired in "
+                   "_run's finally: the turn is never recorded as ended and its thread stays "
+                   "busy forever")
+async def test_long_run_beyond_the_bus_cap_still_ends(tmp_path: Path) -> None:
+    w = World(tmp_path, bus=MemoryBus(max_events_per_turn=3))
+    w.processor.bind(asyncio.get_running_loop())
+
+    async def chatty() -> ChatResponse:
+        for _ in range(5):
+            w.event("t1", "node_started")
+        w.event("t1", "turn_completed")
+        return ChatResponse("th", "t1", "", "answered")
+
+    await w.runs.start(await w.record("t1"), "chat", chatty)
+    await asyncio.sleep(0.05)
+    try:
+        assert not w.runs.running("t1")
+        assert (await w.turns.get("t1")).status == "answered"
+    finally:
+        await w.runs.shutdown()
+        w.turns.close()

@@ -1,0 +1,148 @@
+"""relay.settings.RelaySettings.from_env: defaults, validation, clear messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from relay.settings import ConfigError, RelaySettings
+
+
+def test_defaults_need_no_environment() -> None:
+    s = RelaySettings.from_env({})
+    assert s.data_dir == Path(".span-relay")
+    assert (s.heartbeat_s, s.disconnect_grace_s, s.send_timeout_s) == (15.0, 5.0, 30.0)
+    assert s.retry_ms == 2000
+    assert (s.bus, s.store) == ("memory", "sqlite")
+    assert s.capture_content is True and s.faults is False
+    assert s.trace_url is None and s.api_token is None
+    assert s.thread_policy == "reject"
+    assert (s.tool_timeout_s, s.turn_timeout_s, s.server_timeout_s) == (30.0, 120.0, 300.0)
+    assert s == RelaySettings()
+
+
+def test_from_env_reads_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RELAY_HEARTBEAT_S", "0.5")
+    assert RelaySettings.from_env().heartbeat_s == 0.5
+
+
+def test_values_are_read() -> None:
+    s = RelaySettings.from_env({
+        "RELAY_DATA_DIR": "/tmp/x", "RELAY_HEARTBEAT_S": "2.5", "RELAY_DISCONNECT_GRACE_S": "0",
+        "RELAY_SEND_TIMEOUT_S": "7", "RELAY_RETRY_MS": "1500", "RELAY_CAPTURE_CONTENT": "false",
+        "RELAY_TRACE_URL": "http://jaeger:16686", "RELAY_THREAD_POLICY": "enqueue",
+        "RELAY_FAULTS": "1", "RELAY_API_TOKEN": "s3cret", "RELAY_TOOL_TIMEOUT_S": "1",
+        "RELAY_TURN_TIMEOUT_S": "2", "RELAY_SERVER_TIMEOUT_S": "3",
+        "RELAY_STORE": "postgresql://db/x", "RELAY_BUS": "memory",
+    })
+    assert s.data_dir == Path("/tmp/x") and s.heartbeat_s == 2.5
+    assert s.disconnect_grace_s == 0 and s.send_timeout_s == 7 and s.retry_ms == 1500
+    assert s.capture_content is False and s.faults is True
+    assert s.trace_url == "http://jaeger:16686" and s.api_token == "s3cret"
+    assert s.thread_policy == "enqueue" and s.store == "postgresql://db/x"
+    assert (s.tool_timeout_s, s.turn_timeout_s, s.server_timeout_s) == (1, 2, 3)
+
+
+def test_empty_values_mean_default() -> None:
+    s = RelaySettings.from_env({"RELAY_HEARTBEAT_S": "", "RELAY_TRACE_URL": "",
+                                "RELAY_API_TOKEN": "", "RELAY_FAULTS": ""})
+    assert s.heartbeat_s == 15.0 and s.trace_url is None and s.api_token is None
+    assert s.faults is False
+
+
+@pytest.mark.parametrize(("raw", "value"), [
+    ("1", True), ("true", True), ("TRUE", True), ("yes", True), ("on", True), (" On ", True),
+    ("0", False), ("false", False), ("No", False), ("off", False),
+])
+def test_bools(raw: str, value: bool) -> None:
+    assert RelaySettings.from_env({"RELAY_FAULTS": raw}).faults is value
+
+
+@pytest.mark.parametrize("raw", ["maybe", "2", "tru", "y"])
+def test_bad_bool_names_the_variable(raw: str) -> None:
+    with pytest.raises(ConfigError, match=r"RELAY_CAPTURE_CONTENT=.*true or false"):
+        RelaySettings.from_env({"RELAY_CAPTURE_CONTENT": raw})
+
+
+@pytest.mark.parametrize("name", ["RELAY_HEARTBEAT_S", "RELAY_SEND_TIMEOUT_S",
+                                  "RELAY_TURN_TIMEOUT_S", "RELAY_RETRY_MS",
+                                  "RELAY_BUS_MAX_TURNS", "RELAY_MAX_BODY_BYTES"])
+@pytest.mark.parametrize("raw", ["abc", "1,5", "5s", "--1"])
+def test_bad_number_names_the_variable(name: str, raw: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        RelaySettings.from_env({name: raw})
+    assert name in str(info.value) and "not a number" in str(info.value)
+
+
+@pytest.mark.parametrize(("env", "names"), [
+    ({"RELAY_TOOL_TIMEOUT_S": "200"}, ("RELAY_TOOL_TIMEOUT_S", "RELAY_TURN_TIMEOUT_S")),
+    ({"RELAY_TOOL_TIMEOUT_S": "120"}, ("RELAY_TOOL_TIMEOUT_S", "RELAY_TURN_TIMEOUT_S")),
+    ({"RELAY_TURN_TIMEOUT_S": "20"}, ("RELAY_TOOL_TIMEOUT_S", "RELAY_TURN_TIMEOUT_S")),
+    ({"RELAY_TURN_TIMEOUT_S": "400"}, ("RELAY_TURN_TIMEOUT_S", "RELAY_SERVER_TIMEOUT_S")),
+    ({"RELAY_TURN_TIMEOUT_S": "300"}, ("RELAY_TURN_TIMEOUT_S", "RELAY_SERVER_TIMEOUT_S")),
+    ({"RELAY_SERVER_TIMEOUT_S": "60"}, ("RELAY_TURN_TIMEOUT_S", "RELAY_SERVER_TIMEOUT_S")),
+])
+def test_inverted_timeout_chain_is_refused(env: dict[str, str], names: tuple[str, str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        RelaySettings.from_env(env)
+    message = str(info.value)
+    for name in names:
+        assert name in message
+    assert "shorter" in message
+
+
+def test_consistent_chain_is_accepted() -> None:
+    s = RelaySettings.from_env({"RELAY_TOOL_TIMEOUT_S": "5", "RELAY_TURN_TIMEOUT_S": "6",
+                                "RELAY_SERVER_TIMEOUT_S": "7"})
+    assert s.turn_timeout_s == 6
+
+
+def test_redis_bus_is_refused_clearly() -> None:
+    with pytest.raises(ConfigError) as info:
+        RelaySettings.from_env({"RELAY_BUS": "redis://localhost:6379/0"})
+    message = str(info.value)
+    assert "RELAY_BUS" in message and "not available" in message
+    assert "unset RELAY_BUS" in message
+
+
+@pytest.mark.parametrize(("env", "name"), [
+    ({"RELAY_BUS": "kafka://x"}, "RELAY_BUS"),
+    ({"RELAY_STORE": "mysql://x"}, "RELAY_STORE"),
+    ({"RELAY_THREAD_POLICY": "queue"}, "RELAY_THREAD_POLICY"),
+    ({"RELAY_HEARTBEAT_S": "0"}, "RELAY_HEARTBEAT_S"),
+    ({"RELAY_HEARTBEAT_S": "-1"}, "RELAY_HEARTBEAT_S"),
+    ({"RELAY_DISCONNECT_GRACE_S": "-0.5"}, "RELAY_DISCONNECT_GRACE_S"),
+])
+def test_invalid_values_name_the_variable(env: dict[str, str], name: str) -> None:
+    with pytest.raises(ConfigError, match=name):
+        RelaySettings.from_env(env)
+
+
+def test_resolved_spa_dir(tmp_path: Path) -> None:
+    (tmp_path / "index.html").write_text("<!doctype html>")
+    s = RelaySettings.from_env({"RELAY_SPA_DIR": str(tmp_path)})
+    assert s.spa_dir == tmp_path and s.resolved_spa_dir() == tmp_path
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: RELAY_RETRY_MS=inf (also RELAY_BUS_MAX_TURNS, "
+                   "RELAY_MAX_BODY_BYTES) raises OverflowError from int(), not a ConfigError "
+                   "naming the variable")
+def test_infinite_integer_setting_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="RELAY_RETRY_MS"):
+        RelaySettings.from_env({"RELAY_RETRY_MS": "inf"})
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: RELAY_HEARTBEAT_S=nan passes validation "
+                   "(nan <= 0 is False), so streams would never send a heartbeat")
+def test_nan_heartbeat_is_refused() -> None:
+    with pytest.raises(ConfigError, match="RELAY_HEARTBEAT_S"):
+        RelaySettings.from_env({"RELAY_HEARTBEAT_S": "nan"})
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: RELAY_SEND_TIMEOUT_S is never validated; 0 or a "
+                   "negative value is accepted and would cut every stream on its first send")
+@pytest.mark.parametrize("raw", ["0", "-1"])
+def test_non_positive_send_timeout_is_refused(raw: str) -> None:
+    with pytest.raises(ConfigError, match="RELAY_SEND_TIMEOUT_S"):
+        RelaySettings.from_env({"RELAY_SEND_TIMEOUT_S": raw})
