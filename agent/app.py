@@ -23,6 +23,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -38,7 +39,7 @@ from agent.retrieval import KnowledgeBase
 from agent.service import SupportAgent
 from agent.tools.refund import RefundLedger
 from relay import Relay
-from relay.errors import ApiError, api_error_handler
+from relay.errors import ApiError, api_error_handler, validation_error_handler
 from relay.events import RUN_TERMINAL
 from relay.http import read_json_object
 from relay.negotiation import JSON, NotAcceptable, negotiate
@@ -85,6 +86,7 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
     app = FastAPI(title="span-relay demo", version="0.1.0", lifespan=lifespan)
     app.state.relay = relay
     app.add_exception_handler(ApiError, api_error_handler)
+    app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.include_router(relay.router)
     relay.install(app)
     auth = [Depends(relay.require_token)]

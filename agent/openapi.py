@@ -55,9 +55,10 @@ def _responses() -> dict[str, Any]:
 CHAT_OPENAPI: dict[str, Any] = {
     "requestBody": {"required": True, "content": {"application/json": {"schema": {
         "type": "object", "required": ["message"],
-        "properties": {"message": {"type": "string", "minLength": 1},
-                       "thread_id": _ID,
-                       "turn_id": {"type": "string", "format": "uuid"}},
+        "properties": {"message": {"type": "string", "minLength": 1, "pattern": r"\S"},
+                       "thread_id": {"anyOf": [_ID, {"type": "null"}]},
+                       "turn_id": {"anyOf": [{"type": "string", "format": "uuid"},
+                                             {"type": "null"}]}},
     }}}},
     "responses": _responses(),
 }

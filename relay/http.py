@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
-from relay.bus.base import CursorExpired
-from relay.errors import ApiError
+from relay.bus.base import BusUnavailable, CursorExpired
+from relay.errors import ApiError, error_responses
 from relay.events import TURN_TERMINAL
 from relay.imports import import_response
 from relay.negotiation import NDJSON, SSE
+from relay.receiver.http import add_receiver_routes
 from relay.replay import replay_response
 from relay.turns import PAUSED
 
@@ -102,14 +103,23 @@ def build_router(relay: Relay) -> APIRouter:
     router = APIRouter()
     auth = [Depends(relay.require_token)]
 
-    @router.get("/turns/{turn_id}/events", dependencies=auth, tags=["turns"])
+    @router.get("/turns/{turn_id}/events", dependencies=auth, tags=["turns"],
+                responses={200: {"description": "The turn's events (SSE, or NDJSON)",
+                                 "content": {SSE: {"schema": {"type": "string"}},
+                                             NDJSON: {"schema": {"type": "string"}}}},
+                           **error_responses(400, 401, 404, 410, 422)})
     async def turn_events(request: Request, turn_id: str,
-                          after: int | None = Query(default=None)) -> Response:
+                          after: int | None = Query(default=None, ge=0)) -> Response:
         cursor = parse_cursor(request, after)
         if request.query_params.get("source") not in (None, "", "live"):  # ?source=spans
             return await replay_response(relay, request, turn_id, cursor)  # relay/replay.py
         record = await relay.turns.get(turn_id)
         media = stream_media(request)
+        try:  # issue 6: a turn that another instance runs (RELAY_BUS=redis://)
+            await relay.bus.lookup(turn_id)
+        except BusUnavailable as exc:
+            raise ApiError(503, "bus_unavailable", str(exc),
+                           headers={"Retry-After": "2"}) from None
         if not relay.bus.has_turn(turn_id):
             if record is None:
                 raise ApiError(404, "unknown_turn", "There is no such turn.")
@@ -135,14 +145,16 @@ def build_router(relay: Relay) -> APIRouter:
         except CursorExpired as exc:
             raise ApiError(410, "cursor_expired", str(exc)) from None
 
-    @router.get("/turns/{turn_id}", dependencies=auth, tags=["turns"])
+    @router.get("/turns/{turn_id}", dependencies=auth, tags=["turns"],
+                responses=error_responses(401, 404))
     async def turn(turn_id: str) -> JSONResponse:
         record = await relay.turns.get(turn_id)
         if record is None:
             raise ApiError(404, "unknown_turn", "There is no such turn.")
         return JSONResponse(record.public())
 
-    @router.get("/turns", dependencies=auth, tags=["turns"])
+    @router.get("/turns", dependencies=auth, tags=["turns"],
+                responses=error_responses(401, 422))
     async def turns(thread_id: str | None = None,
                     limit: int = Query(default=20, ge=1, le=200),
                     before: float | None = None) -> JSONResponse:
@@ -152,13 +164,18 @@ def build_router(relay: Relay) -> APIRouter:
                              "next_before": records[-1].started_at
                              if len(records) == limit else None})
 
-    @router.post("/imports", dependencies=auth, tags=["turns"])
+    @router.post("/imports", dependencies=auth, tags=["turns"],
+                 openapi_extra={"requestBody": {"required": True, "content": {
+                     "application/json": {"schema": {"type": "object", "minProperties": 1}}}}},
+                 responses=error_responses(400, 401, 413, 422))
     async def imports(request: Request) -> JSONResponse:
         """A trace file (OTLP JSON, Jaeger v2 API, Jaeger UI JSON) -> stored, replayable
         turns (relay/imports.py)."""
         return await import_response(relay, request)
 
-    @router.post("/turns/{turn_id}/cancel", dependencies=auth, tags=["turns"])
+    @router.post("/turns/{turn_id}/cancel", dependencies=auth, tags=["turns"],
+                 responses={202: {"description": "Cancelling"},
+                            **error_responses(401, 404)})
     async def cancel(turn_id: str) -> JSONResponse:
         record = await relay.turns.get(turn_id)
         if record is None:
@@ -168,7 +185,8 @@ def build_router(relay: Relay) -> APIRouter:
         return JSONResponse({"turn_id": turn_id, "cancelled": cancelled, "status": status},
                             status_code=202 if cancelled else 200)
 
-    @router.get("/graph", dependencies=auth, tags=["graph"])
+    @router.get("/graph", dependencies=auth, tags=["graph"],
+                responses=error_responses(401, 404))
     async def graph() -> JSONResponse:
         if relay.topology is None:
             raise ApiError(404, "no_graph", "This relay serves no graph of its own.")
@@ -183,13 +201,14 @@ def build_router(relay: Relay) -> APIRouter:
     async def healthz() -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
-    @router.get("/readyz", tags=["ops"])
+    @router.get("/readyz", tags=["ops"], responses={503: {"description": "Not ready"}})
     async def readyz() -> JSONResponse:
         problems = await relay.readiness_problems()
         if problems:
             return JSONResponse({"status": "not ready", "problems": problems}, status_code=503)
         return JSONResponse({"status": "ready"})
 
+    add_receiver_routes(router, relay, auth)  # issue 6: POST /v1/traces (RELAY_OTLP_HTTP)
     _add_spa_routes(router, relay.settings.resolved_spa_dir())
     return router
 
