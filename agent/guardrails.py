@@ -53,7 +53,7 @@ def check_input(message: str) -> Decision:
     return Decision("allow", "")
 
 
-_CARD = re.compile(r"\b(?:\d[ -]?){13,16}\b")
+_CARD = re.compile(r"\b\d(?:[ -]?\d){12,15}\b")
 _EMAIL = re.compile(r"\b[\w.+-]+@(?!larkspur\.example\b)[\w-]+(\.[\w-]+)+\b")
 
 

@@ -65,11 +65,10 @@ class OfflineSupportModel(BaseChatModel):
         question = str(messages[-1].content).split("\n\nContext:", 1)[0]
         tool_names = {t["function"]["name"] for t in kwargs.get("tools") or []}
         message = self._tool_call(question, tool_names) or self._answer(prompt)
-        message.usage_metadata = {
-            "input_tokens": _words(prompt),
-            "output_tokens": _words(str(message.content)) + 8 * len(message.tool_calls),
-            "total_tokens": _words(prompt) + _words(str(message.content)),
-        }
+        input_tokens = _words(prompt)
+        output_tokens = _words(str(message.content)) + 8 * len(message.tool_calls)
+        message.usage_metadata = {"input_tokens": input_tokens, "output_tokens": output_tokens,
+                                  "total_tokens": input_tokens + output_tokens}
         message.response_metadata = {"model_name": OFFLINE_MODEL_NAME}
         return ChatResult(generations=[ChatGeneration(message=message)])
 

@@ -1,6 +1,6 @@
 """``span-relay``: serve the app, verify a deployment's stream.
 
-    span-relay serve [--host 127.0.0.1] [--port 8000] [--app module:factory]
+    span-relay serve [--host 127.0.0.1] [--port 8000] [--app module:factory] [--relay-only]
     span-relay verify-stream URL [...]
     span-relay replay FILE [--turn ID] [--ndjson] [--speed S]
 
@@ -20,6 +20,8 @@ from typing import Any
 import uvicorn
 
 DEFAULT_APP = "agent.app:create_app"
+#: ``serve --relay-only``: the relay without the demo agent (OTLP/HTTP receiver on)
+RELAY_ONLY_APP = "relay.app:create_relay_app"
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -35,6 +37,8 @@ def _serve(args: argparse.Namespace) -> int:
     logging.getLogger("bm25s").setLevel(logging.WARNING)
     from uvicorn.importer import import_from_string
 
+    if getattr(args, "relay_only", False):  # issue 6
+        args.app = RELAY_ONLY_APP
     app = import_from_string(args.app)()
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
                             timeout_graceful_shutdown=args.graceful_s, proxy_headers=True)
@@ -72,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--app", default=DEFAULT_APP,
                        help=f"module:factory of the ASGI app (default {DEFAULT_APP})")
+    serve.add_argument("--relay-only", action="store_true",
+                       help="serve the relay without the demo agent: the turn API, the SPA "
+                            f"and the OTLP receivers ({RELAY_ONLY_APP})")
     serve.add_argument("--log-level", default="info",
                        choices=["critical", "error", "warning", "info", "debug"])
     serve.add_argument("--graceful-s", type=float, default=10.0,

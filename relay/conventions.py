@@ -63,9 +63,11 @@ CONTENT_ATTRIBUTES = frozenset({
 })
 
 # -- start markers (docs/events.md, "Start markers") -----------------------------------------
-#: A start marker is a zero-duration span emitted when a span starts, so that a relay that
-#: only receives finished spans (OTLP) learns of the start at once. It carries the id of
-#: the span it announces and that span's start attributes, as one JSON object.
+#: A start marker is a zero-duration child span emitted when a span starts, so that a relay
+#: that only receives finished spans (OTLP) learns of the start at once. It carries the id
+#: of the span it announces, that span's parent id, and its start attributes (one JSON
+#: object).
 START_OF = "relay.start_of"
 START_ATTRIBUTES = "relay.start.attributes"
+START_PARENT = "relay.start.parent"
 START_PREFIX = "relay.start "

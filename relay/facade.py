@@ -15,13 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from relay.bus import MemoryBus
+from relay.bus import MemoryBus, open_bus
 from relay.bus.static import StaticReader
 from relay.events import RUN_TERMINAL
 from relay.export import add_otlp_export
@@ -35,6 +35,11 @@ from relay.store import SpanStore, open_store
 from relay.store.exporter import add_span_store
 from relay.streaming import EventStream, NDJSONEncoder, SSEEncoder
 from relay.turns import SQLiteTurnStore, TurnRecord
+from relay.turns_postgres import open_turn_store
+
+if TYPE_CHECKING:
+    from relay.receiver import OTLPReceiver
+    from relay.receiver.grpc import GrpcReceiver
 
 log = logging.getLogger("relay")
 
@@ -42,10 +47,9 @@ log = logging.getLogger("relay")
 class Relay:
     def __init__(self, settings: RelaySettings) -> None:
         self.settings = settings
-        self.bus = MemoryBus(max_finished_turns=settings.bus_max_turns,
-                             retention_s=settings.bus_retention_s)
+        self.bus: MemoryBus = open_bus(settings)  # issue 6: memory or Redis Streams
         self.span_processor = RelaySpanProcessor(self.bus.publish)
-        self.turns = SQLiteTurnStore(settings.data_dir / "turns.db")
+        self.turns: SQLiteTurnStore = open_turn_store(settings)  # issue 6: SQLite or Postgres
         #: finished spans, for replay (RELAY_STORE); written by add_span_store's processor
         self.store: SpanStore = open_store(settings)
         self.store_processor: BatchSpanProcessor | None = None
@@ -62,6 +66,18 @@ class Relay:
         #: a dependency for the run endpoints: RELAY_RATE_LIMIT per client, or nothing
         self.rate_limit = RateLimit.parse(settings.rate_limit) if settings.rate_limit \
             else no_limit
+        # -- issue 6: the OTLP receivers and the shared bus -------------------------------
+        #: the OTLP receiver (RELAY_OTLP_HTTP / RELAY_OTLP_GRPC), or None when both are off
+        self.receiver: OTLPReceiver | None = None
+        if settings.otlp_http or settings.otlp_grpc:
+            from relay.receiver import OTLPReceiver
+
+            self.receiver = OTLPReceiver(
+                self, pending_spans=settings.otlp_pending_spans,
+                pending_s=settings.otlp_pending_s, dedup_spans=settings.otlp_dedup_spans,
+                store_backlog=settings.otlp_store_backlog)
+        self.grpc_receiver: GrpcReceiver | None = None
+        self.require_bus = _bus_dependency(self)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Relay:
@@ -104,6 +120,7 @@ class Relay:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.span_processor.bind(self._loop)
+        await self._start_issue6()
         died = await self.turns.mark_interrupted()
         if died:
             log.warning("relay: %d turn(s) were running when the last process stopped; "
@@ -122,6 +139,7 @@ class Relay:
         self.turns.close()
         if self.store_processor is not None:  # flush what is pending, then close the store
             await asyncio.to_thread(self.store_processor.shutdown)
+        await self._stop_issue6()  # the receiver's queue reaches the store before it closes
         await asyncio.to_thread(self.store.close)
 
     async def readiness_problems(self) -> list[str]:
@@ -136,7 +154,39 @@ class Relay:
             await asyncio.to_thread(self.store.schema_version)
         except Exception as exc:  # the span store is unreachable
             problems.append(f"span store: {exc}")
+        bus_problems = getattr(self.bus, "problems", None)  # issue 6: the shared bus
+        if bus_problems is not None:
+            problems += await bus_problems()
         return problems
+
+    # -- issue 6: receivers and the shared bus -------------------------------------------
+
+    async def _start_issue6(self) -> None:
+        start = getattr(self.bus, "start", None)
+        if start is not None:
+            await start()
+        if self.receiver is not None:
+            await self.receiver.start()
+        if self.settings.otlp_grpc:
+            from relay.receiver.grpc import GrpcReceiver
+
+            self.grpc_receiver = GrpcReceiver(self, self.settings.otlp_grpc)
+            await self.grpc_receiver.start()
+
+    async def _stop_issue6(self) -> None:
+        if self.grpc_receiver is not None:
+            await self.grpc_receiver.stop()
+            self.grpc_receiver = None
+        if self.receiver is not None:
+            await self.receiver.stop()
+        stop = getattr(self.bus, "stop", None)
+        if stop is not None:
+            await stop()
+
+    def bus_problem(self) -> str | None:
+        """Why the (shared) bus cannot take a new turn now, or None."""
+        unavailable = getattr(self.bus, "unavailable", None)
+        return unavailable() if unavailable is not None else None
 
     # -- streams ------------------------------------------------------------------------
 
@@ -165,6 +215,21 @@ class Relay:
         return EventStream(reader, encoder, stop_at=RUN_TERMINAL,
                            heartbeat_s=self.settings.heartbeat_s,
                            send_timeout_s=self.settings.send_timeout_s)
+
+
+def _bus_dependency(relay: Relay):
+    """A dependency for endpoints that need the bus: 503 while the shared bus is down
+    (a turn started then could not be streamed by the other instances)."""
+    from relay.errors import ApiError
+
+    async def require_bus() -> None:
+        problem = relay.bus_problem()
+        if problem is not None:
+            raise ApiError(503, "bus_unavailable",
+                           f"The relay's shared event bus is unavailable ({problem}); "
+                           "retry shortly.", headers={"Retry-After": "2"})
+
+    return require_bus
 
 
 def _token_dependency(token: str | None):

@@ -374,8 +374,10 @@ def _marker_started(state: MappingState, marker: SpanRecord) -> list[Event]:
     span_id = str(marker.attributes.get(c.START_OF, "")).lower()
     if attributes is None or len(span_id) != 16:
         return []  # cut or malformed: the real span's end still gives a (late) start
+    parent = marker.attributes.get(c.START_PARENT)
     record = SpanRecord(
-        trace_id=marker.trace_id, span_id=span_id, parent_span_id=marker.parent_span_id,
+        trace_id=marker.trace_id, span_id=span_id,
+        parent_span_id=str(parent).lower() if parent else None,
         name=marker.name.removeprefix(c.START_PREFIX), start_ns=marker.start_ns, end_ns=None,
         attributes=attributes)
     run = state.runs.get(marker.trace_id)

@@ -2,7 +2,9 @@
 
 ``text/event-stream`` -> SSE, ``application/x-ndjson`` -> NDJSON, and everything that
 admits JSON (``application/json``, ``application/*``, ``*/*``, no header) -> the
-ChatResponse JSON. q-values rank the choices; ties prefer JSON (the unchanged contract).
+ChatResponse JSON. q-values rank the choices (a type's q is that of the most specific range naming it, and
+q=0 excludes it); at equal q a named type beats a wildcard, then JSON wins (the unchanged
+contract).
 An Accept that admits none of the three is a 406.
 """
 
@@ -21,23 +23,28 @@ class NotAcceptable(ValueError):
 def negotiate(accept: str | None) -> str:
     if accept is None or not accept.strip():
         return JSON
-    best: tuple[float, int, str] | None = None
-    for raw in accept.split(","):
-        media, q = _parse(raw)
-        if media is None or q <= 0:
+    ranges = [r for r in (_parse(raw) for raw in accept.split(",")) if r[0] is not None]
+    best: tuple[float, int, int, str] | None = None
+    for rank, offered in enumerate(OFFERED):
+        # a type's quality comes from the most specific range that matches it (RFC 9110
+        # §12.5.1): `application/json;q=0, */*` excludes JSON and admits the others
+        matches = [(specificity, q) for media, q in ranges
+                   if (specificity := _matches(media, offered)) >= 0]
+        if not matches:
             continue
-        for rank, offered in enumerate(OFFERED):
-            specificity = _matches(media, offered)
-            if specificity < 0:
-                continue
-            key = (q, specificity * 10 - rank, offered)
-            if best is None or key[:2] > best[:2]:
-                best = key
+        specificity, q = max(matches, key=lambda m: m[0])
+        if q <= 0:
+            continue
+        # on equal q, a type the client names beats one it only admits by a wildcard;
+        # then the order of OFFERED (JSON first: the unchanged contract)
+        key = (q, specificity, -rank, offered)
+        if best is None or key[:3] > best[:3]:
+            best = key
     if best is None:
         raise NotAcceptable(
             f"Accept {accept!r} admits none of {', '.join(OFFERED)}; ask for one of them"
         )
-    return best[2]
+    return best[3]
 
 
 def _parse(raw: str) -> tuple[str | None, float]:
@@ -52,6 +59,8 @@ def _parse(raw: str) -> tuple[str | None, float]:
             try:
                 q = float(value.strip())
             except ValueError:
+                return None, 0.0
+            if not 0.0 <= q <= 1.0:  # nan, inf, out of range: a malformed range, ignored
                 return None, 0.0
     return media, q
 

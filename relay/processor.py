@@ -78,10 +78,14 @@ class RelaySpanProcessor(SpanProcessor):
             if self._scheduled:
                 return
             self._scheduled = True
-            if threading.get_ident() == self._loop_thread:
-                loop.call_soon(self._drain)
-            else:
-                loop.call_soon_threadsafe(self._drain)
+            try:
+                if threading.get_ident() == self._loop_thread:
+                    loop.call_soon(self._drain)
+                else:
+                    loop.call_soon_threadsafe(self._drain)
+            except Exception:
+                self._scheduled = False  # no drain is coming: let the next span try again
+                raise
         except Exception:  # never into the agent (e.g. the loop closed under us)
             self.failures += 1
 

@@ -121,7 +121,7 @@ class RunManager:
             raise
         finally:
             self.processor.flush()  # spans that ended on other threads reach the bus now
-            self._ensure_terminal(run)
+            self._ensure_terminal(run, cancelled)
             await self._record_end(run, response, cancelled)
             self._runs.pop(run.turn_id, None)
             if self._threads.get(run.thread_id) == run.turn_id:
@@ -130,18 +130,25 @@ class RunManager:
                 run.cancel_timer.cancel()
             run.done.set()
 
-    def _ensure_terminal(self, run: _Run) -> None:
-        """A run whose spans produced no terminal event still ends its streams, loudly."""
-        reader = self.bus.reader(run.turn_id, run.first_seq)
-        try:
-            if any(e.is_run_terminal for e in reader.take()):
-                return
-        finally:
-            reader.close()
+    def _ensure_terminal(self, run: _Run, cancelled: bool) -> None:
+        """A run whose spans produced no terminal event still ends its streams, loudly.
+
+        A run's terminal event is the last event it publishes, so the log's last event
+        says whether it came (however long the log, whatever retention dropped)."""
+        last = self.bus.last_seq(run.turn_id)
+        if last > run.first_seq:
+            reader = self.bus.reader(run.turn_id, last - 1)
+            try:
+                if any(e.is_run_terminal for e in reader.take()):
+                    return
+            finally:
+                reader.close()
         log.error("relay: run of turn %s ended without a terminal event", run.turn_id)
-        self.bus.publish(Event(ERROR, run.thread_id, run.turn_id, "", time.time() * 1000, {
-            "code": "turn_failed",
-            "message": "The agent could not finish this turn.",
+        self.bus.publish(Event(ERROR, run.thread_id, run.turn_id, "0" * 32,
+                               time.time() * 1000, {
+            "code": "cancelled" if cancelled else "turn_failed",
+            "message": "The turn was cancelled." if cancelled
+            else "The agent could not finish this turn.",
             "node": None,
             "retryable": True,
         }))

@@ -6,6 +6,7 @@ message that names the variable to change.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,6 +45,18 @@ class RelaySettings:
     store_retention_s: float = 7 * 24 * 3600.0
     store_max_turns: int = 10_000
     import_max_bytes: int = 32 * 1024 * 1024
+    # -- OTLP receiver, Redis bus, replicas (issue 6) ---------------------------------------
+    otlp_http: bool = False
+    otlp_grpc: str | None = None
+    otlp_max_bytes: int = 8 * 1024 * 1024
+    otlp_pending_spans: int = 10_000
+    otlp_pending_s: float = 600.0
+    otlp_dedup_spans: int = 200_000
+    otlp_store_backlog: int = 50_000
+    bus_max_events_per_turn: int = 10_000
+    bus_queue: int = 10_000
+    instance_id: str | None = None
+    # -- end issue 6 ---------------------------------------------------------------------
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RelaySettings:
@@ -75,6 +88,16 @@ class RelaySettings:
             store_retention_s=_float(env, "RELAY_STORE_RETENTION_S", 7 * 24 * 3600.0),
             store_max_turns=int(_float(env, "RELAY_STORE_MAX_TURNS", 10_000)),
             import_max_bytes=int(_float(env, "RELAY_IMPORT_MAX_BYTES", 32 * 1024 * 1024)),
+            otlp_http=_bool(env, "RELAY_OTLP_HTTP", False),
+            otlp_grpc=env.get("RELAY_OTLP_GRPC") or None,
+            otlp_max_bytes=int(_float(env, "RELAY_OTLP_MAX_BYTES", 8 * 1024 * 1024)),
+            otlp_pending_spans=int(_float(env, "RELAY_OTLP_PENDING_SPANS", 10_000)),
+            otlp_pending_s=_float(env, "RELAY_OTLP_PENDING_S", 600.0),
+            otlp_dedup_spans=int(_float(env, "RELAY_OTLP_DEDUP_SPANS", 200_000)),
+            otlp_store_backlog=int(_float(env, "RELAY_OTLP_STORE_BACKLOG", 50_000)),
+            bus_max_events_per_turn=int(_float(env, "RELAY_BUS_MAX_EVENTS", 10_000)),
+            bus_queue=int(_float(env, "RELAY_BUS_QUEUE", 10_000)),
+            instance_id=env.get("RELAY_INSTANCE_ID") or None,
         )
         settings.validate()
         return settings
@@ -82,18 +105,18 @@ class RelaySettings:
     def validate(self) -> None:
         if self.heartbeat_s <= 0:
             raise ConfigError("RELAY_HEARTBEAT_S must be > 0 (seconds between heartbeats)")
+        if self.send_timeout_s <= 0:
+            raise ConfigError("RELAY_SEND_TIMEOUT_S must be > 0 (seconds a reader may stall)")
         if self.disconnect_grace_s < 0:
             raise ConfigError("RELAY_DISCONNECT_GRACE_S must be >= 0")
         if self.bus != "memory" and not self.bus.startswith(("redis://", "rediss://")):
             raise ConfigError(f"RELAY_BUS={self.bus!r}: use 'memory' or a redis:// URL")
-        if self.bus != "memory":
-            raise ConfigError("RELAY_BUS=redis://... is not available in this build yet; "
-                              "unset RELAY_BUS to use the in-process bus")
+        self._validate_issue6()
         if self.store != "sqlite" and not self.store.startswith(("postgresql://", "postgres://")):
             raise ConfigError(f"RELAY_STORE={self.store!r}: use 'sqlite' or a postgresql:// URL")
-        if self.store_retention_s <= 0:
-            raise ConfigError("RELAY_STORE_RETENTION_S must be > 0 (seconds a turn's spans "
-                              "are kept)")
+        if not 0 < self.store_retention_s < float("inf"):  # also refuses nan
+            raise ConfigError("RELAY_STORE_RETENTION_S must be a number > 0 (seconds a "
+                              "turn's spans are kept)")
         if self.store_max_turns < 1:
             raise ConfigError("RELAY_STORE_MAX_TURNS must be >= 1 (turns whose spans are kept)")
         if self.import_max_bytes < 1:
@@ -122,6 +145,25 @@ class RelaySettings:
                 "or raise the server limit"
             )
 
+    def _validate_issue6(self) -> None:
+        """The OTLP receiver, the Redis bus and the replica settings."""
+        if self.otlp_grpc is not None:
+            host, sep, port = self.otlp_grpc.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+                raise ConfigError(f"RELAY_OTLP_GRPC={self.otlp_grpc!r}: use host:port, e.g. "
+                                  "127.0.0.1:4317 (0.0.0.0:4317 to accept other hosts)")
+        for name, value in (("RELAY_OTLP_MAX_BYTES", self.otlp_max_bytes),
+                            ("RELAY_OTLP_PENDING_SPANS", self.otlp_pending_spans),
+                            ("RELAY_OTLP_DEDUP_SPANS", self.otlp_dedup_spans),
+                            ("RELAY_OTLP_STORE_BACKLOG", self.otlp_store_backlog),
+                            ("RELAY_BUS_MAX_EVENTS", self.bus_max_events_per_turn),
+                            ("RELAY_BUS_QUEUE", self.bus_queue)):
+            if value < 1:
+                raise ConfigError(f"{name} must be >= 1")
+        if not self.otlp_pending_s > 0:
+            raise ConfigError("RELAY_OTLP_PENDING_S must be > 0 (seconds received spans wait "
+                              "for their run's root)")
+
     def resolved_spa_dir(self) -> Path | None:
         """The SPA folder: RELAY_SPA_DIR, else ``spa/`` beside the package, else ./spa."""
         candidates = [self.spa_dir] if self.spa_dir else []
@@ -144,9 +186,12 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     if raw is None or raw == "":
         return default
     try:
-        return float(raw)
+        value = float(raw)
     except ValueError:
         raise ConfigError(f"{name}={raw!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{name}={raw!r} must be a finite number")
+    return value
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:

@@ -26,7 +26,7 @@ from typing import Any
 
 from starlette.responses import Response
 
-from relay.bus.base import CursorExpired, LogReader
+from relay.bus.base import BusUnavailable, CursorExpired, LogReader
 from relay.events import Event, dumps
 
 SSE = "text/event-stream"
@@ -159,6 +159,12 @@ class EventStream(Response):
                 except CursorExpired as exc:
                     await self._send(send, self.encoder.problem("reset", {
                         "code": "cursor_expired", "message": str(exc), "oldest_seq": exc.oldest,
+                    }))
+                    return "done"
+                except BusUnavailable as exc:  # issue 6: the shared bus went away
+                    await self._send(send, self.encoder.problem("error", {
+                        "code": "bus_unavailable", "message": str(exc), "node": None,
+                        "retryable": True, "last_seq": self.reader.cursor,
                     }))
                     return "done"
                 if batch:

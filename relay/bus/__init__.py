@@ -3,9 +3,35 @@
 A turn's task publishes; streams only read. A reader is a cursor (the last ``seq`` it
 has), so a stream can start late, drop, and come back with ``Last-Event-ID`` with no gap
 and no duplicate, and several readers can follow one turn.
+
+``RELAY_BUS=memory`` (default): in-process logs (:mod:`relay.bus.memory`).
+``RELAY_BUS=redis://...``: the same logs, shared through Redis Streams so that any
+instance can serve any turn's stream (:mod:`relay.bus.redis`).
 """
 
-from relay.bus.base import Bus, CursorExpired, LogReader, UnknownTurn
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from relay.bus.base import Bus, BusUnavailable, CursorExpired, LogReader, UnknownTurn
 from relay.bus.memory import MemoryBus
 
-__all__ = ["Bus", "CursorExpired", "LogReader", "MemoryBus", "UnknownTurn"]
+if TYPE_CHECKING:
+    from relay.settings import RelaySettings
+
+
+def open_bus(settings: RelaySettings) -> MemoryBus:
+    """The bus ``RELAY_BUS`` names (a RedisBus is a MemoryBus's drop-in)."""
+    if settings.bus.startswith(("redis://", "rediss://")):
+        from relay.bus.redis import RedisBus
+
+        return RedisBus(settings.bus, max_events_per_turn=settings.bus_max_events_per_turn,
+                        max_finished_turns=settings.bus_max_turns,
+                        retention_s=settings.bus_retention_s, queue_limit=settings.bus_queue)
+    return MemoryBus(max_events_per_turn=settings.bus_max_events_per_turn,
+                     max_finished_turns=settings.bus_max_turns,
+                     retention_s=settings.bus_retention_s)
+
+
+__all__ = ["Bus", "BusUnavailable", "CursorExpired", "LogReader", "MemoryBus", "UnknownTurn",
+           "open_bus"]

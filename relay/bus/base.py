@@ -22,6 +22,11 @@ class CursorExpired(LookupError):
         self.oldest = oldest
 
 
+class BusUnavailable(RuntimeError):
+    """The shared bus (Redis) cannot be reached: a reader cannot go on, a request that
+    needs the bus is answered 503. Never a silent gap."""
+
+
 class LogReader(Protocol):
     cursor: int
 
@@ -55,3 +60,9 @@ class Bus(Protocol):
     def reader(self, turn_id: str, after: int = 0) -> LogReader: ...
 
     def reader_count(self, turn_id: str) -> int: ...
+
+    async def lookup(self, turn_id: str) -> None:
+        """Learn about a turn another instance runs (a shared bus): afterwards
+        ``has_turn``/``last_seq``/``finished``/``reader`` answer for it. Raises
+        :class:`BusUnavailable` when the shared bus cannot be reached."""
+        ...

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 from relay.bus.base import CursorExpired, UnknownTurn
 from relay.events import Event
@@ -42,10 +43,11 @@ class _TurnLog:
 
 
 class MemoryReader:
-    def __init__(self, log: _TurnLog, after: int) -> None:
+    def __init__(self, log: _TurnLog, after: int, on_close: Callable[[], None]) -> None:
         self._log = log
         self.cursor = after
         self._closed = False
+        self._on_close = on_close
         log.readers += 1
 
     def take(self, limit: int = 256) -> list[Event]:
@@ -76,6 +78,8 @@ class MemoryReader:
         if not self._closed:
             self._closed = True
             self._log.readers -= 1
+            if self._log.readers == 0 and self._log.finished_at is not None:
+                self._on_close()
 
 
 class MemoryBus:
@@ -118,6 +122,8 @@ class MemoryBus:
             log.finished_at = time.monotonic()
             self._finished[event.turn_id] = log.finished_at
             self._finished.move_to_end(event.turn_id)
+            if len(self._finished) > self.max_finished_turns:
+                self._expire()
         log.wake()
         return stamped
 
@@ -141,7 +147,7 @@ class MemoryBus:
             raise UnknownTurn(turn_id)
         if after < log.base:
             raise CursorExpired(turn_id, after, log.base + 1)
-        return MemoryReader(log, after)
+        return MemoryReader(log, after, self._expire)
 
     def reader_count(self, turn_id: str) -> int:
         log = self._logs.get(turn_id)
@@ -150,16 +156,22 @@ class MemoryBus:
     def turn_count(self) -> int:
         return len(self._logs)
 
+    async def lookup(self, turn_id: str) -> None:
+        """Nothing to learn: an in-process bus only knows its own turns."""
+
     # -- retention --------------------------------------------------------------------
 
     def _expire(self) -> None:
+        """Drop finished logs past the age or count bound. A log somebody still reads is
+        kept until its last reader closes (which runs this again)."""
         now = time.monotonic()
-        while self._finished:
-            turn_id, finished_at = next(iter(self._finished.items()))
-            too_many = len(self._finished) > self.max_finished_turns
-            if not too_many and now - finished_at < self.retention_s:
+        excess = len(self._finished) - self.max_finished_turns
+        for turn_id, finished_at in list(self._finished.items()):
+            if excess <= 0 and now - finished_at < self.retention_s:
                 break
-            self._finished.popitem(last=False)
             log = self._logs.get(turn_id)
-            if log is not None and log.readers == 0:
-                del self._logs[turn_id]
+            if log is not None and log.readers:
+                continue
+            del self._finished[turn_id]
+            self._logs.pop(turn_id, None)
+            excess -= 1

@@ -258,9 +258,6 @@ def test_finished_turn_with_a_reader_is_kept_while_read(clock: Clock) -> None:
     reader.close()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a finished turn that still had a reader when "
-                   "retention expired it is removed from _finished but kept in _logs, so it "
-                   "is never dropped later: retention is unbounded")
 def test_finished_turn_is_dropped_after_its_reader_leaves(clock: Clock) -> None:
     bus = MemoryBus(max_finished_turns=100, retention_s=1)
     finish(bus, "t")
@@ -273,3 +270,29 @@ def test_finished_turn_is_dropped_after_its_reader_leaves(clock: Clock) -> None:
     clock.now += 5
     bus.open_turn("c")  # retention runs again, long after the reader left
     assert not bus.has_turn("t")
+
+
+# -- bounded takes and finished ------------------------------------------------------------------
+
+def test_take_with_limit_pages_through_the_log() -> None:
+    bus = MemoryBus()
+    publish_n(bus, "t", 10)
+    reader = bus.reader("t")
+    assert [e.seq for e in reader.take(4)] == [1, 2, 3, 4]
+    assert reader.cursor == 4
+    assert [e.seq for e in reader.take(4)] == [5, 6, 7, 8]
+    assert [e.seq for e in reader.take(4)] == [9, 10]
+    assert reader.take(4) == []
+    assert len(bus.reader("t").take()) == 10  # the default batch holds these
+
+
+def test_finished() -> None:
+    bus = MemoryBus()
+    assert not bus.finished("t")
+    bus.open_turn("t")
+    bus.publish(ev("t", "paused"))
+    assert not bus.finished("t")
+    bus.publish(ev("t", "turn_completed"))
+    assert bus.finished("t")
+    bus.open_turn("t")  # a new run: live again
+    assert not bus.finished("t")

@@ -6,7 +6,15 @@ import asyncio
 
 import pytest
 
-from agent.faults import MAX_DELAY_S, Fault, InjectedFault, parse_faults, with_faults
+from agent.faults import (
+    MAX_DELAY_S,
+    Fault,
+    InjectedFault,
+    TransientModelError,
+    fault_for,
+    parse_faults,
+    with_faults,
+)
 
 
 @pytest.mark.parametrize("header", [None, ""])
@@ -39,6 +47,8 @@ def test_delay_bounds_inclusive(seconds: str) -> None:
     "generate", "=error", "generate=", "generate=crash", "generate=delay", "generate=delay:",
     "generate=delay:abc", "generate=delay:-1", "generate=delay:601", "generate=delay:nan",
     "generate=delay:inf", "generate=error,", "generate=ERROR",
+    "generate=transient:0", "generate=transient:11", "generate=transient:", "generate=transient:x",
+    "generate=transient:-1", "generate=transient:1.5",
 ])
 def test_malformed_headers_raise_value_error_naming_the_header(header: str) -> None:
     with pytest.raises(ValueError, match="X-Relay-Fault"):
@@ -96,3 +106,24 @@ def test_sync_node_delay(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_injected_fault_is_a_runtime_error() -> None:
     assert issubclass(InjectedFault, RuntimeError)
+
+
+@pytest.mark.parametrize("n", [1, 3, 10])
+def test_parse_transient(n: int) -> None:
+    assert parse_faults(f"generate=transient:{n}") == {"generate": Fault("transient", count=n)}
+
+
+def test_transient_is_not_raised_by_the_node_wrapper() -> None:
+    # transient faults are for the model call inside generate, not the node itself
+    wrapped = with_faults("generate", lambda state, config: "ran")
+    assert wrapped({}, cfg(generate=Fault("transient", count=2))) == "ran"
+
+
+def test_fault_for() -> None:
+    assert fault_for("generate", cfg(generate=Fault("error"))) == Fault("error")
+    assert fault_for("generate", None) is None
+    assert fault_for("generate", {"configurable": {}}) is None
+
+
+def test_transient_model_error_is_a_connection_error() -> None:
+    assert issubclass(TransientModelError, ConnectionError)

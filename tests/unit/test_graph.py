@@ -168,3 +168,34 @@ async def test_fault_makes_the_node_fail_inside_its_span(agent: Agent) -> None:
     events = agent.t.events()
     assert nodes_run(events)[-1] == ("generate", "error")
     assert events[-1].type == "error" and events[-1].fields["code"] == "turn_failed"
+
+
+async def test_transient_model_failures_are_retried(agent: Agent,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("agent.nodes.generate.BACKOFF_S", 0.0)
+    values = await agent.run(fresh_turn("turn-1", "How do refunds work?"),
+                             faults={"generate": Fault("transient", count=2)})
+    assert "[refund-policy]" in values["answer"]
+    events = agent.t.events()
+    gen = next(e for e in events if e.type == "node_completed" and e.fields["node"] == "generate")
+    assert gen.fields["status"] == "ok"
+    chats = [ch for ch in gen.fields["children"] if ch["operation"] == "chat"]
+    assert [ch["status"] for ch in chats] == ["error", "error", "ok"]
+    attempts = [s.attributes["relay.model.attempt"] for s in agent.t.recorder.ended
+                if s.name.startswith("chat ")]
+    assert attempts == [1, 2, 3]
+    assert gen.fields["summary"]["input_tokens"] > 0  # only the call that answered counts
+    assert events[-1].type == "turn_completed"
+
+
+async def test_too_many_transient_failures_fail_the_node(agent: Agent,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("agent.nodes.generate.BACKOFF_S", 0.0)
+    with pytest.raises(ConnectionError):
+        await agent.run(fresh_turn("turn-1", "How do refunds work?"),
+                        faults={"generate": Fault("transient", count=3)})
+    events = agent.t.events()
+    assert nodes_run(events)[-1] == ("generate", "error")
+    gen = [e for e in events if e.type == "node_completed"][-1]
+    assert [ch["status"] for ch in gen.fields["children"]] == ["error"] * 3
+    assert "input_tokens" not in gen.fields["summary"]

@@ -81,10 +81,6 @@ def test_clean_answers_are_allowed(answer: str) -> None:
     assert check_output(answer) == Decision("allow", "")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the card pattern (?:\\d[ -]?){13,16} swallows the "
-                   "separator after the last digit, so redaction glues the next word on: "
-                   "'Card 4111 1111 1111 1111 was used.' -> "
-                   "'Card [card number removed]was used.'")
 def test_card_redaction_keeps_the_following_space() -> None:
     decision = check_output("Card 4111 1111 1111 1111 was used.")
     assert decision.text == "Card [card number removed] was used."

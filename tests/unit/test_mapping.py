@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph.errors import GraphInterrupt
 from opentelemetry.sdk.trace import SpanLimits
-from opentelemetry.trace import set_span_in_context
+from opentelemetry.trace import Status, StatusCode, set_span_in_context
 from spanrec import Tracing, feed
 
 from agent.tracing import child_span, run_span, traced_node
@@ -677,3 +677,151 @@ def test_any_span_tree_maps_to_well_formed_events(make_tracing, nodes) -> None:
 
 def _size(tree: tuple[str, list]) -> int:
     return 1 + sum(_size(k) for k in tree[1])
+
+
+# -- start markers (relay.start_of) -------------------------------------------------------
+
+def _marker(span: SpanRecord, attributes: dict[str, Any] | str) -> SpanRecord:
+    raw = attributes if isinstance(attributes, str) else json.dumps(attributes)
+    return SpanRecord(span.trace_id, "e" * 16, span.parent_span_id, f"relay.start {span.name}",
+                      span.start_ns, span.start_ns,
+                      {c.START_OF: span.span_id, c.START_ATTRIBUTES: raw})
+
+
+def test_start_marker_stands_for_the_start_of_its_span(tracing: Tracing) -> None:
+    with root(tracing) as run:
+        node(tracing, "generate", 1, lambda: chat(tracing, 1, 1))
+        run.finish("answered", **{c.TURN_RESPONSE: RESPONSE})
+    plain = tracing.events()
+    records = tracing.recorder.records
+    root_start = records[0][0]
+    node_start = records[1][0]
+    assert not records[0][1] and not records[1][1]
+    # markers first (as an OTLP receiver sees them), then every span, starts included
+    marked = [(_marker(root_start, dict(root_start.attributes)), False),
+              (_marker(root_start, dict(root_start.attributes)), True),
+              (_marker(node_start, dict(node_start.attributes)), False),
+              *records]
+    events = feed(marked)
+    assert [e.type for e in events] == [e.type for e in plain]  # no duplicate starts
+    assert events == plain  # same payloads, same ts
+
+
+def test_cut_start_marker_is_ignored(tracing: Tracing) -> None:
+    with root(tracing) as run:
+        run.finish("answered", **{c.TURN_RESPONSE: RESPONSE})
+    records = tracing.recorder.records
+    cut = _marker(records[0][0], '{"relay.turn.id": "tu')
+    assert feed([(cut, False)]) == []
+    assert [e.type for e in feed([(cut, False), *records])] == ["graph_topology",
+                                                                "turn_completed"]
+
+
+# -- other instrumentations (foreign runs) ------------------------------------------------
+
+def test_openinference_langgraph_run(tracing: Tracing) -> None:
+    """OpenInference sets its attributes at span end: nodes are recognised late."""
+    t = tracing.tracer
+    meta = json.dumps({"langgraph_node": "generate", "langgraph_step": 3,
+                       "langgraph_checkpoint_ns": "generate:abc", "thread_id": "th-9"})
+    graph = t.start_span("LangGraph")
+    gen = t.start_span("generate", context=set_span_in_context(graph))
+    llm = t.start_span("ChatOpenAI", context=set_span_in_context(gen))
+    llm.set_attributes({"openinference.span.kind": "LLM", "metadata": meta,
+                        "llm.model_name": "gpt-x", "llm.token_count.prompt": 11,
+                        "llm.token_count.completion": 4})
+    llm.end()
+    gen.set_attributes({"openinference.span.kind": "CHAIN", "metadata": meta})
+    gen.end()
+    graph.set_attributes({"openinference.span.kind": "CHAIN",
+                          "output.value": json.dumps({"messages": [{"content": "q"},
+                                                                   {"content": "the answer"}]})})
+    graph.end()
+    events = tracing.events()
+    trace_id = tid(graph)
+    assert [e.type for e in events] == ["graph_topology", "node_started", "node_completed",
+                                        "turn_completed"]
+    assert {e.turn_id for e in events} == {trace_id}  # a foreign turn is keyed by its trace
+    assert {e.thread_id for e in events} == {"th-9"}
+    started, done, last = events[1], events[2], events[3]
+    assert started.fields == {"node": "generate", "span_id": sid(gen),
+                              "parent_span_id": sid(graph), "step": 3, "task_id": "abc"}
+    assert started.ts == ms(gen.start_time)  # late, but stamped with the span's own start
+    assert done.fields["summary"] == {"model": "gpt-x", "input_tokens": 11, "output_tokens": 4}
+    assert [ch["operation"] for ch in done.fields["children"]] == ["chat"]
+    response = last.fields["response"]
+    assert response["status"] == "answered" and response["answer"] == "the answer"
+    assert response["turn_id"] == trace_id and response["trace_id"] == trace_id
+    assert [n["name"] for n in response["nodes"]] == ["generate"]
+
+
+def test_openinference_interrupt_is_paused(tracing: Tracing) -> None:
+    t = tracing.tracer
+    meta = json.dumps({"langgraph_node": "human_approval", "langgraph_step": 4})
+    graph = t.start_span("LangGraph")
+    approval = t.start_span("human_approval", context=set_span_in_context(graph))
+    approval.set_attributes({"openinference.span.kind": "CHAIN", "metadata": meta})
+    approval.record_exception(GraphInterrupt(()))
+    approval.set_status(Status(StatusCode.ERROR, "GraphInterrupt"))
+    approval.end()
+    graph.set_attributes({"openinference.span.kind": "CHAIN"})
+    graph.end()
+    events = tracing.events()
+    assert events[2].type == "node_completed" and events[2].fields["status"] == "paused"
+    assert events[-1].type == "turn_completed"
+    assert events[-1].fields["response"]["status"] == "paused"
+
+
+def test_openllmetry_workflow_run(tracing: Tracing) -> None:
+    t = tracing.tracer
+    assoc = "traceloop.association.properties."
+    wf = t.start_span("LangGraph.workflow", attributes={
+        "traceloop.span.kind": "workflow", "traceloop.entity.name": "LangGraph",
+        assoc + "thread_id": "th-7"})
+    task = t.start_span("generate.task", context=set_span_in_context(wf), attributes={
+        "traceloop.span.kind": "task", "traceloop.entity.name": "generate",
+        assoc + "langgraph_node": "generate", assoc + "langgraph_step": 2,
+        assoc + "langgraph_checkpoint_ns": "generate:t-1"})
+    call = t.start_span("openai.chat", context=set_span_in_context(task),
+                        attributes={c.OPERATION: "chat", c.REQUEST_MODEL: "gpt-y"})
+    call.set_attributes({"gen_ai.usage.prompt_tokens": 5, "gen_ai.usage.completion_tokens": 2})
+    call.end()
+    task.end()
+    wf.set_attribute("traceloop.entity.output", json.dumps({"answer": "done"}))
+    wf.end()
+    events = tracing.events()
+    assert [e.type for e in events] == ["graph_topology", "node_started", "node_completed",
+                                        "turn_completed"]
+    assert events[0].fields["graph_id"] == "LangGraph"
+    assert events[0].ts == ms(wf.start_time)
+    assert events[1].fields["step"] == 2 and events[1].fields["task_id"] == "t-1"
+    assert events[2].fields["summary"] == {"model": "gpt-y", "input_tokens": 5,
+                                           "output_tokens": 2}
+    assert events[3].fields["response"]["answer"] == "done"
+    assert events[3].thread_id == "th-7"
+
+
+def test_foreign_failed_run_is_error_naming_the_node(tracing: Tracing) -> None:
+    t = tracing.tracer
+    assoc = "traceloop.association.properties."
+    wf = t.start_span("w", attributes={"traceloop.span.kind": "workflow"})
+    task = t.start_span("generate.task", context=set_span_in_context(wf), attributes={
+        "traceloop.span.kind": "task", "traceloop.entity.name": "generate",
+        assoc + "langgraph_node": "generate"})
+    task.set_status(Status(StatusCode.ERROR, "boom"))
+    task.end()
+    wf.set_status(Status(StatusCode.ERROR, "boom"))
+    wf.end()
+    events = tracing.events()
+    assert events[2].fields["status"] == "error"
+    assert events[-1].type == "error"
+    assert events[-1].fields["code"] == "node_failed" and events[-1].fields["node"] == "generate"
+
+
+def test_unrelated_spans_start_no_foreign_run(tracing: Tracing) -> None:
+    http = tracing.tracer.start_span("GET /healthz", attributes={"http.method": "GET"})
+    http.end()
+    chain = tracing.tracer.start_span("RunnableSequence",
+                                      attributes={"openinference.span.kind": "CHAIN"})
+    chain.end()
+    assert tracing.events() == []

@@ -83,23 +83,14 @@ def test_not_acceptable_is_a_value_error() -> None:
     assert issubclass(NotAcceptable, ValueError)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: q=0 on a specific type does not exclude it when a "
-                   "wildcard also matches (RFC 9110 §12.5.1: the most specific range sets the "
-                   "q; q=0 means not acceptable): returns application/json")
 def test_explicit_q0_excludes_json_even_with_wildcard() -> None:
     assert negotiate("application/json;q=0, */*;q=0.5") == SSE
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a type's q comes from the best matching range, "
-                   "not the most specific one (RFC 9110 §12.5.1): application/json;q=0.1 "
-                   "with application/*;q=0.9 still picks JSON over NDJSON")
 def test_most_specific_range_sets_the_q() -> None:
     assert negotiate("application/json;q=0.1, application/*;q=0.9") == NDJSON
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: q=nan parses as a float and, being unordered, "
-                   "wins or loses depending on position; it should be ignored like any "
-                   "malformed q")
 def test_nan_q_is_ignored_in_any_position() -> None:
     assert negotiate("application/json, text/event-stream;q=nan") == JSON
     assert negotiate("text/event-stream;q=nan, application/json") == JSON

@@ -92,9 +92,6 @@ def test_usage_metadata_counts_words() -> None:
     assert reply.usage_metadata["output_tokens"] == len(reply.content.split())
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: with a tool call, output_tokens adds 8 per call "
-                   "but total_tokens does not, so total != input + output for "
-                   "'Please refund order 1234 ($20).'")
 def test_usage_total_is_input_plus_output_with_tool_call() -> None:
     reply = OfflineSupportModel().bind_tools([issue_refund]).invoke(
         prompt(REFUND_MESSAGE, []))

@@ -366,3 +366,84 @@ def test_encoders_standalone() -> None:
     assert NDJSONEncoder().heartbeat() == b"\n"
     assert SSEEncoder(1).problem("reset", {"code": "x"}) == \
         b'event: reset\ndata: {"v":1,"type":"reset","code":"x"}\n\n'
+
+
+# -- hand-offs: server shutdown and the stream's time limit -------------------------------------
+
+async def test_closing_ends_with_a_reconnect_frame(bus: MemoryBus) -> None:
+    bus.publish(ev("graph_topology"))
+    closing = asyncio.Event()
+    client = Client()
+    stream = make_stream(bus, client, closing=closing)
+    task = asyncio.ensure_future(serve(stream, client))
+    await until(lambda: b"id: 1\n" in client.body)
+    closing.set()
+    await task
+    body = client.body.decode()
+    frame = body.split("\n\n")[-2]
+    assert frame.startswith("event: reconnect\ndata: ") and "id: " not in frame
+    data = json.loads(frame.split("data: ", 1)[1])
+    assert data == {"v": 1, "type": "reconnect", "reason": "server_shutdown", "last_seq": 1,
+                    "message": data["message"]}
+    assert "Last-Event-ID" in data["message"]
+    assert client.messages[-1]["more_body"] is False  # a clean end of the body
+    assert client.closed == [False]  # not at its terminal event: the reader left
+
+
+async def test_closing_already_set_hands_off_after_pending_events(bus: MemoryBus) -> None:
+    bus.publish(ev("graph_topology"))
+    bus.publish(ev("node_started"))
+    closing = asyncio.Event()
+    closing.set()
+    client = Client()
+    await serve(make_stream(bus, client, closing=closing), client)
+    body = client.body.decode()
+    assert body.index("id: 2\n") < body.index("event: reconnect")
+    assert '"last_seq":2' in body
+
+
+async def test_terminal_event_wins_over_closing(bus: MemoryBus) -> None:
+    bus.publish(ev("turn_completed"))
+    closing = asyncio.Event()
+    closing.set()
+    client = Client()
+    await serve(make_stream(bus, client, closing=closing), client)
+    assert b"reconnect" not in client.body
+    assert client.closed == [True]
+
+
+async def test_stream_time_limit_hands_off(bus: MemoryBus) -> None:
+    client = Client()
+    stream = make_stream(bus, client, heartbeat_s=30, max_duration_s=0.1)
+    await serve(stream, client)  # ends on its own, long before the 30 s heartbeat
+    body = client.body.decode()
+    data = json.loads(body.split("event: reconnect\ndata: ", 1)[1].split("\n", 1)[0])
+    assert data["reason"] == "stream_time_limit" and data["last_seq"] == 0
+    assert client.closed == [False]
+
+
+async def test_ndjson_reconnect_line(bus: MemoryBus) -> None:
+    client = Client()
+    await serve(make_stream(bus, client, ndjson=True, max_duration_s=0.05), client)
+    [line] = client.body.decode().splitlines()
+    assert json.loads(line)["type"] == "reconnect"
+
+
+# -- bounded batches ------------------------------------------------------------------------------
+
+async def test_a_long_backlog_goes_out_in_bounded_batches(bus: MemoryBus) -> None:
+    from relay.streaming import MAX_BATCH
+
+    total = MAX_BATCH * 3 + 5
+    for i in range(total - 1):
+        bus.publish(ev("node_started", i=i))
+    bus.publish(ev("turn_completed"))
+    client = Client()
+    stream = make_stream(bus, client)
+    await serve(stream, client)
+    bodies = [m["body"] for m in client.messages[2:-1]]  # after the head and the preamble
+    assert all(body.count(b"\nevent: ") <= MAX_BATCH for body in bodies)
+    assert len(bodies) >= 4
+    ids = [int(line[4:]) for line in client.body.decode().split("\n") if line.startswith("id: ")]
+    assert ids == list(range(1, total + 1))
+    assert stream.frames_sent == total

@@ -1,0 +1,208 @@
+"""Turn records in PostgreSQL (``RELAY_STORE=postgresql://...``): the same async API as
+:class:`relay.turns.SQLiteTurnStore`, shared by every instance, so a turn's status, its
+response, its last ``seq`` and its idempotency key (the turn id) hold across replicas: a
+turn started on A is ``GET /turns/{id}`` on B, resumable on B, and a second
+``POST /chat`` with its turn id on B is refused as on A.
+
+The table has one column per :class:`~relay.turns.TurnRecord` field plus ``owner``, the
+instance (``RELAY_INSTANCE_ID``, default the host name) that last ran the turn. At
+start-up an instance marks as ``interrupted`` only the running turns *it* owned: a
+replica that starts never touches the turns its peers are running. Give each replica a
+stable, unique ``RELAY_INSTANCE_ID`` (a pod name) so that a restarted one cleans up
+after itself.
+
+psycopg 3, synchronous, one connection behind a lock, used through
+``asyncio.to_thread`` (as the SQLite store does); a broken connection is replaced on the
+next call. Columns missing from an older table (a field added to TurnRecord) are added
+at start-up, under an advisory lock so that instances starting together migrate once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+import types
+import typing
+from collections.abc import Iterator
+from dataclasses import MISSING, fields
+from typing import Any
+
+from relay.turns import RUNNING, TurnExists, TurnRecord
+
+_COLUMNS = [f.name for f in fields(TurnRecord)]
+_LOCK_KEY = 0x7475726E732D7067  # "turns-pg"
+
+
+def _sql_type(annotation: Any) -> str:
+    hints = typing.get_type_hints(TurnRecord)
+    kind = hints.get(annotation, str)
+    args = [a for a in typing.get_args(kind) if a is not type(None)] \
+        if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union \
+        else [kind]
+    base = args[0] if args else str
+    if base is bool:
+        return "BOOLEAN"
+    if base is int:
+        return "BIGINT"
+    if base is float:
+        return "DOUBLE PRECISION"
+    return "TEXT"
+
+
+class PostgresTurnStore:
+    def __init__(self, url: str, instance_id: str | None = None,
+                 connect_timeout_s: float = 5.0) -> None:
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:  # pragma: no cover
+            raise RuntimeError("RELAY_STORE=postgresql://... needs psycopg 3: "
+                               "pip install 'psycopg[binary]>=3.2'") from None
+        self.url = url
+        self.instance_id = instance_id or socket.gethostname()
+        self.connect_timeout_s = connect_timeout_s
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        self._migrate()
+
+    # -- connection -----------------------------------------------------------------------
+
+    def _connection(self) -> Any:
+        import psycopg
+
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = psycopg.connect(self.url, autocommit=True,
+                                         connect_timeout=max(1, int(self.connect_timeout_s)))
+        return self._conn
+
+    @contextlib.contextmanager
+    def _cursor(self) -> Iterator[Any]:
+        with self._lock:
+            conn = self._connection()
+            with conn.transaction(), conn.cursor() as cur:
+                yield cur
+
+    def _migrate(self) -> None:
+        with self._cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            cur.execute("""CREATE TABLE IF NOT EXISTS relay_turns (
+                turn_id TEXT PRIMARY KEY,
+                thread_id TEXT NOT NULL,
+                status TEXT NOT NULL,
+                started_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+                owner TEXT NOT NULL DEFAULT ''
+            )""")
+            cur.execute("SELECT column_name FROM information_schema.columns "
+                        "WHERE table_name = 'relay_turns'")
+            present = {row[0] for row in cur.fetchall()}
+            for name in _COLUMNS:
+                if name not in present:
+                    cur.execute(f"ALTER TABLE relay_turns ADD COLUMN {name} {_sql_type(name)}")
+            cur.execute("CREATE INDEX IF NOT EXISTS relay_turns_thread "
+                        "ON relay_turns (thread_id, started_at DESC)")
+            cur.execute("CREATE INDEX IF NOT EXISTS relay_turns_status "
+                        "ON relay_turns (status, owner)")
+
+    # -- sync core (worker threads) -------------------------------------------------------
+
+    def _create(self, record: TurnRecord) -> None:
+        import psycopg
+
+        columns = [*_COLUMNS, "owner"]
+        values = [getattr(record, c) for c in _COLUMNS] + [self.instance_id]
+        try:
+            with self._cursor() as cur:
+                cur.execute(f"INSERT INTO relay_turns ({', '.join(columns)}) "
+                            f"VALUES ({', '.join('%s' for _ in columns)})", values)
+        except psycopg.errors.UniqueViolation:
+            raise TurnExists(record.turn_id) from None
+
+    def _get(self, turn_id: str) -> TurnRecord | None:
+        with self._cursor() as cur:
+            cur.execute(f"SELECT {', '.join(_COLUMNS)} FROM relay_turns WHERE turn_id = %s",
+                        (turn_id,))
+            row = cur.fetchone()
+        return _record(row) if row else None
+
+    def _update(self, turn_id: str, changes: dict[str, Any]) -> None:
+        unknown = set(changes) - set(_COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown turn fields {unknown}")
+        if not changes:
+            return
+        changes = dict(changes)
+        if changes.get("status") == RUNNING:  # whoever runs it now owns it
+            changes["owner"] = self.instance_id
+        sets = ", ".join(f"{k} = %s" for k in changes)
+        with self._cursor() as cur:
+            cur.execute(f"UPDATE relay_turns SET {sets} WHERE turn_id = %s",
+                        [*changes.values(), turn_id])
+
+    def _list(self, thread_id: str | None, limit: int, before: float | None
+              ) -> list[TurnRecord]:
+        where, args = [], []
+        if thread_id is not None:
+            where.append("thread_id = %s")
+            args.append(thread_id)
+        if before is not None:
+            where.append("started_at < %s")
+            args.append(before)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        with self._cursor() as cur:
+            cur.execute(f"SELECT {', '.join(_COLUMNS)} FROM relay_turns {clause} "
+                        "ORDER BY started_at DESC LIMIT %s", [*args, limit])
+            return [_record(row) for row in cur.fetchall()]
+
+    def _mark_interrupted(self) -> int:
+        with self._cursor() as cur:
+            cur.execute("UPDATE relay_turns SET status = 'interrupted', ended_at = %s "
+                        "WHERE status = %s AND owner = %s",
+                        (time.time() * 1000, RUNNING, self.instance_id))
+            return cur.rowcount
+
+    # -- async API (as SQLiteTurnStore) ---------------------------------------------------
+
+    async def create(self, record: TurnRecord) -> None:
+        await asyncio.to_thread(self._create, record)
+
+    async def get(self, turn_id: str) -> TurnRecord | None:
+        return await asyncio.to_thread(self._get, turn_id)
+
+    async def update(self, turn_id: str, **changes: Any) -> None:
+        await asyncio.to_thread(self._update, turn_id, changes)
+
+    async def list(self, thread_id: str | None = None, limit: int = 50,
+                   before: float | None = None) -> list[TurnRecord]:
+        return await asyncio.to_thread(self._list, thread_id, limit, before)
+
+    async def mark_interrupted(self) -> int:
+        """At start-up: this instance's turns that were running when it died."""
+        return await asyncio.to_thread(self._mark_interrupted)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+
+
+def _record(row: Any) -> TurnRecord:
+    values = list(row)
+    for i, name in enumerate(_COLUMNS):  # NULLs in columns added by a later migration
+        if values[i] is None and name in _NOT_NULL_DEFAULTS:
+            values[i] = _NOT_NULL_DEFAULTS[name]
+    return TurnRecord(*values)
+
+
+_NOT_NULL_DEFAULTS = {f.name: f.default for f in fields(TurnRecord)
+                      if f.default is not MISSING and f.default is not None}
+
+
+def open_turn_store(settings: Any) -> Any:
+    """The turn store ``RELAY_STORE`` implies: SQLite under RELAY_DATA_DIR, or Postgres."""
+    if settings.store.startswith(("postgresql://", "postgres://")):
+        return PostgresTurnStore(settings.store, instance_id=settings.instance_id)
+    from relay.turns import SQLiteTurnStore
+
+    return SQLiteTurnStore(settings.data_dir / "turns.db")
