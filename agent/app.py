@@ -24,11 +24,11 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from starlette.responses import JSONResponse, Response
 
+from agent.checkpoints import open_checkpointer
 from agent.faults import HEADER as FAULT_HEADER
 from agent.faults import Fault, parse_faults
 from agent.graph import build_graph, topology
@@ -68,8 +68,7 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
         ledger = RefundLedger(settings.data_dir / "refunds.db")
         deps = NodeDeps(tracer, KnowledgeBase(), build_model(env), ledger,
                         tool_timeout_s=settings.tool_timeout_s)
-        checkpoints = str(settings.data_dir / "checkpoints.db")
-        async with AsyncSqliteSaver.from_conn_string(checkpoints) as saver:
+        async with open_checkpointer(settings, env) as saver:  # SQLite, or Postgres (replicas)
             graph = build_graph(deps, saver)
             relay.topology = topology(graph)
             app.state.ledger = ledger
@@ -90,7 +89,7 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
     app.include_router(relay.router)
     relay.install(app)
     auth = [Depends(relay.require_token)]
-    limited = [*auth, Depends(relay.rate_limit)]
+    limited = [*auth, Depends(relay.rate_limit), Depends(relay.require_bus)]
     starting = asyncio.Lock()
 
     def faults_of(request: Request) -> dict[str, Fault]:

@@ -96,8 +96,12 @@ def run_span(
     topology: Mapping[str, Any],
     message: str | None = None,
     link_to: tuple[str, str] | None = None,
+    start_markers: bool = False,
 ) -> Iterator[RunSpan]:
-    """The root span of one run. ``link_to`` = (trace_id, span_id) of the paused run."""
+    """The root span of one run. ``link_to`` = (trace_id, span_id) of the paused run.
+
+    ``start_markers=True`` also emits a start marker (:func:`start_marker`): for an agent
+    whose spans reach the relay over OTLP, which sees a span only when it ends."""
     attributes: dict[str, Any] = {
         c.OPERATION: c.OP_INVOKE_AGENT,
         c.AGENT_NAME: agent,
@@ -116,6 +120,8 @@ def run_span(
     node_log = NodeLog()
     token = _node_log.set(node_log)
     span = tracer.start_span(f"invoke_agent {agent}", attributes=attributes, links=links)
+    if start_markers:
+        start_marker(tracer, span, f"invoke_agent {agent}", attributes)
     run = RunSpan(span, node_log)
     try:
         with trace.use_span(span, end_on_exit=False, record_exception=False,
@@ -149,8 +155,13 @@ def _step(config: RunnableConfig | None) -> int | None:
     return (config.get("metadata") or {}).get("langgraph_step")
 
 
-def traced_node(tracer: Tracer, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a LangGraph node ``fn(state, config)`` (sync or async) in a node span."""
+def traced_node(tracer: Tracer, name: str, fn: Callable[..., Any], *,
+                start_markers: bool = False) -> Callable[..., Any]:
+    """Wrap a LangGraph node ``fn(state, config)`` (sync or async) in a node span.
+
+    ``start_markers=True`` also emits a start marker when the node starts (see
+    :func:`start_marker`), so that a relay receiving spans over OTLP shows the node
+    running at once instead of when it ends."""
 
     def start(config: RunnableConfig | None) -> tuple[Span, dict[str, Any] | None]:
         attributes: dict[str, Any] = {c.NODE_NAME: name}
@@ -161,7 +172,10 @@ def traced_node(tracer: Tracer, name: str, fn: Callable[..., Any]) -> Callable[.
             attributes[c.NODE_TASK_ID] = task_id
         node_log = _node_log.get()
         entry = node_log.started(name) if node_log is not None else None
-        return tracer.start_span(f"node {name}", attributes=attributes), entry
+        span = tracer.start_span(f"node {name}", attributes=attributes)
+        if start_markers:
+            start_marker(tracer, span, f"node {name}", attributes)
+        return span, entry
 
     def end(span: Span, entry: dict[str, Any] | None, outcome: str) -> None:
         span.set_attribute(c.NODE_OUTCOME, outcome)
@@ -236,3 +250,30 @@ def child_span(tracer: Tracer, name: str, operation: str,
             span.record_exception(exc)
             span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
             raise
+
+
+def start_marker(tracer: Tracer, span: Span, name: str, attributes: Mapping[str, Any]) -> None:
+    """Emit the start marker of ``span`` (docs/events.md, "Start markers").
+
+    OTLP carries a span once, when it ends, so a relay that receives an agent's spans
+    over OTLP would learn that a node started only when it finished. The marker is a
+    zero-duration child of ``span`` that ends at once (and so is exported at once), named
+    ``relay.start {name}``, started and ended at ``span``'s start time, with
+    ``relay.start_of`` = ``span``'s id, ``relay.start.parent`` = ``span``'s parent id (16
+    hex; absent for a root) and ``relay.start.attributes`` = ``span``'s start attributes
+    as one JSON object. The relay's mapping turns it into the span's start event; the
+    span's own start then yields nothing, and its end gives the end event as usual.
+    """
+    context = span.get_span_context()
+    start_time = getattr(span, "start_time", None)
+    marker_attributes: dict[str, Any] = {
+        c.START_OF: format(context.span_id, "016x"),
+        c.START_ATTRIBUTES: json.dumps(dict(attributes), separators=(",", ":"),
+                                       ensure_ascii=False, default=str),
+    }
+    parent = getattr(span, "parent", None)
+    if parent is not None:
+        marker_attributes[c.START_PARENT] = format(parent.span_id, "016x")
+    marker = tracer.start_span(c.START_PREFIX + name, context=trace.set_span_in_context(span),
+                               attributes=marker_attributes, start_time=start_time)
+    marker.end(end_time=start_time)

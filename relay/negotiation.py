@@ -2,9 +2,9 @@
 
 ``text/event-stream`` -> SSE, ``application/x-ndjson`` -> NDJSON, and everything that
 admits JSON (``application/json``, ``application/*``, ``*/*``, no header) -> the
-ChatResponse JSON. q-values rank the choices (a type's q is that of the most specific range naming it, and
-q=0 excludes it); at equal q a named type beats a wildcard, then JSON wins (the unchanged
-contract).
+ChatResponse JSON. q-values rank the choices (a type's q is that of the most specific
+range naming it, and q=0 excludes it); at equal q a named type beats a wildcard, then
+JSON wins (the unchanged contract).
 An Accept that admits none of the three is a 406.
 """
 
