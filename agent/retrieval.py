@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,8 @@ class KnowledgeBase:
             self.docs.append((path.stem, title, body))
         if not self.docs:
             raise RuntimeError(f"no documents in {corpus_dir}")
+        # bm25s sets its own logger to DEBUG when imported; it talks only at WARNING here
+        logging.getLogger("bm25s").setLevel(logging.WARNING)
         self._index = bm25s.BM25()
         self._index.index([tokens(f"{t} {b}") for _, t, b in self.docs], show_progress=False)
 

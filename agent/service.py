@@ -7,6 +7,7 @@ what they return is the ChatResponse, and what their spans say is the stream.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,8 @@ from relay.response import ChatResponse
 from relay.turns import SQLiteTurnStore, TurnRecord
 
 AGENT_NAME = "support_agent"
+
+log = logging.getLogger("agent.service")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,7 @@ class SupportAgent:
 
     async def _remember_root(self, record: TurnRecord, run: RunSpan) -> None:
         """The paused run's root is what a resume links to."""
+        log.info("run started", extra={"thread_id": record.thread_id})
         record.root_trace_id, record.root_span_id = run.trace_id, run.span_id
         await self.turns.update(record.turn_id, root_trace_id=run.trace_id,
                                 root_span_id=run.span_id)

@@ -12,12 +12,13 @@ factory that returns an ASGI app.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from types import FrameType
 from typing import Any
 
 import uvicorn
+
+from relay import logs
 
 DEFAULT_APP = "agent.app:create_app"
 #: ``serve --relay-only``: the relay without the demo agent (OTLP/HTTP receiver on)
@@ -28,19 +29,19 @@ def _serve(args: argparse.Namespace) -> int:
     from relay.settings import ConfigError, RelaySettings
 
     try:
-        RelaySettings.from_env()  # refuse to start on an inconsistent configuration
+        settings = RelaySettings.from_env()  # refuse to start on an inconsistent config
     except ConfigError as exc:
         print(f"span-relay: configuration error: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    logs.configure(args.log_level, settings.log_format)
     from uvicorn.importer import import_from_string
 
     if getattr(args, "relay_only", False):  # issue 6
         args.app = RELAY_ONLY_APP
     app = import_from_string(args.app)()
+    # log_config=None: uvicorn's loggers go through the root handler configured above
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+                            log_config=None,
                             timeout_graceful_shutdown=args.graceful_s, proxy_headers=True)
     RelayServer(config).run()
     return 0

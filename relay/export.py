@@ -14,7 +14,7 @@ them.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -109,11 +109,15 @@ def batch_processor(exporter: SpanExporter, environ: Mapping[str, str] | None = 
 
 
 def add_otlp_export(provider: TracerProvider, capture_content: bool,
-                    environ: Mapping[str, str] | None = None) -> SpanExporter | None:
+                    environ: Mapping[str, str] | None = None,
+                    wrap: Callable[[SpanExporter], SpanExporter] | None = None,
+                    ) -> SpanExporter | None:
     """Attach OTLP export to ``provider`` when the environment asks for it."""
     exporter = otlp_exporter_from_env(environ)
     if exporter is None:
         return None
+    if wrap is not None:
+        exporter = wrap(exporter)
     if not capture_content:
         exporter = ContentFilter(exporter)
     provider.add_span_processor(batch_processor(exporter, environ))

@@ -23,9 +23,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from relay.bus import MemoryBus, open_bus
 from relay.bus.static import StaticReader
-from relay.events import RUN_TERMINAL
+from relay.events import RUN_TERMINAL, Event
 from relay.export import add_otlp_export
 from relay.limits import RateLimit, no_limit
+from relay.metrics import CountingExporter, RelayMetrics, prometheus_provider
 from relay.negotiation import NDJSON
 from relay.processor import RelaySpanProcessor
 from relay.recovery import terminal_event
@@ -48,7 +49,10 @@ class Relay:
     def __init__(self, settings: RelaySettings) -> None:
         self.settings = settings
         self.bus: MemoryBus = open_bus(settings)  # issue 6: memory or Redis Streams
-        self.span_processor = RelaySpanProcessor(self.bus.publish)
+        self.span_processor = RelaySpanProcessor(self._publish)
+        self.metrics = RelayMetrics(
+            prometheus_provider() if settings.metrics == "prometheus" else None,
+            dropped=lambda: self.span_processor.dropped)
         self.turns: SQLiteTurnStore = open_turn_store(settings)  # issue 6: SQLite or Postgres
         #: finished spans, for replay (RELAY_STORE); written by add_span_store's processor
         self.store: SpanStore = open_store(settings)
@@ -106,7 +110,13 @@ class Relay:
 
     def add_otlp_export(self, provider: TracerProvider,
                         environ: Mapping[str, str] | None = None) -> object | None:
-        return add_otlp_export(provider, self.settings.capture_content, environ)
+        return add_otlp_export(provider, self.settings.capture_content, environ,
+                               wrap=lambda e: CountingExporter(e, self.metrics))
+
+    def _publish(self, event: Event) -> Event:
+        stamped = self.bus.publish(event)
+        self.metrics.published(stamped)
+        return stamped
 
     def add_span_store(self, provider: TracerProvider) -> BatchSpanProcessor:
         """Persist ``provider``'s finished spans to :attr:`store` (a BatchSpanProcessor:
@@ -197,15 +207,19 @@ class Relay:
         reader = self.bus.reader(turn_id, after)
         encoder = NDJSONEncoder() if media == NDJSON else SSEEncoder(self.settings.retry_ms)
         self.runs.reader_attached(turn_id)
+        self.metrics.stream_opened()
+        stream = EventStream(reader, encoder, stop_at=stop_at,
+                             heartbeat_s=self.settings.heartbeat_s,
+                             send_timeout_s=self.settings.send_timeout_s,
+                             max_duration_s=self.settings.server_timeout_s,
+                             closing=self.closing)
 
         def closed(completed: bool) -> None:
+            self.metrics.stream_closed(stream.outcome)
             self.runs.reader_left(turn_id, completed, on_disconnect)
 
-        return EventStream(reader, encoder, stop_at=stop_at,
-                           heartbeat_s=self.settings.heartbeat_s,
-                           send_timeout_s=self.settings.send_timeout_s,
-                           max_duration_s=self.settings.server_timeout_s,
-                           closing=self.closing, on_close=closed)
+        stream.on_close = closed
+        return stream
 
     def outcome_stream(self, record: TurnRecord, after: int, media: str) -> EventStream:
         """A stream of just the turn's terminal event, rebuilt from its record (the log is

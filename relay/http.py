@@ -209,6 +209,13 @@ def build_router(relay: Relay) -> APIRouter:
         return JSONResponse({"status": "ready"})
 
     add_receiver_routes(router, relay, auth)  # issue 6: POST /v1/traces (RELAY_OTLP_HTTP)
+    if relay.metrics.enabled:
+        @router.get("/metrics", tags=["ops"], include_in_schema=False)
+        async def metrics() -> Response:
+            from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+            return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
     _add_spa_routes(router, relay.settings.resolved_spa_dir())
     return router
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from relay.bus.base import Bus
 from relay.events import ERROR, Event
+from relay.logs import current_turn
 from relay.processor import RelaySpanProcessor
 from relay.response import ChatResponse
 from relay.turns import PAUSED, RUNNING, SQLiteTurnStore, TurnRecord
@@ -111,6 +112,7 @@ class RunManager:
         if previous is not None:  # RELAY_THREAD_POLICY=enqueue: in order, one at a time
             await previous.done.wait()
             self._threads[run.thread_id] = run.turn_id
+        current_turn.set(run.turn_id)  # this task's log lines carry the turn id
         response: ChatResponse | None = None
         cancelled = False
         try:
@@ -120,6 +122,9 @@ class RunManager:
             cancelled = True
             raise
         finally:
+            log.info("run ended", extra={"run_kind": run.kind, "status": response.status
+                                         if response else ("cancelled" if cancelled
+                                                           else "error")})
             self.processor.flush()  # spans that ended on other threads reach the bus now
             self._ensure_terminal(run, cancelled)
             await self._record_end(run, response, cancelled)

@@ -41,6 +41,8 @@ class RelaySettings:
     spa_dir: Path | None = None
     cors_origins: tuple[str, ...] = ()
     rate_limit: str | None = None
+    metrics: str = "off"
+    log_format: str = "text"
     # span store (relay/store): retention by age and count; POST /imports size limit
     store_retention_s: float = 7 * 24 * 3600.0
     store_max_turns: int = 10_000
@@ -85,6 +87,8 @@ class RelaySettings:
             cors_origins=tuple(o.strip() for o in env.get("RELAY_CORS_ORIGINS", "").split(",")
                                if o.strip()),
             rate_limit=env.get("RELAY_RATE_LIMIT") or None,
+            metrics=env.get("RELAY_METRICS", "off").strip().lower() or "off",
+            log_format=env.get("RELAY_LOG_FORMAT", "text").strip().lower() or "text",
             store_retention_s=_float(env, "RELAY_STORE_RETENTION_S", 7 * 24 * 3600.0),
             store_max_turns=int(_float(env, "RELAY_STORE_MAX_TURNS", 10_000)),
             import_max_bytes=int(_float(env, "RELAY_IMPORT_MAX_BYTES", 32 * 1024 * 1024)),
@@ -130,6 +134,10 @@ class RelaySettings:
         if "*" in self.cors_origins and self.api_token:
             raise ConfigError("RELAY_CORS_ORIGINS=* with RELAY_API_TOKEN would let any site "
                               "use the token; list the allowed origins instead")
+        if self.metrics not in ("off", "prometheus"):
+            raise ConfigError("RELAY_METRICS must be 'off' or 'prometheus'")
+        if self.log_format not in ("text", "json"):
+            raise ConfigError("RELAY_LOG_FORMAT must be 'text' or 'json'")
         if self.thread_policy not in ("reject", "enqueue"):
             raise ConfigError("RELAY_THREAD_POLICY must be 'reject' or 'enqueue'")
         if not self.tool_timeout_s < self.turn_timeout_s:

@@ -114,6 +114,9 @@ class EventStream(Response):
         self.extra_headers = extra_headers or []
         self.frames_sent = 0
         self.heartbeats_sent = 0
+        #: how the stream ended: "done" (its terminal event), "handoff" (told to
+        #: reconnect) or "gone" (the client left, or stalled past the send timeout)
+        self.outcome = "open"
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         outcome = "gone"
@@ -132,6 +135,7 @@ class EventStream(Response):
         except (OSError, TimeoutError, _Gone):
             outcome = "gone"
         finally:
+            self.outcome = outcome
             watcher.cancel()
             self.reader.close()
             if self.on_close is not None:

@@ -20,7 +20,7 @@ REFUNDS = "How do refunds work?"
 
 
 class Process:
-    def __init__(self, data_dir: Path, **env: str) -> None:
+    def __init__(self, data_dir: Path, log_level: str = "warning", **env: str) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         exe = shutil.which("span-relay", path=str(Path(sys.executable).parent))
@@ -29,7 +29,7 @@ class Process:
         environ.update({"RELAY_DATA_DIR": str(data_dir), "RELAY_FAULTS": "1",
                         "OTEL_TRACES_EXPORTER": "none", **env})
         self.proc = subprocess.Popen(
-            [exe, "serve", "--port", str(self.port), "--log-level", "warning",
+            [exe, "serve", "--port", str(self.port), "--log-level", log_level,
              "--graceful-s", "5"],
             env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30

@@ -1,0 +1,89 @@
+"""Relay metrics as OpenTelemetry metrics; a Prometheus scrape endpoint when enabled.
+
+``RELAY_METRICS=prometheus`` turns them on and serves ``GET /metrics``; otherwise every
+instrument is a no-op (no cost on the hot path). The instruments:
+
+- ``relay.streams.open`` (up-down counter): SSE/NDJSON streams open now;
+- ``relay.events.published`` (counter, by ``type``): events appended to the bus;
+- ``relay.bus.lag`` (histogram, ms): from the span time an event carries to its publish;
+- ``relay.readers.cut`` (counter, by ``reason``): streams that ended before their
+  terminal event: ``gone`` (the client left, or stalled past the send timeout) or
+  ``handoff`` (told to reconnect);
+- ``relay.spans.dropped`` (observable counter): spans the processor could not hand on;
+- ``relay.export.failures`` (counter): OTLP export batches that failed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+from opentelemetry.metrics import CallbackOptions, MeterProvider, NoOpMeterProvider, Observation
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from relay.events import Event
+
+
+class RelayMetrics:
+    def __init__(self, provider: MeterProvider | None = None,
+                 dropped: Callable[[], int] = lambda: 0) -> None:
+        self.enabled = provider is not None
+        meter = (provider or NoOpMeterProvider()).get_meter("span-relay")
+        self.open_streams = meter.create_up_down_counter(
+            "relay.streams.open", description="streams open now")
+        self.events = meter.create_counter(
+            "relay.events.published", description="events appended to the bus")
+        self.bus_lag = meter.create_histogram(
+            "relay.bus.lag", unit="ms", description="span time to publish")
+        self.readers_cut = meter.create_counter(
+            "relay.readers.cut", description="streams ended before their terminal event")
+        self.export_failures = meter.create_counter(
+            "relay.export.failures", description="OTLP export batches that failed")
+
+        def observe_dropped(options: CallbackOptions) -> Iterable[Observation]:
+            yield Observation(dropped())
+
+        meter.create_observable_counter("relay.spans.dropped", callbacks=[observe_dropped],
+                                        description="spans not handed to the event loop")
+
+    def published(self, event: Event) -> None:
+        if self.enabled:
+            self.events.add(1, {"type": event.type})
+            self.bus_lag.record(max(0.0, time.time() * 1000 - event.ts))
+
+    def stream_opened(self) -> None:
+        self.open_streams.add(1)
+
+    def stream_closed(self, outcome: str) -> None:
+        self.open_streams.add(-1)
+        if outcome != "done":
+            self.readers_cut.add(1, {"reason": outcome})
+
+
+class CountingExporter(SpanExporter):
+    """Counts failed export batches in ``relay.export.failures``, then delegates."""
+
+    def __init__(self, inner: SpanExporter, metrics: RelayMetrics) -> None:
+        self.inner = inner
+        self.metrics = metrics
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = self.inner.export(spans)
+        if result is not SpanExportResult.SUCCESS:
+            self.metrics.export_failures.add(1)
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+def prometheus_provider() -> MeterProvider:
+    """A MeterProvider whose reader feeds prometheus_client's default registry."""
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from opentelemetry.sdk.metrics import MeterProvider as SDKMeterProvider
+
+    return SDKMeterProvider(metric_readers=[PrometheusMetricReader()])
