@@ -67,7 +67,8 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
         tracer = provider.get_tracer("agent")
         ledger = RefundLedger(settings.data_dir / "refunds.db")
         deps = NodeDeps(tracer, KnowledgeBase(), build_model(env), ledger,
-                        tool_timeout_s=settings.tool_timeout_s)
+                        tool_timeout_s=settings.tool_timeout_s,
+                        span_events=relay.span_processor.add_event)
         async with open_checkpointer(settings, env) as saver:  # SQLite, or Postgres (replicas)
             graph = build_graph(deps, saver)
             relay.topology = topology(graph)

@@ -2,7 +2,8 @@
 
 ``X-Relay-Fault: <node>=error`` makes that node raise; ``<node>=delay:<seconds>`` makes it
 sleep first; ``generate=transient:<n>`` makes its first n model calls fail with a
-transient error (to show the retry rule). Several faults are separated by commas. It
+transient error (to show the retry rule); ``generate=cut:<n>`` breaks the model's stream
+after n chunks (to show the partial answer). Several faults are separated by commas. It
 exists so that the error, cancel, retry and heartbeat paths can be shown and tested on
 the real app.
 """
@@ -25,7 +26,7 @@ MAX_DELAY_S = 600.0
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    kind: str  # error | delay | transient
+    kind: str  # error | delay | transient | cut
     seconds: float = 0.0
     count: int = 0  # transient: how many model calls fail before one succeeds
 
@@ -46,11 +47,11 @@ def parse_faults(header: str | None) -> dict[str, Fault]:
                              "<node>=delay:<seconds>")
         if spec == "error":
             faults[node] = Fault("error")
-        elif spec.startswith("transient:"):
-            raw = spec[len("transient:"):]
-            if not raw.isdigit() or not 0 < int(raw) <= 10:
-                raise ValueError(f"{HEADER}: transient:<n> needs n between 1 and 10")
-            faults[node] = Fault("transient", count=int(raw))
+        elif spec.startswith(("transient:", "cut:")):
+            kind, _, raw = spec.partition(":")
+            if not raw.isdigit() or not 0 < int(raw) <= 1000:
+                raise ValueError(f"{HEADER}: {kind}:<n> needs n between 1 and 1000")
+            faults[node] = Fault(kind, count=int(raw))
         elif spec.startswith("delay:"):
             try:
                 seconds = float(spec[len("delay:"):])
@@ -60,8 +61,8 @@ def parse_faults(header: str | None) -> dict[str, Fault]:
                 raise ValueError(f"{HEADER}: delay must be between 0 and {MAX_DELAY_S:g} s")
             faults[node] = Fault("delay", seconds)
         else:
-            raise ValueError(f"{HEADER}: {spec!r} is not 'error', 'delay:<seconds>' or "
-                             "'transient:<n>'")
+            raise ValueError(f"{HEADER}: {spec!r} is not 'error', 'delay:<seconds>', "
+                             "'transient:<n>' or 'cut:<n>'")
     return faults
 
 

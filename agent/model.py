@@ -10,16 +10,22 @@ benchmarks run anywhere and always give the same answer.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForLLMRun,
+    CallbackManagerForLLMRun,
+)
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 OFFLINE_MODEL_NAME = "offline-support-v1"
@@ -31,6 +37,7 @@ _REFUND = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_WORD = re.compile(r"\S+\s*")
 
 
 def _words(text: str) -> int:
@@ -42,6 +49,8 @@ class OfflineSupportModel(BaseChatModel):
 
     sentences_per_passage: int = 2
     max_passages: int = 2
+    #: pause between streamed words, so a person sees the answer being written
+    word_delay_s: float = 0.0
 
     @property
     def _llm_type(self) -> str:
@@ -71,6 +80,39 @@ class OfflineSupportModel(BaseChatModel):
                                   "total_tokens": input_tokens + output_tokens}
         message.response_metadata = {"model_name": OFFLINE_MODEL_NAME}
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _chunks(self, message: AIMessage) -> list[AIMessageChunk]:
+        """The composed message as the chunks a streaming model would send: one per word
+        (with its trailing space), then one that carries the usage."""
+        if message.tool_calls:
+            parts = [AIMessageChunk(content="", tool_call_chunks=[
+                {"name": t["name"], "args": json.dumps(t["args"]), "id": t["id"], "index": i}
+                for i, t in enumerate(message.tool_calls)])]
+        else:
+            parts = [AIMessageChunk(content=w) for w in _WORD.findall(str(message.content))]
+        parts.append(AIMessageChunk(content="", usage_metadata=message.usage_metadata,
+                                    response_metadata=message.response_metadata))
+        return parts
+
+    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                run_manager: CallbackManagerForLLMRun | None = None,
+                **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        message = self._generate(messages, stop, None, **kwargs).generations[0].message
+        assert isinstance(message, AIMessage)
+        for i, chunk in enumerate(self._chunks(message)):
+            if i and chunk.content and self.word_delay_s:
+                time.sleep(self.word_delay_s)
+            yield ChatGenerationChunk(message=chunk)
+
+    async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                       run_manager: AsyncCallbackManagerForLLMRun | None = None,
+                       **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+        message = self._generate(messages, stop, None, **kwargs).generations[0].message
+        assert isinstance(message, AIMessage)
+        for i, chunk in enumerate(self._chunks(message)):
+            if i and chunk.content and self.word_delay_s:
+                await asyncio.sleep(self.word_delay_s)
+            yield ChatGenerationChunk(message=chunk)
 
     def _tool_call(self, question: str, tool_names: set[str]) -> AIMessage | None:
         match = _REFUND.search(question)
@@ -107,12 +149,15 @@ def build_model(environ: Mapping[str, str] | None = None) -> ModelChoice:
     env = os.environ if environ is None else environ
     base_url = env.get("RELAY_MODEL_BASE_URL")
     if not base_url:
-        return ModelChoice(OfflineSupportModel(), OFFLINE_MODEL_NAME, "offline")
+        delay = float(env.get("RELAY_OFFLINE_WORD_DELAY_S", "0.02"))
+        return ModelChoice(OfflineSupportModel(word_delay_s=delay), OFFLINE_MODEL_NAME,
+                           "offline")
     from langchain_openai import ChatOpenAI
 
     name = env.get("RELAY_MODEL") or "gpt-4o-mini"
     model = ChatOpenAI(model=name, base_url=base_url,
                        api_key=env.get("RELAY_MODEL_API_KEY") or env.get("OPENAI_API_KEY")
                        or "not-needed",
-                       timeout=float(env.get("RELAY_MODEL_TIMEOUT_S", "60")), max_retries=0)
+                       timeout=float(env.get("RELAY_MODEL_TIMEOUT_S", "60")), max_retries=0,
+                       stream_usage=True)
     return ModelChoice(model, name, "openai")

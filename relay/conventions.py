@@ -49,6 +49,11 @@ GUARDRAIL_DECISION = "relay.guardrail.decision"
 GUARDRAIL_REASON = "relay.guardrail.reason"
 TOOL_LABEL = "relay.tool.label"
 
+# text as it is written: a span event on the model-call span, one per chunk
+DELTA_EVENT = "gen_ai.content.delta"
+DELTA_TEXT = "relay.delta.text"
+DELTA_MESSAGE_ID = "relay.delta.message_id"
+
 #: Attributes that hold content (prompts, answers, tool arguments). They always reach the
 #: relay; RELAY_CAPTURE_CONTENT=false strips them from what goes out over OTLP.
 CONTENT_ATTRIBUTES = frozenset({
@@ -60,7 +65,10 @@ CONTENT_ATTRIBUTES = frozenset({
     "gen_ai.output.messages",
     "gen_ai.system_instructions",
     "gen_ai.tool.call.result",
+    DELTA_TEXT,
 })
+#: Span events that hold content (dropped from OTLP export with the attributes above).
+CONTENT_EVENTS = frozenset({DELTA_EVENT})
 
 # -- start markers (docs/events.md, "Start markers") -----------------------------------------
 #: A start marker is a zero-duration child span emitted when a span starts, so that a relay

@@ -21,6 +21,7 @@ TOOL_COMPLETED = "tool_completed"
 PAUSED = "paused"
 ERROR = "error"
 TURN_COMPLETED = "turn_completed"
+TEXT_DELTA = "text_delta"
 
 #: Events that end a run: the response to POST /chat or /chat/resume stops after one.
 RUN_TERMINAL = frozenset({TURN_COMPLETED, PAUSED, ERROR})

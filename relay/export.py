@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from relay.conventions import CONTENT_ATTRIBUTES
+from relay.conventions import CONTENT_ATTRIBUTES, CONTENT_EVENTS
 
 
 class ContentFilter(SpanExporter):
@@ -34,12 +34,14 @@ class ContentFilter(SpanExporter):
 
     def _strip(self, span: ReadableSpan) -> ReadableSpan:
         attrs = span.attributes or {}
-        if not any(k in attrs for k in self.keys):
+        has_content_events = any(e.name in CONTENT_EVENTS for e in span.events)
+        if not has_content_events and not any(k in attrs for k in self.keys):
             return span
         kept = {k: v for k, v in attrs.items() if k not in self.keys}
+        events = [e for e in span.events if e.name not in CONTENT_EVENTS]
         return ReadableSpan(
             name=span.name, context=span.context, parent=span.parent, resource=span.resource,
-            attributes=kept, events=span.events, links=span.links, kind=span.kind,
+            attributes=kept, events=events, links=span.links, kind=span.kind,
             status=span.status, start_time=span.start_time, end_time=span.end_time,
             instrumentation_scope=span.instrumentation_scope,
         )

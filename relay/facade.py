@@ -34,11 +34,12 @@ from relay.runs import RunManager
 from relay.settings import RelaySettings
 from relay.store import SpanStore, open_store
 from relay.store.exporter import add_span_store
-from relay.streaming import EventStream, NDJSONEncoder, SSEEncoder
+from relay.streaming import Encoder, EventStream, NDJSONEncoder, SSEEncoder
 from relay.turns import SQLiteTurnStore, TurnRecord
 from relay.turns_postgres import open_turn_store
 
 if TYPE_CHECKING:
+    from relay.agui import AGUIEncoder
     from relay.receiver import OTLPReceiver
     from relay.receiver.grpc import GrpcReceiver
 
@@ -202,10 +203,13 @@ class Relay:
 
     def stream(self, turn_id: str, after: int, media: str, *,
                stop_at: frozenset[str] = RUN_TERMINAL,
-               on_disconnect: str = "cancel") -> EventStream:
-        """A response that streams ``turn_id``'s log after ``after`` until ``stop_at``."""
+               on_disconnect: str = "cancel",
+               encoder: Encoder | AGUIEncoder | None = None) -> EventStream:
+        """A response that streams ``turn_id``'s log after ``after`` until ``stop_at``
+        (``encoder``: another frame format, e.g. :class:`relay.agui.AGUIEncoder`)."""
         reader = self.bus.reader(turn_id, after)
-        encoder = NDJSONEncoder() if media == NDJSON else SSEEncoder(self.settings.retry_ms)
+        if encoder is None:
+            encoder = NDJSONEncoder() if media == NDJSON else SSEEncoder(self.settings.retry_ms)
         self.runs.reader_attached(turn_id)
         self.metrics.stream_opened()
         stream = EventStream(reader, encoder, stop_at=stop_at,
@@ -221,11 +225,13 @@ class Relay:
         stream.on_close = closed
         return stream
 
-    def outcome_stream(self, record: TurnRecord, after: int, media: str) -> EventStream:
+    def outcome_stream(self, record: TurnRecord, after: int, media: str, *,
+                       encoder: Encoder | AGUIEncoder | None = None) -> EventStream:
         """A stream of just the turn's terminal event, rebuilt from its record (the log is
         gone: a restart, or retention)."""
         reader = StaticReader([terminal_event(record, after)])
-        encoder = NDJSONEncoder() if media == NDJSON else SSEEncoder(self.settings.retry_ms)
+        if encoder is None:
+            encoder = NDJSONEncoder() if media == NDJSON else SSEEncoder(self.settings.retry_ms)
         return EventStream(reader, encoder, stop_at=RUN_TERMINAL,
                            heartbeat_s=self.settings.heartbeat_s,
                            send_timeout_s=self.settings.send_timeout_s)

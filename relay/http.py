@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
+from relay.agui import AGUIEncoder, agui_query
+from relay.agui import replay_response as agui_replay_response
 from relay.bus.base import BusUnavailable, CursorExpired
 from relay.errors import ApiError, error_responses
 from relay.events import TURN_TERMINAL
@@ -111,10 +113,14 @@ def build_router(relay: Relay) -> APIRouter:
     async def turn_events(request: Request, turn_id: str,
                           after: int | None = Query(default=None, ge=0)) -> Response:
         cursor = parse_cursor(request, after)
+        agui = agui_query(request)  # ?format=agui: AG-UI 1.0 events (relay/agui.py)
         if request.query_params.get("source") not in (None, "", "live"):  # ?source=spans
+            if agui:
+                return await agui_replay_response(relay, request, turn_id, cursor)
             return await replay_response(relay, request, turn_id, cursor)  # relay/replay.py
         record = await relay.turns.get(turn_id)
         media = stream_media(request)
+        encoder = AGUIEncoder() if agui else None
         try:  # issue 6: a turn that another instance runs (RELAY_BUS=redis://)
             await relay.bus.lookup(turn_id)
         except BusUnavailable as exc:
@@ -124,7 +130,7 @@ def build_router(relay: Relay) -> APIRouter:
             if record is None:
                 raise ApiError(404, "unknown_turn", "There is no such turn.")
             if record.status != PAUSED:  # over, or died with its process: say how it ended
-                return relay.outcome_stream(record, cursor, media)
+                return relay.outcome_stream(record, cursor, media, encoder=encoder)
             relay.bus.open_turn(turn_id, record.last_seq)  # a pause outlived its log
             if cursor < record.last_seq:
                 raise ApiError(410, "cursor_expired",
@@ -141,7 +147,8 @@ def build_router(relay: Relay) -> APIRouter:
         try:
             return relay.stream(turn_id, cursor, media, stop_at=TURN_TERMINAL,
                                 on_disconnect=request.query_params.get("on_disconnect",
-                                                                        "continue"))
+                                                                        "continue"),
+                                encoder=encoder)
         except CursorExpired as exc:
             raise ApiError(410, "cursor_expired", str(exc)) from None
 

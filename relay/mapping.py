@@ -585,7 +585,7 @@ def _span_started(state: MappingState, run: _Run, record: SpanRecord,
     state.spans[record.span_id] = opened
     if facts is not None and facts.role == TOOL:
         opened.tool_started = True
-        return [_tool_started(run, record, facts, node_name)]
+        return [_tool_started(run, record, facts, node_name or facts.langgraph_node)]
     return []
 
 
@@ -617,9 +617,10 @@ def _span_ended(state: MappingState, run: _Run, record: SpanRecord,
         operation = _ROLE_OPERATION.get(facts.role)
     events: list[Event] = []
     node_name = opened.node if opened is not None else None
-    if facts is not None and facts.role == TOOL and (opened is None or not opened.tool_started):
-        node_name = node_name or facts.langgraph_node  # recognised only now: a late start
-        events.append(_tool_started(run, record, facts, node_name))
+    if facts is not None and facts.role == TOOL:
+        node_name = node_name or facts.langgraph_node
+        if opened is None or not opened.tool_started:  # recognised only now: a late start
+            events.append(_tool_started(run, record, facts, node_name))
     if opened is None or opened.node_span_id is None:
         # no enclosing node known: keep the facts for it (an ancestor may be recognised
         # later as a node), and finish a foreign tool
@@ -941,3 +942,30 @@ def _json_attr(attrs: Any, key: str, default: Any) -> tuple[Any, bool]:
         return json.loads(raw), True
     except (TypeError, ValueError):
         return default, False
+
+
+# -- span events: text as it is written ---------------------------------------------------
+
+def map_span_event(state: MappingState, record: SpanRecord,
+                   event: Mapping[str, Any]) -> list[Event]:
+    """The events for one span event (``{name, time_ns, attributes}``) of an open span.
+
+    A ``gen_ai.content.delta`` event on a model-call span is a ``text_delta``: the chunk,
+    the message it belongs to (one per model call unless the event names one), and the
+    node the call runs in. A processor never sees ``add_event``; the live path hands the
+    event over with :meth:`relay.processor.RelaySpanProcessor.add_event`, the replay reads
+    it from the stored span."""
+    if event.get("name") != c.DELTA_EVENT:
+        return []
+    run = state.runs.get(record.trace_id)
+    attributes = event.get("attributes") or {}
+    text = attributes.get(c.DELTA_TEXT)
+    if run is None or not isinstance(text, str) or not text:
+        return []
+    opened = state.spans.get(record.span_id)
+    return [_event(ev.TEXT_DELTA, run, int(event.get("time_ns") or record.start_ns), {
+        "message_id": str(attributes.get(c.DELTA_MESSAGE_ID) or f"msg_{record.span_id}"),
+        "delta": text,
+        "node": opened.node if opened is not None else None,
+        "span_id": record.span_id,
+    })]

@@ -18,17 +18,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.util.types import AttributeValue
 
 from relay.events import Event
-from relay.mapping import MappingState, map_span
+from relay.mapping import MappingState, map_span, map_span_event
 from relay.spans import from_sdk_span
 
 log = logging.getLogger("relay.processor")
+
+_START, _END, _EVENT = 0, 1, 2
 
 
 class RelaySpanProcessor(SpanProcessor):
@@ -39,7 +44,8 @@ class RelaySpanProcessor(SpanProcessor):
         max_pending: int = 100_000,
     ) -> None:
         self._publish = publish
-        self._pending: deque[tuple[ReadableSpan, bool]] = deque()
+        # (span, phase, span event or None); phase: _START, _END or _EVENT
+        self._pending: deque[tuple[ReadableSpan, int, dict[str, Any] | None]] = deque()
         self._max_pending = max_pending
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -63,18 +69,34 @@ class RelaySpanProcessor(SpanProcessor):
     # -- the hot path -------------------------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        self._enqueue(span, False)
+        self._enqueue(span, _START, None)
 
     def on_end(self, span: ReadableSpan) -> None:
-        self._enqueue(span, True)
+        self._enqueue(span, _END, None)
 
-    def _enqueue(self, span: ReadableSpan, ended: bool) -> None:
+    def add_event(self, span: Span, name: str,
+                  attributes: Mapping[str, AttributeValue] | None = None) -> None:
+        """Record a span event and hand it to the relay, in one call.
+
+        A span processor never sees ``span.add_event``; what the UI must see while the
+        span runs (text as it is written: ``gen_ai.content.delta``) goes through here. The
+        event lands on the span, so the store, the OTLP export and the replay have it, and
+        reaches the bus now. Same hot-path rules as ``on_start``: O(1), never raises."""
+        try:
+            timestamp = time.time_ns()
+            span.add_event(name, attributes, timestamp=timestamp)
+            self._enqueue(span, _EVENT, {"name": name, "time_ns": timestamp,
+                                         "attributes": dict(attributes or {})})
+        except Exception:
+            self.failures += 1
+
+    def _enqueue(self, span: ReadableSpan, phase: int, event: dict[str, Any] | None) -> None:
         try:
             loop = self._loop
             if loop is None or len(self._pending) >= self._max_pending:
                 self.dropped += 1
                 return
-            self._pending.append((span, ended))
+            self._pending.append((span, phase, event))
             if self._scheduled:
                 return
             self._scheduled = True
@@ -95,9 +117,14 @@ class RelaySpanProcessor(SpanProcessor):
         self._scheduled = False  # before draining: a span appended from now on reschedules
         pending = self._pending
         while pending:
-            span, ended = pending.popleft()
+            span, phase, span_event = pending.popleft()
             try:
-                for event in map_span(self.state, from_sdk_span(span, ended), ended):
+                if span_event is not None:
+                    events = map_span_event(self.state, from_sdk_span(span, False), span_event)
+                else:
+                    ended = phase == _END
+                    events = map_span(self.state, from_sdk_span(span, ended), ended)
+                for event in events:
                     self._publish(event)
             except Exception:
                 self.failures += 1

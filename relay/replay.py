@@ -1,8 +1,9 @@
 """Stored spans -> events: the replay of a turn, by the same mapping as the live path.
 
 A turn's spans (all its runs: the chat and every resume) are cut into phases (each span's
-start and end), put in the order the live processor saw them, and fed one by one to
-:func:`relay.mapping.map_span` with a fresh :class:`~relay.mapping.MappingState`. The
+start, its span events and its end), put in the order the live processor saw them, and
+fed one by one to :func:`relay.mapping.map_span` (``map_span_event`` for span events)
+with a fresh :class:`~relay.mapping.MappingState`. The
 result equals the live stream event for event, payload for payload (``ts`` included,
 since it comes from span times); only ``seq`` is new, numbered from 1.
 
@@ -37,6 +38,11 @@ from relay import conventions as c
 from relay.errors import ApiError
 from relay.events import Event
 from relay.mapping import MappingState, map_span
+
+try:  # span events -> events (text deltas); a mapping without them replays spans only
+    from relay.mapping import map_span_event
+except ImportError:  # pragma: no cover - transitional
+    map_span_event = None  # type: ignore[assignment]
 from relay.negotiation import NDJSON
 from relay.spans import SpanRecord
 from relay.streaming import STREAM_HEADERS, NDJSONEncoder, SSEEncoder
@@ -51,28 +57,38 @@ MAX_SPEED = 1000.0
 #: microseconds, as Jaeger's UI JSON does, moves an end back by up to 2 us)
 NESTING_SLACK_NS = 2_000
 
-Phase = tuple[SpanRecord, bool]  # (span, ended)
+START, EVENT, END = "start", "event", "end"
+#: (span, kind, the span event for an EVENT phase): what the live processor handed over
+Phase = tuple[SpanRecord, str, dict[str, Any] | None]
+_Key = tuple[int, int, int]  # (span index, 0 start / 1 event / 2 end, event index)
 
 
 # -- order ------------------------------------------------------------------------------
 
 def ordered_phases(records: Sequence[SpanRecord]) -> list[Phase]:
-    """Every span's start and end phase, in the order the live processor saw them."""
+    """Every span's start, span events and end, in the order the live processor saw them."""
     spans = sorted(records, key=lambda r: (r.start_ns, r.trace_id, r.span_id))
     index = {(r.trace_id, r.span_id): i for i, r in enumerate(spans)}
     parent = [index.get((r.trace_id, r.parent_span_id or "")) for r in spans]
     depth = [_depth(i, parent) for i in range(len(spans))]
     ends = _nested_ends(spans, parent, depth)
-    groups: dict[int, list[tuple[int, bool]]] = {}
+    groups: dict[int, list[_Key]] = {}
     for i, r in enumerate(spans):
-        groups.setdefault(r.start_ns, []).append((i, False))
+        groups.setdefault(r.start_ns, []).append((i, 0, 0))
         end = ends[i]
+        for k, event in enumerate(r.events):  # within the span's life, as live
+            t = max(int(event.get("time_ns") or r.start_ns), r.start_ns)
+            groups.setdefault(t if end is None else min(t, end), []).append((i, 1, k))
         if end is not None:
-            groups.setdefault(end, []).append((i, True))
+            groups.setdefault(end, []).append((i, 2, 0))
     phases: list[Phase] = []
     for t in sorted(groups):
-        for i, ended in _order_group(groups[t], spans, parent, depth):
-            phases.append((spans[i], ended))
+        for i, kind, k in _order_group(groups[t], spans, parent, depth):
+            record = spans[i]
+            if kind == 1:
+                phases.append((record, EVENT, record.events[k]))
+            else:
+                phases.append((record, END if kind == 2 else START, None))
     return phases
 
 
@@ -100,40 +116,49 @@ def _depth(i: int, parent: list[int | None]) -> int:
     return depth
 
 
-def _order_group(group: list[tuple[int, bool]], spans: list[SpanRecord],
-                 parent: list[int | None], depth: list[int]) -> list[tuple[int, bool]]:
+def _order_group(group: list[_Key], spans: list[SpanRecord], parent: list[int | None],
+                 depth: list[int]) -> list[_Key]:
     """Phases at one instant: a topological order of the nesting, ends first."""
     if len(group) == 1:
         return group
     members = set(group)
-    after: dict[tuple[int, bool], list[tuple[int, bool]]] = {p: [] for p in group}
+    after: dict[_Key, list[_Key]] = {p: [] for p in group}
     waiting = dict.fromkeys(group, 0)
 
-    def edge(first: tuple[int, bool], then: tuple[int, bool]) -> None:
-        after[first].append(then)
-        waiting[then] += 1
+    def edge(first: _Key, then: _Key) -> None:
+        if first in members:
+            after[first].append(then)
+            waiting[then] += 1
 
-    for i, ended in group:
+    for phase in group:
+        i, kind, k = phase
         p = parent[i]
-        if not ended:
-            if p is not None and (p, False) in members:
-                edge((p, False), (i, False))  # a parent starts before its child
+        if kind == 0:
+            if p is not None:
+                edge((p, 0, 0), phase)  # a parent starts before its child
+        elif kind == 1:
+            edge((i, 0, 0), phase)  # a span's events come after its start
+            edge((i, 1, k - 1), phase)  # and in their order
         else:
-            if (i, False) in members:
-                edge((i, False), (i, True))  # a zero-duration span: start, then end
-            if p is not None and (p, True) in members:
-                edge((i, True), (p, True))  # a child ends before its parent
+            edge((i, 0, 0), phase)  # a zero-duration span: start, then end
+            for other in group:
+                if other[0] == i and other[1] == 1:
+                    edge(other, phase)  # its events before its end
+            if p is not None and (p, 2, 0) in members:
+                edge(phase, (p, 2, 0))  # a child ends before its parent
 
-    def priority(phase: tuple[int, bool]) -> tuple[Any, ...]:
-        i, ended = phase
-        if ended:
+    def priority(phase: _Key) -> tuple[Any, ...]:
+        i, kind, k = phase
+        if kind == 2:
             return (0, -depth[i], i)  # ends first, deepest first
+        if kind == 1:
+            return (1, i, k)  # then span events
         zero = spans[i].end_ns is not None and spans[i].end_ns <= spans[i].start_ns
-        return (1, 0 if zero else 1, depth[i], i)  # then starts, shallowest first
+        return (2, 0 if zero else 1, depth[i], i)  # then starts, shallowest first
 
     ready = [(priority(p), p) for p in group if waiting[p] == 0]
     heapq.heapify(ready)
-    out: list[tuple[int, bool]] = []
+    out: list[_Key] = []
     while ready:
         _, phase = heapq.heappop(ready)
         out.append(phase)
@@ -159,9 +184,16 @@ def replay_events(records: Sequence[SpanRecord]) -> list[Event]:
     """The events of these spans (one turn's), numbered from 1."""
     state = MappingState()
     events: list[Event] = []
-    for record, ended in ordered_phases(records):
-        view = record if ended else _start_record(record)
-        for event in map_span(state, view, ended):
+    for record, kind, span_event in ordered_phases(records):
+        if kind == EVENT:
+            if map_span_event is None:
+                continue
+            derived = map_span_event(state, _start_record(record), span_event or {})
+        elif kind == END:
+            derived = map_span(state, record, True)
+        else:
+            derived = map_span(state, _start_record(record), False)
+        for event in derived:
             events.append(event.with_seq(len(events) + 1))
     return events
 

@@ -92,7 +92,7 @@ def app_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("RELAY_", "OTEL_"))}
     env.update({"RELAY_DATA_DIR": str(tmp_path / "data"), "RELAY_FAULTS": "1",
-                "OTEL_TRACES_EXPORTER": "none"})
+                "OTEL_TRACES_EXPORTER": "none", "RELAY_OFFLINE_WORD_DELAY_S": "0"})
     return env
 
 

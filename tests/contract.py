@@ -18,6 +18,8 @@ TYPE_FIELDS: dict[str, dict[str, Any]] = {
     "paused": {"interrupts": list, "resume": dict},
     "error": {"code": str, "message": str, "node": (str, type(None)), "retryable": bool},
     "turn_completed": {"response": dict},
+    "text_delta": {"message_id": str, "delta": str, "node": (str, type(None)),
+                   "span_id": str},
 }
 RESPONSE = {"thread_id": str, "turn_id": str, "trace_id": str, "status": str, "answer": str,
             "citations": list, "interrupts": list, "nodes": list}
@@ -68,13 +70,25 @@ def check_stream(events: list[dict[str, Any]]) -> None:
 
 
 def sequence(events: list[dict[str, Any]]) -> list[str]:
-    """``type`` or ``type:node`` for node/tool events: the shape of a stream."""
+    """``type`` or ``type:node`` for node/tool events: the shape of a stream (text deltas
+    left out: see :func:`deltas`)."""
     out = []
     for e in events:
+        if e["type"] == "text_delta":
+            continue
         if "node" in e and e["type"].startswith("node_"):
             out.append(f"{e['type']}:{e['node']}")
         elif e["type"].startswith("tool_"):
             out.append(f"{e['type']}:{e['tool']}")
         else:
             out.append(e["type"])
+    return out
+
+
+def deltas(events: list[dict[str, Any]]) -> dict[str, str]:
+    """The text of each message, from its ``text_delta`` events in order."""
+    out: dict[str, str] = {}
+    for e in events:
+        if e["type"] == "text_delta":
+            out[e["message_id"]] = out.get(e["message_id"], "") + e["delta"]
     return out

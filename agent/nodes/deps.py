@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from opentelemetry.trace import Tracer
+from opentelemetry.trace import Span, Tracer
 
 from agent.model import ModelChoice
 from agent.retrieval import KnowledgeBase
@@ -18,3 +20,7 @@ class NodeDeps:
     model: ModelChoice
     ledger: RefundLedger
     tool_timeout_s: float = 30.0
+    #: records a span event where the UI must see it while the span runs: the relay's
+    #: ``span_processor.add_event`` in the app; a plain ``span.add_event`` without a relay
+    span_events: Callable[[Span, str, Mapping[str, Any]], None] = \
+        lambda span, name, attributes: span.add_event(name, dict(attributes))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 
 from agent.faults import TransientModelError, fault_for
@@ -30,6 +30,7 @@ REFUSALS = {
 DEFAULT_REFUSAL = "I can't help with that request."
 
 
+PARTIAL_MARK = " [This answer was cut short: the model stopped responding.]"
 MAX_ATTEMPTS = 3
 BACKOFF_S = 0.2
 
@@ -57,6 +58,9 @@ def make_generate(deps: NodeDeps):
                     HumanMessage(f"{state['message']}\n\nContext:\n{context}")]
         fault = fault_for("generate", config)
         failures_left = fault.count if fault and fault.kind == "transient" else 0
+        cut_after = fault.count if fault and fault.kind == "cut" else None
+        written: list[str] = []  # text already streamed to the person
+        reply: AIMessageChunk | None = None
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
                 with child_span(deps.tracer, f"chat {deps.model.name}", c.OP_CHAT, {
@@ -67,8 +71,16 @@ def make_generate(deps: NodeDeps):
                     if failures_left:
                         failures_left -= 1
                         raise TransientModelError("injected transient model failure")
-                    reply = await model.ainvoke(messages)
-                    assert isinstance(reply, AIMessage)
+                    reply = None
+                    async for chunk in model.astream(messages):
+                        assert isinstance(chunk, AIMessageChunk)
+                        reply = chunk if reply is None else reply + chunk
+                        if isinstance(chunk.content, str) and chunk.content:
+                            if cut_after is not None and len(written) >= cut_after:
+                                raise TransientModelError("injected cut in the model stream")
+                            deps.span_events(span, c.DELTA_EVENT, {c.DELTA_TEXT: chunk.content})
+                            written.append(chunk.content)
+                    assert reply is not None
                     usage = reply.usage_metadata or {}
                     span.set_attribute(c.INPUT_TOKENS, int(usage.get("input_tokens", 0)))
                     span.set_attribute(c.OUTPUT_TOKENS, int(usage.get("output_tokens", 0)))
@@ -77,23 +89,33 @@ def make_generate(deps: NodeDeps):
                         span.set_attribute(c.RESPONSE_MODEL, str(model_name))
                 break
             except Exception as exc:
+                if written:
+                    # text already reached the person: a retry would write it twice. End
+                    # with what exists, marked partial (a partial answer beats an error).
+                    return {"answer": "".join(written) + PARTIAL_MARK, "proposed_tool": None,
+                            "citations": _citations(passages, "".join(written))}
                 # retry a transient failure only while nothing has happened that a retry
-                # would repeat: no tool has run in this turn (and no text was streamed)
+                # would repeat: no tool has run in this turn and no text was streamed
                 if (attempt == MAX_ATTEMPTS or not is_transient(exc)
                         or state.get("tool_outcome") is not None):
                     raise
                 await asyncio.sleep(BACKOFF_S * 2 ** (attempt - 1))
+        assert reply is not None
         refund_calls = [t for t in reply.tool_calls if t["name"] == "issue_refund"]
         if refund_calls:
             call = refund_calls[0]
             return {"proposed_tool": {"name": call["name"], "args": dict(call["args"]),
                                       "id": call.get("id") or "call_0"}}
         answer = str(reply.content)
-        cited = [p for p in passages if f"[{p['doc_id']}]" in answer] or passages
         return {"answer": answer, "proposed_tool": None,
-                "citations": [{"doc_id": p["doc_id"], "title": p["title"]} for p in cited]}
+                "citations": _citations(passages, answer)}
 
     return generate
+
+
+def _citations(passages: list[dict[str, Any]], answer: str) -> list[dict[str, Any]]:
+    cited = [p for p in passages if f"[{p['doc_id']}]" in answer] or passages
+    return [{"doc_id": p["doc_id"], "title": p["title"]} for p in cited]
 
 
 def route_after_generate(state: SupportState) -> str:

@@ -280,7 +280,7 @@ class RedisBus(MemoryBus):
     def reader(self, turn_id: str, after: int = 0) -> Any:
         log_ = self._logs.get(turn_id)
         if log_ is not None and after >= log_.base:
-            return TieredReader(self, turn_id, MemoryReader(log_, after))
+            return TieredReader(self, turn_id, super().reader(turn_id, after))
         return RedisReader(self, turn_id, after)
 
 

@@ -37,7 +37,12 @@ from relay import conventions as c
 from relay import events as ev
 from relay.events import Event
 from relay.mapping import MappingState, can_start_run, map_span
-from relay.replay import ordered_phases
+from relay.replay import END, EVENT, ordered_phases
+
+try:  # span events (text deltas), where the mapping has them
+    from relay.mapping import map_span_event
+except ImportError:  # pragma: no cover
+    map_span_event = None  # type: ignore[assignment]
 from relay.spans import SpanRecord
 
 if TYPE_CHECKING:
@@ -203,7 +208,12 @@ class OTLPReceiver:
     def _feed(self, spans: list[SpanRecord]) -> list[Event]:
         out: list[Event] = []
         trace_id = spans[0].trace_id if spans else ""
-        for record, ended in ordered_phases(spans):
+        for record, kind, span_event in ordered_phases(spans):
+            if kind == EVENT:  # a span event (a text delta) of a span that is open now
+                if map_span_event is not None:
+                    out += self._map_event(record, span_event or {})
+                continue
+            ended = kind == END
             if ended and self._ends_run(record) and self._open_spans(record.trace_id):
                 # the run's root ended, but spans it announced (start markers) have not
                 # arrived yet: their batch is late; end the run when they come
@@ -222,6 +232,15 @@ class OTLPReceiver:
         except Exception:
             self.stats["mapping_failures"] += 1
             log.exception("relay: mapping received span %r failed", record.name)
+            return []
+
+    def _map_event(self, record: SpanRecord, span_event: dict[str, Any]) -> list[Event]:
+        assert map_span_event is not None
+        try:
+            return map_span_event(self.state, start_view(record), span_event)
+        except Exception:
+            self.stats["mapping_failures"] += 1
+            log.exception("relay: mapping an event of received span %r failed", record.name)
             return []
 
     def _ends_run(self, record: SpanRecord) -> bool:

@@ -1,0 +1,466 @@
+"""Our events -> AG-UI 1.0 events: the one translation, for every AG-UI stream.
+
+:class:`AGUIEncoder` is an encoder for :class:`relay.streaming.EventStream` (and the replay's
+stream): the same writer, heartbeats, send timeout and disconnect handling as SSE and
+NDJSON, with frames in AG-UI's shape (``data: {json}\\n\\n``, LF only, no ``id``/``event``
+lines). It holds the per-stream translation state, because AG-UI brackets what our
+contract reports as facts: a step, a text message and a tool call each open and close.
+
+| ours | AG-UI |
+|---|---|
+| first event of a run (``graph_topology``) | ``RUN_STARTED`` (``protocolVersion`` "1.0"), then ``CUSTOM graph_topology`` |
+| ``node_started`` | ``STEP_STARTED`` named ``{node}#{span_id}`` (unique per node instance) |
+| ``node_completed`` | its text messages' ``TEXT_MESSAGE_END``, ``STEP_FINISHED``, then ``CUSTOM node_completed`` (status, duration, summary, children) |
+| ``tool_started`` | ``TOOL_CALL_START``, ``TOOL_CALL_ARGS`` (the arguments, from the event or the approval interrupt), ``TOOL_CALL_END`` |
+| ``tool_completed`` | ``TOOL_CALL_RESULT`` (``{"status", "duration_ms"}`` as JSON text) |
+| ``text_delta`` | ``TEXT_MESSAGE_START`` (first delta of a message), ``TEXT_MESSAGE_CONTENT`` |
+| ``paused`` | ``RUN_FINISHED`` with ``outcome {type: "interrupt", interrupts}`` |
+| ``turn_completed`` | ``RUN_FINISHED`` with ``outcome {type: "success"}`` and the ChatResponse as ``result`` |
+| ``error`` (code ``cancelled``) | ``RUN_FINISHED`` with ``outcome {type: "cancelled"}`` |
+| ``error`` | ``RUN_ERROR`` (``message``, ``code``) |
+| any other type | ``CUSTOM`` named after it |
+
+The rules a strict AG-UI client enforces hold for every stream this encoder writes:
+``RUN_STARTED`` comes first, every step, text message and tool call is closed before the
+run's terminal event, a run always ends with ``RUN_FINISHED`` or ``RUN_ERROR`` (a
+``reconnect``/``reset`` frame of the writer becomes a ``RUN_ERROR``), and no value is
+``null`` (optional fields are left out). A turn's stream that spans several runs (a chat,
+then its resume) is several AG-UI runs in a row, each opened by its own ``RUN_STARTED``.
+
+An answered or refused run that streamed no text (a refusal is not a model call) still
+gets its answer as one text message, so an AG-UI client's conversation holds it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from relay import events as ev
+from relay.events import Event, dumps
+
+PROTOCOL_VERSION = "1.0"
+SSE = "text/event-stream"
+
+#: what an approval interrupt expects as its answer (AG-UI ``Interrupt.responseSchema``)
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["approved"],
+    "properties": {"approved": {"type": "boolean"}, "comment": {"type": "string"}},
+}
+
+
+def step_name(node: str, span_id: str | None, ordinal: int) -> str:
+    """A step's name: unique per node instance, so repeated or parallel nodes never
+    collide (``generate#b3809cdbf4db0f95``; ``generate:2`` when a span id is missing)."""
+    return f"{node}#{span_id}" if span_id else f"{node}:{ordinal}"
+
+
+def clean(value: Any) -> Any:
+    """``value`` without any ``null``: AG-UI leaves optional fields out instead."""
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [clean(v) for v in value if v is not None]
+    return value
+
+
+def frame(event: Mapping[str, Any]) -> bytes:
+    """One AG-UI event as an SSE frame: a single ``data`` line, LF framing."""
+    return f"data: {dumps(event)}\n\n".encode()
+
+
+def _timestamp(ts: Any) -> int:
+    """AG-UI timestamps are integer epoch milliseconds (our ``ts`` is a float)."""
+    try:
+        return int(ts)
+    except (TypeError, ValueError, OverflowError):
+        return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class _Message:
+    message_id: str
+    node: str | None
+    span_id: str | None
+    text: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Run:
+    run_id: str
+    trace_id: str | None
+    steps: dict[str, tuple[str, str]] = field(default_factory=dict)  # span -> (step, node)
+    messages: dict[str, _Message] = field(default_factory=dict)  # open, by message id
+    streamed: bool = False  # a text message was streamed in this run
+    pending_results: dict[str, tuple[str, str]] = field(default_factory=dict)  # span -> call
+    tool_calls: set[str] = field(default_factory=set)  # call ids started in this run
+    ordinal: int = 0
+
+
+class AGUIEncoder:
+    """Translates one stream of our events into AG-UI events (see the module docstring).
+
+    ``thread_id``/``run_id``: the AG-UI ids of the run this stream answers (``POST
+    /agui``); the run starts in :meth:`preamble`. Without them (a turn's stream, a replay)
+    each run starts at its first event, with the event's thread and its trace id as the
+    run id. ``interrupts``: the pending interrupts a resume answers (``[{id, value}]``),
+    where a tool call's arguments come from when its event has none.
+    """
+
+    media_type = SSE
+
+    def __init__(self, *, thread_id: str | None = None, run_id: str | None = None,
+                 interrupts: Iterable[Mapping[str, Any]] | None = None) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self._run: _Run | None = None
+        self._runs = 0
+        self._tool_args: dict[str, Any] = {}
+        self._remember_interrupts(interrupts or ())
+        #: AG-UI events written so far (their dicts), for tests and metrics
+        self.count = 0
+
+    # -- the encoder interface of relay.streaming ------------------------------------------
+
+    def preamble(self) -> bytes:
+        if self.thread_id is None or self.run_id is None:
+            return b""
+        return self._write(self._start_run(None, time.time() * 1000, self.run_id))
+
+    def heartbeat(self) -> bytes:
+        return b": hb\n\n"
+
+    def event(self, event: Event) -> bytes:
+        return self._write(self.translate(event))
+
+    def problem(self, type_: str, fields: dict[str, Any]) -> bytes:
+        """An out-of-log frame of the writer (``reconnect``, ``reset``, ``error``): the run
+        cannot go on in this stream, so it ends with ``RUN_ERROR`` saying why. Between runs
+        (a turn's stream waiting through a pause) it is only a comment."""
+        if self._run is None:
+            return f": {type_} last_seq={fields.get('last_seq', '')}\n\n".encode()
+        now = time.time() * 1000
+        code = str(fields.get("code") or fields.get("reason") or type_)
+        message = str(fields.get("message") or "The stream ended before the run did.")
+        metadata = clean({k: v for k, v in fields.items()
+                          if k in ("last_seq", "oldest_seq", "reason", "retryable")})
+        out = self._close_all(now)
+        out.append(self._ev("RUN_ERROR", now, message=message, code=code,
+                            metadata=metadata or None))
+        self._run = None
+        return self._write(out)
+
+    # -- translation ---------------------------------------------------------------------
+
+    def translate(self, event: Event) -> list[dict[str, Any]]:
+        """The AG-UI events (dicts, camelCase, no nulls) for one of ours."""
+        t, f, ts = event.type, event.fields, event.ts
+        out: list[dict[str, Any]] = []
+        if self.thread_id is None:
+            self.thread_id = event.thread_id
+        if t == ev.GRAPH_TOPOLOGY:
+            if self._run is not None and self._run.trace_id not in (None, event.trace_id):
+                out += self._end_with_error(ts, "run_incomplete",
+                                            "The run ended without its outcome.")
+            if self._run is None:
+                out += self._start_run(event.trace_id, ts)
+            elif self._run.trace_id is None:
+                self._run.trace_id = event.trace_id
+            out.append(self._custom(ev.GRAPH_TOPOLOGY, ts, {
+                k: f[k] for k in ("graph_id", "nodes", "edges", "run_kind", "truncated")
+                if k in f}))
+            return out
+        if self._run is None:  # attached after the run started, or a rebuilt outcome
+            out += self._start_run(event.trace_id, ts)
+        run = self._run
+        assert run is not None
+        if t == ev.NODE_STARTED:
+            out += self._node_started(run, f, ts)
+        elif t == ev.NODE_COMPLETED:
+            out += self._node_completed(run, f, ts)
+        elif t == ev.TEXT_DELTA:
+            out += self._text_delta(run, f, ts)
+        elif t == ev.TOOL_STARTED:
+            out += self._tool_started(run, f, ts)
+        elif t == ev.TOOL_COMPLETED:
+            out += self._tool_completed(run, f, ts)
+        elif t == ev.PAUSED:
+            out += self._paused(run, f, ts)
+        elif t == ev.TURN_COMPLETED:
+            out += self._completed(run, event, ts)
+        elif t == ev.ERROR:
+            out += self._error(f, ts)
+        else:  # additive types we do not translate: passed on, never dropped
+            out.append(self._custom(t, ts, event.to_dict()))
+        return out
+
+    # -- runs ----------------------------------------------------------------------------
+
+    def _start_run(self, trace_id: str | None, ts: float,
+                   run_id: str | None = None) -> list[dict[str, Any]]:
+        self._runs += 1
+        if run_id is None:
+            run_id = self.run_id if self._runs == 1 and self.run_id else \
+                (trace_id or f"run-{self._runs}")
+        self._run = _Run(run_id, trace_id)
+        return [self._ev("RUN_STARTED", ts, threadId=self.thread_id or "", runId=run_id,
+                         protocolVersion=PROTOCOL_VERSION)]
+
+    def _end_with_error(self, ts: float, code: str, message: str) -> list[dict[str, Any]]:
+        out = self._close_all(ts)
+        out.append(self._ev("RUN_ERROR", ts, message=message, code=code))
+        self._run = None
+        return out
+
+    def _close_all(self, ts: float, status: str = "cancelled") -> list[dict[str, Any]]:
+        """Close what the run left open: text messages, steps, tool calls without result."""
+        run = self._run
+        if run is None:
+            return []
+        out = [self._ev("TEXT_MESSAGE_END", ts, messageId=m) for m in run.messages]
+        run.messages.clear()
+        for span_id, (step, node) in run.steps.items():
+            out.append(self._ev("STEP_FINISHED", ts, stepName=step))
+            out.append(self._custom("node_completed", ts, {
+                "step_name": step, "node": node, "span_id": span_id, "status": status}))
+        run.steps.clear()
+        for call_id, tool in run.pending_results.values():
+            out.append(self._result(call_id, ts, {"tool": tool, "status": status}))
+        run.pending_results.clear()
+        return out
+
+    def _finish(self, ts: float, **fields: Any) -> list[dict[str, Any]]:
+        assert self._run is not None
+        event = self._ev("RUN_FINISHED", ts, threadId=self.thread_id or "",
+                         runId=self._run.run_id, **fields)
+        self._run = None
+        return [event]
+
+    # -- steps, messages, tools ----------------------------------------------------------
+
+    def _node_started(self, run: _Run, f: Mapping[str, Any], ts: float) -> list[dict[str, Any]]:
+        node = str(f.get("node") or "node")
+        span_id = f.get("span_id")
+        key = str(span_id) if span_id else f"{node}:{run.ordinal + 1}"
+        if key in run.steps:
+            return []
+        run.ordinal += 1
+        step = step_name(node, str(span_id) if span_id else None, run.ordinal)
+        run.steps[key] = (step, node)
+        metadata = clean({"node": node, "span_id": span_id,
+                          "parent_span_id": f.get("parent_span_id"), "step": f.get("step"),
+                          "task_id": f.get("task_id")})
+        return [self._ev("STEP_STARTED", ts, stepName=step, metadata=metadata)]
+
+    def _node_completed(self, run: _Run, f: Mapping[str, Any],
+                        ts: float) -> list[dict[str, Any]]:
+        node = str(f.get("node") or "node")
+        span_id = f.get("span_id")
+        out: list[dict[str, Any]] = []
+        children = f.get("children")
+        inside = {str(c.get("span_id")) for c in children if isinstance(c, Mapping)} \
+            if isinstance(children, list) and children else None
+        for message_id, message in list(run.messages.items()):
+            mine = message.span_id in inside if inside is not None else message.node == node
+            if mine or (span_id and message.span_id == span_id):
+                out.append(self._ev("TEXT_MESSAGE_END", ts, messageId=message_id))
+                del run.messages[message_id]
+        key = str(span_id) if span_id else next(
+            (k for k, (_, n) in run.steps.items() if n == node), None)
+        opened = run.steps.pop(key, None) if key is not None else None
+        if opened is not None:
+            out.append(self._ev("STEP_FINISHED", ts, stepName=opened[0]))
+        facts = {"step_name": opened[0] if opened else None, "node": node, "span_id": span_id}
+        facts.update({k: f[k] for k in ("status", "duration_ms", "summary", "children")
+                      if k in f})
+        out.append(self._custom("node_completed", ts, facts))
+        return out
+
+    def _text_delta(self, run: _Run, f: Mapping[str, Any], ts: float) -> list[dict[str, Any]]:
+        message_id = str(f.get("message_id") or f"msg_{f.get('span_id') or run.run_id}")
+        delta = f.get("delta")
+        if not isinstance(delta, str):
+            return []
+        out: list[dict[str, Any]] = []
+        message = run.messages.get(message_id)
+        if message is None:
+            node, span = f.get("node"), f.get("span_id")
+            message = run.messages[message_id] = _Message(
+                message_id, str(node) if node else None, str(span) if span else None)
+            run.streamed = True
+            out.append(self._ev("TEXT_MESSAGE_START", ts, messageId=message_id,
+                                role="assistant"))
+        message.text.append(delta)
+        out.append(self._ev("TEXT_MESSAGE_CONTENT", ts, messageId=message_id, delta=delta))
+        return out
+
+    def _tool_started(self, run: _Run, f: Mapping[str, Any], ts: float) -> list[dict[str, Any]]:
+        span_id = str(f.get("span_id") or "")
+        tool = str(f.get("tool") or "tool")
+        call_id = str(f.get("call_id") or span_id or f"{tool}-{run.ordinal}")
+        if span_id in run.pending_results or call_id in run.tool_calls:
+            return []
+        run.tool_calls.add(call_id)
+        run.pending_results[span_id or call_id] = (call_id, tool)
+        args = f.get("args")
+        if args is None:
+            args = self._tool_args.get(tool, {})
+        metadata = clean({"label": f.get("label"), "node": f.get("node"), "span_id": span_id})
+        return [
+            self._ev("TOOL_CALL_START", ts, toolCallId=call_id, toolCallName=tool,
+                     metadata=metadata or None),
+            self._ev("TOOL_CALL_ARGS", ts, toolCallId=call_id,
+                     delta=args if isinstance(args, str) else dumps(clean(args))),
+            self._ev("TOOL_CALL_END", ts, toolCallId=call_id),
+        ]
+
+    def _tool_completed(self, run: _Run, f: Mapping[str, Any],
+                        ts: float) -> list[dict[str, Any]]:
+        span_id = str(f.get("span_id") or "")
+        out: list[dict[str, Any]] = []
+        opened = run.pending_results.pop(span_id, None) if span_id else None
+        if opened is None and f.get("call_id"):
+            key = next((k for k, (c, _) in run.pending_results.items()
+                        if c == f.get("call_id")), None)
+            opened = run.pending_results.pop(key) if key is not None else None
+        if opened is None:  # its start came before this stream's cursor
+            out += self._tool_started(run, f, ts)
+            opened = run.pending_results.pop(span_id or str(f.get("call_id") or ""), None)
+            if opened is None:
+                return out
+        call_id, tool = opened
+        content = {"tool": tool, "status": f.get("status", "ok"),
+                   "duration_ms": f.get("duration_ms"), "result": f.get("result")}
+        out.append(self._result(call_id, ts, content))
+        return out
+
+    def _result(self, call_id: str, ts: float, content: Mapping[str, Any]) -> dict[str, Any]:
+        return self._ev("TOOL_CALL_RESULT", ts, messageId=f"{call_id}-result",
+                        toolCallId=call_id, role="tool", content=dumps(clean(dict(content))))
+
+    # -- terminal events -----------------------------------------------------------------
+
+    def _paused(self, run: _Run, f: Mapping[str, Any], ts: float) -> list[dict[str, Any]]:
+        raw = f.get("interrupts")
+        pending = [i for i in raw if isinstance(i, Mapping)] if isinstance(raw, list) else []
+        self._remember_interrupts(pending)
+        out = self._close_all(ts, status="paused")
+        if not pending:
+            out.append(self._ev("RUN_ERROR", ts, code="invalid_pause",
+                                message="The run paused without saying what it waits for."))
+            self._run = None
+            return out
+        interrupts = [interrupt(i) for i in pending]
+        return out + self._finish(ts, outcome={"type": "interrupt", "interrupts": interrupts})
+
+    def _completed(self, run: _Run, event: Event, ts: float) -> list[dict[str, Any]]:
+        f = event.fields
+        response = f.get("response") if isinstance(f.get("response"), Mapping) else {}
+        assert isinstance(response, Mapping)
+        status = response.get("status", "answered")
+        if status == "paused":
+            return self._paused(run, {"interrupts": response.get("interrupts", [])}, ts)
+        if status in ("error", "interrupted"):
+            return self._error({"code": status, "message": response.get("answer")}, ts)
+        out = self._close_all(ts, status="ok")
+        answer = response.get("answer")
+        if status in ("answered", "refused") and not run.streamed \
+                and isinstance(answer, str) and answer:
+            message_id = f"msg_{event.trace_id}"
+            out += [self._ev("TEXT_MESSAGE_START", ts, messageId=message_id, role="assistant"),
+                    self._ev("TEXT_MESSAGE_CONTENT", ts, messageId=message_id, delta=answer),
+                    self._ev("TEXT_MESSAGE_END", ts, messageId=message_id)]
+        if status == "cancelled":
+            return out + self._finish(ts, outcome={"type": "cancelled"})
+        metadata = clean({"human_wait_ms": f.get("human_wait_ms")})
+        return out + self._finish(ts, outcome={"type": "success"}, result=clean(response),
+                                  metadata=metadata or None)
+
+    def _error(self, f: Mapping[str, Any], ts: float) -> list[dict[str, Any]]:
+        code = str(f.get("code") or "turn_failed")
+        out = self._close_all(ts, status="cancelled" if code == "cancelled" else "error")
+        metadata = clean({"node": f.get("node"), "retryable": f.get("retryable")})
+        if code == "cancelled":
+            return out + self._finish(ts, outcome={"type": "cancelled"},
+                                      metadata=metadata or None)
+        out.append(self._ev("RUN_ERROR", ts, code=code,
+                            message=str(f.get("message") or "The agent could not finish."),
+                            metadata=metadata or None))
+        self._run = None
+        return out
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _remember_interrupts(self, interrupts: Iterable[Mapping[str, Any]]) -> None:
+        for item in interrupts:
+            value = item.get("value")
+            if isinstance(value, Mapping) and value.get("tool") and "args" in value:
+                self._tool_args[str(value["tool"])] = value["args"]
+
+    def _custom(self, name: str, ts: float, value: Any) -> dict[str, Any]:
+        return self._ev("CUSTOM", ts, name=name, value=clean(value))
+
+    @staticmethod
+    def _ev(type_: str, ts: float, **fields: Any) -> dict[str, Any]:
+        event = {"type": type_, "timestamp": _timestamp(ts)}
+        event.update({k: v for k, v in fields.items() if v is not None})
+        return event
+
+    def _write(self, events: list[dict[str, Any]]) -> bytes:
+        self.count += len(events)
+        return b"".join(frame(e) for e in events)
+
+
+def interrupt(item: Mapping[str, Any]) -> dict[str, Any]:
+    """One of our interrupts (``{id, value}``) as an AG-UI ``Interrupt``."""
+    value = item.get("value")
+    out: dict[str, Any] = {"id": str(item.get("id", "")), "reason": "input"}
+    if isinstance(value, Mapping):
+        out["reason"] = str(value.get("type") or "input")
+        if value.get("type") == "approval":
+            out["responseSchema"] = APPROVAL_SCHEMA
+            tool, args = value.get("tool"), value.get("args")
+            if tool:
+                shown = ", ".join(f"{k}={v}" for k, v in args.items()) \
+                    if isinstance(args, Mapping) else ""
+                out["message"] = f"The agent wants to run {tool}({shown}). Approve or reject it."
+    if value is not None:
+        out["metadata"] = {"value": clean(value)}
+    return out
+
+
+# -- GET /turns/{turn_id}/events?format=agui[&source=spans] ------------------------------
+
+def agui_query(request: Any) -> bool:
+    """Whether a turn's stream is asked for in AG-UI (``?format=agui``); 400 for a format
+    this relay does not speak."""
+    fmt = request.query_params.get("format")
+    if fmt in (None, "", "relay"):
+        return False
+    if fmt != "agui":
+        from relay.errors import ApiError
+
+        raise ApiError(400, "invalid_format", f"format={fmt!r}: use format=agui (AG-UI 1.0 "
+                       "events) or leave it out (the relay's own events).")
+    return True
+
+
+async def replay_response(relay: Any, request: Any, turn_id: str, cursor: int) -> Any:
+    """``?source=spans&format=agui``: the replay's own response (same checks, pacing and
+    headers), written by an :class:`AGUIEncoder`. A replay whose spans end without the
+    run's outcome (a process that died) still ends its AG-UI run, with ``RUN_ERROR``."""
+    from relay.replay import replay_response as spans_replay
+
+    stream = await spans_replay(relay, request, turn_id, cursor)
+    stream.encoder = AGUIEncoder()
+    events = stream.events
+    if events and not events[-1].is_run_terminal:
+        last = events[-1]
+        events.append(Event(ev.ERROR, last.thread_id, last.turn_id, last.trace_id, last.ts, {
+            "code": "incomplete", "message": "The stored spans of this turn end before its "
+            "outcome.", "node": None, "retryable": True}, last.seq + 1))
+        stream.due.append(stream.due[-1] if stream.due else 0.0)
+    return stream
