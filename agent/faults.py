@@ -49,8 +49,9 @@ def parse_faults(header: str | None) -> dict[str, Fault]:
             faults[node] = Fault("error")
         elif spec.startswith(("transient:", "cut:")):
             kind, _, raw = spec.partition(":")
-            if not raw.isdigit() or not 0 < int(raw) <= 1000:
-                raise ValueError(f"{HEADER}: {kind}:<n> needs n between 1 and 1000")
+            most = 10 if kind == "transient" else 1000
+            if not raw.isdigit() or not 0 < int(raw) <= most:
+                raise ValueError(f"{HEADER}: {kind}:<n> needs n between 1 and {most}")
             faults[node] = Fault(kind, count=int(raw))
         elif spec.startswith("delay:"):
             try:

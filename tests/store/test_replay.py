@@ -33,8 +33,9 @@ def rec(span_id: str, parent: str | None, start: int, end: int | None,
                       span_id, start, end, attrs)
 
 
-def names(phases: list[tuple[SpanRecord, bool]]) -> list[str]:
-    return [f"{r.name} {'end' if ended else 'start'}" for r, ended in phases]
+def names(phases: list[tuple[SpanRecord, str, Any]]) -> list[str]:
+    return [f"{r.name} {kind}" + (f" {event['name']}" if event else "")
+            for r, kind, event in phases]
 
 
 # -- the order rules ----------------------------------------------------------------------
@@ -185,3 +186,53 @@ def test_replay_stream_paces_beats_and_hands_off_on_shutdown() -> None:
     assert 'event: reconnect\ndata: {"v":1,"type":"reconnect","reason":"server_shutdown",' \
            '"last_seq":3' in body
     assert 0.5 < took < 2 and sent[-1] == b""
+
+
+def test_span_events_replay_between_their_span_start_and_end() -> None:
+    chat = rec("chat", "node", 100, 300)
+    chat.events = [{"name": "a", "time_ns": 100, "attributes": {}},
+                   {"name": "b", "time_ns": 200, "attributes": {}},
+                   {"name": "c", "time_ns": 300, "attributes": {}}]
+    spans = [rec("root", None, 0, 400), rec("node", "root", 50, 300), chat]
+    assert names(ordered_phases(spans)) == [
+        "root start", "node start", "chat start", "chat event a", "chat event b",
+        "chat event c", "chat end", "node end", "root end"]
+
+
+def test_text_deltas_replay_like_live() -> None:
+    """Span events the live processor hands over (text as it is written) replay equal."""
+    if not hasattr(RelaySpanProcessor, "add_event") or not hasattr(c, "DELTA_EVENT"):
+        import pytest
+
+        pytest.skip("this build has no span-event (text_delta) support yet")
+    live: list[Event] = []
+    memory = InMemorySpanExporter()
+
+    async def main() -> None:
+        provider = TracerProvider()
+        processor = RelaySpanProcessor(lambda e: live.append(e.with_seq(len(live) + 1)))
+        processor.bind(asyncio.get_running_loop())
+        provider.add_span_processor(processor)
+        provider.add_span_processor(SimpleSpanProcessor(memory))
+        tracer = provider.get_tracer("test")
+        root = tracer.start_span("invoke_agent a", attributes={
+            c.TURN_ID: "turn-2", c.CONVERSATION_ID: "thread-2", c.RUN_KIND: "chat",
+            c.GRAPH_ID: "g", c.GRAPH_TOPOLOGY: TOPOLOGY})
+        node = tracer.start_span("node generate", set_span_in_context(root),
+                                 attributes={c.NODE_NAME: "generate"})
+        chat = tracer.start_span("chat m", set_span_in_context(node),
+                                 attributes={c.OPERATION: c.OP_CHAT})
+        for chunk in ("Refunds ", "take ", "5 days."):
+            processor.add_event(chat, c.DELTA_EVENT, {c.DELTA_TEXT: chunk})
+        chat.end()
+        node.end()
+        root.set_attribute(c.TURN_OUTCOME, "answered")
+        root.set_attribute(c.TURN_RESPONSE, json.dumps({"status": "answered"}))
+        root.end()
+        processor.flush()
+        provider.shutdown()
+
+    asyncio.run(main())
+    stored = [from_sdk_span(s, True) for s in memory.get_finished_spans()]
+    assert [e.type for e in live].count("text_delta") == 3
+    assert [e.to_dict() for e in replay_events(stored)] == [e.to_dict() for e in live]
