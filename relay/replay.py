@@ -35,17 +35,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from relay import conventions as c
+from relay.bus.static import StaticReader
 from relay.errors import ApiError
 from relay.events import Event
-from relay.mapping import MappingState, map_span
-
-try:  # span events -> events (text deltas); a mapping without them replays spans only
-    from relay.mapping import map_span_event
-except ImportError:  # pragma: no cover - transitional
-    map_span_event = None  # type: ignore[assignment]
+from relay.mapping import MappingState, map_span, map_span_event
 from relay.negotiation import NDJSON
 from relay.spans import SpanRecord
-from relay.streaming import STREAM_HEADERS, NDJSONEncoder, SSEEncoder
+from relay.streaming import EventStream, NDJSONEncoder, SSEEncoder
 
 if TYPE_CHECKING:
     from relay.facade import Relay
@@ -186,8 +182,6 @@ def replay_events(records: Sequence[SpanRecord]) -> list[Event]:
     events: list[Event] = []
     for record, kind, span_event in ordered_phases(records):
         if kind == EVENT:
-            if map_span_event is None:
-                continue
             derived = map_span_event(state, _start_record(record), span_event or {})
         elif kind == END:
             derived = map_span(state, record, True)
@@ -262,103 +256,18 @@ def schedule(events: Sequence[Event], speed: float,
     return due
 
 
-class ReplayStream(Response):
-    """An ASGI response that sends replayed events with their original pacing."""
+def replay_stream(events: Sequence[Event], encoder: SSEEncoder | NDJSONEncoder, *,
+                  after: int = 0, speed: float = 1.0, heartbeat_s: float = 15.0,
+                  send_timeout_s: float = 30.0, max_gap_s: float | None = None,
+                  max_duration_s: float | None = None,
+                  closing: asyncio.Event | None = None) -> EventStream:
+    """The live stream's writer over replayed events, paced by their own ``ts``: same
+    framing, heartbeats, send timeout and ``reconnect`` on shutdown."""
+    reader = StaticReader(events, after, due=schedule(events, speed, max_gap_s))
+    return EventStream(reader, encoder, stop_at=frozenset(), heartbeat_s=heartbeat_s,
+                       send_timeout_s=send_timeout_s, max_duration_s=max_duration_s,
+                       closing=closing, extra_headers=[(b"x-relay-source", b"spans")])
 
-    def __init__(self, events: Sequence[Event], encoder: SSEEncoder | NDJSONEncoder, *,
-                 speed: float, heartbeat_s: float, send_timeout_s: float = 30.0,
-                 max_gap_s: float | None = None, max_duration_s: float | None = None,
-                 closing: asyncio.Event | None = None) -> None:
-        self.status_code = 200
-        self.background = None
-        self.events = list(events)
-        self.encoder = encoder
-        self.due = schedule(self.events, speed, max_gap_s)
-        self.heartbeat_s = heartbeat_s
-        self.send_timeout_s = send_timeout_s
-        self.max_duration_s = max_duration_s
-        self.closing = closing
-        self.frames_sent = 0
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        gone = asyncio.Event()
-        watcher = asyncio.create_task(_watch_disconnect(receive, gone))
-        try:
-            headers = [
-                (b"content-type", f"{self.encoder.media_type}; charset=utf-8".encode()),
-                *STREAM_HEADERS,
-                (b"x-relay-source", b"spans"),
-            ]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            if await self._pump(send, gone):
-                await self._send(send, b"", more=False)
-        except (OSError, TimeoutError):
-            pass
-        finally:
-            watcher.cancel()
-
-    async def _pump(self, send: Any, gone: asyncio.Event) -> bool:
-        preamble = self.encoder.preamble()
-        if preamble:
-            await self._send(send, preamble)
-        start = time.monotonic()
-        next_beat = start + self.heartbeat_s
-        deadline = start + self.max_duration_s if self.max_duration_s else None
-        i, n = 0, len(self.events)
-        while i < n:
-            now = time.monotonic()
-            closing = self.closing is not None and self.closing.is_set()
-            if closing or (deadline is not None and now >= deadline):
-                # as the live stream does: tell the client where to pick up
-                await self._send(send, self.encoder.problem("reconnect", {
-                    "reason": "server_shutdown" if closing else "stream_time_limit",
-                    "last_seq": self.events[i - 1].seq if i else self.events[0].seq - 1,
-                    "message": "Reconnect with Last-Event-ID to continue this replay.",
-                }))
-                return True
-            j = i
-            while j < n and start + self.due[j] <= now:
-                j += 1
-            if j > i:
-                await self._send(send, b"".join(self.encoder.event(e)
-                                                for e in self.events[i:j]))
-                self.frames_sent += j - i
-                i = j
-                continue
-            if now >= next_beat:
-                await self._send(send, self.encoder.heartbeat())
-                next_beat = now + self.heartbeat_s
-                continue
-            wake = min(start + self.due[i], next_beat)
-            if deadline is not None:
-                wake = min(wake, deadline)
-            interrupts = [asyncio.ensure_future(gone.wait())]
-            if self.closing is not None:
-                interrupts.append(asyncio.ensure_future(self.closing.wait()))
-            try:
-                await asyncio.wait(interrupts, timeout=max(wake - now, 0.0),
-                                   return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for waiter in interrupts:
-                    waiter.cancel()
-            if gone.is_set():
-                return False
-        return True
-
-    async def _send(self, send: Any, body: bytes, more: bool = True) -> None:
-        await asyncio.wait_for(send({"type": "http.response.body", "body": body,
-                                     "more_body": more}), self.send_timeout_s)
-
-
-async def _watch_disconnect(receive: Any, gone: asyncio.Event) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            gone.set()
-            return
-
-
-# -- GET /turns/{turn_id}/events?source=spans -------------------------------------------
 
 def parse_speed(raw: str | None) -> float:
     if raw is None or raw == "":
@@ -431,11 +340,11 @@ async def replay_response(relay: Relay, request: Request, turn_id: str,
 
     media = stream_media(request)
     encoder = NDJSONEncoder() if media == NDJSON else SSEEncoder(relay.settings.retry_ms)
-    return ReplayStream(events[cursor:], encoder, speed=speed,
-                        heartbeat_s=relay.settings.heartbeat_s,
-                        send_timeout_s=relay.settings.send_timeout_s, max_gap_s=max_gap_s,
-                        max_duration_s=relay.settings.server_timeout_s,
-                        closing=getattr(relay, "closing", None))
+    return replay_stream(events, encoder, after=cursor, speed=speed,
+                         heartbeat_s=relay.settings.heartbeat_s,
+                         send_timeout_s=relay.settings.send_timeout_s, max_gap_s=max_gap_s,
+                         max_duration_s=relay.settings.server_timeout_s,
+                         closing=relay.closing)
 
 
 # -- span-relay replay FILE -------------------------------------------------------------

@@ -11,7 +11,8 @@ cursor and writes frames as events arrive. It owns three timers and nothing else
 - the disconnect watch: ``http.disconnect`` ends the stream at once.
 
 It stops after the first event in ``stop_at`` (a run's stream stops at its run's terminal
-event; a turn's stream waits through a pause). When the server shuts down (``closing``)
+event; a turn's stream waits through a pause), or when its reader is ``exhausted`` (a
+fixed list, such as a replay, sent whole). When the server shuts down (``closing``)
 or the stream reaches ``max_duration_s``, it ends with a ``reconnect`` frame that tells
 the client where to resume. ``on_close`` tells the owner whether the stream ended at its
 terminal event, which is how a turn learns its last reader left.
@@ -179,6 +180,8 @@ class EventStream(Response):
                     self.frames_sent += len(batch)
                     if stop is not None:
                         return "done"
+                if getattr(self.reader, "exhausted", False):
+                    return "done"  # a fixed list (a replay) that has been sent whole
                 if disconnected.is_set():
                     return "gone"
                 now = time.monotonic()

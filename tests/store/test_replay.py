@@ -152,7 +152,7 @@ def test_live_events_equal_replayed_events_from_the_store(tmp_path: Path) -> Non
 # -- the replay stream --------------------------------------------------------------------
 
 def test_replay_stream_paces_beats_and_hands_off_on_shutdown() -> None:
-    from relay.replay import ReplayStream
+    from relay.replay import replay_stream
     from relay.streaming import SSEEncoder
 
     evs = [Event("node_started", "t", "u", "r", ts, seq=i + 1)
@@ -161,8 +161,8 @@ def test_replay_stream_paces_beats_and_hands_off_on_shutdown() -> None:
     async def main() -> tuple[list[bytes], float]:
         closing = asyncio.Event()
         sent: list[bytes] = []
-        stream = ReplayStream(evs, SSEEncoder(2000), speed=1, heartbeat_s=0.1,
-                              closing=closing)
+        stream = replay_stream(evs, SSEEncoder(2000), speed=1, heartbeat_s=0.1,
+                               closing=closing)
 
         async def send(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.body":
