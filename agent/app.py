@@ -28,6 +28,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from starlette.responses import JSONResponse, Response
 
+from agent.agui_app import add_agui_routes
 from agent.checkpoints import open_checkpointer
 from agent.faults import HEADER as FAULT_HEADER
 from agent.faults import Fault, parse_faults
@@ -212,6 +213,9 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
                                            lambda: agent.resume(record, answers, faults))
         return await respond(request, record, after, media)
 
+    # POST /agui: the same runs for AG-UI clients (agent/agui_app.py, relay/agui.py)
+    add_agui_routes(app, relay, starting=starting, faults_of=faults_of, dependencies=limited,
+                    digest=_digest, match_interrupts=_match_interrupts)
     return app
 
 

@@ -243,6 +243,7 @@ def child_span(tracer: Tracer, name: str, operation: str,
         try:
             yield span
         except asyncio.CancelledError:
+            span.set_attribute(c.SPAN_OUTCOME, "cancelled")
             raise
         except GraphBubbleUp:
             raise

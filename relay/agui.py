@@ -6,19 +6,21 @@ NDJSON, with frames in AG-UI's shape (``data: {json}\\n\\n``, LF only, no ``id``
 lines). It holds the per-stream translation state, because AG-UI brackets what our
 contract reports as facts: a step, a text message and a tool call each open and close.
 
-| ours | AG-UI |
-|---|---|
-| first event of a run (``graph_topology``) | ``RUN_STARTED`` (``protocolVersion`` "1.0"), then ``CUSTOM graph_topology`` |
-| ``node_started`` | ``STEP_STARTED`` named ``{node}#{span_id}`` (unique per node instance) |
-| ``node_completed`` | its text messages' ``TEXT_MESSAGE_END``, ``STEP_FINISHED``, then ``CUSTOM node_completed`` (status, duration, summary, children) |
-| ``tool_started`` | ``TOOL_CALL_START``, ``TOOL_CALL_ARGS`` (the arguments, from the event or the approval interrupt), ``TOOL_CALL_END`` |
-| ``tool_completed`` | ``TOOL_CALL_RESULT`` (``{"status", "duration_ms"}`` as JSON text) |
-| ``text_delta`` | ``TEXT_MESSAGE_START`` (first delta of a message), ``TEXT_MESSAGE_CONTENT`` |
-| ``paused`` | ``RUN_FINISHED`` with ``outcome {type: "interrupt", interrupts}`` |
-| ``turn_completed`` | ``RUN_FINISHED`` with ``outcome {type: "success"}`` and the ChatResponse as ``result`` |
-| ``error`` (code ``cancelled``) | ``RUN_FINISHED`` with ``outcome {type: "cancelled"}`` |
-| ``error`` | ``RUN_ERROR`` (``message``, ``code``) |
-| any other type | ``CUSTOM`` named after it |
+- a run's first event (``graph_topology``): ``RUN_STARTED`` (``protocolVersion`` "1.0"),
+  then ``CUSTOM graph_topology``;
+- ``node_started``: ``STEP_STARTED`` named ``{node}#{span_id}`` (unique per instance);
+- ``node_completed``: ``TEXT_MESSAGE_END`` of its text messages, ``STEP_FINISHED``, then
+  ``CUSTOM node_completed`` (status, duration, summary, children);
+- ``tool_started``: ``TOOL_CALL_START``, ``TOOL_CALL_ARGS`` (the arguments: from the
+  event, else from the approval interrupt that proposed the call), ``TOOL_CALL_END``;
+- ``tool_completed``: ``TOOL_CALL_RESULT`` (``{"tool", "status", "duration_ms"}`` as JSON);
+- ``text_delta``: ``TEXT_MESSAGE_START`` (a message's first delta), ``TEXT_MESSAGE_CONTENT``;
+- ``paused``: ``RUN_FINISHED`` with ``outcome {type: "interrupt", interrupts}``;
+- ``turn_completed``: ``RUN_FINISHED`` with ``outcome {type: "success"}`` and the
+  ChatResponse as ``result``;
+- ``error``: ``RUN_ERROR`` (``message``, ``code``); code ``cancelled``: ``RUN_FINISHED``
+  with ``outcome {type: "cancelled"}``;
+- any other type: ``CUSTOM`` named after it.
 
 The rules a strict AG-UI client enforces hold for every stream this encoder writes:
 ``RUN_STARTED`` comes first, every step, text message and tool call is closed before the
@@ -104,10 +106,10 @@ class AGUIEncoder:
     """Translates one stream of our events into AG-UI events (see the module docstring).
 
     ``thread_id``/``run_id``: the AG-UI ids of the run this stream answers (``POST
-    /agui``); the run starts in :meth:`preamble`. Without them (a turn's stream, a replay)
-    each run starts at its first event, with the event's thread and its trace id as the
-    run id. ``interrupts``: the pending interrupts a resume answers (``[{id, value}]``),
-    where a tool call's arguments come from when its event has none.
+    /agui``). Without them (a turn's stream, a replay) a run's id is its trace id, and the
+    thread is the events'. Each run starts (``RUN_STARTED``) at its first event.
+    ``interrupts``: the interrupts a resume answers (``[{id, value}]``), where a tool
+    call's arguments come from when its event has none.
     """
 
     media_type = SSE
@@ -126,9 +128,9 @@ class AGUIEncoder:
     # -- the encoder interface of relay.streaming ------------------------------------------
 
     def preamble(self) -> bytes:
-        if self.thread_id is None or self.run_id is None:
-            return b""
-        return self._write(self._start_run(None, time.time() * 1000, self.run_id))
+        """Nothing: a run starts at its first event, with that event's time, so the same
+        log always reads as the same AG-UI stream (a retry, a replay)."""
+        return b""
 
     def heartbeat(self) -> bytes:
         return b": hb\n\n"
@@ -365,7 +367,7 @@ class AGUIEncoder:
             return self._paused(run, {"interrupts": response.get("interrupts", [])}, ts)
         if status in ("error", "interrupted"):
             return self._error({"code": status, "message": response.get("answer")}, ts)
-        out = self._close_all(ts, status="ok")
+        out = self._close_all(ts)
         answer = response.get("answer")
         if status in ("answered", "refused") and not run.streamed \
                 and isinstance(answer, str) and answer:
@@ -449,18 +451,56 @@ def agui_query(request: Any) -> bool:
 
 
 async def replay_response(relay: Any, request: Any, turn_id: str, cursor: int) -> Any:
-    """``?source=spans&format=agui``: the replay's own response (same checks, pacing and
-    headers), written by an :class:`AGUIEncoder`. A replay whose spans end without the
-    run's outcome (a process that died) still ends its AG-UI run, with ``RUN_ERROR``."""
+    """``?source=spans&format=agui``: the replay's own response (same checks, pacing,
+    heartbeats and headers), written by an :class:`AGUIEncoder`. A replay whose spans end
+    before the run's outcome (a process that died) still ends its AG-UI run: its reader
+    adds an ``error`` event (code ``incomplete``) after the last one."""
     from relay.replay import replay_response as spans_replay
 
     stream = await spans_replay(relay, request, turn_id, cursor)
     stream.encoder = AGUIEncoder()
-    events = stream.events
-    if events and not events[-1].is_run_terminal:
-        last = events[-1]
-        events.append(Event(ev.ERROR, last.thread_id, last.turn_id, last.trace_id, last.ts, {
-            "code": "incomplete", "message": "The stored spans of this turn end before its "
-            "outcome.", "node": None, "retryable": True}, last.seq + 1))
-        stream.due.append(stream.due[-1] if stream.due else 0.0)
+    stream.reader = EndsItsRun(stream.reader)
     return stream
+
+
+class EndsItsRun:
+    """A reader over a fixed list (a replay) that never leaves a run open: when the list is
+    exhausted and its last event did not end a run, one more event says it is incomplete."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self._last: Event | None = None
+        self._ended = False
+
+    @property
+    def cursor(self) -> int:
+        return self.inner.cursor if self._last is None else max(self.inner.cursor,
+                                                                self._last.seq)
+
+    @property
+    def exhausted(self) -> bool:
+        return self._ended
+
+    def take(self, limit: int = 256) -> list[Event]:
+        batch = self.inner.take(limit)
+        if batch:
+            self._last = batch[-1]
+            return batch
+        if self._ended or not getattr(self.inner, "exhausted", False):
+            return []
+        self._ended = True
+        last = self._last
+        if last is None or last.is_run_terminal:
+            return []
+        self._last = Event(ev.ERROR, last.thread_id, last.turn_id, last.trace_id, last.ts, {
+            "code": "incomplete", "message": "The stored spans of this turn end before its "
+            "outcome.", "node": None, "retryable": True}, last.seq + 1)
+        return [self._last]
+
+    async def wait(self, timeout: float | None) -> bool:
+        if not self._ended and getattr(self.inner, "exhausted", False):
+            return True
+        return bool(await self.inner.wait(timeout))
+
+    def close(self) -> None:
+        self.inner.close()

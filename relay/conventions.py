@@ -42,6 +42,8 @@ NODE_NAME = "relay.node.name"
 NODE_STEP = "relay.node.step"
 NODE_TASK_ID = "relay.node.task_id"
 NODE_OUTCOME = "relay.node.outcome"
+#: a child span's outcome when the span status cannot say it (``cancelled``)
+SPAN_OUTCOME = "relay.span.outcome"
 
 RETRIEVAL_DOCUMENTS = "relay.retrieval.documents"
 GUARDRAIL_NAME = "relay.guardrail.name"

@@ -374,7 +374,11 @@ def _marker_started(state: MappingState, marker: SpanRecord) -> list[Event]:
     span_id = str(marker.attributes.get(c.START_OF, "")).lower()
     if attributes is None or len(span_id) != 16:
         return []  # cut or malformed: the real span's end still gives a (late) start
+    # a marker is a child of its span (then it names the span's parent, if any, in
+    # relay.start.parent) or a sibling (then its own parent is the span's)
     parent = marker.attributes.get(c.START_PARENT)
+    if not parent and marker.parent_span_id != span_id:
+        parent = marker.parent_span_id
     record = SpanRecord(
         trace_id=marker.trace_id, span_id=span_id,
         parent_span_id=str(parent).lower() if parent else None,
@@ -625,7 +629,8 @@ def _span_ended(state: MappingState, run: _Run, record: SpanRecord,
         # no enclosing node known: keep the facts for it (an ancestor may be recognised
         # later as a node), and finish a foreign tool
         _to_parent(state, run, record, operation, facts, opened)
-        if facts is not None and facts.role == TOOL and (run.foreign or events):
+        started = opened is not None and opened.tool_started
+        if facts is not None and facts.role == TOOL and (run.foreign or events or started):
             events.append(_tool_completed(run, record, facts, node_name, end))
         return events
     node = state.spans.get(opened.node_span_id)
@@ -665,7 +670,7 @@ def _node_completed(run: _Run, record: SpanRecord, opened: _Open) -> Event:
             run.failed_node = opened.node
         run.nodes.append({"name": opened.node, "status": status,
                           "duration_ms": record.duration_ms})
-        opened.children.sort(key=lambda ch: (ch["start_ts"], ch["span_id"]))
+    opened.children.sort(key=lambda ch: (ch["start_ts"], ch["span_id"]))  # start order
     return _event(ev.NODE_COMPLETED, run, record.end_ns or record.start_ns, {
         "node": opened.node,
         "span_id": record.span_id,
@@ -699,7 +704,7 @@ def _tool_completed(run: _Run, record: SpanRecord, facts: Facts | None, node: st
         "node": node,
         "call_id": facts.call_id if facts is not None else attrs.get(c.TOOL_CALL_ID),
         "duration_ms": record.duration_ms,
-        "status": _status(record, None),
+        "status": _status(record, c.SPAN_OUTCOME),
     })
 
 
@@ -750,7 +755,7 @@ def _summarise(node: _Open | _Bag, record: SpanRecord, operation: Any,
         "operation": operation if operation in _OPERATIONS else "other",
         "start_ts": _ms(record.start_ns),
         "duration_ms": record.duration_ms,
-        "status": _status(record, None),
+        "status": _status(record, c.SPAN_OUTCOME),
     })
 
 

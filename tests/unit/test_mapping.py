@@ -329,8 +329,6 @@ def test_nested_child_spans_still_map_to_the_node(tracing: Tracing) -> None:
     assert plan_child["parent_span_id"] == sid(node_span)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: node_completed.children is in span END order, "
-                   "docs/events.md says start order (nested child spans come out reversed)")
 def test_children_are_in_start_order(tracing: Tracing) -> None:
     def body() -> None:
         with child_span(tracing.tracer, "outer", "other_op"):
@@ -344,9 +342,6 @@ def test_children_are_in_start_order(tracing: Tracing) -> None:
     assert [ch["start_ts"] for ch in children] == sorted(ch["start_ts"] for ch in children)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a tool span outside any node emits tool_started "
-                   "but never tool_completed (mapping._span_ended returns [] when "
-                   "node_span_id is None)")
 def test_tool_outside_a_node_completes(tracing: Tracing) -> None:
     with root(tracing) as run:
         tool(tracing)
@@ -356,9 +351,6 @@ def test_tool_outside_a_node_completes(tracing: Tracing) -> None:
     assert types.count("tool_completed") == 1
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a tool span ended by cancellation reports "
-                   "tool_completed status 'ok'; docs/events.md lists 'cancelled' (child_span "
-                   "marks nothing on CancelledError and mapping never yields 'cancelled')")
 async def test_cancelled_tool_reports_cancelled(tracing: Tracing) -> None:
     async def approval(state: Any, config: Any) -> dict[str, Any]:
         with child_span(tracing.tracer, "execute_tool issue_refund", c.OP_TOOL,

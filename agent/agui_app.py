@@ -1,0 +1,301 @@
+"""``POST /agui``: the demo agent as an AG-UI 1.0 endpoint (``@ag-ui/client``'s HttpAgent).
+
+The body is AG-UI's ``RunAgentInput`` (validated with the ``ag-ui-protocol`` models):
+``threadId`` is our thread, ``messages``' last user message is the turn's message, and
+``resume[]`` answers the interrupts of the thread's paused turn. There is no second agent
+path: a run starts exactly as ``POST /chat`` or ``POST /chat/resume`` start theirs
+(:meth:`relay.runs.RunManager.start` with :meth:`SupportAgent.chat` or
+:meth:`SupportAgent.resume`, whose ``{interrupt_id: answer}`` becomes LangGraph's
+``Command(resume=...)``), and the answer is the same turn's log on the bus, written as
+AG-UI events by :class:`relay.agui.AGUIEncoder`.
+
+Idempotent runs: the turn of a chat run is ``uuid5(threadId, runId)``, so the same
+``(threadId, runId)`` again attaches to that turn (same body) or is a ``409 run_conflict``
+(another body); a resume run is keyed by its body's hash, as ``/chat/resume`` is.
+``state``, ``tools``, ``context`` and ``forwardedProps`` are accepted and not used: the
+demo agent has no client-side tools and no shared state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from pydantic import ValidationError
+from starlette.responses import Response
+
+from agent.faults import Fault
+from agent.service import PendingInterrupt, SupportAgent
+from relay import Relay
+from relay.agui import AGUIEncoder
+from relay.errors import ApiError
+from relay.events import PAUSED as PAUSED_EVENT
+from relay.events import RUN_TERMINAL
+from relay.http import read_json_object
+from relay.negotiation import SSE
+from relay.runs import ThreadBusy
+from relay.turns import PAUSED, TurnRecord
+
+#: the namespace of turn ids derived from AG-UI (threadId, runId) pairs
+AGUI_NAMESPACE = uuid.UUID("5b0e7a52-6f3c-4c57-9d8e-2a41c0a9e6b1")
+_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+_ACCEPTS = ("text/event-stream", "text/*", "*/*")
+
+
+def turn_id_for(thread_id: str, run_id: str) -> str:
+    """The turn a chat run of AG-UI starts: deterministic, so a retry finds it again."""
+    return uuid.uuid5(AGUI_NAMESPACE, f"{thread_id}\n{run_id}").hex
+
+
+def add_agui_routes(app: FastAPI, relay: Relay, *, starting: asyncio.Lock,
+                    faults_of: Callable[[Request], dict[str, Fault]],
+                    dependencies: Sequence[Any], digest: Callable[[Any], str],
+                    match_interrupts: Callable[[Any, list[Any]], dict[str, Any]]) -> None:
+    """Mount ``POST /agui`` on ``app``. ``starting`` is the lock ``/chat`` holds while it
+    checks and starts a run (so duplicates attach, never rerun); ``digest`` and
+    ``match_interrupts`` are the app's request fingerprint and resume validation."""
+    settings = relay.settings
+
+    async def answer(request: Request, record: TurnRecord, after: int, run_id: str,
+                     pending: list[PendingInterrupt] | None = None) -> Response:
+        """The run's events as AG-UI: live from the bus, or its outcome when over."""
+        interrupts = [{"id": p.id, "value": p.value} for p in pending] \
+            if pending is not None else _answered_interrupts(relay, record.turn_id, after)
+        encoder = AGUIEncoder(thread_id=record.thread_id, run_id=run_id,
+                              interrupts=interrupts)
+        if relay.runs.running(record.turn_id) or relay.bus.has_turn(record.turn_id):
+            on_disconnect = request.query_params.get("on_disconnect", "cancel")
+            if on_disconnect not in ("cancel", "continue"):
+                raise ApiError(422, "invalid_on_disconnect",
+                               "on_disconnect must be 'cancel' or 'continue'.")
+            return relay.stream(record.turn_id, after, SSE, stop_at=RUN_TERMINAL,
+                                on_disconnect=on_disconnect, encoder=encoder)
+        latest = await relay.turns.get(record.turn_id) or record
+        return relay.outcome_stream(latest, after, SSE, encoder=encoder)
+
+    async def chat(request: Request, agent: SupportAgent, thread_id: str, run_id: str,
+                   message: str, digest_: str, faults: dict[str, Fault]) -> Response:
+        turn_id = turn_id_for(thread_id, run_id)
+        async with starting:  # one check-and-start at a time, shared with /chat
+            existing = await relay.turns.get(turn_id)
+            if existing is not None:
+                if existing.request_hash != digest_:
+                    raise ApiError(409, "run_conflict",
+                                   f"Run {run_id} of thread {thread_id} exists with a "
+                                   "different input; send a new runId for a new run.")
+                return await answer(request, existing, 0, run_id)
+            if await agent.pending_interrupts(thread_id):
+                raise ApiError(409, "thread_paused",
+                               f"Thread {thread_id} has a run waiting for its interrupts; "
+                               "answer them with resume[] first.")
+            record = TurnRecord(turn_id=turn_id, thread_id=thread_id, status="running",
+                                message=message, request_hash=digest_,
+                                started_at=time.time() * 1000)
+            await _check_thread(relay, thread_id)
+            await relay.turns.create(record)
+            after = await relay.runs.start(record, "chat", lambda: agent.chat(record, faults))
+        return await answer(request, record, after, run_id)
+
+    async def resume(request: Request, agent: SupportAgent, thread_id: str, run_id: str,
+                     entries: list[Any], faults: dict[str, Fault]) -> Response:
+        wire = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in entries]
+        async with starting:
+            latest = await relay.turns.list(thread_id, 1)
+            if not latest:
+                raise ApiError(404, "unknown_thread",
+                               f"Thread {thread_id} has no run to resume.")
+            record = latest[0]
+            if record.status == "running":
+                await _settle(relay, record.turn_id)  # a run that is ending: let it end
+                record = await relay.turns.get(record.turn_id) or record
+            digest_ = digest({"thread_id": thread_id, "turn_id": record.turn_id,
+                              "agui_run_id": run_id, "resume": wire})
+            if record.resume_hash == digest_ and record.status != PAUSED:
+                # the same resume again: attach to that run (running or over), never rerun
+                return await answer(request, record, record.run_after_seq, run_id)
+            if relay.runs.running(record.turn_id):
+                raise ApiError(409, "turn_running",
+                               f"Thread {thread_id} is running a turn, not paused.")
+            pending = await agent.pending_interrupts(thread_id)
+            if record.status != PAUSED or not pending:
+                raise ApiError(409, "not_paused", f"Thread {thread_id} has no paused run "
+                               "(or this resume[] was already sent with another body); "
+                               "nothing to resume.")
+            answers = match_interrupts(_resume_answers(entries, pending), pending)
+            await _check_thread(relay, thread_id)
+            record.resume_hash = digest_
+            await relay.turns.update(record.turn_id, resume_hash=digest_)
+            after = await relay.runs.start(record, "resume",
+                                           lambda: agent.resume(record, answers, faults))
+        return await answer(request, record, after, run_id, pending)
+
+    @app.post("/agui", dependencies=list(dependencies), tags=["agui"],
+              openapi_extra=AGUI_OPENAPI)
+    async def agui(request: Request) -> Response:
+        """Run the agent for an AG-UI client: ``RunAgentInput`` in, AG-UI events out."""
+        accept = request.headers.get("accept", "").lower()
+        if accept.strip() and not any(a in accept for a in _ACCEPTS):
+            raise ApiError(406, "not_acceptable", "POST /agui answers AG-UI events as "
+                           "text/event-stream; accept it.")
+        body = await read_json_object(request, settings.max_body_bytes)
+        run_input = _run_input(body)
+        thread_id, run_id = run_input.thread_id, run_input.run_id
+        if not _ID.match(thread_id):
+            raise ApiError(422, "invalid_thread_id", "'threadId' must be 1-128 characters "
+                           "of letters, digits, '_', '-', '.', ':'.")
+        if not run_id or len(run_id) > 256:
+            raise ApiError(422, "invalid_run_id", "'runId' must be 1-256 characters.")
+        faults = faults_of(request)
+        agent: SupportAgent = request.app.state.agent
+        if run_input.resume:
+            return await resume(request, agent, thread_id, run_id, list(run_input.resume),
+                                faults)
+        message = _last_user_message(run_input.messages)
+        digest_ = digest({"agui": run_input.model_dump(mode="json", by_alias=True,
+                                                       exclude_none=True)})
+        return await chat(request, agent, thread_id, run_id, message, digest_, faults)
+
+
+def _answered_interrupts(relay: Relay, turn_id: str, after: int) -> list[dict[str, Any]]:
+    """The interrupts a resume run answered: its previous run's ``paused`` event, the
+    event at ``after`` (where a tool call's arguments come from on a re-attach)."""
+    if after <= 0:
+        return []
+    try:
+        reader = relay.bus.reader(turn_id, after - 1)
+        try:
+            previous = reader.take(1)
+        finally:
+            reader.close()
+    except Exception:  # retention dropped it: the arguments are then unknown
+        return []
+    if previous and previous[0].type == PAUSED_EVENT:
+        interrupts = previous[0].fields.get("interrupts")
+        return interrupts if isinstance(interrupts, list) else []
+    return []
+
+
+async def _check_thread(relay: Relay, thread_id: str) -> None:
+    try:
+        relay.runs.check_thread(thread_id)
+        return
+    except ThreadBusy as exc:
+        busy = exc.turn_id
+    await _settle(relay, busy)
+    try:
+        relay.runs.check_thread(thread_id)
+    except ThreadBusy as exc:
+        raise ApiError(409, "thread_busy", f"Thread {thread_id} is already running turn "
+                       f"{exc.turn_id}; wait for it to finish.") from None
+
+
+async def _settle(relay: Relay, turn_id: str, timeout_s: float = 5.0) -> None:
+    """Let a run that has sent its terminal event finish recording its end. An AG-UI
+    client starts its next run (a resume, say) as soon as it reads RUN_FINISHED, which
+    can be a moment before the run's task has written the turn's new status."""
+    if not relay.runs.running(turn_id):
+        return
+    try:
+        last = relay.bus.last_seq(turn_id)
+        reader = relay.bus.reader(turn_id, max(0, last - 1))
+        try:
+            ended = any(e.is_run_terminal for e in reader.take())
+        finally:
+            reader.close()
+    except Exception:  # the log is gone or unreadable: nothing to wait for
+        return
+    if ended:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(relay.runs.wait(turn_id), timeout_s)
+
+
+def _run_input(body: dict[str, Any]) -> Any:
+    from ag_ui.core import RunAgentInput
+
+    try:
+        return RunAgentInput.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        detail = f" ({where}: {first.get('msg', 'invalid')})" if where else ""
+        raise ApiError(422, "invalid_run_input",
+                       f"The body is not an AG-UI RunAgentInput{detail}.") from None
+
+
+def _last_user_message(messages: Sequence[Any]) -> str:
+    """The text of the last user message (text parts joined; media parts are ignored)."""
+    for message in reversed(messages):
+        if getattr(message, "role", None) != "user":
+            continue
+        content = message.content
+        if isinstance(content, str):
+            text = content
+        else:
+            text = "".join(getattr(part, "text", "") for part in content
+                           if getattr(part, "type", None) == "text")
+        if text.strip():
+            return text
+        break
+    raise ApiError(422, "invalid_message", "'messages' must end with a user message that "
+                   "has text: it is the turn's message.")
+
+
+def _resume_answers(entries: Sequence[Any], pending: list[PendingInterrupt]) -> dict[str, Any]:
+    """AG-UI resume entries as our ``{interrupt_id: answer}``. A cancelled approval is a
+    rejection; the answers are then checked as ``/chat/resume`` checks them."""
+    known = {p.id: p.value for p in pending}
+    answers: dict[str, Any] = {}
+    for entry in entries:
+        if entry.interrupt_id not in known:
+            raise ApiError(422, "invalid_resume", f"resume[] answers interrupt "
+                           f"{entry.interrupt_id}, which this thread does not wait on "
+                           f"(it waits on: {', '.join(sorted(known)) or 'nothing'}).")
+        if entry.status == "cancelled":
+            value = known[entry.interrupt_id]
+            answers[entry.interrupt_id] = {"approved": False,
+                                           "comment": "Cancelled by the client."} \
+                if isinstance(value, dict) and value.get("type") == "approval" else None
+        else:
+            answers[entry.interrupt_id] = entry.payload
+    if not answers:
+        raise ApiError(422, "invalid_resume", "resume[] is empty.")
+    return answers
+
+
+_ERROR = {"type": "object", "required": ["error"],
+          "properties": {"error": {"type": "object", "required": ["code", "message"],
+                                   "properties": {"code": {"type": "string"},
+                                                  "message": {"type": "string"}}}}}
+
+AGUI_OPENAPI: dict[str, Any] = {
+    "requestBody": {"required": True, "content": {"application/json": {"schema": {
+        "type": "object", "required": ["threadId", "runId", "messages"],
+        "description": "AG-UI 1.0 RunAgentInput (https://ag-ui.com/spec/1.0/schema.json)",
+        "properties": {
+            "threadId": {"type": "string", "pattern": _ID.pattern},
+            "runId": {"type": "string", "minLength": 1, "maxLength": 256},
+            "messages": {"type": "array", "items": {"type": "object"}},
+            "state": {}, "tools": {"type": "array"}, "context": {"type": "array"},
+            "forwardedProps": {}, "resume": {"type": "array"},
+            "protocolVersion": {"type": "string"},
+        },
+    }}}},
+    "responses": {
+        "200": {"description": "The run's AG-UI events",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+        **{code: {"description": text, "content": {"application/json": {"schema": _ERROR}}}
+           for code, text in (("400", "Malformed body"), ("401", "Missing or wrong bearer "
+                              "token"), ("404", "No run to resume"),
+                              ("406", "Unacceptable Accept"),
+                              ("409", "Conflict with the run's or thread's state"),
+                              ("413", "Body too large"), ("422", "Invalid RunAgentInput"),
+                              ("429", "Rate limited"), ("503", "Bus unavailable"))},
+    },
+}
+

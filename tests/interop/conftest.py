@@ -1,0 +1,140 @@
+"""Interop fixtures: the relay alone (``relay.app:create_relay_app``, the OTLP receivers
+on) in a real uvicorn, exporters that send it spans, and readers of its SSE streams."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Frame, LiveServer, iter_frames
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def relay_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "OTEL_"))}
+    env.update({"RELAY_DATA_DIR": str(tmp_path / "relay"), "OTEL_TRACES_EXPORTER": "none"})
+    return env
+
+
+@pytest.fixture
+def make_relay(relay_env: dict[str, str]) -> Iterator[Callable[..., LiveServer]]:
+    from relay.app import create_relay_app
+
+    servers: list[LiveServer] = []
+
+    def make(**overrides: str) -> LiveServer:
+        env = {**relay_env, "RELAY_OTLP_GRPC": f"127.0.0.1:{free_port()}", **overrides}
+        server = LiveServer(create_relay_app(env)).start()
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def relay_server(make_relay: Callable[..., LiveServer]) -> LiveServer:
+    return make_relay()
+
+
+def grpc_endpoint(server: LiveServer) -> str:
+    return f"http://{server.relay.settings.otlp_grpc}"
+
+
+class TurnReader:
+    """Reads ``GET /turns/{id}/events`` in a thread, as the events arrive (with times)."""
+
+    def __init__(self, base_url: str, turn_id: str, headers: dict[str, str] | None = None,
+                 timeout: float = 30.0) -> None:
+        self.url = f"{base_url}/turns/{turn_id}/events"
+        self.headers = headers or {}
+        self.timeout = timeout
+        self.frames: list[Frame] = []
+        self.status: int | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self, wait_for_turn: float = 10.0) -> TurnReader:
+        """Start reading once the turn exists (a 404 is retried until ``wait_for_turn``)."""
+        self._deadline = time.monotonic() + wait_for_turn
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            with httpx.Client(timeout=self.timeout) as client:
+                while True:
+                    with client.stream("GET", self.url, headers=self.headers) as response:
+                        self.status = response.status_code
+                        if response.status_code == 404 and time.monotonic() < self._deadline:
+                            time.sleep(0.05)
+                            continue
+                        if response.status_code != 200:
+                            response.read()
+                            return
+                        for frame in iter_frames(response):
+                            self.frames.append(frame)
+                        return
+        except BaseException as exc:
+            self.error = exc
+
+    def join(self, timeout: float = 30.0) -> list[dict[str, Any]]:
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"the stream did not end: {self.types()}"
+        assert self.error is None, self.error
+        return self.events()
+
+    def events(self) -> list[dict[str, Any]]:
+        return [f.json for f in list(self.frames) if f.event is not None]
+
+    def types(self) -> list[str]:
+        return [e["type"] for e in self.events()]
+
+    def arrival(self, type_: str, node: str | None = None) -> float:
+        for frame in list(self.frames):
+            if frame.event == type_ and (node is None or frame.json.get("node") == node):
+                return frame.arrived
+        raise AssertionError(f"no {type_} {node or ''} in {self.types()}")
+
+
+def read_turn(base_url: str, turn_id: str, timeout: float = 30.0) -> list[dict[str, Any]]:
+    return TurnReader(base_url, turn_id, timeout=timeout).start().join(timeout)
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what or predicate}")
+
+
+def assert_well_formed(events: list[dict[str, Any]]) -> None:
+    """seq 1..N without a gap or a duplicate; one terminal event, last."""
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1)), \
+        [e["seq"] for e in events]
+    assert events[0]["type"] == "graph_topology"
+    assert events[-1]["type"] in ("turn_completed", "error")
+    assert sum(e["type"] in ("turn_completed", "error") for e in events) == 1
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))

@@ -1,0 +1,96 @@
+"""Another language: a Node.js agent (tests/interop/node/send.mjs, the OpenTelemetry JS SDK
+2.x and its OTLP exporters) sends a made-up graph's spans to the receiver over gRPC,
+HTTP/protobuf and HTTP/JSON; the turn's SSE stream shows them, nodes live.
+
+Exporters resolve ``shutdown()`` even when delivery failed, so every check is on the
+receiving side. The node modules come from ``npm ci`` against the committed lock file."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import service_missing
+from tests.interop.conftest import TurnReader, assert_well_formed
+
+NODE_DIR = Path(__file__).parent / "node"
+
+
+@pytest.fixture(scope="module")
+def node_agent() -> Path:
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        service_missing("Node.js 20+ and npm", "apt-get install nodejs npm (or nodesource)")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
+    if int(version.strip().lstrip("v").split(".")[0]) < 20:
+        service_missing("Node.js 20+", f"found {version.strip()}")
+    result = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR,
+                            capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        service_missing("the Node.js interop packages",
+                        f"cd {NODE_DIR} && npm ci  ({result.stderr[-400:]})")
+    return NODE_DIR
+
+
+def run_node(node_dir: Path, protocol: str, endpoint: str, turn_id: str,
+             **env: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        ["node", "send.mjs"], cwd=node_dir, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PROTOCOL": protocol, "ENDPOINT": endpoint, "TURN_ID": turn_id,
+             "NODE_SLEEP_MS": "400", **env})
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+EXPECTED = ["graph_topology", "node_started", "tool_started", "tool_completed",
+            "node_completed", "node_started", "node_completed", "turn_completed"]
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http-proto", "http-json"])
+def test_node_agent_streams_through_the_receiver(node_agent, relay_server, protocol) -> None:
+    if protocol == "grpc":
+        endpoint = f"http://{relay_server.relay.settings.otlp_grpc}"
+    else:
+        endpoint = f"{relay_server.url}/v1/traces"
+    turn_id = uuid.uuid4().hex
+    reader = TurnReader(relay_server.url, turn_id).start()
+    run_node(node_agent, protocol, endpoint, turn_id)
+    events = reader.join()
+    assert reader.types() == EXPECTED
+    assert_well_formed(events)
+    topology = events[0]
+    assert topology["graph_id"] == "node_graph" and topology["thread_id"] == "node-thread"
+    assert [n["id"] for n in topology["nodes"]] == ["__start__", "fetch", "summarize",
+                                                    "__end__"]
+    assert [e["node"] for e in events if e["type"] == "node_started"] == ["fetch", "summarize"]
+    tool = events[2]
+    assert tool["tool"] == "track_parcel" and tool["node"] == "fetch"
+    assert tool["call_id"] == "call-7"
+    summarize = events[6]
+    assert summarize["summary"] == {"model": "tiny-js", "input_tokens": 21,
+                                    "output_tokens": 8}
+    assert events[-1]["response"]["answer"] == "Your parcel is on its way."
+    # the start marker: summarize was shown running while it ran (400 ms)
+    assert reader.arrival("node_completed", "summarize") \
+        - reader.arrival("node_started", "summarize") > 0.25
+    record = httpx.get(f"{relay_server.url}/turns/{turn_id}").json()
+    assert record["status"] == "answered"
+    stats = relay_server.relay.receiver.stats
+    assert stats["rejected"] == 0 and stats["mapping_failures"] == 0
+
+
+def test_node_agent_with_the_token(node_agent, make_relay) -> None:
+    server = make_relay(RELAY_API_TOKEN="s3cret")
+    turn_id = uuid.uuid4().hex
+    run_node(node_agent, "http-proto", f"{server.url}/v1/traces", turn_id)  # no token
+    assert server.relay.receiver.stats["received"] == 0  # refused, though node exited 0
+    run_node(node_agent, "http-proto", f"{server.url}/v1/traces", turn_id, TOKEN="s3cret")
+    headers = {"Authorization": "Bearer s3cret"}
+    reader = TurnReader(server.url, turn_id, headers=headers).start()
+    assert reader.join()[-1]["type"] == "turn_completed"

@@ -1,0 +1,124 @@
+"""Replica fixtures: two instances of the demo app (real uvicorn, 127.0.0.1, different
+ports) sharing Redis (the bus) and PostgreSQL (turn records, span store, LangGraph
+checkpoints), and a private redis-server that a test may kill.
+
+Redis on 127.0.0.1:6379 and PostgreSQL on 127.0.0.1:5432 (database ``test``); under
+CI=true a missing one fails the test instead of skipping it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import LiveServer, service_missing
+
+REDIS_URL = os.environ.get("RELAY_TEST_REDIS", "redis://127.0.0.1:6379/0")
+POSTGRES_URL = os.environ.get("RELAY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    import redis
+
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+    except Exception as exc:
+        service_missing(f"Redis at {REDIS_URL}", f"start redis-server ({exc})")
+    return REDIS_URL
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh database per test (the instances share it; nothing leaks between tests)."""
+    import psycopg
+
+    name = f"relay_{uuid.uuid4().hex[:12]}"
+    try:
+        with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+    except Exception as exc:
+        service_missing(f"PostgreSQL at {POSTGRES_URL}", f"start postgresql ({exc})")
+    base, _, _ = POSTGRES_URL.rpartition("/")
+    yield f"{base}/{name}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+class RedisProcess:
+    """A redis-server of our own on a free port (no persistence), to kill and restart."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = _free_port()
+        self.workdir = workdir
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisProcess:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            service_missing("redis-server", "apt-get install redis-server")
+        self.process = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.workdir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        import redis
+
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis(port=self.port, socket_connect_timeout=0.5).ping()
+                return self
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("redis-server did not start") from None
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(10)
+            self.process = None
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[RedisProcess]:
+    server = RedisProcess(tmp_path).start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def make_instance(app_env: dict[str, str], tmp_path: Path
+                  ) -> Iterator[Callable[..., LiveServer]]:
+    """``make_instance("a", RELAY_BUS=..., RELAY_STORE=...)``: one replica of the demo app."""
+    from agent.app import create_app
+
+    servers: list[LiveServer] = []
+
+    def make(name: str, **overrides: str) -> LiveServer:
+        env = {**app_env, "RELAY_DATA_DIR": str(tmp_path / name), "RELAY_INSTANCE_ID": name,
+               **overrides}
+        server = LiveServer(create_app(env)).start()
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()

@@ -1,0 +1,134 @@
+"""Two instances sharing Redis (the bus) and PostgreSQL (turns, spans, checkpoints): a turn
+started on A is read on B, and after a disconnect resumed on B with Last-Event-ID, with no
+gap and no duplicate; a turn paused on A resumes on B; turn ids stay idempotency keys."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import httpx
+
+from tests.conftest import iter_frames
+from tests.interop.conftest import assert_well_formed, read_turn, wait_until
+
+SLOW = {"X-Relay-Fault": "generate=delay:1.5"}
+
+
+def pair(make_instance, redis_url: str, postgres_url: str):
+    shared = {"RELAY_BUS": redis_url, "RELAY_STORE": postgres_url}
+    return make_instance("a", **shared), make_instance("b", **shared)
+
+
+def start_async(client: httpx.Client, base: str, message: str, **headers: str) -> dict:
+    response = client.post(f"{base}/chat", json={"message": message},
+                           headers={"Prefer": "respond-async", **headers})
+    assert response.status_code == 202, response.text
+    return response.json()
+
+
+def test_turn_on_a_read_on_b_resumed_on_b(make_instance, redis_url, postgres_url) -> None:
+    a, b = pair(make_instance, redis_url, postgres_url)
+    with httpx.Client(timeout=30) as client:
+        turn = start_async(client, a.url, "How do refunds work?", **SLOW)
+        turn_id = turn["turn_id"]
+        assert client.get(f"{b.url}/turns/{turn_id}").json()["status"] == "running"
+        first: list[dict] = []
+        with client.stream("GET", f"{b.url}/turns/{turn_id}/events") as response:
+            assert response.status_code == 200
+            for frame in iter_frames(response):
+                if frame.event is not None:
+                    first.append(frame.json)
+                if len(first) == 3:
+                    break  # the client drops mid-turn
+        assert not any(e["type"] == "turn_completed" for e in first)
+        rest: list[dict] = []
+        with client.stream("GET", f"{b.url}/turns/{turn_id}/events",
+                           headers={"Last-Event-ID": str(first[-1]["seq"])}) as response:
+            assert response.status_code == 200
+            for frame in iter_frames(response):
+                if frame.event is not None:
+                    rest.append(frame.json)
+        events = first + rest
+        assert_well_formed(events)
+        assert events[-1]["type"] == "turn_completed"
+        assert events[-1]["response"]["status"] == "answered"
+        # B's stream is A's log, event for event
+        assert read_turn(a.url, turn_id) == events
+        assert wait_until(lambda: client.get(f"{b.url}/turns/{turn_id}").json()["status"]
+                          == "answered", what="the record on B")
+        # a late reader on B after the turn: the finished turn resends its terminal event
+        late = read_turn(b.url, turn_id)
+        assert late == events
+
+
+def test_a_reader_on_b_from_the_start_while_a_runs(make_instance, redis_url,
+                                                  postgres_url) -> None:
+    a, b = pair(make_instance, redis_url, postgres_url)
+    with httpx.Client(timeout=30) as client:
+        turn_id = start_async(client, a.url, "How do refunds work?", **SLOW)["turn_id"]
+        arrived: list[tuple[float, dict]] = []
+        with client.stream("GET", f"{b.url}/turns/{turn_id}/events") as response:
+            for frame in iter_frames(response):
+                if frame.event is not None:
+                    arrived.append((frame.arrived, frame.json))
+    events = [e for _, e in arrived]
+    assert_well_formed(events)
+    started = next(t for t, e in arrived if e["type"] == "node_started"
+                   and e["node"] == "generate")
+    done = next(t for t, e in arrived if e["type"] == "node_completed"
+                and e["node"] == "generate")
+    assert done - started > 1.0  # B showed generate running while it ran on A
+
+
+def test_pause_on_a_resume_on_b(make_instance, redis_url, postgres_url) -> None:
+    a, b = pair(make_instance, redis_url, postgres_url)
+    with httpx.Client(timeout=30) as client:
+        paused = client.post(f"{a.url}/chat", json={"message": "Please refund order 1234 ($20)."})
+        assert paused.status_code == 200
+        body = paused.json()
+        assert body["status"] == "paused"
+        turn_id, thread_id = body["turn_id"], body["thread_id"]
+        assert client.get(f"{b.url}/turns/{turn_id}").json()["status"] == "paused"
+        resumed = client.post(f"{b.url}/chat/resume", json={
+            "thread_id": thread_id, "turn_id": turn_id, "resume": {"approved": True}})
+        assert resumed.status_code == 200, resumed.text
+        assert resumed.json()["status"] == "answered"
+        # the turn's stream spans both runs, on either instance
+        on_b = read_turn(b.url, turn_id)
+        assert_well_formed(on_b)
+        types = [e["type"] for e in on_b]
+        assert "paused" in types and types[-1] == "turn_completed"
+        assert [e["run_kind"] for e in on_b if e["type"] == "graph_topology"] == ["chat",
+                                                                                  "resume"]
+        assert read_turn(a.url, turn_id) == on_b
+        assert client.get(f"{a.url}/turns/{turn_id}").json()["status"] == "answered"
+
+
+def test_turn_ids_are_idempotency_keys_across_instances(make_instance, redis_url,
+                                                        postgres_url) -> None:
+    a, b = pair(make_instance, redis_url, postgres_url)
+    turn_id = uuid.uuid4().hex
+    with httpx.Client(timeout=30) as client:
+        first = client.post(f"{a.url}/chat", json={"message": "How do refunds work?",
+                                                   "turn_id": turn_id})
+        assert first.status_code == 200 and first.json()["turn_id"] == turn_id
+        conflict = client.post(f"{b.url}/chat", json={"message": "Something else",
+                                                      "turn_id": turn_id})
+        assert conflict.status_code == 409
+        assert conflict.json()["error"]["code"] == "turn_conflict"
+        listed = client.get(f"{b.url}/turns", params={"thread_id": first.json()["thread_id"]})
+        assert [t["turn_id"] for t in listed.json()["turns"]] == [turn_id]
+
+
+def test_a_restarted_replica_marks_only_its_own_turns_interrupted(
+        make_instance, redis_url, postgres_url) -> None:
+    a, _ = pair(make_instance, redis_url, postgres_url)
+    with httpx.Client(timeout=30) as client:
+        turn_id = start_async(client, a.url, "How do refunds work?",
+                              **{"X-Relay-Fault": "generate=delay:5"})["turn_id"]
+        time.sleep(0.3)
+        # a third replica starts while A runs the turn: it must not touch A's turn
+        make_instance("c", RELAY_BUS=redis_url, RELAY_STORE=postgres_url)
+        assert client.get(f"{a.url}/turns/{turn_id}").json()["status"] == "running"
+        client.post(f"{a.url}/turns/{turn_id}/cancel")
