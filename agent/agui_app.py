@@ -229,7 +229,8 @@ def _run_input(body: dict[str, Any]) -> Any:
 
 
 def _last_user_message(messages: Sequence[Any]) -> str:
-    """The text of the last user message (text parts joined; media parts are ignored)."""
+    """The text of the last user message that has text (text parts joined; media parts
+    are ignored)."""
     for message in reversed(messages):
         if getattr(message, "role", None) != "user":
             continue
@@ -241,7 +242,6 @@ def _last_user_message(messages: Sequence[Any]) -> str:
                            if getattr(part, "type", None) == "text")
         if text.strip():
             return text
-        break
     raise ApiError(422, "invalid_message", "'messages' must end with a user message that "
                    "has text: it is the turn's message.")
 
@@ -273,22 +273,52 @@ _ERROR = {"type": "object", "required": ["error"],
                                    "properties": {"code": {"type": "string"},
                                                   "message": {"type": "string"}}}}}
 
+def _input_schema() -> dict[str, Any]:
+    """``RunAgentInput``'s JSON schema, from the ``ag-ui-protocol`` models (references
+    inlined), narrowed to what this endpoint takes: our thread id pattern, a run id, and
+    messages that hold a user message with text (the turn's message)."""
+    from ag_ui.core import RunAgentInput
+
+    schema = RunAgentInput.model_json_schema(by_alias=True)
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return inline(defs[node["$ref"].rsplit("/", 1)[-1]])
+            out = {k: inline(v) for k, v in node.items() if k != "discriminator"}
+            tags = [k for k, v in out.get("properties", {}).items()
+                    if isinstance(v, dict) and "const" in v]
+            if tags:  # a union's tag (a message's role, a part's type) must be sent
+                out["required"] = sorted({*out.get("required", []), *tags})
+            return out
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    schema = inline(schema)
+    props = schema["properties"]
+    props["threadId"] = {"type": "string", "pattern": _ID.pattern}
+    props["runId"] = {"type": "string", "minLength": 1, "maxLength": 256}
+    props["messages"].update(minItems=1, contains={
+        "type": "object", "required": ["role", "content"],
+        "properties": {"role": {"const": "user"},
+                       "content": {"type": "string", "pattern": r"\S"}}})
+    schema["description"] = ("AG-UI 1.0 RunAgentInput (https://ag-ui.com/spec/1.0/schema.json)"
+                             "; resume[] answers the thread's pending interrupts")
+    return schema
+
+
 AGUI_OPENAPI: dict[str, Any] = {
-    "requestBody": {"required": True, "content": {"application/json": {"schema": {
-        "type": "object", "required": ["threadId", "runId", "messages"],
-        "description": "AG-UI 1.0 RunAgentInput (https://ag-ui.com/spec/1.0/schema.json)",
-        "properties": {
-            "threadId": {"type": "string", "pattern": _ID.pattern},
-            "runId": {"type": "string", "minLength": 1, "maxLength": 256},
-            "messages": {"type": "array", "items": {"type": "object"}},
-            "state": {}, "tools": {"type": "array"}, "context": {"type": "array"},
-            "forwardedProps": {}, "resume": {"type": "array"},
-            "protocolVersion": {"type": "string"},
-        },
-    }}}},
+    "requestBody": {"required": True,
+                    "content": {"application/json": {"schema": _input_schema()}}},
     "responses": {
-        "200": {"description": "The run's AG-UI events",
-                "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+        "200": {"description": "The run's AG-UI events: SSE frames of one data line each, "
+                               "an AG-UI event as JSON",
+                "content": {"text/event-stream": {"schema": {
+                    "type": "object", "required": ["data"],
+                    "properties": {"data": {"type": "string",
+                                            "contentMediaType": "application/json"}}}}}},
         **{code: {"description": text, "content": {"application/json": {"schema": _ERROR}}}
            for code, text in (("400", "Malformed body"), ("401", "Missing or wrong bearer "
                               "token"), ("404", "No run to resume"),

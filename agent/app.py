@@ -75,7 +75,7 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
             relay.topology = topology(graph)
             app.state.ledger = ledger
             app.state.agent = SupportAgent(graph, tracer, relay.topology, relay.turns,
-                                           settings.turn_timeout_s)
+                                           settings.turn_timeout_s, messages=relay.messages)
             await relay.start()
             try:
                 yield

@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
-from opentelemetry.trace import Tracer
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode, Tracer
 
 from agent.faults import Fault
 from agent.graph import GRAPH_ID
 from agent.state import fresh_turn
 from agent.tracing import RunSpan, run_span
 from relay import conventions as c
+from relay.messages import Message, SQLiteMessageStore
 from relay.response import ChatResponse
 from relay.turns import SQLiteTurnStore, TurnRecord
 
@@ -37,12 +40,14 @@ class PendingInterrupt:
 
 class SupportAgent:
     def __init__(self, graph: CompiledStateGraph, tracer: Tracer, topology: dict[str, Any],
-                 turns: SQLiteTurnStore, turn_timeout_s: float) -> None:
+                 turns: SQLiteTurnStore, turn_timeout_s: float,
+                 messages: SQLiteMessageStore | None = None) -> None:
         self.graph = graph
         self.tracer = tracer
         self.topology = topology
         self.turns = turns
         self.turn_timeout_s = turn_timeout_s
+        self.messages = messages
 
     @staticmethod
     def _config(thread_id: str, faults: dict[str, Fault]) -> dict[str, Any]:
@@ -59,7 +64,9 @@ class SupportAgent:
         with self._run_span(record, "chat", message=record.message) as run:
             await self._remember_root(record, run)
             graph_input = fresh_turn(record.turn_id, record.message)
-            return await self._invoke(record, run, graph_input, faults)
+            response = await self._invoke(record, run, graph_input, faults)
+        await self._save_message(record, run, response)
+        return response
 
     async def resume(self, record: TurnRecord, resume: dict[str, Any],
                      faults: dict[str, Fault]) -> ChatResponse:
@@ -72,7 +79,32 @@ class SupportAgent:
             await self._remember_root(record, run)
             if human_wait_ms is not None:
                 run.end_attributes[c.TURN_HUMAN_WAIT_MS] = human_wait_ms
-            return await self._invoke(record, run, Command(resume=resume), faults)
+            response = await self._invoke(record, run, Command(resume=resume), faults)
+        await self._save_message(record, run, response)
+        return response
+
+    async def _save_message(self, record: TurnRecord, run: RunSpan,
+                            response: ChatResponse) -> None:
+        """Save the answer, after the run's root span has ended (so ``turn_completed`` is
+        already on its way), in a ``save_message`` span under that root: its end is the
+        ``message_saved`` event. A failed save is logged and leaves no event; the answer
+        stands."""
+        if self.messages is None or response.status not in ("answered", "refused"):
+            return
+        message_id = secrets.token_hex(16)
+        with self.tracer.start_as_current_span(
+                "save_message", context=trace.set_span_in_context(run.span),
+                record_exception=False, set_status_on_exception=False, attributes={
+                    c.OPERATION: c.OP_SAVE_MESSAGE, c.MESSAGE_ID: message_id,
+                    c.MESSAGE_TURN_ID: record.turn_id, c.CONVERSATION_ID: record.thread_id,
+                }) as span:
+            try:
+                await self.messages.save(Message(message_id, record.turn_id, record.thread_id,
+                                                 response.answer, time.time() * 1000))
+            except Exception as exc:
+                log.exception("could not save the answer of turn %s", record.turn_id)
+                span.record_exception(exc)
+                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
 
     def _run_span(self, record: TurnRecord, kind: str, **kwargs: Any):
         return run_span(self.tracer, agent=AGENT_NAME, thread_id=record.thread_id,

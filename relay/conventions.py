@@ -22,6 +22,7 @@ OP_CHAT = "chat"
 OP_RETRIEVAL = "retrieval"
 OP_GUARDRAIL = "apply_guardrail"
 OP_TOOL = "execute_tool"
+OP_SAVE_MESSAGE = "save_message"
 
 # relay.* fills the gaps
 TURN_ID = "relay.turn.id"
@@ -37,6 +38,10 @@ ERROR_CODE = "relay.error.code"
 ERROR_MESSAGE = "relay.error.message"
 ERROR_NODE = "relay.error.node"
 ERROR_RETRYABLE = "relay.error.retryable"
+
+MESSAGE_ID = "relay.message.id"
+#: the turn a save_message span belongs to (not relay.turn.id: only run roots carry that)
+MESSAGE_TURN_ID = "relay.message.turn_id"
 
 NODE_NAME = "relay.node.name"
 NODE_STEP = "relay.node.step"

@@ -22,6 +22,7 @@ PAUSED = "paused"
 ERROR = "error"
 TURN_COMPLETED = "turn_completed"
 TEXT_DELTA = "text_delta"
+MESSAGE_SAVED = "message_saved"
 
 #: Events that end a run: the response to POST /chat or /chat/resume stops after one.
 RUN_TERMINAL = frozenset({TURN_COMPLETED, PAUSED, ERROR})

@@ -26,6 +26,7 @@ from relay.bus.static import StaticReader
 from relay.events import RUN_TERMINAL, Event
 from relay.export import add_otlp_export
 from relay.limits import RateLimit, no_limit
+from relay.messages import SQLiteMessageStore
 from relay.metrics import CountingExporter, RelayMetrics, prometheus_provider
 from relay.negotiation import NDJSON
 from relay.processor import RelaySpanProcessor
@@ -54,7 +55,8 @@ class Relay:
         self.metrics = RelayMetrics(
             prometheus_provider() if settings.metrics == "prometheus" else None,
             dropped=lambda: self.span_processor.dropped)
-        self.turns: SQLiteTurnStore = open_turn_store(settings)  # issue 6: SQLite or Postgres
+        self.turns: SQLiteTurnStore = open_turn_store(settings)  # SQLite or Postgres
+        self.messages = SQLiteMessageStore(settings.data_dir / "messages.db")
         #: finished spans, for replay (RELAY_STORE); written by add_span_store's processor
         self.store: SpanStore = open_store(settings)
         self.store_processor: BatchSpanProcessor | None = None
@@ -148,6 +150,7 @@ class Relay:
         await self.runs.shutdown(self.settings.shutdown_grace_s)
         self.span_processor.unbind()
         self.turns.close()
+        self.messages.close()
         if self.store_processor is not None:  # flush what is pending, then close the store
             await asyncio.to_thread(self.store_processor.shutdown)
         await self._stop_issue6()  # the receiver's queue reaches the store before it closes

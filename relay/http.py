@@ -23,6 +23,7 @@ from relay.bus.base import BusUnavailable, CursorExpired
 from relay.errors import ApiError, error_responses
 from relay.events import TURN_TERMINAL
 from relay.imports import import_response
+from relay.messages import RATINGS
 from relay.negotiation import NDJSON, SSE
 from relay.receiver.http import add_receiver_routes
 from relay.replay import replay_response
@@ -191,6 +192,26 @@ def build_router(relay: Relay) -> APIRouter:
         status = "cancelling" if cancelled else record.status
         return JSONResponse({"turn_id": turn_id, "cancelled": cancelled, "status": status},
                             status_code=202 if cancelled else 200)
+
+    @router.post("/messages/{message_id}/feedback", dependencies=auth, tags=["turns"],
+                 openapi_extra={"requestBody": {"required": True, "content": {
+                     "application/json": {"schema": {
+                         "type": "object", "required": ["rating"],
+                         "properties": {"rating": {"enum": ["up", "down"]},
+                                        "comment": {"type": "string", "maxLength": 2000}}}}}}},
+                 responses=error_responses(400, 401, 404, 413, 422))
+    async def feedback(request: Request, message_id: str) -> JSONResponse:
+        """Thumbs up or down on a saved answer (the id of its ``message_saved`` event)."""
+        body = await read_json_object(request, relay.settings.max_body_bytes)
+        rating, comment = body.get("rating"), body.get("comment")
+        if rating not in RATINGS:
+            raise ApiError(422, "invalid_rating", "'rating' must be \"up\" or \"down\".")
+        if comment is not None and (not isinstance(comment, str) or len(comment) > 2000):
+            raise ApiError(422, "invalid_comment",
+                           "'comment' must be a string of at most 2000 characters.")
+        if not await relay.messages.rate(message_id, rating, comment):
+            raise ApiError(404, "unknown_message", "There is no such message.")
+        return JSONResponse({"message_id": message_id, "rating": rating})
 
     @router.get("/graph", dependencies=auth, tags=["graph"],
                 responses=error_responses(401, 404))

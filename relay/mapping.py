@@ -340,6 +340,8 @@ class MappingState:
 def map_span(state: MappingState, record: SpanRecord, ended: bool) -> list[Event]:
     """The events for one span start (``ended=False``) or end (``ended=True``)."""
     attrs = record.attributes
+    if attrs.get(c.OPERATION) == c.OP_SAVE_MESSAGE:
+        return _message_saved(record) if ended else []
     if c.START_OF in attrs:
         return [] if ended else _marker_started(state, record)
     if not ended and c.TURN_ID in attrs:
@@ -355,6 +357,18 @@ def map_span(state: MappingState, record: SpanRecord, ended: bool) -> list[Event
     if not ended:
         return _span_started(state, run, record)
     return _span_ended(state, run, record)
+
+
+def _message_saved(record: SpanRecord) -> list[Event]:
+    """A ``save_message`` span (a child of the run's root that ends after it) that
+    succeeded: the turn's answer is stored under ``relay.message.id``. The run is over by
+    then, so the span names its turn and thread itself."""
+    attrs = record.attributes
+    if record.status == "error" or c.MESSAGE_ID not in attrs or c.MESSAGE_TURN_ID not in attrs:
+        return []
+    return [Event(ev.MESSAGE_SAVED, str(attrs.get(c.CONVERSATION_ID, "")),
+                  str(attrs[c.MESSAGE_TURN_ID]), record.trace_id, _ms(record.end_ns or 0),
+                  {"message_id": str(attrs[c.MESSAGE_ID])})]
 
 
 # -- start markers ------------------------------------------------------------------------

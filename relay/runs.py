@@ -138,11 +138,12 @@ class RunManager:
     def _ensure_terminal(self, run: _Run, cancelled: bool) -> None:
         """A run whose spans produced no terminal event still ends its streams, loudly.
 
-        A run's terminal event is the last event it publishes, so the log's last event
-        says whether it came (however long the log, whatever retention dropped)."""
+        A run's terminal event is the last event it publishes (but for a ``message_saved``
+        after it), so the log's last events say whether it came, however long the log."""
         last = self.bus.last_seq(run.turn_id)
         if last > run.first_seq:
-            reader = self.bus.reader(run.turn_id, last - 1)
+            # the terminal event, or a message_saved right after it
+            reader = self.bus.reader(run.turn_id, max(run.first_seq, last - 2))
             try:
                 if any(e.is_run_terminal for e in reader.take()):
                     return

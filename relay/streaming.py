@@ -28,13 +28,15 @@ from typing import Any
 from starlette.responses import Response
 
 from relay.bus.base import BusUnavailable, CursorExpired, LogReader
-from relay.events import Event, dumps
+from relay.events import MESSAGE_SAVED, TURN_COMPLETED, Event, dumps
 
 SSE = "text/event-stream"
 NDJSON = "application/x-ndjson"
 
 #: events written to the socket at once: a reader holds at most one batch in memory
 MAX_BATCH = 64
+#: how long a stream that has sent turn_completed waits for the answer's message_saved
+TRAILER_WAIT_S = 1.0
 
 STREAM_HEADERS = [
     (b"cache-control", b"no-cache, no-transform"),
@@ -174,11 +176,14 @@ class EventStream(Response):
                     return "done"
                 if batch:
                     stop = next((i for i, e in enumerate(batch) if e.type in self.stop_at), None)
+                    after = batch[stop + 1:] if stop is not None else []
                     if stop is not None:
                         batch = batch[: stop + 1]
                     await self._send(send, b"".join(self.encoder.event(e) for e in batch))
                     self.frames_sent += len(batch)
                     if stop is not None:
+                        if batch[-1].type == TURN_COMPLETED:
+                            await self._trailer(send, after)
                         return "done"
                 if getattr(self.reader, "exhausted", False):
                     return "done"  # a fixed list (a replay) that has been sent whole
@@ -206,6 +211,21 @@ class EventStream(Response):
         finally:
             for future in interrupts:
                 future.cancel()
+
+    async def _trailer(self, send: Any, taken: list[Event]) -> None:
+        """After ``turn_completed``, the answer's ``message_saved`` if it comes within
+        ``TRAILER_WAIT_S`` (or was already ``taken`` with it): the save runs after the
+        answer is out, never before it."""
+        deadline = time.monotonic() + TRAILER_WAIT_S
+        while (left := deadline - time.monotonic()) > 0:
+            for event in taken or self.reader.take(MAX_BATCH):
+                if event.type == MESSAGE_SAVED:
+                    await self._send(send, self.encoder.event(event))
+                    self.frames_sent += 1
+                    return
+            taken = []
+            if getattr(self.reader, "exhausted", False) or not await self.reader.wait(left):
+                return
 
     async def _send(self, send: Any, body: bytes, more: bool = True) -> None:
         message = {"type": "http.response.body", "body": body, "more_body": more}

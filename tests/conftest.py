@@ -168,8 +168,14 @@ def iter_frames(response: httpx.Response) -> Iterator[Frame]:
             yield parse_frame(raw, time.monotonic())
 
 
-def events_of(frames: list[Frame]) -> list[dict[str, Any]]:
-    return [f.json for f in frames if f.event is not None]
+def events_of(frames: list[Frame], trailer: bool = False) -> list[dict[str, Any]]:
+    """The events among the frames. The ``message_saved`` that may trail a
+    ``turn_completed`` is left out unless ``trailer`` (tests that want it ask)."""
+    events = [f.json for f in frames if f.event is not None
+              and f.event not in ("reconnect", "reset")]
+    if not trailer and events and events[-1]["type"] == "message_saved":
+        events.pop()
+    return events
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ TYPE_FIELDS: dict[str, dict[str, Any]] = {
     "turn_completed": {"response": dict},
     "text_delta": {"message_id": str, "delta": str, "node": (str, type(None)),
                    "span_id": str},
+    "message_saved": {"message_id": str},
 }
 RESPONSE = {"thread_id": str, "turn_id": str, "trace_id": str, "status": str, "answer": str,
             "citations": list, "interrupts": list, "nodes": list}
@@ -64,6 +65,10 @@ def check_stream(events: list[dict[str, Any]]) -> None:
         check_event(event)
     seqs = [e["seq"] for e in events]
     assert seqs == sorted(set(seqs)), f"seq not strictly increasing: {seqs}"
+    if events[-1]["type"] == "message_saved":  # the answer's save may trail its completion
+        assert events[-2]["type"] == "turn_completed", [e["type"] for e in events]
+        assert events[-1]["turn_id"] == events[-2]["turn_id"]
+        events = events[:-1]
     terminal = [e for e in events if e["type"] in ("turn_completed", "paused", "error")]
     assert len(terminal) == 1 and terminal[0] is events[-1], [e["type"] for e in events]
     assert events[0]["type"] == "graph_topology"
@@ -71,10 +76,10 @@ def check_stream(events: list[dict[str, Any]]) -> None:
 
 def sequence(events: list[dict[str, Any]]) -> list[str]:
     """``type`` or ``type:node`` for node/tool events: the shape of a stream (text deltas
-    left out: see :func:`deltas`)."""
+    and the trailing ``message_saved`` left out: tested on their own)."""
     out = []
     for e in events:
-        if e["type"] == "text_delta":
+        if e["type"] in ("text_delta", "message_saved"):
             continue
         if "node" in e and e["type"].startswith("node_"):
             out.append(f"{e['type']}:{e['node']}")

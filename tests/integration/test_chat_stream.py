@@ -27,7 +27,8 @@ def test_normal_turn(server: LiveServer, client: httpx.Client) -> None:
         "graph_topology", *node_pair("guardrail_pre"), *node_pair("retrieve_context"),
         *node_pair("generate"), *node_pair("guardrail_post"), "turn_completed"]
     # SSE ids are the seqs, 1..n
-    assert [f.id for f in frames if f.event] == [str(i) for i in range(1, len(events) + 1)]
+    ids = [f.id for f in frames if f.event]
+    assert ids == [str(i) for i in range(1, len(ids) + 1)]
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     topology = events[0]
     assert {n["id"] for n in topology["nodes"]} >= {
@@ -263,3 +264,35 @@ def test_a_cut_stream_keeps_the_partial_answer(server: LiveServer,
     generate = next(e for e in events
                     if e["type"] == "node_completed" and e["node"] == "generate")
     assert [c["status"] for c in generate["children"] if c["operation"] == "chat"] == ["error"]
+
+
+def test_answer_is_saved_after_it_is_sent_and_can_be_rated(server: LiveServer,
+                                                           client: httpx.Client) -> None:
+    frames = stream_post(client, f"{server.url}/chat", {"message": REFUNDS})
+    events = events_of(frames, trailer=True)
+    assert [e["type"] for e in events[-2:]] == ["turn_completed", "message_saved"]
+    saved = events[-1]
+    assert saved["seq"] == events[-2]["seq"] + 1
+    assert saved["ts"] >= events[-2]["ts"]  # saved after the answer went out
+    message_id = saved["message_id"]
+    stored = server.call(lambda: server.relay.messages._get(message_id))
+    assert stored.text == events[-2]["response"]["answer"]
+    url = f"{server.url}/messages/{message_id}/feedback"
+    r = client.post(url, json={"rating": "up", "comment": "clear"})
+    assert r.status_code == 200 and r.json() == {"message_id": message_id, "rating": "up"}
+    assert server.call(lambda: server.relay.messages._get(message_id)).rating == "up"
+    assert client.post(url, json={"rating": "meh"}).status_code == 422
+    assert client.post(f"{server.url}/messages/nope/feedback",
+                       json={"rating": "down"}).status_code == 404
+    # a paused turn has no answer to save yet; its resume does
+    paused = events_of(stream_post(client, f"{server.url}/chat", {"message": REFUND_ORDER}))
+    assert paused[-1]["type"] == "paused"
+
+
+def test_a_failed_save_leaves_the_answer_alone(server: LiveServer,
+                                               client: httpx.Client) -> None:
+    server.call(server.relay.messages.close)  # the message store is gone
+    events = events_of(stream_post(client, f"{server.url}/chat", {"message": REFUNDS}))
+    check_stream(events)
+    assert events[-1]["type"] == "turn_completed"
+    assert events[-1]["response"]["status"] == "answered"

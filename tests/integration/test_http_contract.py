@@ -71,7 +71,7 @@ def test_accept_negotiation(server: LiveServer, accept: str | None, expected: st
     elif expected == "application/x-ndjson":
         lines = [json.loads(line) for line in r.text.splitlines() if line]
         assert lines[0]["type"] == "graph_topology"
-        assert lines[-1]["type"] == "turn_completed"
+        assert [line["type"] for line in lines[-2:]] == ["turn_completed", "message_saved"]
     else:
         assert r.text.startswith("retry: ")
         assert "event: turn_completed" in r.text

@@ -15,7 +15,7 @@ from tests.integration.test_restart import Process
 def test_prometheus_metrics(make_server, client: httpx.Client) -> None:
     server = make_server(RELAY_METRICS="prometheus")
     events = events_of(stream_post(client, f"{server.url}/chat",
-                                   {"message": "How do refunds work?"}))
+                                   {"message": "How do refunds work?"}), trailer=True)
     text = client.get(f"{server.url}/metrics").text
 
     def value(name: str, **labels: str) -> float:

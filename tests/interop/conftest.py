@@ -114,7 +114,9 @@ class TurnReader:
 
 
 def read_turn(base_url: str, turn_id: str, timeout: float = 30.0) -> list[dict[str, Any]]:
-    return TurnReader(base_url, turn_id, timeout=timeout).start().join(timeout)
+    """The turn's events, without the ``message_saved`` that may trail them."""
+    events = TurnReader(base_url, turn_id, timeout=timeout).start().join(timeout)
+    return [e for e in events if e["type"] != "message_saved"]
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
@@ -128,7 +130,11 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = 
 
 
 def assert_well_formed(events: list[dict[str, Any]]) -> None:
-    """seq 1..N without a gap or a duplicate; one terminal event, last."""
+    """seq 1..N without a gap or a duplicate; one terminal event, last (or followed only
+    by the answer's ``message_saved``)."""
+    if events and events[-1]["type"] == "message_saved":
+        assert events[-2]["type"] == "turn_completed"
+        events = events[:-1]
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1)), \
         [e["seq"] for e in events]
     assert events[0]["type"] == "graph_topology"

@@ -1,0 +1,78 @@
+"""Assistant messages and their feedback.
+
+After a turn completes, the app saves the answer as a message (in its own span, so the
+``message_saved`` event comes from the spans like every other event: live and replay
+agree) and the person can rate it with ``POST /messages/{id}/feedback``. Saving never
+holds up the answer: ``turn_completed`` is on the bus before the save starts, and a
+failed save only means no ``message_saved``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+RATINGS = ("up", "down")
+
+
+@dataclass(slots=True)
+class Message:
+    message_id: str
+    turn_id: str
+    thread_id: str
+    text: str
+    created_at: float
+    rating: str | None = None
+    comment: str | None = None
+
+
+class SQLiteMessageStore:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS messages (message_id TEXT PRIMARY KEY, "
+            "turn_id TEXT NOT NULL, thread_id TEXT NOT NULL, text TEXT NOT NULL, "
+            "created_at REAL NOT NULL, rating TEXT, comment TEXT, rated_at REAL)")
+        self._db.execute("CREATE INDEX IF NOT EXISTS messages_turn ON messages (turn_id)")
+
+    def _save(self, message: Message) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO messages (message_id, turn_id, thread_id, text, "
+                "created_at) VALUES (?, ?, ?, ?, ?)",
+                (message.message_id, message.turn_id, message.thread_id, message.text,
+                 message.created_at))
+
+    def _get(self, message_id: str) -> Message | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT message_id, turn_id, thread_id, text, created_at, rating, comment "
+                "FROM messages WHERE message_id = ?", (message_id,)).fetchone()
+        return Message(*row) if row else None
+
+    def _rate(self, message_id: str, rating: str, comment: str | None) -> bool:
+        with self._lock:
+            cur = self._db.execute(
+                "UPDATE messages SET rating = ?, comment = ?, rated_at = ? "
+                "WHERE message_id = ?", (rating, comment, time.time() * 1000, message_id))
+            return cur.rowcount == 1
+
+    async def save(self, message: Message) -> None:
+        await asyncio.to_thread(self._save, message)
+
+    async def get(self, message_id: str) -> Message | None:
+        return await asyncio.to_thread(self._get, message_id)
+
+    async def rate(self, message_id: str, rating: str, comment: str | None) -> bool:
+        return await asyncio.to_thread(self._rate, message_id, rating, comment)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
