@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from relay import events as ev
-from relay.events import Event, dumps
+from relay.events import MESSAGE_SAVED, Event, dumps
 
 PROTOCOL_VERSION = "1.0"
 SSE = "text/event-stream"
@@ -122,6 +122,9 @@ class AGUIEncoder:
         self._runs = 0
         self._tool_args: dict[str, Any] = {}
         self._remember_interrupts(interrupts or ())
+        #: a successful run's RUN_FINISHED, held for the answer's message_saved (which our
+        #: streams send right after turn_completed); released by the next event or the end
+        self._held: dict[str, Any] | None = None
         #: AG-UI events written so far (their dicts), for tests and metrics
         self.count = 0
 
@@ -142,8 +145,10 @@ class AGUIEncoder:
         """An out-of-log frame of the writer (``reconnect``, ``reset``, ``error``): the run
         cannot go on in this stream, so it ends with ``RUN_ERROR`` saying why. Between runs
         (a turn's stream waiting through a pause) it is only a comment."""
+        released = self._release()
         if self._run is None:
-            return f": {type_} last_seq={fields.get('last_seq', '')}\n\n".encode()
+            return self._write(released) + \
+                f": {type_} last_seq={fields.get('last_seq', '')}\n\n".encode()
         now = time.time() * 1000
         code = str(fields.get("code") or fields.get("reason") or type_)
         message = str(fields.get("message") or "The stream ended before the run did.")
@@ -155,14 +160,33 @@ class AGUIEncoder:
         self._run = None
         return self._write(out)
 
+    def epilogue(self) -> bytes:
+        """The stream ends (its terminal event was sent, or a replay ran out): what is held
+        goes out, and a run still open ends with ``RUN_ERROR`` (code ``incomplete``), so an
+        AG-UI stream never stops inside a run."""
+        return self._write(self.finish())
+
+    def finish(self) -> list[dict[str, Any]]:
+        out = self._release()
+        if self._run is not None:
+            out += self._end_with_error(time.time() * 1000, "incomplete",
+                                        "The stream ended before the run's outcome.")
+        return out
+
     # -- translation ---------------------------------------------------------------------
 
     def translate(self, event: Event) -> list[dict[str, Any]]:
         """The AG-UI events (dicts, camelCase, no nulls) for one of ours."""
         t, f, ts = event.type, event.fields, event.ts
-        out: list[dict[str, Any]] = []
         if self.thread_id is None:
             self.thread_id = event.thread_id
+        if t == MESSAGE_SAVED and self._run is None:
+            # the answer's id for feedback: inside the run it belongs to, just before its
+            # RUN_FINISHED; a trailer of a run this stream did not see is left out
+            if self._held is None:
+                return []
+            return [self._custom(t, ts, event.to_dict()), *self._release()]
+        out = self._release()
         if t == ev.GRAPH_TOPOLOGY:
             if self._run is not None and self._run.trace_id not in (None, event.trace_id):
                 out += self._end_with_error(ts, "run_incomplete",
@@ -378,8 +402,9 @@ class AGUIEncoder:
         if status == "cancelled":
             return out + self._finish(ts, outcome={"type": "cancelled"})
         metadata = clean({"human_wait_ms": f.get("human_wait_ms")})
-        return out + self._finish(ts, outcome={"type": "success"}, result=clean(response),
-                                  metadata=metadata or None)
+        self._held = self._finish(ts, outcome={"type": "success"}, result=clean(response),
+                                  metadata=metadata or None)[0]
+        return out
 
     def _error(self, f: Mapping[str, Any], ts: float) -> list[dict[str, Any]]:
         code = str(f.get("code") or "turn_failed")
@@ -401,6 +426,10 @@ class AGUIEncoder:
             value = item.get("value")
             if isinstance(value, Mapping) and value.get("tool") and "args" in value:
                 self._tool_args[str(value["tool"])] = value["args"]
+
+    def _release(self) -> list[dict[str, Any]]:
+        held, self._held = self._held, None
+        return [held] if held is not None else []
 
     def _custom(self, name: str, ts: float, value: Any) -> dict[str, Any]:
         return self._ev("CUSTOM", ts, name=name, value=clean(value))
@@ -453,54 +482,10 @@ def agui_query(request: Any) -> bool:
 async def replay_response(relay: Any, request: Any, turn_id: str, cursor: int) -> Any:
     """``?source=spans&format=agui``: the replay's own response (same checks, pacing,
     heartbeats and headers), written by an :class:`AGUIEncoder`. A replay whose spans end
-    before the run's outcome (a process that died) still ends its AG-UI run: its reader
-    adds an ``error`` event (code ``incomplete``) after the last one."""
+    before the run's outcome (a process that died) still ends its AG-UI run
+    (:meth:`AGUIEncoder.epilogue`: ``RUN_ERROR`` ``incomplete``)."""
     from relay.replay import replay_response as spans_replay
 
     stream = await spans_replay(relay, request, turn_id, cursor)
     stream.encoder = AGUIEncoder()
-    stream.reader = EndsItsRun(stream.reader)
     return stream
-
-
-class EndsItsRun:
-    """A reader over a fixed list (a replay) that never leaves a run open: when the list is
-    exhausted and its last event did not end a run, one more event says it is incomplete."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self._last: Event | None = None
-        self._ended = False
-
-    @property
-    def cursor(self) -> int:
-        return self.inner.cursor if self._last is None else max(self.inner.cursor,
-                                                                self._last.seq)
-
-    @property
-    def exhausted(self) -> bool:
-        return self._ended
-
-    def take(self, limit: int = 256) -> list[Event]:
-        batch = self.inner.take(limit)
-        if batch:
-            self._last = batch[-1]
-            return batch
-        if self._ended or not getattr(self.inner, "exhausted", False):
-            return []
-        self._ended = True
-        last = self._last
-        if last is None or last.is_run_terminal:
-            return []
-        self._last = Event(ev.ERROR, last.thread_id, last.turn_id, last.trace_id, last.ts, {
-            "code": "incomplete", "message": "The stored spans of this turn end before its "
-            "outcome.", "node": None, "retryable": True}, last.seq + 1)
-        return [self._last]
-
-    async def wait(self, timeout: float | None) -> bool:
-        if not self._ended and getattr(self.inner, "exhausted", False):
-            return True
-        return bool(await self.inner.wait(timeout))
-
-    def close(self) -> None:
-        self.inner.close()

@@ -29,7 +29,7 @@ from opentelemetry.util.types import AttributeValue
 
 from relay.events import Event
 from relay.mapping import MappingState, map_span, map_span_event
-from relay.spans import from_sdk_span
+from relay.spans import live_record
 
 log = logging.getLogger("relay.processor")
 
@@ -120,10 +120,10 @@ class RelaySpanProcessor(SpanProcessor):
             span, phase, span_event = pending.popleft()
             try:
                 if span_event is not None:
-                    events = map_span_event(self.state, from_sdk_span(span, False), span_event)
+                    events = map_span_event(self.state, live_record(span, False), span_event)
                 else:
                     ended = phase == _END
-                    events = map_span(self.state, from_sdk_span(span, ended), ended)
+                    events = map_span(self.state, live_record(span, ended), ended)
                 for event in events:
                     self._publish(event)
             except Exception:

@@ -134,7 +134,9 @@ class EventStream(Response):
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             outcome = await self._pump(send, disconnected)
             if outcome != "gone":
-                await self._send(send, b"", more=False)
+                # an encoder that brackets events (AG-UI) closes what is still open
+                epilogue = getattr(self.encoder, "epilogue", None)
+                await self._send(send, epilogue() if epilogue else b"", more=False)
         except (OSError, TimeoutError, _Gone):
             outcome = "gone"
         finally:
@@ -229,8 +231,9 @@ class EventStream(Response):
 
     async def _send(self, send: Any, body: bytes, more: bool = True) -> None:
         message = {"type": "http.response.body", "body": body, "more_body": more}
-        try:
-            await asyncio.wait_for(send(message), self.send_timeout_s)
+        try:  # a timeout scope, not wait_for: no task per write
+            async with asyncio.timeout(self.send_timeout_s):
+                await send(message)
         except TimeoutError:
             raise _Gone("client stopped reading") from None
 

@@ -38,8 +38,13 @@ class _TurnLog:
     def wake(self) -> None:
         for waiter in self.waiters:
             if not waiter.done():
-                waiter.set_result(None)
+                waiter.set_result(True)
         self.waiters.clear()
+
+
+def _time_out(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(False)
 
 
 class MemoryReader:
@@ -64,15 +69,19 @@ class MemoryReader:
         log = self._log
         if log.last_seq > self.cursor:
             return True
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # One future, resolved by publish (True) or by the timer (False): the reader's task
+        # wakes one loop iteration after the publish, and nothing else is allocated
+        # (asyncio.wait would add a future, callbacks and sets, and an iteration).
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
         log.waiters.add(waiter)
+        timer = loop.call_later(timeout, _time_out, waiter) if timeout is not None else None
         try:
-            done, _ = await asyncio.wait({waiter}, timeout=timeout)
+            return await waiter
         finally:
             log.waiters.discard(waiter)
-            if not waiter.done():
-                waiter.cancel()
-        return bool(done)
+            if timer is not None:
+                timer.cancel()
 
     def close(self) -> None:
         if not self._closed:
@@ -166,12 +175,15 @@ class MemoryBus:
         kept until its last reader closes (which runs this again)."""
         now = time.monotonic()
         excess = len(self._finished) - self.max_finished_turns
-        for turn_id, finished_at in list(self._finished.items()):
+        drop = []  # oldest first; stop at the first log that may stay (no full copy)
+        for turn_id, finished_at in self._finished.items():
             if excess <= 0 and now - finished_at < self.retention_s:
                 break
             log = self._logs.get(turn_id)
             if log is not None and log.readers:
                 continue
+            drop.append(turn_id)
+            excess -= 1
+        for turn_id in drop:
             del self._finished[turn_id]
             self._logs.pop(turn_id, None)
-            excess -= 1

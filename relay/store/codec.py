@@ -22,6 +22,7 @@ value: stored and returned byte for byte.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -84,7 +85,19 @@ def dump_attributes(attributes: Mapping[str, Any]) -> str:
 
 
 def load_attributes(text: str) -> dict[str, Any]:
+    if text == "{}":  # most spans have no resource attributes of their own, many no events
+        return {}
     return decode_attributes(json.loads(text))
+
+
+@functools.lru_cache(maxsize=64)
+def _resource(text: str) -> dict[str, Any]:
+    return load_attributes(text)
+
+
+def load_resource(text: str) -> dict[str, Any]:
+    """A resource: the same few texts over and over (one per process), decoded once."""
+    return dict(_resource(text))
 
 
 def dump_events(events: Sequence[Mapping[str, Any]]) -> str:
@@ -94,6 +107,8 @@ def dump_events(events: Sequence[Mapping[str, Any]]) -> str:
 
 
 def load_events(text: str) -> list[dict[str, Any]]:
+    if text == "[]":
+        return []
     return [{"name": e["name"], "time_ns": e["time_ns"],
              "attributes": decode_attributes(e["attributes"])} for e in json.loads(text)]
 
@@ -105,6 +120,8 @@ def dump_links(links: Sequence[Mapping[str, Any]]) -> str:
 
 
 def load_links(text: str) -> list[dict[str, Any]]:
+    if text == "[]":
+        return []
     return [{"trace_id": link["trace_id"], "span_id": link["span_id"],
              "attributes": decode_attributes(link["attributes"])} for link in json.loads(text)]
 
@@ -130,5 +147,5 @@ def from_row(row: Sequence[Any]) -> SpanRecord:
         start_ns=int(start_ns), end_ns=None if end_ns is None else int(end_ns),
         attributes=load_attributes(attributes), status=status,
         status_message=status_message, kind=kind, events=load_events(events),
-        links=load_links(links), resource=load_attributes(resource),
+        links=load_links(links), resource=load_resource(resource),
     )

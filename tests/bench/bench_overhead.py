@@ -1,0 +1,383 @@
+"""overhead and realistic: what the relay adds to a whole turn.
+
+``overhead``: a graph of trivial async nodes (the worst case: nothing to hide the relay's
+cost behind), each node in a node span (:func:`agent.tracing.traced_node`) under a run
+root (:func:`agent.tracing.run_span`). The anchor is that turn with its spans and no relay.
+The relay turn adds the :class:`RelaySpanProcessor` and a subscriber that reads the turn's
+log on the bus until the terminal event: the turn counts as done when the subscriber has
+it, which is what a reader of the stream sees. For context, the same graph without spans
+(``ainvoke``) and LangGraph's own ``astream`` in ``updates``/``debug``/``tasks`` modes.
+
+``realistic``: the demo agent (``agent.graph.build_graph``, the offline model, "How do
+refunds work?"), spans-only against spans + relay + subscriber; then the same with a
+model call that takes 1 s (a simulated remote model).
+
+Configurations run interleaved inside each round (order reversed every other round), so a
+burst of load on the shared machine hits all of them; the figure is the median over
+rounds of the per-round ratio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import itertools
+import json
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+
+from tests.bench.harness import Figure, median, rounds, summary
+
+TOPOLOGY_CACHE: dict[int, dict[str, Any]] = {}
+
+
+class _State(TypedDict):
+    x: int
+
+
+def chain_graph(tracer: Any | None, n: int) -> Any:
+    """START -> n0 -> ... -> n{n-1} -> END, each node a trivial async function."""
+    from langgraph.graph import END, START, StateGraph
+
+    from agent.tracing import traced_node
+
+    builder = StateGraph(_State)
+    names = [f"n{i}" for i in range(n)]
+    for name in names:
+        async def node(state: _State, config: RunnableConfig) -> dict[str, int]:
+            return {"x": state["x"] + 1}
+
+        builder.add_node(name, traced_node(tracer, name, node) if tracer is not None else node)
+    prev = START
+    for name in names:
+        builder.add_edge(prev, name)
+        prev = name
+    builder.add_edge(prev, END)
+    return builder.compile(name="bench")
+
+
+def topology(n: int) -> dict[str, Any]:
+    if n not in TOPOLOGY_CACHE:
+        ids = ["__start__", *(f"n{i}" for i in range(n)), "__end__"]
+        TOPOLOGY_CACHE[n] = {
+            "nodes": [{"id": i, "label": i} for i in ids],
+            "edges": [{"source": a, "target": b, "conditional": False}
+                      for a, b in itertools.pairwise(ids)],
+        }
+    return TOPOLOGY_CACHE[n]
+
+
+class Rig:
+    """Tracers with and without the relay, one bus, one loop."""
+
+    def __init__(self) -> None:
+        from opentelemetry.sdk.trace import TracerProvider
+
+        from relay.bus import MemoryBus
+        from relay.processor import RelaySpanProcessor
+
+        self.bus = MemoryBus()
+        self.processor = RelaySpanProcessor(self.bus.publish)
+        self.processor.bind(asyncio.get_running_loop())
+        self.plain_provider = TracerProvider()
+        self.relay_provider = TracerProvider()
+        self.relay_provider.add_span_processor(self.processor)
+        self.spans_tracer = self.plain_provider.get_tracer("bench")
+        self.relay_tracer = self.relay_provider.get_tracer("bench")
+
+    def close(self) -> None:
+        self.processor.unbind()
+
+
+async def drain_turn(reader: Any, deadline_s: float = 10.0) -> int:
+    """Read a turn's log until its run-terminal event; bounded in time."""
+    from relay.events import RUN_TERMINAL
+
+    seen = 0
+    end = time.monotonic() + deadline_s
+    while True:
+        for event in reader.take():
+            seen += 1
+            if event.type in RUN_TERMINAL:
+                return seen
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the subscriber saw no terminal event")
+        await reader.wait(remaining)
+
+
+async def relay_turn(rig: Rig, body: Callable[[str], Awaitable[Any]]) -> int:
+    """Open the turn's log, attach a subscriber, run ``body(turn_id)``, wait for the reader."""
+    turn_id = uuid.uuid4().hex
+    rig.bus.open_turn(turn_id)
+    reader = rig.bus.reader(turn_id, 0)
+    sub = asyncio.create_task(drain_turn(reader))
+    try:
+        await body(turn_id)
+        return await sub
+    finally:
+        reader.close()
+
+
+def _span_turn(graph: Any, tracer: Any, n: int) -> Callable[[str], Awaitable[Any]]:
+    from agent.tracing import run_span
+    from relay import conventions as c
+
+    topo = topology(n)
+
+    async def body(turn_id: str) -> Any:
+        with run_span(tracer, agent="bench", thread_id="bench-thread", turn_id=turn_id,
+                      run_kind="chat", graph_id="bench", topology=topo) as run:
+            out = await graph.ainvoke({"x": 0})
+            run.finish("answered", **{c.TURN_RESPONSE: {"status": "answered",
+                                                         "answer": str(out["x"])}})
+        return out
+
+    return body
+
+
+async def _timed(fn: Callable[[], Awaitable[Any]], k: int) -> float:
+    """Mean µs of ``k`` sequential awaits of ``fn()``."""
+    t0 = time.perf_counter()
+    for _ in range(k):
+        await fn()
+    return (time.perf_counter() - t0) / k * 1e6
+
+
+async def interleaved(configs: dict[str, Callable[[], Awaitable[Any]]], k: int | dict[str, int],
+                      n_rounds: int, budget_s: float, min_rounds: int = 2,
+                      ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Per round, run every config ``k`` times, alternating config by config turn by turn
+    (order reversed every other round), so a burst of load on a shared machine lands on
+    all of them alike. Returns, per config, the per-round median wall µs of one turn and
+    the per-round mean process-CPU µs of one turn."""
+    wall: dict[str, list[float]] = {name: [] for name in configs}
+    cpu: dict[str, list[float]] = {name: [] for name in configs}
+    order = list(configs)
+    ks = k if isinstance(k, dict) else dict.fromkeys(configs, k)
+    for r in rounds(n_rounds, budget_s, minimum=min_rounds):
+        gc.collect()
+        samples: dict[str, list[float]] = {name: [] for name in configs}
+        cpu_sum = dict.fromkeys(configs, 0.0)
+        for i in range(max(ks.values())):
+            for name in order if (r + i) % 2 == 0 else order[::-1]:
+                if i >= ks[name]:
+                    continue
+                c0 = time.process_time()
+                t0 = time.perf_counter()
+                await configs[name]()
+                samples[name].append((time.perf_counter() - t0) * 1e6)
+                cpu_sum[name] += (time.process_time() - c0) * 1e6
+        for name in configs:
+            wall[name].append(median(samples[name]))
+            cpu[name].append(cpu_sum[name] / ks[name])
+    return wall, cpu
+
+
+async def _overhead(quick: bool) -> list[Figure]:
+    rig = Rig()
+    sizes = (4, 16)
+    graphs = {
+        n: (chain_graph(rig.spans_tracer, n), chain_graph(rig.relay_tracer, n),
+            chain_graph(None, n))
+        for n in sizes
+    }
+    configs: dict[str, Callable[[], Awaitable[Any]]] = {}
+    for n in sizes:
+        spans_g, relay_g, plain_g = graphs[n]
+        spans_body = _span_turn(spans_g, rig.spans_tracer, n)
+        relay_body = _span_turn(relay_g, rig.relay_tracer, n)
+        configs[f"spans{n}"] = lambda b=spans_body: b(uuid.uuid4().hex)
+        configs[f"relay{n}"] = lambda b=relay_body: relay_turn(rig, b)
+        if n == 4:
+            configs["plain4"] = lambda g=plain_g: g.ainvoke({"x": 0})
+            for mode in ("updates", "debug", "tasks"):
+                async def stream(g: Any = plain_g, m: str = mode) -> None:
+                    async for _ in g.astream({"x": 0}, stream_mode=m):
+                        pass
+                configs[f"{mode}4"] = stream
+    k = {4: 4 if quick else 40, 16: 2 if quick else 12}
+    for fn in configs.values():  # warm up every path (imports, caches)
+        for _ in range(2 if quick else 20):
+            await fn()
+    per, cpu = await interleaved(configs, {n: k[16 if n.endswith("16") else 4] for n in configs},
+                                 3 if quick else 15, 4 if quick else 60, 2 if quick else 5)
+    rig.close()
+
+    def ratio(a: str, b: str) -> list[float]:
+        return [y / x for x, y in zip(per[a], per[b], strict=True)]
+
+    def added(a: str, b: str) -> list[float]:
+        return [y - x for x, y in zip(per[a], per[b], strict=True)]
+
+    spans4 = median(per["spans4"])
+    common = {"anchor": "spans only (4 nodes)", "anchor_value": spans4, "anchor_unit": "us"}
+    figs = [
+        summary("overhead.relay", "turn, 4 trivial async nodes: spans + relay + subscriber",
+                ratio("spans4", "relay4"), "x", target="<= 1.03", limit=1.03,
+                params={"nodes": 4, "turns_per_round": k[4],
+                        "cpu_ratio": median([y / x for x, y in zip(cpu["spans4"], cpu["relay4"],
+                                                                    strict=True)])},
+                **common),
+        summary("overhead.relay_cpu", "  the same, ratio of process CPU time per turn",
+                [y / x for x, y in zip(cpu["spans4"], cpu["relay4"], strict=True)], "x",
+                anchor="spans only, CPU", anchor_value=median(cpu["spans4"]),
+                anchor_unit="us", note="less sensitive to other processes"),
+        summary("overhead.relay_us", "  the same, as µs added per turn",
+                added("spans4", "relay4"), "us", anchor="spans only", params={"nodes": 4},
+                note="10 span starts/ends -> 10 events per turn"),
+        summary("overhead.ainvoke_plain", "  context: ainvoke, no spans",
+                ratio("spans4", "plain4"), "x", **common),
+    ]
+    for mode in ("updates", "debug", "tasks"):
+        figs.append(summary(f"overhead.astream_{mode}",
+                            f"  context: astream(stream_mode='{mode}'), no spans",
+                            ratio("spans4", f"{mode}4"), "x", **common))
+    per_node = [(b16 - b4) / (sizes[1] - sizes[0]) for b4, b16
+                in zip(added("spans4", "relay4"), added("spans16", "relay16"), strict=True)]
+    figs.append(summary("overhead.per_node_us",
+                        "  growth: µs added per extra node (16 vs 4 nodes)", per_node, "us",
+                        anchor="spans only (16 nodes)", anchor_value=median(per["spans16"]),
+                        anchor_unit="us",
+                        params={"ratio16": median(ratio("spans16", "relay16"))}))
+    return figs
+
+
+# -- realistic ------------------------------------------------------------------------------
+
+class _NoTurns:
+    async def update(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _offline_model(delay_s: float) -> Any:
+    """The demo's offline model with no per-word pacing, behind a simulated remote call
+    of ``delay_s`` (0: none), whichever of ``ainvoke``/``astream`` the node uses."""
+    from agent.model import OfflineSupportModel
+
+    class SlowOfflineModel(OfflineSupportModel):
+        delay_s: float = 0.0
+
+        async def _agenerate(self, messages: Any, stop: Any = None, run_manager: Any = None,
+                             **kwargs: Any) -> Any:
+            if self.delay_s:
+                await asyncio.sleep(self.delay_s)
+            return self._generate(messages, stop=stop, **kwargs)
+
+        if hasattr(OfflineSupportModel, "_astream"):
+            async def _astream(self, messages: Any, stop: Any = None, run_manager: Any = None,
+                               **kwargs: Any) -> Any:
+                if self.delay_s:
+                    await asyncio.sleep(self.delay_s)
+                async for chunk in super()._astream(messages, stop, run_manager, **kwargs):
+                    yield chunk
+
+    fields = getattr(OfflineSupportModel, "model_fields", {})
+    kwargs: dict[str, Any] = {"delay_s": delay_s}
+    if "word_delay_s" in fields:  # the demo paces streamed words; a bench does not
+        kwargs["word_delay_s"] = 0.0
+    return SlowOfflineModel(**kwargs)
+
+
+async def _realistic(quick: bool) -> list[Figure]:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from agent.graph import build_graph
+    from agent.graph import topology as graph_topology
+    from agent.model import OFFLINE_MODEL_NAME, ModelChoice
+    from agent.nodes import NodeDeps
+    from agent.retrieval import KnowledgeBase
+    from agent.service import SupportAgent
+    from agent.tools.refund import RefundLedger
+    from relay.turns import TurnRecord
+
+    rig = Rig()
+    kb = KnowledgeBase()
+    tmp = tempfile.TemporaryDirectory(prefix="bench-realistic-")
+    ledger = RefundLedger(Path(tmp.name) / "refunds.db")
+    offline = ModelChoice(_offline_model(0.0), OFFLINE_MODEL_NAME, "offline")
+    slow = ModelChoice(_offline_model(0.05 if quick else 1.0), OFFLINE_MODEL_NAME, "offline")
+
+    def agent(tracer: Any, model: Any) -> Any:
+        extra: dict[str, Any] = {}
+        if tracer is rig.relay_tracer and "span_events" in getattr(
+                NodeDeps, "__dataclass_fields__", {}) and hasattr(rig.processor, "add_event"):
+            extra["span_events"] = rig.processor.add_event  # as agent/app.py wires it
+        deps = NodeDeps(tracer, kb, model, ledger, **extra)
+        graph = build_graph(deps, InMemorySaver())
+        return SupportAgent(graph, tracer, graph_topology(graph), _NoTurns(), 120.0)
+
+    agents = {
+        ("spans", "offline"): agent(rig.spans_tracer, offline),
+        ("relay", "offline"): agent(rig.relay_tracer, offline),
+        ("spans", "slow"): agent(rig.spans_tracer, slow),
+        ("relay", "slow"): agent(rig.relay_tracer, slow),
+    }
+    message = "How do refunds work?"
+
+    def record(turn_id: str | None = None) -> TurnRecord:
+        return TurnRecord(turn_id=turn_id or uuid.uuid4().hex, thread_id=uuid.uuid4().hex,
+                          status="running", message=message, started_at=time.time() * 1000)
+
+    async def spans_turn(a: Any) -> None:
+        response = await a.chat(record(), {})
+        assert response.status == "answered", response
+
+    async def relay_run(a: Any) -> None:
+        async def body(turn_id: str) -> None:
+            response = await a.chat(record(turn_id), {})
+            assert response.status == "answered", response
+        await relay_turn(rig, body)
+
+    figs: list[Figure] = []
+    try:
+        for model, k, n_rounds, budget, label in (
+            ("offline", 2 if quick else 10, 3 if quick else 12, 5 if quick else 40,
+             "demo agent turn, offline model, 'How do refunds work?'"),
+            ("slow", 1, 2 if quick else 3, 5 if quick else 20,
+             "  the same with a simulated 1 s model call"),
+        ):
+            a_spans, a_relay = agents[("spans", model)], agents[("relay", model)]
+            for _ in range(1 if model == "slow" else (2 if quick else 10)):
+                await spans_turn(a_spans)
+                await relay_run(a_relay)
+            per, cpu = await interleaved({"spans": lambda a=a_spans: spans_turn(a),
+                                          "relay": lambda a=a_relay: relay_run(a)},
+                                         k, n_rounds, budget, 2)
+            ratios = [b / a for a, b in zip(per["spans"], per["relay"], strict=True)]
+            added = [b - a for a, b in zip(per["spans"], per["relay"], strict=True)]
+            key = "realistic.offline" if model == "offline" else "realistic.model_1s"
+            if quick and model == "slow":
+                label = "  the same with a simulated model call (50 ms in --quick)"
+            figs.append(summary(key, label, ratios, "x", anchor="spans only",
+                                anchor_value=median(per["spans"]) / 1000, anchor_unit="ms",
+                                target="report",
+                                note=f"added {median(added):.0f} µs per turn",
+                                params={"added_us": median(added), "turns_per_round": k,
+                                        "cpu_ratio": median([y / x for x, y in zip(
+                                            cpu["spans"], cpu["relay"], strict=True)]),
+                                        "checkpointer": "InMemorySaver"}))
+    finally:
+        rig.close()
+        ledger.close()
+        tmp.cleanup()
+    return figs
+
+
+def run_overhead(quick: bool) -> list[Figure]:
+    return asyncio.run(_overhead(quick))
+
+
+def run_realistic(quick: bool) -> list[Figure]:
+    return asyncio.run(_realistic(quick))
+
+
+if __name__ == "__main__":  # python -m tests.bench.bench_overhead
+    for f in run_overhead(quick=False) + run_realistic(quick=False):
+        print(json.dumps({"key": f.key, "value": f.value, "lo": f.lo, "hi": f.hi}))
