@@ -172,8 +172,12 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
             except ThreadBusy as exc:
                 raise ApiError(409, "thread_busy", f"Thread {thread_id} is already running "
                                f"turn {exc.turn_id}; wait for it to finish.") from None
-            await relay.turns.create(record)
-            after = await relay.runs.start(record, "chat", lambda: agent.chat(record, faults))
+            try:
+                after = await relay.runs.start(record, "chat",
+                                               lambda: agent.chat(record, faults), create=True)
+            except ThreadBusy as exc:
+                raise ApiError(409, "thread_busy", f"Thread {thread_id} is already running "
+                               f"turn {exc.turn_id}; wait for it to finish.") from None
         return await respond(request, record, after, media)
 
     @app.post("/chat/resume", dependencies=limited, tags=["chat"], openapi_extra=RESUME_OPENAPI)

@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from relay.bus.base import Bus
 from relay.events import ERROR, Event
@@ -48,6 +49,7 @@ class _Run:
     watchers: int = 0
     cancel_reason: str | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    thread_lock: Any = None  # held across instances while the run runs
 
 
 class RunManager:
@@ -87,18 +89,34 @@ class RunManager:
         if busy is not None and busy in self._runs and self.thread_policy == "reject":
             raise ThreadBusy(thread_id, busy)
 
-    async def start(self, record: TurnRecord, kind: str, runner: Runner) -> int:
+    async def start(self, record: TurnRecord, kind: str, runner: Runner,
+                    create: bool = False) -> int:
         """Start a run of ``record``'s turn; returns the cursor its stream reads after.
 
-        The caller has created (chat) or loaded (resume) the record. Raises
-        :class:`ThreadBusy` when the thread already runs a turn and the policy rejects.
+        ``create``: the record is new and is stored once the thread is held (a chat);
+        otherwise the caller loaded it (a resume). Raises :class:`ThreadBusy` when the
+        thread already runs a turn (here or, with shared turn records, on another
+        instance) and the policy rejects; then nothing was stored.
         """
         self.check_thread(record.thread_id)
         busy = self._threads.get(record.thread_id)
         previous = self._runs.get(busy) if busy else None
+        thread_lock = None
+        lock_thread = getattr(self.turns, "lock_thread", None)
+        if previous is None and lock_thread is not None:  # shared turn records: replicas
+            thread_lock = await lock_thread(record.thread_id)
+            if thread_lock is None:
+                raise ThreadBusy(record.thread_id, "(running on another instance)")
+        if create:
+            try:
+                await self.turns.create(record)
+            except BaseException:
+                if thread_lock is not None:
+                    await thread_lock.release()
+                raise
         self.bus.open_turn(record.turn_id, record.last_seq)
         first_seq = self.bus.last_seq(record.turn_id)
-        run = _Run(record.turn_id, record.thread_id, kind, first_seq)
+        run = _Run(record.turn_id, record.thread_id, kind, first_seq, thread_lock=thread_lock)
         self._runs[record.turn_id] = run
         self._threads[record.thread_id] = record.turn_id
         record.run_after_seq = first_seq
@@ -133,6 +151,9 @@ class RunManager:
                 del self._threads[run.thread_id]
             if run.cancel_timer is not None:
                 run.cancel_timer.cancel()
+            if run.thread_lock is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(run.thread_lock.release())
             run.done.set()
 
     def _ensure_terminal(self, run: _Run, cancelled: bool) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import socket
 import threading
 import time
@@ -181,10 +182,44 @@ class PostgresTurnStore:
         """At start-up: this instance's turns that were running when it died."""
         return await asyncio.to_thread(self._mark_interrupted)
 
+    async def lock_thread(self, thread_id: str) -> ThreadLock | None:
+        """Hold the thread for one run, across every instance; None if another holds it.
+
+        A session advisory lock on a connection of its own: released when the run ends,
+        and by PostgreSQL itself if the instance dies with it (no stale lock to clean)."""
+        return await asyncio.to_thread(self._lock_thread, thread_id)
+
+    def _lock_thread(self, thread_id: str) -> ThreadLock | None:
+        import psycopg
+
+        key = int.from_bytes(hashlib.sha256(f"thread:{thread_id}".encode()).digest()[:8],
+                             "big", signed=True)
+        conn = psycopg.connect(self.url, autocommit=True,
+                               connect_timeout=max(1, int(self.connect_timeout_s)))
+        try:
+            held = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
+        except Exception:
+            conn.close()
+            raise
+        if not held:
+            conn.close()
+            return None
+        return ThreadLock(conn)
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
+
+
+class ThreadLock:
+    """A thread held by one run (see :meth:`PostgresTurnStore.lock_thread`)."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    async def release(self) -> None:
+        await asyncio.to_thread(self._conn.close)  # closing the session frees the lock
 
 
 def _record(row: Any) -> TurnRecord:

@@ -134,3 +134,25 @@ def test_a_restarted_replica_marks_only_its_own_turns_interrupted(
         make_instance("c", RELAY_BUS=redis_url, RELAY_STORE=postgres_url)
         assert client.get(f"{a.url}/turns/{turn_id}").json()["status"] == "running"
         client.post(f"{a.url}/turns/{turn_id}/cancel")
+
+
+def test_one_running_turn_per_thread_across_instances(make_instance, redis_url,
+                                                      postgres_url) -> None:
+    a, b = pair(make_instance, redis_url, postgres_url)
+    thread = f"shared-{uuid.uuid4().hex[:8]}"
+    with httpx.Client(timeout=30) as client:
+        first = client.post(f"{a.url}/chat", json={"message": "How do refunds work?",
+                                                   "thread_id": thread},
+                            headers={"Prefer": "respond-async", **SLOW})
+        assert first.status_code == 202
+        second = client.post(f"{b.url}/chat", json={"message": "How do refunds work?",
+                                                    "thread_id": thread})
+        assert second.status_code == 409
+        assert second.json()["error"]["code"] == "thread_busy"
+        turn_id = first.json()["turn_id"]
+        assert wait_until(lambda: client.get(f"{b.url}/turns/{turn_id}").json()["status"]
+                          == "answered", timeout=15, what="the first turn")
+        # the thread is free again, on any instance
+        third = client.post(f"{b.url}/chat", json={"message": "How do refunds work?",
+                                                   "thread_id": thread})
+        assert third.status_code == 200 and third.json()["status"] == "answered"
