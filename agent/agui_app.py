@@ -19,7 +19,6 @@ demo agent has no client-side tools and no shared state.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import time
 import uuid
@@ -98,8 +97,8 @@ def add_agui_routes(app: FastAPI, relay: Relay, *, starting: asyncio.Lock,
                                 message=message, request_hash=digest_,
                                 started_at=time.time() * 1000)
             await _check_thread(relay, thread_id)
-            await relay.turns.create(record)
-            after = await relay.runs.start(record, "chat", lambda: agent.chat(record, faults))
+            after = await _start(relay, record, "chat", lambda: agent.chat(record, faults),
+                                 create=True)
         return await answer(request, record, after, run_id)
 
     async def resume(request: Request, agent: SupportAgent, thread_id: str, run_id: str,
@@ -112,7 +111,7 @@ def add_agui_routes(app: FastAPI, relay: Relay, *, starting: asyncio.Lock,
                                f"Thread {thread_id} has no run to resume.")
             record = latest[0]
             if record.status == "running":
-                await _settle(relay, record.turn_id)  # a run that is ending: let it end
+                await relay.runs.settle(record.turn_id)  # a run that is ending: let it end
                 record = await relay.turns.get(record.turn_id) or record
             digest_ = digest({"thread_id": thread_id, "turn_id": record.turn_id,
                               "agui_run_id": run_id, "resume": wire})
@@ -131,8 +130,8 @@ def add_agui_routes(app: FastAPI, relay: Relay, *, starting: asyncio.Lock,
             await _check_thread(relay, thread_id)
             record.resume_hash = digest_
             await relay.turns.update(record.turn_id, resume_hash=digest_)
-            after = await relay.runs.start(record, "resume",
-                                           lambda: agent.resume(record, answers, faults))
+            after = await _start(relay, record, "resume",
+                                 lambda: agent.resume(record, answers, faults))
         return await answer(request, record, after, run_id, pending)
 
     @app.post("/agui", dependencies=list(dependencies), tags=["agui"],
@@ -181,13 +180,22 @@ def _answered_interrupts(relay: Relay, turn_id: str, after: int) -> list[dict[st
     return []
 
 
+async def _start(relay: Relay, record: TurnRecord, kind: str, runner: Any,
+                 create: bool = False) -> int:
+    try:
+        return await relay.runs.start(record, kind, runner, create=create)
+    except ThreadBusy as exc:  # e.g. the thread runs on another instance
+        raise ApiError(409, "thread_busy", f"Thread {record.thread_id} is already running "
+                       f"turn {exc.turn_id}; wait for it to finish.") from None
+
+
 async def _check_thread(relay: Relay, thread_id: str) -> None:
     try:
         relay.runs.check_thread(thread_id)
         return
     except ThreadBusy as exc:
         busy = exc.turn_id
-    await _settle(relay, busy)
+    await relay.runs.settle(busy)
     try:
         relay.runs.check_thread(thread_id)
     except ThreadBusy as exc:
@@ -195,24 +203,6 @@ async def _check_thread(relay: Relay, thread_id: str) -> None:
                        f"{exc.turn_id}; wait for it to finish.") from None
 
 
-async def _settle(relay: Relay, turn_id: str, timeout_s: float = 5.0) -> None:
-    """Let a run that has sent its terminal event finish recording its end. An AG-UI
-    client starts its next run (a resume, say) as soon as it reads RUN_FINISHED, which
-    can be a moment before the run's task has written the turn's new status."""
-    if not relay.runs.running(turn_id):
-        return
-    try:
-        last = relay.bus.last_seq(turn_id)
-        reader = relay.bus.reader(turn_id, max(0, last - 1))
-        try:
-            ended = any(e.is_run_terminal for e in reader.take())
-        finally:
-            reader.close()
-    except Exception:  # the log is gone or unreadable: nothing to wait for
-        return
-    if ended:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(relay.runs.wait(turn_id), timeout_s)
 
 
 def _run_input(body: dict[str, Any]) -> Any:

@@ -192,6 +192,7 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
         faults = faults_of(request)
         digest = _digest({"thread_id": thread_id, "turn_id": turn_id, "resume": body["resume"]})
         agent: SupportAgent = request.app.state.agent
+        await relay.runs.settle(turn_id)  # a run that just paused: let it record that
         async with starting:
             record = await relay.turns.get(turn_id)
             if record is None or record.thread_id != thread_id:

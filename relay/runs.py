@@ -156,20 +156,26 @@ class RunManager:
                     await asyncio.shield(run.thread_lock.release())
             run.done.set()
 
-    def _ensure_terminal(self, run: _Run, cancelled: bool) -> None:
-        """A run whose spans produced no terminal event still ends its streams, loudly.
-
-        A run's terminal event is the last event it publishes (but for a ``message_saved``
-        after it), so the log's last events say whether it came, however long the log."""
+    def _terminal_sent(self, run: _Run) -> bool:
+        """Has this run published its terminal event? It is the last event a run
+        publishes (but for a ``message_saved`` after it), so the log's last events say,
+        however long the log."""
         last = self.bus.last_seq(run.turn_id)
-        if last > run.first_seq:
-            # the terminal event, or a message_saved right after it
+        if last <= run.first_seq:
+            return False
+        try:
             reader = self.bus.reader(run.turn_id, max(run.first_seq, last - 2))
-            try:
-                if any(e.is_run_terminal for e in reader.take()):
-                    return
-            finally:
-                reader.close()
+        except LookupError:
+            return False
+        try:
+            return any(e.is_run_terminal for e in reader.take())
+        finally:
+            reader.close()
+
+    def _ensure_terminal(self, run: _Run, cancelled: bool) -> None:
+        """A run whose spans produced no terminal event still ends its streams, loudly."""
+        if self._terminal_sent(run):
+            return
         log.error("relay: run of turn %s ended without a terminal event", run.turn_id)
         self.bus.publish(Event(ERROR, run.thread_id, run.turn_id, "0" * 32,
                                time.time() * 1000, {
@@ -179,6 +185,17 @@ class RunManager:
             "node": None,
             "retryable": True,
         }))
+
+    async def settle(self, turn_id: str, timeout_s: float = 5.0) -> None:
+        """Let a run that has sent its terminal event finish recording its end.
+
+        A client acts on ``paused`` the moment it reads it (a resume), which can be a
+        moment before the run's task has written the turn's new status."""
+        run = self._runs.get(turn_id)
+        if run is None or not self._terminal_sent(run):
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(run.done.wait()), timeout_s)
 
     async def _record_end(self, run: _Run, response: ChatResponse | None,
                           cancelled: bool) -> None:

@@ -60,6 +60,7 @@ const app = {
   tickTimer: null,
   clockSkew: -Infinity, // server ts minus client clock, lower bound
   approvalCard: null,
+  liveAnswer: null, // {item, run}: the agent's answer as it is written (text_delta)
   token: null, // API bearer token (kept for this tab only: sessionStorage)
 };
 try {
@@ -222,17 +223,20 @@ function addMessage(role, text, opts = {}) {
   item.appendChild(who);
   const body = h('div', 'msg-body', text);
   item.appendChild(body);
-  ui.messages.appendChild(item);
+  if (opts.replace) opts.replace.replaceWith(item);
+  else ui.messages.appendChild(item);
   scrollToEnd();
   return item;
 }
 
-function addAnswer(response) {
+/** The answer, final: in place of the streamed text when there is one (they may differ). */
+function addAnswer(response, replace = null) {
   const status = response.status || 'answered';
   const variant = status === 'refused' ? 'refused' : status === 'error' ? 'error' : null;
   const text = typeof response.answer === 'string' && response.answer ? response.answer : status === 'refused' ? 'The request was refused.' : '(no answer)';
-  const item = addMessage('agent', text, { variant });
+  const item = addMessage('agent', text, { variant, replace });
   item.dataset.status = status;
+  if (replace) item.dataset.streamed = 'true'; // it was written live before this final text
   const cites = Array.isArray(response.citations) ? response.citations : [];
   markCitations(item.querySelector('.msg-body'), text, cites);
   if (status === 'refused') item.querySelector('.msg-who').textContent = 'Support agent · refused';
@@ -281,6 +285,35 @@ function markCitations(body, text, cites) {
     frag.appendChild(sup);
   });
   body.replaceChildren(frag);
+}
+
+/** The answer as it is written: one bubble per run, its text replaced (as text) on each delta. */
+function showStreamedText() {
+  const m = app.model.streamedMessage();
+  if (!m) return;
+  let live = app.liveAnswer;
+  if (!live || live.run !== m.run || !live.item.isConnected) {
+    const item = addMessage('agent', '');
+    item.classList.add('msg-streaming');
+    item.dataset.streaming = 'true';
+    live = app.liveAnswer = { item, run: m.run };
+    ui.messages.setAttribute('aria-busy', 'true'); // read the answer once, when it is whole
+  }
+  live.item.dataset.messageId = m.id;
+  live.item.querySelector('.msg-body').textContent = m.text;
+  scrollToEnd();
+}
+
+/** The streamed text stops growing: it stays (a pause, an error) or is replaced (the answer). */
+function endStreamedText(partial) {
+  const live = app.liveAnswer;
+  app.liveAnswer = null;
+  ui.messages.removeAttribute('aria-busy');
+  if (!live) return null;
+  live.item.dataset.streaming = 'false';
+  live.item.classList.remove('msg-streaming');
+  if (partial) live.item.classList.add('msg-partial');
+  return live.item;
 }
 
 function setActivity(text, kind = 'typing') {
@@ -430,7 +463,11 @@ function onEvent(ev) {
     case 'tool_completed':
       if (!app.model.runningTools().length) setActivity('Working…');
       break;
+    case 'text_delta':
+      showStreamedText();
+      break;
     case 'paused':
+      endStreamedText(false);
       setActivity(null);
       announce('Paused: the agent needs your approval.');
       showApproval(app.model.interrupts);
@@ -439,15 +476,17 @@ function onEvent(ev) {
       setActivity(null);
       const r = app.model.response || {};
       if (r.status === 'paused') {
+        endStreamedText(false);
         showApproval(app.model.interrupts);
         break;
       }
-      addAnswer(r);
+      addAnswer(r, endStreamedText(false));
       const extra = typeof app.model.humanWaitMs === 'number' && ev.human_wait_ms !== undefined ? ` after waiting ${formatMs(app.model.humanWaitMs)} for approval` : '';
       announce(`${OUTCOME_TEXT[app.model.outcome] || 'Done'}${extra}.`);
       break;
     }
     case 'error': {
+      endStreamedText(true);
       setActivity(null);
       const msg = app.model.error ? app.model.error.message : 'The turn failed.';
       if (app.model.outcome === 'cancelled') addMessage('system', msg, { variant: 'cancelled' });
@@ -607,6 +646,7 @@ async function sendMessage(text) {
   if (!text || app.busy) return;
   stopWaitClock();
   if (app.approvalCard) app.approvalCard = null;
+  endStreamedText(true);
   app.model.reset();
   app.selected = null;
   app.clockSkew = -Infinity;
@@ -656,6 +696,7 @@ async function stopTurn() {
 function newConversation() {
   if (app.controller) app.controller.abort();
   stopWaitClock();
+  endStreamedText(true);
   app.threadId = null;
   app.model.reset();
   app.selected = null;

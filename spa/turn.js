@@ -36,6 +36,18 @@ export class TurnModel {
     this.degraded = false;
     this.lastSeq = 0;
     this.anomalies = []; // contract violations noticed (seq order...), for the console
+    this.texts = new Map(); // message_id -> {id, text, deltas, node, spanId, run}: text_delta, as written
+    this.lastMessageId = null; // the message the latest text_delta wrote to
+  }
+
+  /**
+   * The text being written in the current run (the last message that received a text_delta),
+   * or null when this run has written none yet. For an answered turn its final text equals
+   * turn_completed's answer; the renderer replaces it with that answer when they differ.
+   */
+  streamedMessage() {
+    const m = this.lastMessageId !== null ? this.texts.get(this.lastMessageId) : null;
+    return m && m.run === this.runs.length - 1 ? m : null;
   }
 
   /** Which tools are running now, in start order. */
@@ -86,6 +98,8 @@ export class TurnModel {
         return this._error(ev);
       case 'turn_completed':
         return this._completed(ev);
+      case 'text_delta':
+        return this._textDelta(ev);
       default:
         return false;
     }
@@ -188,6 +202,22 @@ export class TurnModel {
     t.running = false;
     t.status = ev.status || 'ok';
     t.durationMs = num(ev.duration_ms);
+    return true;
+  }
+
+  _textDelta(ev) {
+    if (typeof ev.delta !== 'string') return false;
+    const run = this._ensureRun(ev);
+    if (this.outcome === null || this.outcome === 'paused') this.outcome = 'running';
+    const id = String(ev.message_id || `msg_${ev.span_id || this.runs.length}`);
+    let m = this.texts.get(id);
+    if (!m) {
+      m = { id, text: '', deltas: 0, node: ev.node ?? null, spanId: ev.span_id ?? null, run: this.runs.indexOf(run) };
+      this.texts.set(id, m);
+    }
+    m.text += ev.delta;
+    m.deltas += 1;
+    this.lastMessageId = id;
     return true;
   }
 

@@ -258,8 +258,10 @@ def api_token() -> str:
     return API_TOKEN
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium_path):
+    # module scope, not session: sync Playwright runs an event loop in this thread while it
+    # is open, and the asyncio tests collected after the browser tests need it gone
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as exc:  # pragma: no cover - the venv has it

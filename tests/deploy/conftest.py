@@ -125,6 +125,8 @@ class RelayLauncher:
         environ.update(
             {
                 "RELAY_DATA_DIR": str(data_dir),
+                # nodes as fast as they go: the verify-stream tests slow them on purpose
+                "RELAY_OFFLINE_WORD_DELAY_S": "0",
                 "OTEL_TRACES_EXPORTER": "none",
                 "OTEL_METRICS_EXPORTER": "none",
                 "OTEL_LOGS_EXPORTER": "none",

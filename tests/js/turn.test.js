@@ -199,7 +199,7 @@ test('parallel instances of a node are kept apart', () => {
 test('unknown event types and fields are ignored', () => {
   const m = new TurnModel();
   feed(m, script().topo().events);
-  assert.equal(m.apply({ type: 'text_delta', seq: 99, delta: 'x' }), false);
+  assert.equal(m.apply({ type: 'message_saved', seq: 99, delta: 'x' }), false);
   assert.equal(m.apply(null), false);
   assert.equal(m.apply({ nope: 1 }), false);
   assert.equal(m.outcome, 'running');

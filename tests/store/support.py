@@ -40,7 +40,8 @@ def free_port() -> int:
 def clean_env(**overrides: str) -> dict[str, str]:
     """The test process's environment without RELAY_*/OTEL_* settings, plus overrides."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "OTEL_"))}
-    env.update({"OTEL_TRACES_EXPORTER": "none", "RELAY_FAULTS": "1"})
+    env.update({"OTEL_TRACES_EXPORTER": "none", "RELAY_FAULTS": "1",
+                "RELAY_OFFLINE_WORD_DELAY_S": "0"})
     env.update(overrides)
     return env
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from relay.agui import AGUIEncoder, EndsItsRun, clean, interrupt, step_name
+from relay.agui import AGUIEncoder, clean, interrupt, step_name
 from relay.bus.static import StaticReader
 from relay.events import Event
 from relay.streaming import EventStream
@@ -55,7 +55,7 @@ def translate(events: list[Event], **kwargs: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for e in events:
         out += encoder.translate(e)
-    return out
+    return out + encoder.finish()  # what the stream's end releases (EventStream: epilogue)
 
 
 def frames(raw: bytes) -> list[dict[str, Any]]:
@@ -307,12 +307,31 @@ def test_a_replay_that_stops_before_the_outcome_still_ends_its_run(last: str) ->
                     message["headers"]
 
     client = Client()
-    stream = EventStream(EndsItsRun(StaticReader(numbered)), AGUIEncoder(), stop_at=set(),
-                         heartbeat_s=5)
+    stream = EventStream(StaticReader(numbered), AGUIEncoder(), stop_at=set(), heartbeat_s=5)
     asyncio.run(asyncio.wait_for(stream({}, client.receive, client.send), 5))
     out = frames(client.body)
     check_stream(out)
     assert out[-1]["type"] == "RUN_ERROR" and out[-1]["code"] == "incomplete"
+
+
+def test_the_saved_answer_comes_inside_its_run() -> None:
+    """message_saved follows turn_completed on our streams: in AG-UI it comes before the
+    run's RUN_FINISHED (held for it), never after."""
+    encoder = AGUIEncoder()
+    out = encoder.translate(topology()) + encoder.translate(answered("Hi."))
+    assert out[-1]["type"] == "TEXT_MESSAGE_END"  # RUN_FINISHED is held
+    out += encoder.translate(ev("message_saved", message_id="saved-1"))
+    assert [e["type"] for e in out[-2:]] == ["CUSTOM", "RUN_FINISHED"]
+    assert out[-2]["name"] == "message_saved"
+    assert out[-2]["value"]["message_id"] == "saved-1"
+    assert encoder.finish() == []
+    check_stream(out)
+    # without a message_saved, the next event or the stream's end releases it
+    encoder = AGUIEncoder()
+    out = encoder.translate(topology()) + encoder.translate(answered("Hi."))
+    assert frames(encoder.epilogue())[-1]["type"] == "RUN_FINISHED"
+    # a trailer of a run this stream did not see is left out
+    assert AGUIEncoder().translate(ev("message_saved", message_id="x")) == []
 
 
 def test_every_translation_validates_against_the_python_models() -> None:
