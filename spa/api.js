@@ -164,3 +164,31 @@ export function resumeBody(threadId, turnId, interrupts, value) {
   }
   return { thread_id: threadId, turn_id: turnId, resume };
 }
+
+/**
+ * Replay a past turn from its stored spans: GET /turns/{id}/events?source=spans&speed=S.
+ * Unlike a run, a replay reads on through a pause into the resumed run, to the end of the
+ * body; `reconnect`/`reset` frames are not events of the turn and are skipped.
+ */
+export async function replayTurn(turnId, speed, { headers = {}, signal, onEvent, fetchImpl } = {}) {
+  const f = fetchImpl || globalThis.fetch;
+  const url = `/turns/${encodeURIComponent(turnId)}/events?source=spans&speed=${encodeURIComponent(speed)}`;
+  const res = await f(url, { headers: { Accept: 'text/event-stream', ...headers }, signal, cache: 'no-store' });
+  if (!res.ok) throw await errorFromResponse(res);
+  if (!res.body || typeof res.body.getReader !== 'function') throw new StreamUnavailable('The replay cannot be read as a stream.');
+  let count = 0;
+  for await (const sse of readEventStream(res.body, { parser: new SSEParser() })) {
+    let ev;
+    try {
+      ev = JSON.parse(sse.data);
+    } catch (_) {
+      continue;
+    }
+    if (!ev || typeof ev !== 'object') continue;
+    if (!ev.type) ev.type = sse.type;
+    if (ev.type === 'reconnect' || ev.type === 'reset') continue;
+    count++;
+    if (onEvent) onEvent(ev, sse);
+  }
+  return { count };
+}

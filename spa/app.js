@@ -4,7 +4,8 @@
 import { TurnModel } from './turn.js';
 import { GraphView } from './graph-view.js';
 import { renderTimeline } from './timeline-view.js';
-import { ApiError, StreamUnavailable, streamRun, resumeStream, postJson, getJson, faultFromLocation, resumeBody, streamingSupported } from './api.js';
+import { ApiError, StreamUnavailable, streamRun, resumeStream, replayTurn, postJson, getJson, faultFromLocation, resumeBody, streamingSupported } from './api.js';
+import { renderHistory } from './history.js';
 import { formatMs, formatClock, LATENCY_BINS, OUTCOME_TEXT, STATE_TEXT, toolActivityText, argPairs, valueText } from './format.js';
 
 const $ = (id) => document.getElementById(id);
@@ -44,6 +45,11 @@ const ui = {
   tokenForm: $('token-form'),
   tokenInput: $('token-input'),
   legend: $('latency-legend'),
+  history: $('history'),
+  historyOpen: $('history-open'),
+  historyClose: $('history-close'),
+  historyList: $('history-list'),
+  historyEmpty: $('history-empty'),
 };
 
 const app = {
@@ -62,6 +68,7 @@ const app = {
   approvalCard: null,
   liveAnswer: null, // {item, run}: the agent's answer as it is written (text_delta)
   token: null, // API bearer token (kept for this tab only: sessionStorage)
+  replaying: null, // {turnId, speed} while a past turn is replayed from its spans
 };
 try {
   app.token = sessionStorage.getItem('span-relay-token') || null;
@@ -119,8 +126,13 @@ function render() {
   renderTimeline(ui.timeline, app.model, { traceUrl: app.traceUrl, now: app.busy ? serverNow() : null });
   renderDetails();
   ui.degradedNote.hidden = !app.model.degraded;
-  ui.modeBadge.dataset.mode = app.model.degraded ? 'json' : 'stream';
-  ui.modeBadge.textContent = app.model.degraded ? 'Degraded: JSON' : 'Live stream';
+  if (app.replaying) {
+    ui.modeBadge.dataset.mode = 'replay';
+    ui.modeBadge.textContent = `Replay ${app.replaying.speed === 0 ? '(instant)' : `${app.replaying.speed}×`}`;
+  } else {
+    ui.modeBadge.dataset.mode = app.model.degraded ? 'json' : 'stream';
+    ui.modeBadge.textContent = app.model.degraded ? 'Degraded: JSON' : 'Live stream';
+  }
 }
 
 function renderOutcome() {
@@ -469,6 +481,10 @@ function onEvent(ev) {
     case 'paused':
       endStreamedText(false);
       setActivity(null);
+      if (app.replaying) {
+        addMessage('system', 'The turn paused here for a person’s approval.');
+        break;
+      }
       announce('Paused: the agent needs your approval.');
       showApproval(app.model.interrupts);
       break;
@@ -693,7 +709,66 @@ async function stopTurn() {
   }
 }
 
-function newConversation() {
+// ---------------------------------------------------------------- past turns
+
+function selectedSpeed() {
+  const checked = ui.history.querySelector('input[name="replay-speed"]:checked');
+  return checked ? Number(checked.value) : 1;
+}
+
+async function openHistory() {
+  ui.history.hidden = false;
+  ui.historyOpen.setAttribute('aria-expanded', 'true');
+  ui.historyList.replaceChildren();
+  ui.historyEmpty.hidden = true;
+  try {
+    const data = await getJson('/turns?limit=50', { headers: authHeaders() });
+    const turns = (data && Array.isArray(data.turns) ? data.turns : []).filter((t) => t.status !== 'running');
+    renderHistory(ui.historyList, turns, (turn) => replayPastTurn(turn));
+    ui.historyEmpty.hidden = turns.length > 0;
+  } catch (e) {
+    ui.historyEmpty.hidden = false;
+    ui.historyEmpty.textContent = `The past turns could not be loaded: ${e.message}`;
+  }
+  const first = ui.historyList.querySelector('button');
+  (first || ui.historyClose).focus();
+}
+
+function closeHistory() {
+  ui.history.hidden = true;
+  ui.historyOpen.setAttribute('aria-expanded', 'false');
+  ui.historyOpen.focus();
+}
+
+/** Replay a past turn into the same graph, timeline and chat, from its stored spans. */
+async function replayPastTurn(turn) {
+  if (app.busy) return;
+  const speed = selectedSpeed();
+  newConversation({ quiet: true });
+  ui.history.hidden = true;
+  ui.historyOpen.setAttribute('aria-expanded', 'false');
+  app.replaying = { turnId: turn.turn_id, speed };
+  if (turn.message) addMessage('user', turn.message);
+  setBusy(true);
+  setActivity('Replaying…');
+  announce(`Replaying a past turn${speed === 0 ? '' : ` at ${speed}×`}.`);
+  const controller = new AbortController();
+  app.controller = controller;
+  try {
+    const { count } = await replayTurn(turn.turn_id, speed, { headers: authHeaders(), signal: controller.signal, onEvent });
+    if (!count) alertText('That turn has no stored events to replay.');
+  } catch (e) {
+    if (!controller.signal.aborted) alertText(`The replay failed: ${e.message}`);
+  } finally {
+    if (app.controller === controller) app.controller = null;
+    setBusy(false);
+    setActivity(null);
+    app.replaying = null;
+    render();
+  }
+}
+
+function newConversation({ quiet = false } = {}) {
   if (app.controller) app.controller.abort();
   stopWaitClock();
   endStreamedText(true);
@@ -704,7 +779,9 @@ function newConversation() {
   ui.chatEmpty.hidden = false;
   setActivity(null);
   setBusy(false);
+  app.replaying = null;
   render();
+  if (quiet) return;
   announce('New conversation.');
   ui.input.focus();
 }
@@ -755,7 +832,12 @@ function bind() {
     }
     render();
   });
-  ui.newChat.addEventListener('click', newConversation);
+  ui.newChat.addEventListener('click', () => newConversation());
+  ui.historyOpen.addEventListener('click', () => (ui.history.hidden ? openHistory() : closeHistory()));
+  ui.historyClose.addEventListener('click', closeHistory);
+  ui.history.addEventListener('keydown', (ev) => {
+    if (ev.key === 'Escape') closeHistory();
+  });
 }
 
 async function init() {

@@ -1,0 +1,50 @@
+"""Past turns: pick a turn that already happened and watch it replayed from its spans."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.test_spa import open_app, send, states, wait_outcome
+
+pytestmark = pytest.mark.browser
+
+
+def test_replay_a_past_paused_and_approved_turn(page, shot):
+    open_app(page)
+    send(page, "Please refund order 1234 ($20).")
+    wait_outcome(page, "paused")
+    page.click("[data-action='approve']")
+    wait_outcome(page, "answered")
+    page.wait_for_timeout(400)  # the span store's batch (100 ms) reaches the disk
+
+    page.click("#history-open")
+    item = page.locator("#history-list [data-turn-id]").first
+    item.wait_for()
+    assert "refund order 1234" in item.inner_text()
+    assert "Answered" in item.inner_text()
+    page.check("input[data-speed='4']")
+    shot(page, "15-past-turns")
+    item.click()
+
+    assert page.text_content("#mode-badge").startswith("Replay")
+    wait_outcome(page, "answered", timeout=20_000)
+    s = states(page)
+    for node in ("guardrail_pre", "retrieve_context", "generate", "guardrail_post"):
+        assert s[node] == "ok", (node, s)
+    assert page.get_attribute("[data-node='human_approval']", "data-instances") == "2"
+    assert page.locator(".approval-card [data-action='approve']").count() == 0  # no buttons
+    answer = page.locator(".msg-agent").last.inner_text()
+    assert "refunded $20.00" in answer, answer
+    assert page.locator(".tl-section").count() == 2
+    page.wait_for_function("!document.querySelector('#mode-badge').textContent"
+                           ".startsWith('Replay')")
+    shot(page, "16-replayed")
+
+
+def test_an_empty_history_says_so(page, shot):
+    open_app(page)
+    page.click("#history-open")
+    page.wait_for_function("document.querySelector('#history-list').children.length > 0"
+                           " || !document.querySelector('#history-empty').hidden")
+    page.keyboard.press("Escape")
+    assert page.is_hidden("#history")
