@@ -441,8 +441,10 @@ def _root_ended(state: MappingState, run: _Run, record: SpanRecord) -> list[Even
     end = record.end_ns or record.start_ns
     if outcome in ("answered", "refused"):
         response, ok = _json_attr(attrs, c.TURN_RESPONSE, None)
-        if not ok or response is None:
+        if not ok:
             return [_truncated(run, end, c.TURN_RESPONSE)]
+        if response is None:
+            return [_missing(run, end, c.TURN_RESPONSE)]
         fields: dict[str, Any] = {"response": response}
         if run.kind == "resume" and c.TURN_HUMAN_WAIT_MS in attrs:
             fields["human_wait_ms"] = attrs[c.TURN_HUMAN_WAIT_MS]
@@ -480,6 +482,19 @@ def _how_to_resume(run: _Run, interrupts: list[dict[str, Any]]) -> dict[str, Any
         "path": "/chat/resume",
         "body": {"thread_id": run.thread_id, "turn_id": run.turn_id, "resume": value},
     }
+
+
+def _missing(run: _Run, end_ns: int, attribute: str) -> Event:
+    return _event(ev.ERROR, run, end_ns, {
+        "code": "attribute_missing",
+        "message": (
+            f"The span attribute {attribute} is not there: the spans were probably exported "
+            "with RELAY_CAPTURE_CONTENT=false, which drops the answer; the turn's outcome "
+            "is in relay.turn.outcome."
+        ),
+        "node": None,
+        "retryable": False,
+    })
 
 
 def _truncated(run: _Run, end_ns: int, attribute: str) -> Event:

@@ -453,7 +453,7 @@ def test_answered_without_response_is_reported(tracing: Tracing) -> None:
     with root(tracing) as run:
         run.finish("answered")
     last = tracing.events()[-1]
-    assert last.type == "error" and last.fields["code"] == "attribute_truncated"
+    assert last.type == "error" and last.fields["code"] == "attribute_missing"
 
 
 # -- resume runs ---------------------------------------------------------------------------
