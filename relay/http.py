@@ -143,8 +143,9 @@ def build_router(relay: Relay) -> APIRouter:
             raise ApiError(400, "invalid_cursor",
                            f"Event {cursor} does not exist in this turn "
                            f"(its last event is {last}).")
-        if cursor == last and relay.bus.finished(turn_id):
-            cursor = last - 1  # a finished turn resends its terminal event
+        terminal = relay.bus.terminal_seq(turn_id)
+        if terminal is not None and cursor >= terminal:
+            cursor = terminal - 1  # a finished turn resends its terminal event
         try:
             return relay.stream(turn_id, cursor, media, stop_at=TURN_TERMINAL,
                                 on_disconnect=request.query_params.get("on_disconnect",

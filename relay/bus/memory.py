@@ -21,7 +21,8 @@ from relay.events import Event
 
 
 class _TurnLog:
-    __slots__ = ("base", "events", "finished_at", "readers", "turn_id", "waiters")
+    __slots__ = ("base", "events", "finished_at", "readers", "terminal_seq", "turn_id",
+                 "waiters")
 
     def __init__(self, turn_id: str, last_seq: int) -> None:
         self.turn_id = turn_id
@@ -29,6 +30,7 @@ class _TurnLog:
         self.events: list[Event] = []
         self.waiters: set[asyncio.Future[None]] = set()
         self.finished_at: float | None = None
+        self.terminal_seq: int | None = None  # the turn-terminal event's seq, once there
         self.readers = 0
 
     @property
@@ -115,6 +117,7 @@ class MemoryBus:
             # a finished turn runs again (a resume after an error is refused upstream,
             # but a paused turn is not finished): keep its log, make it live again
             log.finished_at = None
+            log.terminal_seq = None
             self._finished.pop(turn_id, None)
 
     def publish(self, event: Event) -> Event:
@@ -128,6 +131,7 @@ class MemoryBus:
             del log.events[:drop]
             log.base += drop
         if stamped.is_turn_terminal:
+            log.terminal_seq = stamped.seq
             log.finished_at = time.monotonic()
             self._finished[event.turn_id] = log.finished_at
             self._finished.move_to_end(event.turn_id)
@@ -144,6 +148,12 @@ class MemoryBus:
     def last_seq(self, turn_id: str) -> int:
         log = self._logs.get(turn_id)
         return log.last_seq if log else 0
+
+    def terminal_seq(self, turn_id: str) -> int | None:
+        """The seq of the turn's terminal event, once it has one (a ``message_saved`` may
+        follow it)."""
+        log = self._logs.get(turn_id)
+        return log.terminal_seq if log is not None and log.finished_at is not None else None
 
     def finished(self, turn_id: str) -> bool:
         """True once the turn's log holds a turn-terminal event (until a new run opens it)."""

@@ -248,9 +248,16 @@ class RedisBus(MemoryBus):
         if super().has_turn(turn_id):
             return super().finished(turn_id)
         facts = self._remote_facts(turn_id)
-        return bool(facts and facts[1])
+        return bool(facts and facts[1] is not None)
 
-    def _remote_facts(self, turn_id: str) -> tuple[int, bool] | None:
+    def terminal_seq(self, turn_id: str) -> int | None:
+        if super().has_turn(turn_id):
+            return super().terminal_seq(turn_id)
+        facts = self._remote_facts(turn_id)
+        return facts[1] if facts else None
+
+    def _remote_facts(self, turn_id: str) -> tuple[int, int | None] | None:
+        """(last seq, seq of the turn-terminal event or None) of a turn held elsewhere."""
         entry = self._remote.get(turn_id)
         if entry is None or time.monotonic() - entry[0] > REMOTE_TTL_S:
             return None
@@ -263,7 +270,8 @@ class RedisBus(MemoryBus):
         if self.client is None:
             raise BusUnavailable("the Redis bus is not started")
         try:
-            entries = await self.client.xrevrange(self.key(turn_id), "+", "-", count=1)
+            # the last two: the terminal event may be followed by the answer's message_saved
+            entries = await self.client.xrevrange(self.key(turn_id), "+", "-", count=2)
         except (RedisError, OSError, TimeoutError) as exc:
             self._down(exc)
             raise BusUnavailable(f"the shared event log is unavailable: {self._problem}") \
@@ -271,8 +279,10 @@ class RedisBus(MemoryBus):
         if not entries:
             self._remote.pop(turn_id, None)
             return
-        seq, event = _decode(entries[0][1])
-        self._remote[turn_id] = (time.monotonic(), seq, event.is_turn_terminal)
+        decoded = [_decode(fields) for _, fields in entries]
+        seq = decoded[0][0]
+        terminal = next((s for s, e in decoded if e.is_turn_terminal), None)
+        self._remote[turn_id] = (time.monotonic(), seq, terminal)
         self._remote.move_to_end(turn_id)
         while len(self._remote) > 10_000:
             self._remote.popitem(last=False)

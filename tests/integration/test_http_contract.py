@@ -192,11 +192,19 @@ def test_turn_events_cursor_errors(server: LiveServer, client: httpx.Client) -> 
     r = client.get(url, headers={"Last-Event-ID": "9999"})
     assert r.status_code == 400
     whole = [line for line in client.get(url).text.splitlines() if line.startswith("id:")]
-    last = int(whole[-1].split()[1])
-    tail = client.get(url, headers={"Last-Event-ID": str(last - 1)})
-    assert tail.status_code == 200
-    assert [line for line in tail.text.splitlines() if line.startswith("id:")] == [
-        f"id: {last}"]
+    saved = int(whole[-1].split()[1])  # message_saved, right after turn_completed
+    terminal = saved - 1
+
+    def ids(last_event_id: int) -> list[str]:
+        r = client.get(url, headers={"Last-Event-ID": str(last_event_id)})
+        assert r.status_code == 200
+        return [line for line in r.text.splitlines() if line.startswith("id:")]
+
+    assert ids(terminal - 1) == [f"id: {terminal}", f"id: {saved}"]
+    # a client already past the end gets the terminal event again (and the save), and
+    # the stream ends: never a stream that waits for an event that cannot come
+    assert ids(terminal) == [f"id: {terminal}", f"id: {saved}"]
+    assert ids(saved) == [f"id: {terminal}", f"id: {saved}"]
     assert client.get(f"{server.url}/turns/nope/events").status_code == 404
 
 
