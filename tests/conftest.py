@@ -1,7 +1,7 @@
 """Shared fixtures: a real uvicorn serving the real app on 127.0.0.1, and an SSE reader.
 
-httpx's ASGITransport buffers whole bodies and proves nothing about streaming, so every
-test that streams talks to a real server over a real socket.
+httpx's in-process ASGI transport buffers whole bodies and proves nothing about
+streaming, so every test that streams talks to a real server over a real socket.
 """
 
 from __future__ import annotations
