@@ -36,7 +36,7 @@ def _serve(args: argparse.Namespace) -> int:
     logs.configure(args.log_level, settings.log_format)
     from uvicorn.importer import import_from_string
 
-    if getattr(args, "relay_only", False):  # issue 6
+    if getattr(args, "relay_only", False):  # the relay without the demo agent
         args.app = RELAY_ONLY_APP
     app = import_from_string(args.app)()
     # log_config=None: uvicorn's loggers go through the root handler configured above

@@ -50,7 +50,7 @@ log = logging.getLogger("relay")
 class Relay:
     def __init__(self, settings: RelaySettings) -> None:
         self.settings = settings
-        self.bus: MemoryBus = open_bus(settings)  # issue 6: memory or Redis Streams
+        self.bus: MemoryBus = open_bus(settings)  # memory, or Redis Streams
         self.span_processor = RelaySpanProcessor(self._publish)
         self.metrics = RelayMetrics(
             prometheus_provider() if settings.metrics == "prometheus" else None,
@@ -73,7 +73,7 @@ class Relay:
         #: a dependency for the run endpoints: RELAY_RATE_LIMIT per client, or nothing
         self.rate_limit = RateLimit.parse(settings.rate_limit) if settings.rate_limit \
             else no_limit
-        # -- issue 6: the OTLP receivers and the shared bus -------------------------------
+        # -- the OTLP receivers ------------------------------------------------------------
         #: the OTLP receiver (RELAY_OTLP_HTTP / RELAY_OTLP_GRPC), or None when both are off
         self.receiver: OTLPReceiver | None = None
         if settings.otlp_http or settings.otlp_grpc:
@@ -133,7 +133,7 @@ class Relay:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.span_processor.bind(self._loop)
-        await self._start_issue6()
+        await self._start_receivers()
         died = await self.turns.mark_interrupted()
         if died:
             log.warning("relay: %d turn(s) were running when the last process stopped; "
@@ -153,7 +153,7 @@ class Relay:
         self.messages.close()
         if self.store_processor is not None:  # flush what is pending, then close the store
             await asyncio.to_thread(self.store_processor.shutdown)
-        await self._stop_issue6()  # the receiver's queue reaches the store before it closes
+        await self._stop_receivers()  # the receiver's queue reaches the store before it closes
         await asyncio.to_thread(self.store.close)
 
     async def readiness_problems(self) -> list[str]:
@@ -168,14 +168,14 @@ class Relay:
             await asyncio.to_thread(self.store.schema_version)
         except Exception as exc:  # the span store is unreachable
             problems.append(f"span store: {exc}")
-        bus_problems = getattr(self.bus, "problems", None)  # issue 6: the shared bus
+        bus_problems = getattr(self.bus, "problems", None)
         if bus_problems is not None:
             problems += await bus_problems()
         return problems
 
-    # -- issue 6: receivers and the shared bus -------------------------------------------
+    # -- receivers and the shared bus -----------------------------------------------------
 
-    async def _start_issue6(self) -> None:
+    async def _start_receivers(self) -> None:
         start = getattr(self.bus, "start", None)
         if start is not None:
             await start()
@@ -187,7 +187,7 @@ class Relay:
             self.grpc_receiver = GrpcReceiver(self, self.settings.otlp_grpc)
             await self.grpc_receiver.start()
 
-    async def _stop_issue6(self) -> None:
+    async def _stop_receivers(self) -> None:
         if self.grpc_receiver is not None:
             await self.grpc_receiver.stop()
             self.grpc_receiver = None

@@ -122,7 +122,7 @@ def build_router(relay: Relay) -> APIRouter:
         record = await relay.turns.get(turn_id)
         media = stream_media(request)
         encoder = AGUIEncoder() if agui else None
-        try:  # issue 6: a turn that another instance runs (RELAY_BUS=redis://)
+        try:  # a turn another instance runs (RELAY_BUS=redis://)
             await relay.bus.lookup(turn_id)
         except BusUnavailable as exc:
             raise ApiError(503, "bus_unavailable", str(exc),
@@ -237,7 +237,7 @@ def build_router(relay: Relay) -> APIRouter:
             return JSONResponse({"status": "not ready", "problems": problems}, status_code=503)
         return JSONResponse({"status": "ready"})
 
-    add_receiver_routes(router, relay, auth)  # issue 6: POST /v1/traces (RELAY_OTLP_HTTP)
+    add_receiver_routes(router, relay, auth)  # POST /v1/traces (RELAY_OTLP_HTTP)
     if relay.metrics.enabled:
         @router.get("/metrics", tags=["ops"], include_in_schema=False)
         async def metrics() -> Response:

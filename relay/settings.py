@@ -47,7 +47,7 @@ class RelaySettings:
     store_retention_s: float = 7 * 24 * 3600.0
     store_max_turns: int = 10_000
     import_max_bytes: int = 32 * 1024 * 1024
-    # -- OTLP receiver, Redis bus, replicas (issue 6) ---------------------------------------
+    # -- OTLP receiver, Redis bus, replicas -------------------------------------------
     otlp_http: bool = False
     otlp_grpc: str | None = None
     otlp_max_bytes: int = 8 * 1024 * 1024
@@ -58,7 +58,6 @@ class RelaySettings:
     bus_max_events_per_turn: int = 10_000
     bus_queue: int = 10_000
     instance_id: str | None = None
-    # -- end issue 6 ---------------------------------------------------------------------
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RelaySettings:
@@ -115,7 +114,7 @@ class RelaySettings:
             raise ConfigError("RELAY_DISCONNECT_GRACE_S must be >= 0")
         if self.bus != "memory" and not self.bus.startswith(("redis://", "rediss://")):
             raise ConfigError(f"RELAY_BUS={self.bus!r}: use 'memory' or a redis:// URL")
-        self._validate_issue6()
+        self._validate_scale_out()
         if self.store != "sqlite" and not self.store.startswith(("postgresql://", "postgres://")):
             raise ConfigError(f"RELAY_STORE={self.store!r}: use 'sqlite' or a postgresql:// URL")
         if not 0 < self.store_retention_s < float("inf"):  # also refuses nan
@@ -153,7 +152,7 @@ class RelaySettings:
                 "or raise the server limit"
             )
 
-    def _validate_issue6(self) -> None:
+    def _validate_scale_out(self) -> None:
         """The OTLP receiver, the Redis bus and the replica settings."""
         if self.otlp_grpc is not None:
             host, sep, port = self.otlp_grpc.rpartition(":")

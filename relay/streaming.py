@@ -170,7 +170,7 @@ class EventStream(Response):
                         "code": "cursor_expired", "message": str(exc), "oldest_seq": exc.oldest,
                     }))
                     return "done"
-                except BusUnavailable as exc:  # issue 6: the shared bus went away
+                except BusUnavailable as exc:  # the shared bus went away
                     await self._send(send, self.encoder.problem("error", {
                         "code": "bus_unavailable", "message": str(exc), "node": None,
                         "retryable": True, "last_seq": self.reader.cursor,
