@@ -9,6 +9,17 @@ from tests.browser.test_spa import open_app, send, states, wait_outcome
 pytestmark = pytest.mark.browser
 
 
+def wait_until(page, expression: str, timeout_s: float = 10.0) -> None:
+    """Poll an expression with page.evaluate (the CDP path: the page's CSP forbids the
+    string evaluation that wait_for_function would need)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression):
+        assert time.monotonic() < deadline, f"never true: {expression}"
+        page.wait_for_timeout(50)
+
+
 def test_replay_a_past_paused_and_approved_turn(page, shot):
     open_app(page)
     send(page, "Please refund order 1234 ($20).")
@@ -26,25 +37,25 @@ def test_replay_a_past_paused_and_approved_turn(page, shot):
     shot(page, "15-past-turns")
     item.click()
 
-    assert page.text_content("#mode-badge").startswith("Replay")
     wait_outcome(page, "answered", timeout=20_000)
     s = states(page)
     for node in ("guardrail_pre", "retrieve_context", "generate", "guardrail_post"):
         assert s[node] == "ok", (node, s)
     assert page.get_attribute("[data-node='human_approval']", "data-instances") == "2"
     assert page.locator(".approval-card [data-action='approve']").count() == 0  # no buttons
+    # a replay, not a new turn: the pause is narrated, not asked
+    assert "paused here for a person" in page.locator("#messages").inner_text()
     answer = page.locator(".msg-agent").last.inner_text()
     assert "refunded $20.00" in answer, answer
     assert page.locator(".tl-section").count() == 2
-    page.wait_for_function("!document.querySelector('#mode-badge').textContent"
-                           ".startsWith('Replay')")
+    wait_until(page, "!document.querySelector('#mode-badge').textContent.startsWith('Replay')")
     shot(page, "16-replayed")
 
 
 def test_an_empty_history_says_so(page, shot):
     open_app(page)
     page.click("#history-open")
-    page.wait_for_function("document.querySelector('#history-list').children.length > 0"
-                           " || !document.querySelector('#history-empty').hidden")
+    wait_until(page, "document.querySelector('#history-list').children.length > 0"
+                     " || !document.querySelector('#history-empty').hidden")
     page.keyboard.press("Escape")
     assert page.is_hidden("#history")
