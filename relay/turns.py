@@ -90,7 +90,32 @@ class TurnExists(Exception):
     pass
 
 
-class SQLiteTurnStore:
+class ThreadedTurnAPI:
+    """The async API of a turn store whose sync core (``_create``, ``_get``, ``_update``,
+    ``_list``, ``_mark_interrupted``) runs in a worker thread: the event loop never waits
+    on the database. SQLite and PostgreSQL share it."""
+
+    async def create(self, record: TurnRecord) -> None:
+        await asyncio.to_thread(self._create, record)  # type: ignore[attr-defined]
+
+    async def get(self, turn_id: str) -> TurnRecord | None:
+        return await asyncio.to_thread(self._get, turn_id)  # type: ignore[attr-defined]
+
+    async def update(self, turn_id: str, **changes: Any) -> None:
+        await asyncio.to_thread(self._update, turn_id, changes)  # type: ignore[attr-defined]
+
+    async def list(self, thread_id: str | None = None, limit: int = 50,
+                   before: float | None = None) -> list[TurnRecord]:
+        return await asyncio.to_thread(self._list, thread_id, limit,  # type: ignore[attr-defined]
+                                       before)
+
+    async def mark_interrupted(self) -> int:
+        """At start-up: turns that were running when their process died (this instance's,
+        with shared records) become ``interrupted``."""
+        return await asyncio.to_thread(self._mark_interrupted)  # type: ignore[attr-defined]
+
+
+class SQLiteTurnStore(ThreadedTurnAPI):
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
@@ -164,25 +189,6 @@ class SQLiteTurnStore:
                 (now, RUNNING),
             )
             return cur.rowcount
-
-    # -- async API ----------------------------------------------------------------------
-
-    async def create(self, record: TurnRecord) -> None:
-        await asyncio.to_thread(self._create, record)
-
-    async def get(self, turn_id: str) -> TurnRecord | None:
-        return await asyncio.to_thread(self._get, turn_id)
-
-    async def update(self, turn_id: str, **changes: Any) -> None:
-        await asyncio.to_thread(self._update, turn_id, changes)
-
-    async def list(self, thread_id: str | None = None, limit: int = 50,
-                   before: float | None = None) -> list[TurnRecord]:
-        return await asyncio.to_thread(self._list, thread_id, limit, before)
-
-    async def mark_interrupted(self) -> int:
-        """At start-up: turns that were running when the process died are ``interrupted``."""
-        return await asyncio.to_thread(self._mark_interrupted)
 
     def close(self) -> None:
         with self._lock:

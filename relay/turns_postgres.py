@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from dataclasses import MISSING, fields
 from typing import Any
 
-from relay.turns import RUNNING, TurnExists, TurnRecord
+from relay.turns import RUNNING, ThreadedTurnAPI, TurnExists, TurnRecord
 
 _COLUMNS = [f.name for f in fields(TurnRecord)]
 _LOCK_KEY = 0x7475726E732D7067  # "turns-pg"
@@ -53,7 +53,7 @@ def _sql_type(annotation: Any) -> str:
     return "TEXT"
 
 
-class PostgresTurnStore:
+class PostgresTurnStore(ThreadedTurnAPI):
     def __init__(self, url: str, instance_id: str | None = None,
                  connect_timeout_s: float = 5.0) -> None:
         try:
@@ -163,24 +163,7 @@ class PostgresTurnStore:
                         (time.time() * 1000, RUNNING, self.instance_id))
             return cur.rowcount
 
-    # -- async API (as SQLiteTurnStore) ---------------------------------------------------
-
-    async def create(self, record: TurnRecord) -> None:
-        await asyncio.to_thread(self._create, record)
-
-    async def get(self, turn_id: str) -> TurnRecord | None:
-        return await asyncio.to_thread(self._get, turn_id)
-
-    async def update(self, turn_id: str, **changes: Any) -> None:
-        await asyncio.to_thread(self._update, turn_id, changes)
-
-    async def list(self, thread_id: str | None = None, limit: int = 50,
-                   before: float | None = None) -> list[TurnRecord]:
-        return await asyncio.to_thread(self._list, thread_id, limit, before)
-
-    async def mark_interrupted(self) -> int:
-        """At start-up: this instance's turns that were running when it died."""
-        return await asyncio.to_thread(self._mark_interrupted)
+    # -- the thread lock (the async API comes from ThreadedTurnAPI) ---------------------
 
     async def lock_thread(self, thread_id: str) -> ThreadLock | None:
         """Hold the thread for one run, across every instance; None if another holds it.

@@ -24,20 +24,11 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import service_missing  # one rule for every suite
 from tests.store.support import RelayProcess
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-
-
-def service_missing(what: str, how: str) -> None:
-    if in_ci():
-        pytest.fail(f"{what} is required under CI=true: {how}")
-    pytest.skip(f"{what} is not available: {how}")
 
 
 class Launcher:
