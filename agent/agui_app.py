@@ -110,8 +110,10 @@ def add_agui_routes(app: FastAPI, relay: Relay, *, starting: asyncio.Lock,
                 raise ApiError(404, "unknown_thread",
                                f"Thread {thread_id} has no run to resume.")
             record = latest[0]
-            if record.status == "running":
-                await relay.runs.settle(record.turn_id)  # a run that is ending: let it end
+            if relay.runs.running(record.turn_id):
+                # a run that has just paused: its record can already say "paused" while
+                # its task still holds the thread; let it finish recording its end
+                await relay.runs.settle(record.turn_id)
                 record = await relay.turns.get(record.turn_id) or record
             digest_ = digest({"thread_id": thread_id, "turn_id": record.turn_id,
                               "agui_run_id": run_id, "resume": wire})
@@ -201,8 +203,6 @@ async def _check_thread(relay: Relay, thread_id: str) -> None:
     except ThreadBusy as exc:
         raise ApiError(409, "thread_busy", f"Thread {thread_id} is already running turn "
                        f"{exc.turn_id}; wait for it to finish.") from None
-
-
 
 
 def _run_input(body: dict[str, Any]) -> Any:

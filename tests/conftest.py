@@ -80,6 +80,21 @@ class LiveServer:
         return self.app.state.relay
 
 
+def lag_after_pause_recorded(server: LiveServer, seconds: float) -> None:
+    """Widen the moment between a run writing ``paused`` to its turn record and its task
+    letting go of the thread: the record's worker thread sleeps after the write. A client
+    that resumes the moment it reads ``paused`` lands in that window every time."""
+    store = server.relay.turns
+    write = store._update
+
+    def update(turn_id: str, changes: dict[str, Any]) -> None:
+        write(turn_id, changes)
+        if changes.get("status") == "paused":
+            time.sleep(seconds)
+
+    store._update = update
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -16,7 +16,7 @@ import pytest
 
 from agent.agui_app import turn_id_for
 from tests.agui.conftest import check_stream, get_agui, post_agui, read_agui, user
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, lag_after_pause_recorded
 
 REFUND = "Please refund order 1234 ($20)."
 
@@ -153,6 +153,20 @@ def test_paused_turn_resumed_through_resume_entries(http: httpx.Client, server: 
         assert "it was not approved" in response["answer"]
         assert not calls
         assert server.app.state.ledger.count() == 0
+
+
+def test_resume_sent_the_moment_the_run_pauses(http: httpx.Client,
+                                               server: LiveServer) -> None:
+    """The record says ``paused`` a moment before the run's task lets go of the thread:
+    a resume in that moment waits for the run to settle instead of a 409."""
+    lag_after_pause_recorded(server, 0.5)
+    thread, first = paused_run(http, server)
+    interrupt_id = first[-1]["outcome"]["interrupts"][0]["id"]
+    events = post_agui(http, server.url,
+                       resume_body(thread, interrupt_id, payload={"approved": True}))
+    (run,) = check_stream(events)
+    assert run[-1]["result"]["status"] == "answered"
+    assert server.app.state.ledger.count() == 1
 
 
 # -- idempotent runs -----------------------------------------------------------------------

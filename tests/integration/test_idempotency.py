@@ -7,7 +7,13 @@ import uuid
 
 import httpx
 
-from tests.conftest import LiveServer, events_of, iter_frames, stream_post
+from tests.conftest import (
+    LiveServer,
+    events_of,
+    iter_frames,
+    lag_after_pause_recorded,
+    stream_post,
+)
 from tests.contract import check_stream, sequence
 
 REFUNDS = "How do refunds work?"
@@ -68,6 +74,20 @@ def test_concurrent_duplicates_start_one_run(server: LiveServer) -> None:
     assert [r.status_code for r in results] == [200] * 6
     assert len({r.content for r in results}) == 1
     assert model_calls(server, uuid.UUID(turn_id).hex) == 1
+
+
+def test_resume_sent_the_moment_the_run_pauses(server: LiveServer,
+                                               client: httpx.Client) -> None:
+    """A resume in the moment between the record saying ``paused`` and the run's task
+    letting go of the thread waits for the run to settle: no 409."""
+    lag_after_pause_recorded(server, 0.5)
+    events = events_of(stream_post(client, f"{server.url}/chat", {"message": REFUND_ORDER}))
+    assert events[-1]["type"] == "paused"  # read as it arrives: the run is still ending
+    r = client.post(f"{server.url}/chat/resume", json={
+        "thread_id": events[-1]["thread_id"], "turn_id": events[-1]["turn_id"],
+        "resume": {"approved": True}})
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "answered"
 
 
 def test_repeated_resume_runs_the_tool_once(server: LiveServer, client: httpx.Client) -> None:
