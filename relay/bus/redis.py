@@ -8,9 +8,10 @@ and the owner's own readers stay as fast as with the memory bus:
 - ``publish`` (sync, never blocks) appends to the local log, which stamps the ``seq``,
   and queues the entry for the writer task, which pipelines ``XADD`` in order, with an
   explicit entry id ``{seq}-0`` and the ``seq`` and the event JSON in the entry,
-  ``MAXLEN ~`` bounding the stream, and ``EXPIRE`` (``RELAY_BUS_RETENTION_S``) once the
-  turn has finished (a day while it lives). Explicit ids make a retried write idempotent
-  and make two writers of one ``seq`` fail loudly instead of interleaving.
+  ``MAXLEN ~`` bounding the stream, and one ``EXPIRE`` per stream and batch
+  (``RELAY_BUS_RETENTION_S`` once the turn has finished, a day while it lives).
+  Explicit ids make a retried write idempotent and make two writers of one ``seq``
+  fail loudly instead of interleaving.
 - A reader of a turn running here reads the local log; once the local log rests at a
   pause (the next run may start on any instance) it follows Redis from its cursor.
   A reader of a turn not known here is a :class:`RedisReader`: ``XRANGE`` from its cursor
@@ -214,13 +215,16 @@ class RedisBus(MemoryBus):
     async def _write(self, batch: list[Event]) -> None:
         assert self.client is not None
         pipe = self.client.pipeline(transaction=False)
+        ttl: dict[str, int] = {}  # one EXPIRE per stream, set by its last event here
         for event in batch:
             key = self.key(event.turn_id)
             pipe.xadd(key, {"seq": event.seq, "e": event.to_json()}, id=f"{event.seq}-0",
                       maxlen=self.max_events_per_turn, approximate=True)
-            pipe.expire(key, int(self.retention_s) if event.is_turn_terminal else LIVE_TTL_S)
+            ttl[key] = int(self.retention_s) if event.is_turn_terminal else LIVE_TTL_S
+        for key, seconds in ttl.items():
+            pipe.expire(key, seconds)
         results = await pipe.execute(raise_on_error=False)
-        for event, result in zip(batch, results[::2], strict=True):
+        for event, result in zip(batch, results[:len(batch)], strict=True):
             if isinstance(result, ResponseError):
                 if "equal or smaller" in str(result):
                     continue  # written before (a retried batch): idempotent
