@@ -21,7 +21,6 @@ through long gaps.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import heapq
 import math
 import sys
@@ -170,23 +169,17 @@ def _order_group(group: list[_Key], spans: list[SpanRecord], parent: list[int | 
 
 # -- events -----------------------------------------------------------------------------
 
-def _start_record(record: SpanRecord) -> SpanRecord:
-    """What the live processor reads at a span's start (see relay.spans.from_sdk_span)."""
-    return dataclasses.replace(record, end_ns=None, status="unset", status_message="",
-                               kind="internal", events=[], links=[], resource={})
-
-
 def replay_events(records: Sequence[SpanRecord]) -> list[Event]:
     """The events of these spans (one turn's), numbered from 1."""
     state = MappingState()
     events: list[Event] = []
     for record, kind, span_event in ordered_phases(records):
         if kind == EVENT:
-            derived = map_span_event(state, _start_record(record), span_event or {})
+            derived = map_span_event(state, record.at_start(), span_event or {})
         elif kind == END:
             derived = map_span(state, record, True)
         else:
-            derived = map_span(state, _start_record(record), False)
+            derived = map_span(state, record.at_start(), False)
         for event in derived:
             events.append(event.with_seq(len(events) + 1))
     return events

@@ -30,6 +30,12 @@ class SpanRecord:
     links: list[dict[str, Any]] = field(default_factory=list)
     resource: Mapping[str, Any] = field(default_factory=dict)
 
+    def at_start(self) -> SpanRecord:
+        """What a live processor reads at this span's start (see :func:`from_sdk_span`):
+        the ids, name, start time and attributes; no end, status, events or links."""
+        return SpanRecord(self.trace_id, self.span_id, self.parent_span_id, self.name,
+                          self.start_ns, None, self.attributes)
+
     @property
     def duration_ms(self) -> float:
         if self.end_ns is None:

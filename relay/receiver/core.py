@@ -80,12 +80,6 @@ class _Pending:
     spans: list[SpanRecord] = dataclasses.field(default_factory=list)
 
 
-def start_view(record: SpanRecord) -> SpanRecord:
-    """What a live processor would have read at the span's start."""
-    return dataclasses.replace(record, end_ns=None, status="unset", status_message="",
-                               kind="internal", events=[], links=[], resource={})
-
-
 class OTLPReceiver:
     def __init__(self, relay: Relay, *, pending_spans: int = 10_000,
                  pending_s: float = 600.0, dedup_spans: int = 200_000,
@@ -228,7 +222,7 @@ class OTLPReceiver:
 
     def _map(self, record: SpanRecord, ended: bool) -> list[Event]:
         try:
-            return map_span(self.state, record if ended else start_view(record), ended)
+            return map_span(self.state, record if ended else record.at_start(), ended)
         except Exception:
             self.stats["mapping_failures"] += 1
             log.exception("relay: mapping received span %r failed", record.name)
@@ -237,7 +231,7 @@ class OTLPReceiver:
     def _map_event(self, record: SpanRecord, span_event: dict[str, Any]) -> list[Event]:
         assert map_span_event is not None
         try:
-            return map_span_event(self.state, start_view(record), span_event)
+            return map_span_event(self.state, record.at_start(), span_event)
         except Exception:
             self.stats["mapping_failures"] += 1
             log.exception("relay: mapping an event of received span %r failed", record.name)

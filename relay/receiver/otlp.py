@@ -86,22 +86,25 @@ def _pb_problem(span: Any) -> str | None:
 def _pb_span(span: Any, resource: dict[str, Any]) -> SpanRecord:
     parent = span.parent_span_id.hex() if span.parent_span_id and any(span.parent_span_id) \
         else None
-    end = span.end_time_unix_nano or span.start_time_unix_nano
+    start = span.start_time_unix_nano
+    end = span.end_time_unix_nano or start
+    events, links = span.events, span.links
     return SpanRecord(
         trace_id=span.trace_id.hex(),
         span_id=span.span_id.hex(),
         parent_span_id=parent,
         name=span.name,
-        start_ns=span.start_time_unix_nano,
-        end_ns=max(end, span.start_time_unix_nano),
+        start_ns=start,
+        end_ns=max(end, start),
         attributes=_pb_attributes(span.attributes),
         status=_STATUS.get(span.status.code, "unset"),
         status_message=span.status.message,
         kind=_KINDS.get(span.kind, "internal"),
         events=[{"name": e.name, "time_ns": e.time_unix_nano,
-                 "attributes": _pb_attributes(e.attributes)} for e in span.events],
+                 "attributes": _pb_attributes(e.attributes)} for e in events] if events else [],
         links=[{"trace_id": link.trace_id.hex(), "span_id": link.span_id.hex(),
-                "attributes": _pb_attributes(link.attributes)} for link in span.links],
+                "attributes": _pb_attributes(link.attributes)} for link in links]
+        if links else [],
         resource=resource,
     )
 
@@ -112,6 +115,8 @@ def _pb_attributes(items: Any) -> dict[str, Any]:
 
 def _pb_value(value: AnyValue) -> Any:
     kind = value.WhichOneof("value")
+    if kind == "string_value":  # most attributes: one lookup fewer
+        return value.string_value
     if kind is None:
         return None
     if kind == "array_value":

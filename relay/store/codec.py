@@ -18,24 +18,34 @@ like OTLP's ``AnyValue``, with one letter:
 so ``{"k": 1.0}`` is stored as ``{"k":{"d":1.0}}`` and decodes to exactly ``{"k": 1.0}``.
 A JSON-string attribute (``relay.graph.topology``, ``relay.turn.response``) is an ``s``
 value: stored and returned byte for byte.
+
+An integer beyond 64 bits is tagged ``i`` with its decimal text (``{"i":"123..."}``), so
+that no JSON reader turns it into a float. The JSON text itself is written and read with
+``orjson``: several times faster than the standard library on these small objects, and
+the store writes and the replay reads every span through here.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from relay.spans import SpanRecord
+
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what orjson writes as a number
 
 
 def encode_value(value: Any) -> dict[str, Any]:
     if isinstance(value, bool):
         return {"b": value}
     if isinstance(value, int):
-        return {"i": value}
+        # past 64 bits as decimal text: JSON readers (orjson among them) would make a
+        # float of the number
+        return {"i": value} if _INT_MIN <= value <= _INT_MAX else {"i": str(value)}
     if isinstance(value, float):
         if math.isfinite(value):
             return {"d": value}
@@ -55,8 +65,10 @@ def encode_value(value: Any) -> dict[str, Any]:
 
 def decode_value(tagged: Mapping[str, Any]) -> Any:
     ((tag, value),) = tagged.items()
-    if tag in ("s", "b", "i", "n"):
+    if tag in ("s", "b", "n"):
         return value
+    if tag == "i":
+        return value if isinstance(value, int) else int(value)
     if tag == "d":
         return float(value)  # float("NaN") / float("Infinity") too
     if tag == "a":
@@ -77,17 +89,22 @@ def decode_attributes(encoded: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return orjson.dumps(value).decode()
+
+
+_loads = orjson.loads
 
 
 def dump_attributes(attributes: Mapping[str, Any]) -> str:
+    if not attributes:
+        return "{}"
     return _dumps(encode_attributes(attributes))
 
 
 def load_attributes(text: str) -> dict[str, Any]:
     if text == "{}":  # most spans have no resource attributes of their own, many no events
         return {}
-    return decode_attributes(json.loads(text))
+    return decode_attributes(_loads(text))
 
 
 @functools.lru_cache(maxsize=64)
@@ -101,6 +118,8 @@ def load_resource(text: str) -> dict[str, Any]:
 
 
 def dump_events(events: Sequence[Mapping[str, Any]]) -> str:
+    if not events:
+        return "[]"
     return _dumps([{"name": e.get("name", ""), "time_ns": int(e.get("time_ns") or 0),
                     "attributes": encode_attributes(e.get("attributes") or {})}
                    for e in events])
@@ -110,10 +129,12 @@ def load_events(text: str) -> list[dict[str, Any]]:
     if text == "[]":
         return []
     return [{"name": e["name"], "time_ns": e["time_ns"],
-             "attributes": decode_attributes(e["attributes"])} for e in json.loads(text)]
+             "attributes": decode_attributes(e["attributes"])} for e in _loads(text)]
 
 
 def dump_links(links: Sequence[Mapping[str, Any]]) -> str:
+    if not links:
+        return "[]"
     return _dumps([{"trace_id": link["trace_id"], "span_id": link["span_id"],
                     "attributes": encode_attributes(link.get("attributes") or {})}
                    for link in links])
@@ -123,7 +144,7 @@ def load_links(text: str) -> list[dict[str, Any]]:
     if text == "[]":
         return []
     return [{"trace_id": link["trace_id"], "span_id": link["span_id"],
-             "attributes": decode_attributes(link["attributes"])} for link in json.loads(text)]
+             "attributes": decode_attributes(link["attributes"])} for link in _loads(text)]
 
 
 #: the ``spans`` table's columns, in order (both backends)
