@@ -103,13 +103,15 @@ class RedisBus(MemoryBus):
             log.error("relay: %d event(s) not written to Redis at shutdown", len(self._queue))
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        if self._tasks:  # bounded: a task stuck in a client call must not hold the stop
+            _, stuck = await asyncio.wait(self._tasks, timeout=max(deadline - time.monotonic(),
+                                                                   1.0))
+            if stuck:
+                log.error("relay: %d Redis bus task(s) did not stop in time", len(stuck))
         self._tasks = []
         if self.client is not None:
             with contextlib.suppress(Exception):
-                await self.client.aclose()
+                await asyncio.wait_for(self.client.aclose(), 2.0)
             self.client = None
 
     # -- health ---------------------------------------------------------------------------
