@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 VERSION = 1
 
 GRAPH_TOPOLOGY = "graph_topology"
@@ -31,8 +33,18 @@ TURN_TERMINAL = frozenset({TURN_COMPLETED, ERROR})
 
 
 def dumps(value: Any) -> str:
-    """The one JSON encoding used on every wire: compact, UTF-8, no NaN."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """The one JSON encoding used on every wire: compact, UTF-8, keys in insertion order.
+
+    ``orjson`` writes it (the same text as ``json.dumps(value, ensure_ascii=False,
+    separators=(",", ":"))`` for what events hold, about eight times faster: this runs
+    once per event on the serving loop). A NaN or an infinity becomes ``null`` rather
+    than invalid JSON. What ``orjson`` refuses (an int past 64 bits, a lone surrogate,
+    nesting past 254 levels) falls back to the standard library, which raises for NaN.
+    """
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 @dataclass(slots=True)

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections import OrderedDict, deque
 from itertools import islice
 from typing import Any
 
+import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
@@ -420,7 +420,7 @@ class TieredReader:
 
 def _decode(fields: dict[Any, Any]) -> tuple[int, Event]:
     raw = fields.get(b"e", fields.get("e"))
-    data = json.loads(raw)
+    data = orjson.loads(raw)
     event = Event.from_dict(data)
     return event.seq, event
 
