@@ -56,7 +56,6 @@ class RelaySettings:
     otlp_dedup_spans: int = 200_000
     otlp_store_backlog: int = 50_000
     bus_max_events_per_turn: int = 10_000
-    bus_queue: int = 10_000
     instance_id: str | None = None
 
     @classmethod
@@ -99,7 +98,6 @@ class RelaySettings:
             otlp_dedup_spans=int(_float(env, "RELAY_OTLP_DEDUP_SPANS", 200_000)),
             otlp_store_backlog=int(_float(env, "RELAY_OTLP_STORE_BACKLOG", 50_000)),
             bus_max_events_per_turn=int(_float(env, "RELAY_BUS_MAX_EVENTS", 10_000)),
-            bus_queue=int(_float(env, "RELAY_BUS_QUEUE", 10_000)),
             instance_id=env.get("RELAY_INSTANCE_ID") or None,
         )
         settings.validate()
@@ -163,8 +161,7 @@ class RelaySettings:
                             ("RELAY_OTLP_PENDING_SPANS", self.otlp_pending_spans),
                             ("RELAY_OTLP_DEDUP_SPANS", self.otlp_dedup_spans),
                             ("RELAY_OTLP_STORE_BACKLOG", self.otlp_store_backlog),
-                            ("RELAY_BUS_MAX_EVENTS", self.bus_max_events_per_turn),
-                            ("RELAY_BUS_QUEUE", self.bus_queue)):
+                            ("RELAY_BUS_MAX_EVENTS", self.bus_max_events_per_turn)):
             if value < 1:
                 raise ConfigError(f"{name} must be >= 1")
         if not self.otlp_pending_s > 0:

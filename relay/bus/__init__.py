@@ -27,7 +27,7 @@ def open_bus(settings: RelaySettings) -> MemoryBus:
 
         return RedisBus(settings.bus, max_events_per_turn=settings.bus_max_events_per_turn,
                         max_finished_turns=settings.bus_max_turns,
-                        retention_s=settings.bus_retention_s, queue_limit=settings.bus_queue)
+                        retention_s=settings.bus_retention_s)
     return MemoryBus(max_events_per_turn=settings.bus_max_events_per_turn,
                      max_finished_turns=settings.bus_max_turns,
                      retention_s=settings.bus_retention_s)

@@ -6,7 +6,8 @@ The owner instance keeps its in-process log as a write-through cache, so the hot
 and the owner's own readers stay as fast as with the memory bus:
 
 - ``publish`` (sync, never blocks) appends to the local log, which stamps the ``seq``,
-  and queues the entry for the writer task, which pipelines ``XADD`` in order, with an
+  and marks the turn unwritten. The writer task copies what Redis lacks from the local
+  logs (there is no second queue to overflow), pipelining ``XADD`` in seq order, with an
   explicit entry id ``{seq}-0`` and the ``seq`` and the event JSON in the entry,
   ``MAXLEN ~`` bounding the stream, and one ``EXPIRE`` per stream and batch
   (``RELAY_BUS_RETENTION_S`` once the turn has finished, a day while it lives).
@@ -19,9 +20,11 @@ and the owner's own readers stay as fast as with the memory bus:
   the ``seq`` (the stream was trimmed, or Redis lost data) is :class:`CursorExpired`, a
   broken connection :class:`BusUnavailable`: the stream ends with an explicit frame.
 - Redis unreachable: :meth:`unavailable` says why (readiness fails, requests that need
-  the bus get 503); the writer keeps up to ``RELAY_BUS_QUEUE`` entries and writes them
-  when Redis is back; past that the oldest are dropped and counted in ``lost`` (readers
-  of the shared log then meet the gap, never a silent one).
+  the bus get 503); the writer writes what the local logs hold when Redis is back. The
+  local logs are bounded as the memory bus's are (``RELAY_BUS_MAX_EVENTS`` per turn,
+  ``RELAY_BUS_MAX_TURNS`` finished turns for ``RELAY_BUS_RETENTION_S``): events that left
+  them before Redis came back are counted in ``lost`` and logged, and readers of the
+  shared log meet the gap as :class:`CursorExpired`, never a silent one.
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict, deque
-from itertools import islice
 from typing import Any
 
 import orjson
@@ -58,16 +60,17 @@ REMOTE_TTL_S = 2.0
 class RedisBus(MemoryBus):
     def __init__(self, url: str, *, max_events_per_turn: int = 10_000,
                  max_finished_turns: int = 1_000, retention_s: float = 3600.0,
-                 queue_limit: int = 10_000, prefix: str = PREFIX,
-                 max_connections: int = 1000) -> None:
+                 prefix: str = PREFIX, max_connections: int = 1000) -> None:
         super().__init__(max_events_per_turn=max_events_per_turn,
                          max_finished_turns=max_finished_turns, retention_s=retention_s)
         self.url = url
         self.prefix = prefix
-        self.queue_limit = queue_limit
         self.max_connections = max_connections
         self.client: aioredis.Redis | None = None
-        self._queue: deque[Event] = deque()
+        #: turns with events not yet in Redis: turn id -> the last seq published here
+        self._unwritten: OrderedDict[str, int] = OrderedDict()
+        #: turn id -> the last seq in Redis, for the turns in ``_unwritten``
+        self._written: dict[str, int] = {}
         self._wake: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._active: set[str] = set()  # turns with a run in progress here
@@ -95,12 +98,12 @@ class RedisBus(MemoryBus):
 
     async def stop(self, timeout: float = 5.0) -> None:
         deadline = time.monotonic() + timeout
-        while self._queue and self._problem is None and time.monotonic() < deadline:
+        while self._unwritten and self._problem is None and time.monotonic() < deadline:
             assert self._wake is not None
             self._wake.set()
             await asyncio.sleep(0.02)
-        if self._queue:
-            log.error("relay: %d event(s) not written to Redis at shutdown", len(self._queue))
+        if self._unwritten:
+            log.error("relay: %d event(s) not written to Redis at shutdown", self.unwritten())
         for task in self._tasks:
             task.cancel()
         if self._tasks:  # bounded: a task stuck in a client call must not hold the stop
@@ -141,7 +144,7 @@ class RedisBus(MemoryBus):
                     log.warning("relay: the Redis bus is reachable again")
                 self._problem = None
                 self._was_down = False
-                if self._queue and self._wake is not None:
+                if self._unwritten and self._wake is not None:
                     self._wake.set()
 
     def _down(self, exc: BaseException) -> None:
@@ -163,6 +166,7 @@ class RedisBus(MemoryBus):
         if log_ is not None and log_.last_seq < last_seq:
             # another instance ran this turn since (a resume elsewhere): start afresh
             # after what it handed out, never reusing a seq
+            self._forget_unwritten(turn_id)
             del self._logs[turn_id]
             self._finished.pop(turn_id, None)
         super().open_turn(turn_id, last_seq)
@@ -171,25 +175,66 @@ class RedisBus(MemoryBus):
 
     def publish(self, event: Event) -> Event:
         stamped = super().publish(event)
+        turn_id = stamped.turn_id
         if stamped.is_run_terminal:
-            self._active.discard(stamped.turn_id)
+            self._active.discard(turn_id)
         else:
-            self._active.add(stamped.turn_id)
-        self._queue.append(stamped)
-        if len(self._queue) > self.queue_limit:
-            dropped = self._queue.popleft()
-            self.lost += 1
-            log.error("relay: Redis bus queue full; event %s of turn %s is lost to other "
-                      "instances", dropped.seq, dropped.turn_id)
+            self._active.add(turn_id)
+        # the writer copies from the local log: nothing to queue, nothing to overflow
+        self._written.setdefault(turn_id, stamped.seq - 1)
+        self._unwritten[turn_id] = stamped.seq
         if self._wake is not None:
             self._wake.set()
         return stamped
+
+    def unwritten(self) -> int:
+        """How many events published here are not in Redis yet."""
+        return sum(last - self._written.get(turn_id, last)
+                   for turn_id, last in self._unwritten.items())
+
+    def _forget_unwritten(self, turn_id: str) -> None:
+        last = self._unwritten.pop(turn_id, None)
+        written = self._written.pop(turn_id, None)
+        if last is not None and written is not None and last > written:
+            self.lost += last - written
+            log.error("relay: events %d..%d of turn %s left this instance before they "
+                      "reached Redis", written + 1, last, turn_id)
+
+    def _next_batch(self) -> list[Event]:
+        """Up to WRITE_BATCH events not yet in Redis, each turn's in seq order, from the
+        local logs. Events a log no longer holds (trimmed, or the log expired while Redis
+        was down) are counted in ``lost``: readers elsewhere meet the gap, loudly."""
+        batch: list[Event] = []
+        for turn_id in list(self._unwritten):
+            written = self._written[turn_id]
+            log_ = self._logs.get(turn_id)
+            if log_ is None:
+                self._forget_unwritten(turn_id)
+                continue
+            if written < log_.base:
+                self.lost += log_.base - written
+                log.error("relay: events %d..%d of turn %s were trimmed from the local log "
+                          "before they reached Redis", written + 1, log_.base, turn_id)
+                written = self._written[turn_id] = log_.base
+            start = written - log_.base
+            batch += log_.events[start:start + WRITE_BATCH - len(batch)]
+            if len(batch) >= WRITE_BATCH:
+                break
+        return batch
+
+    def _mark_written(self, batch: list[Event]) -> None:
+        for event in batch:
+            self._written[event.turn_id] = event.seq
+        for turn_id in {event.turn_id for event in batch}:
+            if self._unwritten.get(turn_id, 0) <= self._written[turn_id]:
+                del self._unwritten[turn_id]
+                del self._written[turn_id]
 
     async def _writer(self) -> None:
         assert self._wake is not None
         backoff = 0.1
         while True:
-            if not self._queue:
+            if not self._unwritten:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
@@ -203,15 +248,16 @@ class RedisBus(MemoryBus):
                     await self._check()
                     if self._problem is not None:
                         continue
-            batch = list(islice(self._queue, 0, WRITE_BATCH))
+            batch = self._next_batch()
+            if not batch:
+                continue
             try:
                 await self._write(batch)
             except (RedisError, OSError, TimeoutError) as exc:
                 self._down(exc)
                 continue
             backoff = 0.1
-            for _ in batch:
-                self._queue.popleft()
+            self._mark_written(batch)
             self.written += len(batch)
 
     async def _write(self, batch: list[Event]) -> None:

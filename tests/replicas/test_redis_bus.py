@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
+from relay.bus.base import CursorExpired
 from relay.bus.redis import LIVE_TTL_S, RedisBus
 from relay.events import NODE_STARTED, TURN_COMPLETED, Event
 
@@ -86,3 +87,80 @@ async def test_a_retried_batch_is_idempotent(redis_url: str, prefix: str) -> Non
     finally:
         await client.aclose()
         await bus.stop()
+
+
+async def test_a_burst_larger_than_any_queue_reaches_redis_whole(
+        redis_url: str, prefix: str) -> None:
+    """Published without a pause (no loop iteration for the writer): the writer copies
+    from the local logs afterwards, so nothing is dropped whatever the burst."""
+    bus = RedisBus(redis_url, prefix=prefix, retention_s=60)
+    await bus.start()
+    client = aioredis.from_url(redis_url)
+    try:
+        turns = [uuid.uuid4().hex for _ in range(3)]
+        for turn in turns:
+            bus.open_turn(turn)
+        for _ in range(6_000):
+            for turn in turns:
+                bus.publish(event(turn))
+        assert bus.unwritten() == 18_000
+        await written(bus, 18_000)
+        for turn in turns:
+            assert await client.xlen(bus.key(turn)) == 6_000
+        assert bus.lost == 0 and bus.unwritten() == 0
+    finally:
+        await client.aclose()
+        await bus.stop()
+
+
+async def test_events_published_while_redis_is_down_are_written_when_it_is_back(
+        private_redis) -> None:
+    bus = RedisBus(private_redis.url, retention_s=60)
+    await bus.start()
+    try:
+        turn = uuid.uuid4().hex
+        bus.open_turn(turn)
+        bus.publish(event(turn))
+        await written(bus, 1)
+        private_redis.kill()
+        for _ in range(9):
+            bus.publish(event(turn))
+        bus.publish(event(turn, TURN_COMPLETED))
+        await asyncio.sleep(0.3)
+        assert bus.unavailable() is not None and bus.unwritten() == 10
+        private_redis.start()  # empty: the first event went down with it
+        await written(bus, 11)
+        client = aioredis.from_url(private_redis.url)
+        ids = [entry_id for entry_id, _ in await client.xrange(bus.key(turn))]
+        await client.aclose()
+        assert ids == [f"{seq}-0".encode() for seq in range(2, 12)]
+        assert bus.lost == 0 and bus.unwritten() == 0
+    finally:
+        await bus.stop()
+
+
+async def test_events_trimmed_before_redis_had_them_are_a_counted_gap(
+        private_redis) -> None:
+    bus = RedisBus(private_redis.url, max_events_per_turn=5, retention_s=60)
+    other = RedisBus(private_redis.url, max_events_per_turn=5, retention_s=60)
+    await bus.start()
+    turn = uuid.uuid4().hex
+    try:
+        private_redis.kill()
+        await asyncio.sleep(0.1)
+        bus.open_turn(turn)
+        for _ in range(7):
+            bus.publish(event(turn))
+        bus.publish(event(turn, TURN_COMPLETED))  # seq 8; the local log keeps 4..8
+        private_redis.start()
+        await written(bus, 5)
+        assert bus.lost == 3
+        await other.start()
+        reader = other.reader(turn, 0)
+        assert await reader.wait(2.0)
+        with pytest.raises(CursorExpired):  # seq 1..3 never reached Redis: said, not hidden
+            reader.take()
+        reader.close()
+    finally:
+        await bus.stop()
+        await other.stop()
