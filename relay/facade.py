@@ -54,7 +54,7 @@ class Relay:
         self.span_processor = RelaySpanProcessor(self._publish)
         self.metrics = RelayMetrics(
             prometheus_provider() if settings.metrics == "prometheus" else None,
-            dropped=lambda: self.span_processor.dropped)
+            dropped=lambda: self.span_processor.dropped, bus=self.bus)
         self.turns: SQLiteTurnStore = open_turn_store(settings)  # SQLite or Postgres
         self.messages = SQLiteMessageStore(settings.data_dir / "messages.db")
         #: finished spans, for replay (RELAY_STORE); written by add_span_store's processor

@@ -10,7 +10,10 @@ instrument is a no-op (no cost on the hot path). The instruments:
   terminal event: ``gone`` (the client left, or stalled past the send timeout) or
   ``handoff`` (told to reconnect);
 - ``relay.spans.dropped`` (observable counter): spans the processor could not hand on;
-- ``relay.export.failures`` (counter): OTLP export batches that failed.
+- ``relay.export.failures`` (counter): OTLP export batches that failed;
+- with the Redis bus, ``relay.bus.unwritten`` (observable gauge): events published here
+  and not in Redis yet, and ``relay.bus.lost`` (observable counter): events that left the
+  local log before they reached Redis (other instances' readers meet them as a gap).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from relay.events import Event
 
 class RelayMetrics:
     def __init__(self, provider: MeterProvider | None = None,
-                 dropped: Callable[[], int] = lambda: 0) -> None:
+                 dropped: Callable[[], int] = lambda: 0, bus: object | None = None) -> None:
         self.enabled = provider is not None
         meter = (provider or NoOpMeterProvider()).get_meter("span-relay")
         self.open_streams = meter.create_up_down_counter(
@@ -46,6 +49,17 @@ class RelayMetrics:
 
         meter.create_observable_counter("relay.spans.dropped", callbacks=[observe_dropped],
                                         description="spans not handed to the event loop")
+        if bus is not None and hasattr(bus, "backlog"):  # the Redis bus
+            def observe_unwritten(options: CallbackOptions) -> Iterable[Observation]:
+                yield Observation(getattr(bus, "backlog", 0))
+
+            def observe_lost(options: CallbackOptions) -> Iterable[Observation]:
+                yield Observation(getattr(bus, "lost", 0))
+
+            meter.create_observable_gauge("relay.bus.unwritten", callbacks=[observe_unwritten],
+                                          description="events not in Redis yet")
+            meter.create_observable_counter("relay.bus.lost", callbacks=[observe_lost],
+                                            description="events that never reached Redis")
 
     def published(self, event: Event) -> None:
         if self.enabled:

@@ -77,8 +77,10 @@ class RedisBus(MemoryBus):
         self._remote: OrderedDict[str, tuple[float, int, bool]] = OrderedDict()
         self._problem: str | None = "not connected to Redis yet"
         self._was_down = False
-        self.lost = 0
+        self.lost = 0  # events that left the local log before they reached Redis
         self.written = 0
+        self.backlog = 0  # events published here and not in Redis yet (an int: metrics
+        # read it from their own thread)
 
     def key(self, turn_id: str) -> str:
         return self.prefix + turn_id
@@ -183,20 +185,21 @@ class RedisBus(MemoryBus):
         # the writer copies from the local log: nothing to queue, nothing to overflow
         self._written.setdefault(turn_id, stamped.seq - 1)
         self._unwritten[turn_id] = stamped.seq
+        self.backlog += 1
         if self._wake is not None:
             self._wake.set()
         return stamped
 
     def unwritten(self) -> int:
         """How many events published here are not in Redis yet."""
-        return sum(last - self._written.get(turn_id, last)
-                   for turn_id, last in self._unwritten.items())
+        return self.backlog
 
     def _forget_unwritten(self, turn_id: str) -> None:
         last = self._unwritten.pop(turn_id, None)
         written = self._written.pop(turn_id, None)
         if last is not None and written is not None and last > written:
             self.lost += last - written
+            self.backlog -= last - written
             log.error("relay: events %d..%d of turn %s left this instance before they "
                       "reached Redis", written + 1, last, turn_id)
 
@@ -213,6 +216,7 @@ class RedisBus(MemoryBus):
                 continue
             if written < log_.base:
                 self.lost += log_.base - written
+                self.backlog -= log_.base - written
                 log.error("relay: events %d..%d of turn %s were trimmed from the local log "
                           "before they reached Redis", written + 1, log_.base, turn_id)
                 written = self._written[turn_id] = log_.base
@@ -225,6 +229,7 @@ class RedisBus(MemoryBus):
     def _mark_written(self, batch: list[Event]) -> None:
         for event in batch:
             self._written[event.turn_id] = event.seq
+        self.backlog -= len(batch)
         for turn_id in {event.turn_id for event in batch}:
             if self._unwritten.get(turn_id, 0) <= self._written[turn_id]:
                 del self._unwritten[turn_id]

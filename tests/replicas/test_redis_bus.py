@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 import redis.asyncio as aioredis
 
@@ -164,3 +166,23 @@ async def test_events_trimmed_before_redis_had_them_are_a_counted_gap(
     finally:
         await bus.stop()
         await other.stop()
+
+
+def test_the_writer_backlog_and_losses_are_metrics(make_instance, redis_url: str) -> None:
+    server = make_instance("a", RELAY_BUS=redis_url, RELAY_METRICS="prometheus")
+
+    def scrape(client: httpx.Client) -> dict[str, float]:
+        text = client.get(f"{server.url}/metrics").text
+        return {line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines() if line.startswith("relay_bus_")
+                and not line.startswith("relay_bus_lag")}
+
+    with httpx.Client(timeout=30) as client:
+        answer = client.post(f"{server.url}/chat", json={"message": "How do refunds work?"})
+        assert answer.status_code == 200
+        assert set(scrape(client)) == {"relay_bus_unwritten", "relay_bus_lost_total"}
+        deadline = time.monotonic() + 10
+        while (values := scrape(client))["relay_bus_unwritten"] > 0:  # the writer drains
+            assert time.monotonic() < deadline, values
+            time.sleep(0.05)
+    assert values == {"relay_bus_unwritten": 0.0, "relay_bus_lost_total": 0.0}
