@@ -227,11 +227,16 @@ class RedisBus(MemoryBus):
         return batch
 
     def _mark_written(self, batch: list[Event]) -> None:
+        """The batch is in Redis. A turn forgotten meanwhile (its log replaced by a run on
+        another instance while the batch was in flight) has been accounted for already."""
         for event in batch:
-            self._written[event.turn_id] = event.seq
-        self.backlog -= len(batch)
+            written = self._written.get(event.turn_id)
+            if written is not None and event.seq > written:
+                self._written[event.turn_id] = event.seq
+                self.backlog -= 1
         for turn_id in {event.turn_id for event in batch}:
-            if self._unwritten.get(turn_id, 0) <= self._written[turn_id]:
+            last = self._unwritten.get(turn_id)
+            if last is not None and last <= self._written[turn_id]:
                 del self._unwritten[turn_id]
                 del self._written[turn_id]
 
@@ -260,6 +265,11 @@ class RedisBus(MemoryBus):
                 await self._write(batch)
             except (RedisError, OSError, TimeoutError) as exc:
                 self._down(exc)
+                continue
+            except Exception:  # never let the one writer die: the events stay unwritten
+                log.exception("relay: writing %d event(s) to Redis failed", len(batch))
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
                 continue
             backoff = 0.1
             self._mark_written(batch)

@@ -186,3 +186,22 @@ def test_the_writer_backlog_and_losses_are_metrics(make_instance, redis_url: str
             assert time.monotonic() < deadline, values
             time.sleep(0.05)
     assert values == {"relay_bus_unwritten": 0.0, "relay_bus_lost_total": 0.0}
+
+
+def test_a_batch_in_flight_when_another_instance_takes_the_turn() -> None:
+    """While a batch is being written, a resume elsewhere replaces the turn's log here
+    (``open_turn`` with a higher seq): the old events are counted lost once, the batch's
+    completion does not count them again, and the new log's events are still written."""
+    bus = RedisBus("redis://127.0.0.1:1/0")  # never started: only the bookkeeping runs
+    turn = uuid.uuid4().hex
+    bus.open_turn(turn)
+    for _ in range(3):
+        bus.publish(event(turn))
+    in_flight = bus._next_batch()
+    assert [e.seq for e in in_flight] == [1, 2, 3]
+    bus.open_turn(turn, last_seq=10)  # another instance ran seq 4..10
+    assert bus.lost == 3 and bus.unwritten() == 0
+    bus.publish(event(turn))
+    bus._mark_written(in_flight)
+    assert bus.lost == 3 and bus.unwritten() == 1
+    assert [e.seq for e in bus._next_batch()] == [11]
