@@ -193,13 +193,7 @@ async def _start(relay: Relay, record: TurnRecord, kind: str, runner: Any,
 
 async def _check_thread(relay: Relay, thread_id: str) -> None:
     try:
-        relay.runs.check_thread(thread_id)
-        return
-    except ThreadBusy as exc:
-        busy = exc.turn_id
-    await relay.runs.settle(busy)
-    try:
-        relay.runs.check_thread(thread_id)
+        await relay.runs.check_thread_settled(thread_id)
     except ThreadBusy as exc:
         raise ApiError(409, "thread_busy", f"Thread {thread_id} is already running turn "
                        f"{exc.turn_id}; wait for it to finish.") from None

@@ -168,7 +168,7 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
                                 thread_id=thread_id, status="running", message=message,
                                 request_hash=digest, started_at=time.time() * 1000)
             try:
-                relay.runs.check_thread(thread_id)
+                await relay.runs.check_thread_settled(thread_id)
             except ThreadBusy as exc:
                 raise ApiError(409, "thread_busy", f"Thread {thread_id} is already running "
                                f"turn {exc.turn_id}; wait for it to finish.") from None
@@ -208,7 +208,7 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
                                "paused; nothing to resume.")
             answers = _match_interrupts(body["resume"], pending)
             try:
-                relay.runs.check_thread(thread_id)
+                await relay.runs.check_thread_settled(thread_id)
             except ThreadBusy as exc:
                 raise ApiError(409, "thread_busy", f"Thread {thread_id} is already running "
                                f"turn {exc.turn_id}; wait for it to finish.") from None

@@ -89,6 +89,19 @@ class RunManager:
         if busy is not None and busy in self._runs and self.thread_policy == "reject":
             raise ThreadBusy(thread_id, busy)
 
+    async def check_thread_settled(self, thread_id: str) -> None:
+        """:meth:`check_thread`, but a run that has already sent its terminal event is
+        waited for first: it is only recording its end, and a client that acts the
+        moment it reads that event (the thread's next message, a resume) must not get a
+        409 for a run that is over."""
+        try:
+            self.check_thread(thread_id)
+            return
+        except ThreadBusy as exc:
+            busy = exc.turn_id
+        await self.settle(busy)
+        self.check_thread(thread_id)
+
     async def start(self, record: TurnRecord, kind: str, runner: Runner,
                     create: bool = False) -> int:
         """Start a run of ``record``'s turn; returns the cursor its stream reads after.

@@ -80,16 +80,18 @@ class LiveServer:
         return self.app.state.relay
 
 
-def lag_after_pause_recorded(server: LiveServer, seconds: float) -> None:
-    """Widen the moment between a run writing ``paused`` to its turn record and its task
-    letting go of the thread: the record's worker thread sleeps after the write. A client
-    that resumes the moment it reads ``paused`` lands in that window every time."""
+def lag_after_end_recorded(server: LiveServer, seconds: float,
+                           statuses: tuple[str, ...] = ("paused",)) -> None:
+    """Widen the moment between a run writing its end (``paused``, ``answered``...) to its
+    turn record and its task letting go of the thread: the record's worker thread sleeps
+    after the write. A client that acts the moment it reads the run's terminal event (a
+    resume, the thread's next message) lands in that window every time."""
     store = server.relay.turns
     write = store._update
 
     def update(turn_id: str, changes: dict[str, Any]) -> None:
         write(turn_id, changes)
-        if changes.get("status") == "paused":
+        if changes.get("status") in statuses:
             time.sleep(seconds)
 
     store._update = update

@@ -16,7 +16,7 @@ import pytest
 
 from agent.agui_app import turn_id_for
 from tests.agui.conftest import check_stream, get_agui, post_agui, read_agui, user
-from tests.conftest import LiveServer, lag_after_pause_recorded
+from tests.conftest import LiveServer, lag_after_end_recorded
 
 REFUND = "Please refund order 1234 ($20)."
 
@@ -159,7 +159,7 @@ def test_resume_sent_the_moment_the_run_pauses(http: httpx.Client,
                                                server: LiveServer) -> None:
     """The record says ``paused`` a moment before the run's task lets go of the thread:
     a resume in that moment waits for the run to settle instead of a 409."""
-    lag_after_pause_recorded(server, 0.5)
+    lag_after_end_recorded(server, 0.5)
     thread, first = paused_run(http, server)
     interrupt_id = first[-1]["outcome"]["interrupts"][0]["id"]
     events = post_agui(http, server.url,

@@ -11,7 +11,7 @@ from tests.conftest import (
     LiveServer,
     events_of,
     iter_frames,
-    lag_after_pause_recorded,
+    lag_after_end_recorded,
     stream_post,
 )
 from tests.contract import check_stream, sequence
@@ -80,12 +80,25 @@ def test_resume_sent_the_moment_the_run_pauses(server: LiveServer,
                                                client: httpx.Client) -> None:
     """A resume in the moment between the record saying ``paused`` and the run's task
     letting go of the thread waits for the run to settle: no 409."""
-    lag_after_pause_recorded(server, 0.5)
+    lag_after_end_recorded(server, 0.5)
     events = events_of(stream_post(client, f"{server.url}/chat", {"message": REFUND_ORDER}))
     assert events[-1]["type"] == "paused"  # read as it arrives: the run is still ending
     r = client.post(f"{server.url}/chat/resume", json={
         "thread_id": events[-1]["thread_id"], "turn_id": events[-1]["turn_id"],
         "resume": {"approved": True}})
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "answered"
+
+
+def test_next_message_sent_the_moment_the_turn_completes(server: LiveServer,
+                                                         client: httpx.Client) -> None:
+    """The thread's next message, sent the moment its previous turn's stream ends, waits
+    for that run to finish recording instead of a 409 thread_busy."""
+    lag_after_end_recorded(server, 0.5, ("answered",))
+    first = events_of(stream_post(client, f"{server.url}/chat", {"message": REFUNDS}))
+    assert first[-1]["type"] in ("turn_completed", "message_saved")
+    thread = first[-1]["thread_id"]
+    r = client.post(f"{server.url}/chat", json={"message": REFUNDS, "thread_id": thread})
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "answered"
 

@@ -167,6 +167,29 @@ async def test_thread_busy_is_rejected(world: World) -> None:
     await finished(world, "t3")
 
 
+async def test_a_run_past_its_terminal_event_is_waited_for_not_refused(world: World) -> None:
+    """check_thread_settled: a run still busy before its terminal event is a ThreadBusy at
+    once; one that has sent it (only recording its end now) is waited for."""
+    gate, ending = asyncio.Event(), asyncio.Event()
+
+    async def runner() -> ChatResponse:
+        world.event("t1", "graph_topology")
+        await gate.wait()
+        world.event("t1", "turn_completed")
+        await ending.wait()  # the terminal event is out; the run has not ended yet
+        return ChatResponse("th", "t1", "a" * 32, "answered", answer="ok")
+
+    await world.runs.start(await world.record("t1"), "chat", runner)
+    with pytest.raises(ThreadBusy):
+        await world.runs.check_thread_settled("th")
+    gate.set()
+    await asyncio.sleep(0)
+    asyncio.get_running_loop().call_later(0.05, ending.set)
+    await world.runs.check_thread_settled("th")  # returns once t1 has ended
+    assert not world.runs.running("t1")
+    assert (await world.turns.get("t1")).status == "answered"
+
+
 async def test_enqueue_policy_runs_in_order(tmp_path: Path) -> None:
     w = World(tmp_path, policy="enqueue")
     w.processor.bind(asyncio.get_running_loop())
