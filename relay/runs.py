@@ -208,7 +208,8 @@ class RunManager:
         if run is None or not self._terminal_sent(run):
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(run.done.wait()), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await run.done.wait()
 
     async def _record_end(self, run: _Run, response: ChatResponse | None,
                           cancelled: bool) -> None:

@@ -45,9 +45,9 @@ def make_human_approval(deps: NodeDeps):
             c.TOOL_CALL_ARGUMENTS: json.dumps(args, sort_keys=True),
             c.TOOL_LABEL: TOOL_LABELS.get(proposed["name"], f"Running {proposed['name']}"),
         }):
-            refund = await asyncio.wait_for(
-                asyncio.to_thread(deps.ledger.issue, order_id, amount, state["turn_id"]),
-                deps.tool_timeout_s)
+            async with asyncio.timeout(deps.tool_timeout_s):  # never swallows a cancel
+                refund = await asyncio.to_thread(deps.ledger.issue, order_id, amount,
+                                                 state["turn_id"])
         return {"tool_outcome": "approved", "citations": [],
                 "answer": f"Done: I refunded ${refund.amount:.2f} on order {refund.order_id} "
                           f"(refund {refund.refund_id}). It reaches the original payment "

@@ -116,7 +116,8 @@ class RedisBus(MemoryBus):
         self._tasks = []
         if self.client is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.client.aclose(), 2.0)
+                async with asyncio.timeout(2.0):
+                    await self.client.aclose()
             self.client = None
 
     # -- health ---------------------------------------------------------------------------
@@ -137,7 +138,10 @@ class RedisBus(MemoryBus):
             self._problem = "not started"
             return
         try:
-            await asyncio.wait_for(client.ping(), 2.0)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel
+            # that lands as the ping completes, and the monitor would outlive stop()
+            async with asyncio.timeout(2.0):
+                await client.ping()
         except (RedisError, OSError, TimeoutError) as exc:
             self._down(exc)
         else:
@@ -252,7 +256,8 @@ class RedisBus(MemoryBus):
                 # wait for the monitor to see Redis back (or retry after a while)
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), backoff)
+                    async with asyncio.timeout(backoff):
+                        await self._wake.wait()
                 backoff = min(backoff * 2, 2.0)
                 if self._problem is not None:
                     await self._check()

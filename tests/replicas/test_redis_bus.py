@@ -205,3 +205,29 @@ def test_a_batch_in_flight_when_another_instance_takes_the_turn() -> None:
     bus._mark_written(in_flight)
     assert bus.lost == 3 and bus.unwritten() == 1
     assert [e.seq for e in bus._next_batch()] == [11]
+
+
+async def test_a_cancel_as_the_health_ping_completes_is_not_swallowed() -> None:
+    """The monitor's ping under a timeout: a cancel that lands in the same loop iteration
+    as the ping's reply still cancels (Python 3.11's ``asyncio.wait_for`` would return the
+    reply instead, and the monitor would outlive ``stop()``)."""
+    loop = asyncio.get_running_loop()
+
+    class Client:
+        def __init__(self) -> None:
+            self.reply: asyncio.Future[bool] = loop.create_future()
+            self.pinged = asyncio.Event()
+
+        async def ping(self) -> bool:
+            self.pinged.set()
+            return await self.reply
+
+    bus = RedisBus("redis://127.0.0.1:1/0")
+    client = Client()
+    bus.client = client  # type: ignore[assignment]
+    check = asyncio.create_task(bus._check())
+    await client.pinged.wait()
+    client.reply.set_result(True)
+    check.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await check
