@@ -28,6 +28,7 @@ the store writes and the replay reads every span through here.
 from __future__ import annotations
 
 import functools
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -89,10 +90,17 @@ def decode_attributes(encoded: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # orjson.JSONEncodeError: a lone surrogate in a str from user code
+        return json.dumps(value, separators=(",", ":"))  # \ud800 escapes store as text
 
 
-_loads = orjson.loads
+def _loads(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except ValueError:  # orjson.JSONDecodeError: such an escaped lone surrogate
+        return json.loads(text)
 
 
 def dump_attributes(attributes: Mapping[str, Any]) -> str:

@@ -87,6 +87,21 @@ def test_codec_keeps_types_exactly() -> None:
     assert specials["ninf"] == -math.inf
 
 
+def test_codec_text_keeps_what_json_readers_would_bend() -> None:
+    """The stored text, not only the tags: an int past 64 bits stays an int (JSON readers
+    such as orjson make floats of big numbers), a lone surrogate from user code is stored
+    escaped and read back, and non-ASCII text round-trips."""
+    from relay.store.codec import dump_attributes, load_attributes
+
+    attrs = {"big": 2**70, "neg": -(2**70), "edge": 2**64 - 1, "bad": "x \ud800 y",
+             "text": "Réponse 東京 🙂", "tags": (2**65, "a")}
+    text = dump_attributes(attrs)
+    assert '"1180591620717411303424"' in text
+    back = load_attributes(text)
+    assert back == attrs and type(back["big"]) is int and type(back["tags"][0]) is int
+    assert dump_attributes({}) == "{}" and load_attributes("{}") == {}
+
+
 # -- round trip and indexes ---------------------------------------------------------------
 
 def test_rows_round_trip_to_equal_span_records(make_store: Callable[..., Any]) -> None:
