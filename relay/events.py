@@ -39,12 +39,18 @@ def dumps(value: Any) -> str:
     separators=(",", ":"))`` for what events hold, about eight times faster: this runs
     once per event on the serving loop). A NaN or an infinity becomes ``null`` rather
     than invalid JSON. What ``orjson`` refuses (an int past 64 bits, a lone surrogate,
-    nesting past 254 levels) falls back to the standard library, which raises for NaN.
+    nesting past 254 levels) falls back to the standard library, which raises for NaN and
+    writes a lone surrogate (it cannot be UTF-8) as a ``\\u`` escape.
     """
     try:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
     except TypeError:  # orjson.JSONEncodeError
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+        return text
 
 
 @dataclass(slots=True)

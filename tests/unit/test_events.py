@@ -33,6 +33,12 @@ def test_beyond_orjson_falls_back_to_the_standard_library() -> None:
         dumps({"n": 2**70, "x": math.nan})  # the fallback keeps refusing NaN
 
 
+def test_a_lone_surrogate_is_escaped_so_the_frame_stays_utf8() -> None:
+    text = dumps({"delta": "broken \ud83d", "ok": "é"})
+    text.encode()  # the stream writes UTF-8: this must not raise
+    assert json.loads(text) == {"delta": "broken \ud83d", "ok": "é"}
+
+
 def test_nan_is_null_not_invalid_json() -> None:
     text = dumps({"x": math.nan, "y": math.inf})
     assert json.loads(text) == {"x": None, "y": None}
