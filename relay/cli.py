@@ -12,6 +12,7 @@ factory that returns an ASGI app.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from types import FrameType
 from typing import Any
@@ -53,8 +54,17 @@ def _relay_of(app: object) -> Any:
 
 
 class RelayServer(uvicorn.Server):
-    """uvicorn, plus: on SIGTERM/SIGINT the relay's open streams end with a ``reconnect``
-    frame before uvicorn waits for connections to close."""
+    """uvicorn, plus: once the app has started, the heap built so far (imported modules,
+    the compiled graph, the app) is frozen out of the cyclic garbage collector's reach
+    (:func:`gc.freeze`), so its collections walk only what requests allocate: OTLP ingest
+    +29% and a 10,000-span replay -20% in the bench (docs/performance.md); and on
+    SIGTERM/SIGINT the relay's open streams end with a ``reconnect`` frame before uvicorn
+    waits for connections to close."""
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets=sockets)
+        gc.collect()  # nothing collectable goes into the permanent generation
+        gc.freeze()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         relay = _relay_of(self.config.app)

@@ -222,6 +222,8 @@ def main() -> None:
     args = parser.parse_args()
     import uvicorn
 
+    from relay.cli import RelayServer
+
     with tempfile.TemporaryDirectory(prefix="bench-server-") as data_dir:
         app = build_app(args.heartbeat, args.otlp, data_dir)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -230,7 +232,7 @@ def main() -> None:
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                                 backlog=4096, timeout_keep_alive=30,
                                 timeout_graceful_shutdown=1)
-        server = uvicorn.Server(config)
+        server = RelayServer(config)  # as `span-relay serve` runs it (the heap frozen)
         print(f"PORT {sock.getsockname()[1]} PID {os.getpid()}", flush=True)
         try:
             asyncio.run(server.serve(sockets=[sock]))
