@@ -69,6 +69,7 @@ const app = {
   liveAnswer: null, // {item, run}: the agent's answer as it is written (text_delta)
   token: null, // API bearer token (kept for this tab only: sessionStorage)
   replaying: null, // {turnId, speed} while a past turn is replayed from its spans
+  replayed: null, // {turnId} once a replay is over, while its turn is what is shown
 };
 try {
   app.token = sessionStorage.getItem('span-relay-token') || null;
@@ -129,6 +130,9 @@ function render() {
   if (app.replaying) {
     ui.modeBadge.dataset.mode = 'replay';
     ui.modeBadge.textContent = `Replay ${app.replaying.speed === 0 ? '(instant)' : `${app.replaying.speed}×`}`;
+  } else if (app.replayed) {
+    ui.modeBadge.dataset.mode = 'replay';
+    ui.modeBadge.textContent = 'Replayed';
   } else {
     ui.modeBadge.dataset.mode = app.model.degraded ? 'json' : 'stream';
     ui.modeBadge.textContent = app.model.degraded ? 'Degraded: JSON' : 'Live stream';
@@ -231,7 +235,7 @@ function scrollToEnd() {
 function addMessage(role, text, opts = {}) {
   ui.chatEmpty.hidden = true;
   const item = h('article', `msg msg-${role}${opts.variant ? ' msg-' + opts.variant : ''}`);
-  const who = h('span', 'msg-who', role === 'user' ? 'You' : role === 'agent' ? 'Support agent' : opts.variant === 'error' ? 'Error' : opts.variant === 'cancelled' ? 'Cancelled' : 'Notice');
+  const who = h('span', 'msg-who', role === 'user' ? 'You' : role === 'agent' ? 'Support agent' : opts.variant === 'error' ? 'Error' : opts.variant === 'cancelled' ? 'Cancelled' : opts.variant === 'paused' ? 'Paused' : 'Notice');
   item.appendChild(who);
   const body = h('div', 'msg-body', text);
   item.appendChild(body);
@@ -482,7 +486,7 @@ function onEvent(ev) {
       endStreamedText(false);
       setActivity(null);
       if (app.replaying) {
-        addMessage('system', 'The turn paused here for a person’s approval.');
+        addMessage('system', 'The turn paused here for a person’s approval.', { variant: 'paused' });
         break;
       }
       announce('Paused: the agent needs your approval.');
@@ -660,6 +664,7 @@ function showRequestError(e) {
 async function sendMessage(text) {
   text = text.trim();
   if (!text || app.busy) return;
+  app.replayed = null; // a new turn, live
   stopWaitClock();
   if (app.approvalCard) app.approvalCard = null;
   endStreamedText(true);
@@ -763,6 +768,8 @@ async function replayPastTurn(turn) {
     if (app.controller === controller) app.controller = null;
     setBusy(false);
     setActivity(null);
+    // still this replay's turn on screen (not a new conversation started meanwhile)
+    if (app.replaying && app.replaying.turnId === turn.turn_id) app.replayed = { turnId: turn.turn_id };
     app.replaying = null;
     render();
   }
@@ -780,6 +787,7 @@ function newConversation({ quiet = false } = {}) {
   setActivity(null);
   setBusy(false);
   app.replaying = null;
+  app.replayed = null;
   render();
   if (quiet) return;
   announce('New conversation.');

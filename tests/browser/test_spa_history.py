@@ -44,12 +44,19 @@ def test_replay_a_past_paused_and_approved_turn(page, shot):
     assert page.get_attribute("[data-node='human_approval']", "data-instances") == "2"
     assert page.locator(".approval-card [data-action='approve']").count() == 0  # no buttons
     # a replay, not a new turn: the pause is narrated, not asked
-    assert "paused here for a person" in page.locator("#messages").inner_text()
+    notice = page.locator(".msg-system.msg-paused")
+    assert "paused here for a person" in notice.inner_text()  # narrated, not an error
+    assert notice.locator(".msg-who").inner_text() == "Paused"
     answer = page.locator(".msg-agent").last.inner_text()
     assert "refunded $20.00" in answer, answer
     assert page.locator(".tl-section").count() == 2
-    wait_until(page, "!document.querySelector('#mode-badge').textContent.startsWith('Replay')")
+    # over, and still said to be a replay until a new turn starts
+    wait_until(page, "document.querySelector('#mode-badge').textContent === 'Replayed'")
+    assert page.get_attribute("#mode-badge", "data-mode") == "replay"
     shot(page, "16-replayed")
+    send(page, "How do refunds work?")
+    wait_outcome(page, "answered")
+    assert page.inner_text("#mode-badge") == "Live stream"
 
 
 def test_an_empty_history_says_so(page, shot):
