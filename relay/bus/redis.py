@@ -187,7 +187,14 @@ class RedisBus(MemoryBus):
         else:
             self._active.add(turn_id)
         # the writer copies from the local log: nothing to queue, nothing to overflow
-        self._written.setdefault(turn_id, stamped.seq - 1)
+        written = self._written.get(turn_id)
+        if written is not None and written >= stamped.seq:
+            # the turn's local log began again (it had expired): what the old one did
+            # not hand to Redis is gone with it
+            self._forget_unwritten(turn_id)
+            written = None
+        if written is None:
+            self._written[turn_id] = stamped.seq - 1
         self._unwritten[turn_id] = stamped.seq
         self.backlog += 1
         if self._wake is not None:
@@ -225,7 +232,11 @@ class RedisBus(MemoryBus):
                           "before they reached Redis", written + 1, log_.base, turn_id)
                 written = self._written[turn_id] = log_.base
             start = written - log_.base
-            batch += log_.events[start:start + WRITE_BATCH - len(batch)]
+            events = log_.events[start:start + WRITE_BATCH - len(batch)]
+            if not events:  # nothing of this log is unwritten: never spin on it
+                self._forget_unwritten(turn_id)
+                continue
+            batch += events
             if len(batch) >= WRITE_BATCH:
                 break
         return batch

@@ -231,3 +231,22 @@ async def test_a_cancel_as_the_health_ping_completes_is_not_swallowed() -> None:
     check.cancel()
     with pytest.raises(asyncio.CancelledError):
         await check
+
+
+def test_a_turn_whose_log_began_again_is_written_from_its_new_seqs() -> None:
+    """A publish to a turn whose local log had expired starts a new log at seq 1: the
+    writer follows the new log (and never spins on the old mark)."""
+    bus = RedisBus("redis://127.0.0.1:1/0")  # never started: only the bookkeeping runs
+    turn = uuid.uuid4().hex
+    bus.open_turn(turn)
+    for _ in range(3):
+        bus.publish(event(turn))
+    bus._mark_written(bus._next_batch())
+    bus.publish(event(turn))  # seq 4, not written yet
+    del bus._logs[turn]  # the log expired
+    bus.publish(event(turn))  # a new log: seq 1 again
+    assert bus.lost == 1 and bus.unwritten() == 1
+    assert [e.seq for e in bus._next_batch()] == [1]
+    bus._written[turn] = 5  # a mark past its log (the state the old writer spun on)
+    assert bus._next_batch() == []
+    assert turn not in bus._unwritten  # dropped, so the writer waits instead of spinning
