@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import service_missing
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 TRACE_URL = "http://127.0.0.1:16686"  # a trace viewer base URL, only used to build links
@@ -102,16 +104,6 @@ def pytest_configure(config):
     )
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() == "true"
-
-
-def _missing(message: str):
-    if _in_ci():
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
-
-
 def _chromium_path() -> str | None:
     """$CHROMIUM_PATH when set (and only it), else Debian's /usr/bin/chromium or one on PATH."""
     if os.environ.get("CHROMIUM_PATH"):
@@ -133,10 +125,8 @@ def chromium_path() -> str:
     path = _chromium_path()
     if not path:
         where = os.environ.get("CHROMIUM_PATH") or "/usr/bin/chromium"
-        _missing(
-            f"Chromium not found at {where}: install it with `apt-get install chromium`"
-            " (or set CHROMIUM_PATH)"
-        )
+        service_missing(f"Chromium at {where}",
+                        "apt-get install chromium (or set CHROMIUM_PATH)")
     return path
 
 
@@ -265,10 +255,8 @@ def browser(chromium_path):
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as exc:  # pragma: no cover - the venv has it
-        _missing(
-            f"Python Playwright is not installed ({exc}): pip install playwright"
-            " (the browser itself: apt-get install chromium)"
-        )
+        service_missing(f"Python Playwright ({exc})", "pip install playwright (the browser "
+                        "itself: apt-get install chromium)")
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
         try:

@@ -30,13 +30,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import service_missing
+
 REPO = Path(__file__).resolve().parents[2]
 NGINX_CANDIDATES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx")
 STARTUP_TIMEOUT_S = 60.0
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 
 def free_port() -> int:
@@ -198,10 +196,9 @@ def find_nginx() -> str | None:
 def nginx_bin() -> str:
     path = find_nginx()
     if path is None:
-        message = "nginx not found (/usr/sbin/nginx): apt-get install nginx-light"
-        if in_ci():
-            pytest.fail(message + " -- CI=true: .ci/run must install it", pytrace=False)
-        pytest.skip(message)
+        service_missing("nginx (/usr/sbin/nginx)", "apt-get install nginx-light "
+                        "(tests/system-deps.sh does, as root)")
+    assert path is not None
     return path
 
 
