@@ -39,7 +39,7 @@ from relay.events import RUN_TERMINAL
 from relay.http import read_json_object
 from relay.negotiation import SSE
 from relay.runs import ThreadBusy
-from relay.turns import PAUSED, TurnRecord
+from relay.turns import PAUSED, TurnRecord, id_key
 
 #: the namespace of turn ids derived from AG-UI (threadId, runId) pairs
 AGUI_NAMESPACE = uuid.UUID("5b0e7a52-6f3c-4c57-9d8e-2a41c0a9e6b1")
@@ -48,8 +48,9 @@ _ACCEPTS = ("text/event-stream", "text/*", "*/*")
 
 
 def turn_id_for(thread_id: str, run_id: str) -> str:
-    """The turn a chat run of AG-UI starts: deterministic, so a retry finds it again."""
-    return uuid.uuid5(AGUI_NAMESPACE, f"{thread_id}\n{run_id}").hex
+    """The turn a chat run of AG-UI starts: deterministic, so a retry finds it again, with
+    its ids in any spelling (a UUID with or without hyphens, any case)."""
+    return uuid.uuid5(AGUI_NAMESPACE, f"{id_key(thread_id)}\n{id_key(run_id)}").hex
 
 
 def add_agui_routes(app: FastAPI, relay: Relay, *, starting: asyncio.Lock,
@@ -89,6 +90,8 @@ def add_agui_routes(app: FastAPI, relay: Relay, *, starting: asyncio.Lock,
                                    f"Run {run_id} of thread {thread_id} exists with a "
                                    "different input; send a new runId for a new run.")
                 return await answer(request, existing, 0, run_id)
+            latest = await relay.turns.list(thread_id, 1)  # its spelling, if it exists
+            thread_id = latest[0].thread_id if latest else thread_id
             if await agent.pending_interrupts(thread_id):
                 raise ApiError(409, "thread_paused",
                                f"Thread {thread_id} has a run waiting for its interrupts; "
@@ -110,13 +113,14 @@ def add_agui_routes(app: FastAPI, relay: Relay, *, starting: asyncio.Lock,
                 raise ApiError(404, "unknown_thread",
                                f"Thread {thread_id} has no run to resume.")
             record = latest[0]
+            thread_id = record.thread_id  # the thread's own spelling
             if relay.runs.running(record.turn_id):
                 # a run that has just paused: its record can already say "paused" while
                 # its task still holds the thread; let it finish recording its end
                 await relay.runs.settle(record.turn_id)
                 record = await relay.turns.get(record.turn_id) or record
-            digest_ = digest({"thread_id": thread_id, "turn_id": record.turn_id,
-                              "agui_run_id": run_id, "resume": wire})
+            digest_ = digest({"thread_id": id_key(thread_id), "turn_id": record.turn_key,
+                              "agui_run_id": id_key(run_id), "resume": wire})
             if record.resume_hash == digest_ and record.status != PAUSED:
                 # the same resume again: attach to that run (running or over), never rerun
                 return await answer(request, record, record.run_after_seq, run_id)
@@ -158,8 +162,9 @@ def add_agui_routes(app: FastAPI, relay: Relay, *, starting: asyncio.Lock,
             return await resume(request, agent, thread_id, run_id, list(run_input.resume),
                                 faults)
         message = _last_user_message(run_input.messages)
-        digest_ = digest({"agui": run_input.model_dump(mode="json", by_alias=True,
-                                                       exclude_none=True)})
+        fingerprint = run_input.model_dump(mode="json", by_alias=True, exclude_none=True)
+        fingerprint.update(threadId=id_key(thread_id), runId=id_key(run_id))  # any spelling
+        digest_ = digest({"agui": fingerprint})
         return await chat(request, agent, thread_id, run_id, message, digest_, faults)
 
 

@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from starlette.responses import JSONResponse, Response
 
 from agent.agui_app import add_agui_routes
-from agent.checkpoints import open_checkpointer
+from agent.checkpoints import check_checkpointer, open_checkpointer
 from agent.faults import HEADER as FAULT_HEADER
 from agent.faults import Fault, parse_faults
 from agent.graph import build_graph, topology
@@ -46,7 +46,7 @@ from relay.http import read_json_object
 from relay.negotiation import JSON, NotAcceptable, negotiate
 from relay.response import ChatResponse
 from relay.runs import ThreadBusy
-from relay.turns import PAUSED, TurnRecord
+from relay.turns import PAUSED, TurnRecord, id_key
 
 log = logging.getLogger("agent.app")
 
@@ -73,6 +73,8 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
         async with open_checkpointer(settings, env) as saver:  # SQLite, or Postgres (replicas)
             graph = build_graph(deps, saver)
             relay.topology = topology(graph)
+            # /readyz covers the checkpointer too: every /chat reads it first
+            relay.add_readiness_check("checkpoints", lambda: check_checkpointer(saver))
             app.state.ledger = ledger
             app.state.agent = SupportAgent(graph, tracer, relay.topology, relay.turns,
                                            settings.turn_timeout_s, messages=relay.messages)
@@ -148,7 +150,8 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
         thread_id = _id_field(body, "thread_id")
         client_turn_id = _turn_id_field(body)
         faults = faults_of(request)
-        digest = _digest({"message": message, "thread_id": thread_id})
+        digest = _digest({"message": message,
+                          "thread_id": id_key(thread_id) if thread_id else None})
         agent: SupportAgent = request.app.state.agent
         async with starting:  # one check-and-start at a time: duplicates attach, never rerun
             if client_turn_id is not None:
@@ -159,7 +162,7 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
                                        f"Turn {client_turn_id} exists with a different "
                                        "request; send a new turn_id for a new turn.")
                     return await respond(request, existing, 0, media)
-            thread_id = thread_id or secrets.token_hex(16)
+            thread_id = await _thread_spelling(relay, thread_id) or secrets.token_hex(16)
             if await agent.pending_interrupts(thread_id):
                 raise ApiError(409, "thread_paused",
                                f"Thread {thread_id} has a turn waiting for approval; resume "
@@ -190,13 +193,17 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
             raise ApiError(422, "invalid_resume", "'resume' is required: the answer to the "
                            "interrupt, or {interrupt_id: answer}.")
         faults = faults_of(request)
-        digest = _digest({"thread_id": thread_id, "turn_id": turn_id, "resume": body["resume"]})
+        digest = _digest({"thread_id": id_key(thread_id), "turn_id": id_key(turn_id),
+                          "resume": body["resume"]})
         agent: SupportAgent = request.app.state.agent
-        await relay.runs.settle(turn_id)  # a run that just paused: let it record that
+        known = await relay.turns.get(turn_id)  # the id in any spelling: the turn's own
+        if known is not None:
+            await relay.runs.settle(known.turn_id)  # a run that just paused: let it record
         async with starting:
             record = await relay.turns.get(turn_id)
-            if record is None or record.thread_id != thread_id:
+            if record is None or record.thread_key != id_key(thread_id):
                 raise ApiError(404, "unknown_turn", "There is no such turn in that thread.")
+            turn_id, thread_id = record.turn_id, record.thread_id
             if record.resume_hash == digest and record.status != PAUSED:
                 # the same resume again: attach to that run (running or over), never rerun
                 return await respond(request, record, record.run_after_seq, media)
@@ -252,9 +259,22 @@ def _turn_id_field(body: dict[str, Any]) -> str | None:
     if value is None:
         return None
     try:
-        return uuid.UUID(str(value)).hex if isinstance(value, str) else _bad_turn_id()
+        if not isinstance(value, str) or not _ID.match(value):
+            return _bad_turn_id()
+        uuid.UUID(value)  # hyphens or not, any case
     except ValueError:
         return _bad_turn_id()
+    return value  # as the client spelled it: the id it reads back and reconnects with
+
+
+async def _thread_spelling(relay: Relay, thread_id: str | None) -> str | None:
+    """A thread is one thread in every spelling of its id (a UUID with or without
+    hyphens, any case): its turns run under the spelling it began with, which is the key
+    of its checkpoints and of its lock."""
+    if thread_id is None:
+        return None
+    latest = await relay.turns.list(thread_id, 1)
+    return latest[0].thread_id if latest else thread_id
 
 
 def _bad_turn_id() -> str:

@@ -3,15 +3,31 @@ that replicas share threads (a turn paused on one instance resumes on another).
 
 ``RELAY_CHECKPOINTER``: ``sqlite`` or a ``postgresql://`` URL; unset, it follows
 ``RELAY_STORE`` (a ``postgresql://`` store puts the checkpoints in the same database).
+
+PostgreSQL: the saver works on a psycopg_pool ``AsyncConnectionPool`` (LangGraph accepts
+one as its ``conn``), never on a single connection: a single connection dies with the
+server and every later turn fails on it, while the pool checks each connection before use
+and replaces a dead one, so turns work again as soon as PostgreSQL is back (the pool's
+numbers are those of relay/pg_pool.py). LangGraph needs ``autocommit``,
+``prepare_threshold=0`` and ``dict_row`` on its connections.
+:func:`check_checkpointer` is the app's readiness check (``Relay.add_readiness_check``),
+and :func:`read_checkpoints` bounds a request's read and answers 503 while it is away.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
+from relay.errors import StoreUnavailable
 from relay.settings import ConfigError, RelaySettings
+
+T = TypeVar("T")
+#: a request's read of the checkpoints: a pool timeout (5 s), and a margin
+READ_TIMEOUT_S = 6.0
 
 _POSTGRES = ("postgresql://", "postgres://")
 #: pg_advisory_lock key for the checkpointer's migrations ("lg-ckpts")
@@ -43,8 +59,22 @@ async def open_checkpointer(settings: RelaySettings, env: Mapping[str, str]
         return
     import psycopg
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
 
-    async with AsyncPostgresSaver.from_conn_string(url) as saver:
+    from relay import pg_pool
+
+    kwargs = {**pg_pool.connection_kwargs(), "prepare_threshold": 0, "row_factory": dict_row}
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        url, name="relay-checkpoints", kwargs=kwargs, min_size=1,
+        max_size=pg_pool.MAX_CONNECTIONS, open=False,
+        check=AsyncConnectionPool.check_connection, timeout=pg_pool.POOL_TIMEOUT_S,
+        reconnect_timeout=pg_pool.RECONNECT_TIMEOUT_S)
+    # the driver's own reason if PostgreSQL is not there at start-up (see pg_pool.open_pool)
+    await (await psycopg.AsyncConnection.connect(url, **pg_pool.connection_kwargs())).close()
+    await pool.open(wait=True, timeout=pg_pool.CONNECT_TIMEOUT_S + pg_pool.POOL_TIMEOUT_S)
+    try:
+        saver = AsyncPostgresSaver(pool)
         # instances that start together must not run the migrations at the same time
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as lock:
             await lock.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
@@ -53,3 +83,47 @@ async def open_checkpointer(settings: RelaySettings, env: Mapping[str, str]
             finally:
                 await lock.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
         yield saver
+    finally:
+        await pool.close()
+
+
+@contextlib.contextmanager
+def checkpoints_unavailable() -> Iterator[None]:
+    """Around a use of the saver outside a run: the driver's "cannot do it now" errors
+    become StoreUnavailable, answered 503. SQLite raises none of them: nothing changes
+    there."""
+    from relay.pg_pool import unavailable_as  # psycopg is a dependency either way
+
+    with unavailable_as("checkpoints"):
+        yield
+
+
+async def read_checkpoints(read: Awaitable[T]) -> T:
+    """A request's look at a thread's checkpoints (``graph.aget_state``), bounded: the
+    saver runs one operation at a time behind its own lock even on a pool, so while the
+    database is away requests would queue there for a pool timeout each; past
+    READ_TIMEOUT_S this one answers 503 instead of waiting its turn in that queue."""
+    with checkpoints_unavailable():
+        try:
+            async with asyncio.timeout(READ_TIMEOUT_S):
+                return await read
+        except TimeoutError:
+            raise StoreUnavailable("checkpoints",
+                                   f"no answer within {READ_TIMEOUT_S:g} s") from None
+
+
+async def check_checkpointer(saver: Any) -> None:
+    """Readiness: a round trip through the saver's pool, with a short wait; for SQLite's
+    saver, a lookup of a thread that does not exist (the file opens and answers)."""
+    from psycopg_pool import AsyncConnectionPool
+
+    from relay.pg_pool import PING_TIMEOUT_S
+
+    pool = getattr(saver, "conn", None)
+    with checkpoints_unavailable():
+        if isinstance(pool, AsyncConnectionPool):
+            async with pool.connection(timeout=PING_TIMEOUT_S) as conn:
+                await conn.execute("SELECT 1")
+        else:
+            await saver.aget_tuple({"configurable": {"thread_id": "relay-readyz",
+                                                     "checkpoint_ns": ""}})

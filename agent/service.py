@@ -18,6 +18,7 @@ from langgraph.types import Command
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode, Tracer
 
+from agent.checkpoints import read_checkpoints
 from agent.faults import Fault
 from agent.graph import GRAPH_ID
 from agent.state import fresh_turn
@@ -54,8 +55,9 @@ class SupportAgent:
         return {"configurable": {"thread_id": thread_id, "relay_faults": faults}}
 
     async def pending_interrupts(self, thread_id: str) -> list[PendingInterrupt] | None:
-        """The thread's open interrupts; None when the thread has no checkpoint at all."""
-        snapshot = await self.graph.aget_state(self._config(thread_id, {}))
+        """The thread's open interrupts; None when the thread has no checkpoint at all.
+        StoreUnavailable (503) while the checkpointer's database is away."""
+        snapshot = await read_checkpoints(self.graph.aget_state(self._config(thread_id, {})))
         if not snapshot.created_at and not snapshot.values:
             return None
         return [PendingInterrupt(i.id, i.value) for i in snapshot.interrupts]

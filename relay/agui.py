@@ -486,6 +486,4 @@ async def replay_response(relay: Any, request: Any, turn_id: str, cursor: int) -
     (:meth:`AGUIEncoder.epilogue`: ``RUN_ERROR`` ``incomplete``)."""
     from relay.replay import replay_response as spans_replay
 
-    stream = await spans_replay(relay, request, turn_id, cursor)
-    stream.encoder = AGUIEncoder()
-    return stream
+    return await spans_replay(relay, request, turn_id, cursor, encoder=AGUIEncoder())

@@ -1,13 +1,21 @@
-"""Errors as the API answers them: ``{"error": {"code", "message"}}`` with a 4xx status."""
+"""Errors as the API answers them: ``{"error": {"code", "message"}}`` with a 4xx status
+(or 503 while something the relay depends on is away)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+
+log = logging.getLogger("relay.errors")
+
+#: ``Retry-After`` while a database is unavailable: a pool replaces a dead connection on
+#: its next checkout, so a retry a couple of seconds later is worth it
+STORE_RETRY_AFTER_S = 2
 
 
 class ApiError(Exception):
@@ -32,6 +40,32 @@ def error_response(status: int, code: str, message: str,
 async def api_error_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
     return exc.response()
+
+
+class StoreUnavailable(Exception):
+    """A database the relay needs (``what``: turn records, thread locks, span store,
+    checkpoints) cannot be reached now. Raised by the PostgreSQL stores in place of the
+    driver's errors (relay/pg_pool.py); answered ``503 store_unavailable`` with
+    ``Retry-After`` by :func:`store_unavailable_handler`."""
+
+    def __init__(self, what: str, reason: str) -> None:
+        super().__init__(f"{what}: {reason}")
+        self.what = what
+        self.reason = reason
+
+
+async def store_unavailable_handler(request: Request, exc: Exception) -> JSONResponse:
+    """503 JSON for :class:`StoreUnavailable`, and for a driver error (psycopg's
+    OperationalError, the pool's timeout) that reached a route untranslated: a database
+    that went away is a reason to retry, never a bare 500. The message names the part,
+    not the reason: the reason can carry a host and port, which is for the log."""
+    if not isinstance(exc, StoreUnavailable):
+        exc = StoreUnavailable("database", " ".join(str(exc).split())[:200])
+    log.warning("relay: %s %s answered 503: %s", request.method, request.url.path, exc)
+    return error_response(503, "store_unavailable",
+                          f"The relay's database ({exc.what}) is unavailable right now; "
+                          "retry shortly.",
+                          headers={"Retry-After": str(STORE_RETRY_AFTER_S)})
 
 
 class _ErrorDetail(BaseModel):

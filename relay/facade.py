@@ -13,6 +13,7 @@ processor to the running loop, marks turns that died with the last process).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from fastapi import APIRouter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from relay import readiness
 from relay.bus import MemoryBus, open_bus
 from relay.bus.static import StaticReader
 from relay.events import RUN_TERMINAL, Event
@@ -31,11 +33,12 @@ from relay.metrics import CountingExporter, RelayMetrics, prometheus_provider
 from relay.negotiation import NDJSON
 from relay.processor import RelaySpanProcessor
 from relay.recovery import terminal_event
+from relay.response import ChatResponse
 from relay.runs import RunManager
 from relay.settings import RelaySettings
 from relay.store import SpanStore, open_store
 from relay.store.exporter import add_span_store
-from relay.streaming import Encoder, EventStream, NDJSONEncoder, SSEEncoder
+from relay.streaming import MAX_BATCH, Encoder, EventStream, NDJSONEncoder, SSEEncoder
 from relay.turns import SQLiteTurnStore, TurnRecord
 from relay.turns_postgres import open_turn_store
 
@@ -62,7 +65,8 @@ class Relay:
         self.store_processor: BatchSpanProcessor | None = None
         self.runs = RunManager(self.bus, self.turns, self.span_processor,
                                disconnect_grace_s=settings.disconnect_grace_s,
-                               thread_policy=settings.thread_policy)
+                               thread_policy=settings.thread_policy,
+                               turn_timeout_s=settings.turn_timeout_s)
         #: set when the server begins to shut down: open streams tell clients to reconnect
         self.closing = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -85,6 +89,8 @@ class Relay:
                 store_backlog=settings.otlp_store_backlog)
         self.grpc_receiver: GrpcReceiver | None = None
         self.require_bus = _bus_dependency(self)
+        #: what GET /readyz checks besides the relay's own stores (add_readiness_check)
+        self._readiness_checks: list[tuple[str, readiness.Check]] = []
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Relay:
@@ -100,9 +106,20 @@ class Relay:
 
     def install(self, app: Any) -> None:
         """Middleware the relay's routes rely on: CORS when RELAY_CORS_ORIGINS lists
-        origins (off by default), and ``X-Content-Type-Options: nosniff`` on every answer."""
+        origins (off by default), ``X-Content-Type-Options: nosniff`` on every answer, and
+        ``503 store_unavailable`` (JSON, ``Retry-After``) for every route, the app's own
+        included, that needs a database while it is away (relay/pg_pool.py)."""
         from starlette.middleware.cors import CORSMiddleware
 
+        from relay.errors import StoreUnavailable, store_unavailable_handler
+
+        app.add_exception_handler(StoreUnavailable, store_unavailable_handler)
+        try:  # a driver error that no store translated is still a 503, not a bare 500
+            import psycopg
+
+            app.add_exception_handler(psycopg.OperationalError, store_unavailable_handler)
+        except ImportError:  # pragma: no cover - psycopg is only needed for PostgreSQL
+            pass
         app.add_middleware(NoSniff)
         if self.settings.cors_origins:
             app.add_middleware(CORSMiddleware, allow_origins=list(self.settings.cors_origins),
@@ -156,18 +173,18 @@ class Relay:
         await self._stop_receivers()  # the receiver's queue reaches the store before it closes
         await asyncio.to_thread(self.store.close)
 
+    def add_readiness_check(self, name: str, check: readiness.Check) -> None:
+        """Make GET /readyz depend on ``check`` too: an async callable that raises when
+        something the app owns (its LangGraph checkpointer) cannot serve a request. It is
+        a problem while it raises or takes over READINESS_TIMEOUT_S (relay/readiness.py)."""
+        self._readiness_checks.append((name, check))
+
     async def readiness_problems(self) -> list[str]:
         problems = []
         if self.span_processor._loop is None:
             problems.append("the span processor is not bound to the event loop")
-        try:
-            await self.turns.list(limit=1)
-        except Exception as exc:  # the turn store is unreachable
-            problems.append(f"turn store: {exc}")
-        try:
-            await asyncio.to_thread(self.store.schema_version)
-        except Exception as exc:  # the span store is unreachable
-            problems.append(f"span store: {exc}")
+        problems += await readiness.problems([*readiness.store_checks(self.turns, self.store),
+                                              *self._readiness_checks])
         bus_problems = getattr(self.bus, "problems", None)
         if bus_problems is not None:
             problems += await bus_problems()
@@ -227,6 +244,44 @@ class Relay:
 
         stream.on_close = closed
         return stream
+
+    def tail_stream(self, turn_id: str, after: int, media: str, *,
+                    encoder: Encoder | AGUIEncoder | None = None) -> EventStream:
+        """The rest of a finished turn's log after ``after`` (a reader that has the
+        terminal event but not the ``message_saved`` after it), then the end."""
+        reader = self.bus.reader(turn_id, after)
+        try:
+            rest = reader.take(MAX_BATCH)
+        finally:
+            reader.close()
+        if encoder is None:
+            encoder = NDJSONEncoder() if media == NDJSON else SSEEncoder(self.settings.retry_ms)
+        return EventStream(StaticReader(rest, after), encoder, stop_at=frozenset(),
+                           heartbeat_s=self.settings.heartbeat_s,
+                           send_timeout_s=self.settings.send_timeout_s)
+
+    async def settle_outcome(self, record: TurnRecord, after: int) -> TurnRecord:
+        """A turn that died with its process has no terminal event in its log: a reader
+        gets one made from its record, under the next seq after both the record's and
+        the reader's cursor, and that seq is recorded. A reader at that seq has it (204);
+        one before it gets the same event; one past it (it had read further while the
+        process lived) gets a new one under its next seq, which is then recorded."""
+        if record.status != "interrupted" or (record.response and after <= record.last_seq):
+            return record
+        event = terminal_event(dataclasses.replace(record, response=None), after)
+        response = ChatResponse(record.thread_id, record.turn_id,
+                                record.root_trace_id or "", "interrupted",
+                                answer=str(event.fields["message"]))
+        record.last_seq, record.response = event.seq, response.to_json()
+        await self.turns.update(record.turn_id, last_seq=record.last_seq,
+                                response=record.response)
+        return record
+
+    @staticmethod
+    def outcome_delivered(record: TurnRecord, after: int) -> bool:
+        """Has a reader at ``after`` already got the terminal event of ``record``'s ended
+        turn (:meth:`settle_outcome` first)? Then the answer is 204, not the end again."""
+        return record.last_seq > 0 and after >= record.last_seq
 
     def outcome_stream(self, record: TurnRecord, after: int, media: str, *,
                        encoder: Encoder | AGUIEncoder | None = None) -> EventStream:

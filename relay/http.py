@@ -9,6 +9,7 @@ Routes: ``GET /turns/{id}/events`` (the turn's stream), ``GET /turns/{id}``,
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 from pathlib import Path
@@ -20,7 +21,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from relay.agui import AGUIEncoder, agui_query
 from relay.agui import replay_response as agui_replay_response
 from relay.bus.base import BusUnavailable, CursorExpired
-from relay.errors import ApiError, error_responses
+from relay.errors import ApiError, StoreUnavailable, error_responses
 from relay.events import TURN_TERMINAL
 from relay.imports import import_response
 from relay.messages import RATINGS
@@ -110,16 +111,30 @@ def build_router(relay: Relay) -> APIRouter:
                 responses={200: {"description": "The turn's events (SSE, or NDJSON)",
                                  "content": {SSE: {"schema": {"type": "string"}},
                                              NDJSON: {"schema": {"type": "string"}}}},
+                           204: {"description": "The reader already has the turn's end "
+                                 "(its terminal event and what follows it): stop "
+                                 "reconnecting"},
                            **error_responses(400, 401, 404, 410, 422)})
     async def turn_events(request: Request, turn_id: str,
                           after: int | None = Query(default=None, ge=0)) -> Response:
         cursor = parse_cursor(request, after)
         agui = agui_query(request)  # ?format=agui: AG-UI 1.0 events (relay/agui.py)
+        try:
+            record = await relay.turns.get(turn_id)  # the id in any spelling of a UUID
+        except StoreUnavailable:
+            # the turn records are away (a database restarting): a turn the bus still
+            # holds streams on regardless; only one it does not is a 503
+            with contextlib.suppress(BusUnavailable):
+                await relay.bus.lookup(turn_id)
+            if not relay.bus.has_turn(turn_id):
+                raise
+            record = None
+        if record is not None:
+            turn_id = record.turn_id  # its own spelling: its key on the bus and in the store
         if request.query_params.get("source") not in (None, "", "live"):  # ?source=spans
             if agui:
                 return await agui_replay_response(relay, request, turn_id, cursor)
             return await replay_response(relay, request, turn_id, cursor)  # relay/replay.py
-        record = await relay.turns.get(turn_id)
         media = stream_media(request)
         encoder = AGUIEncoder() if agui else None
         try:  # a turn another instance runs (RELAY_BUS=redis://)
@@ -131,6 +146,9 @@ def build_router(relay: Relay) -> APIRouter:
             if record is None:
                 raise ApiError(404, "unknown_turn", "There is no such turn.")
             if record.status != PAUSED:  # over, or died with its process: say how it ended
+                record = await relay.settle_outcome(record, cursor)
+                if relay.outcome_delivered(record, cursor):
+                    return Response(status_code=204)  # EventSource: stop reconnecting
                 return relay.outcome_stream(record, cursor, media, encoder=encoder)
             relay.bus.open_turn(turn_id, record.last_seq)  # a pause outlived its log
             if cursor < record.last_seq:
@@ -145,7 +163,13 @@ def build_router(relay: Relay) -> APIRouter:
                            f"(its last event is {last}).")
         terminal = relay.bus.terminal_seq(turn_id)
         if terminal is not None and cursor >= terminal:
-            cursor = terminal - 1  # a finished turn resends its terminal event
+            # the reader has the terminal event: the rest of the log (the answer's
+            # message_saved), or 204 once it has that too, the WHATWG answer that makes
+            # a browser's EventSource stop reconnecting (DESIGN.md §4)
+            await relay.runs.settle(turn_id)  # the run may still be saving the answer
+            if cursor >= relay.bus.last_seq(turn_id):
+                return Response(status_code=204)
+            return relay.tail_stream(turn_id, cursor, media, encoder=encoder)
         try:
             return relay.stream(turn_id, cursor, media, stop_at=TURN_TERMINAL,
                                 on_disconnect=request.query_params.get("on_disconnect",
@@ -157,7 +181,7 @@ def build_router(relay: Relay) -> APIRouter:
     @router.get("/turns/{turn_id}", dependencies=auth, tags=["turns"],
                 responses=error_responses(401, 404))
     async def turn(turn_id: str) -> JSONResponse:
-        record = await relay.turns.get(turn_id)
+        record = await relay.turns.get(turn_id)  # the id in any spelling of a UUID
         if record is None:
             raise ApiError(404, "unknown_turn", "There is no such turn.")
         return JSONResponse(record.public())
@@ -189,9 +213,10 @@ def build_router(relay: Relay) -> APIRouter:
         record = await relay.turns.get(turn_id)
         if record is None:
             raise ApiError(404, "unknown_turn", "There is no such turn.")
-        cancelled = relay.runs.cancel(turn_id)
+        cancelled = relay.runs.cancel(record.turn_id)
         status = "cancelling" if cancelled else record.status
-        return JSONResponse({"turn_id": turn_id, "cancelled": cancelled, "status": status},
+        return JSONResponse({"turn_id": record.turn_id, "cancelled": cancelled,
+                             "status": status},
                             status_code=202 if cancelled else 200)
 
     @router.post("/messages/{message_id}/feedback", dependencies=auth, tags=["turns"],

@@ -45,6 +45,7 @@ def terminal_event(record: TurnRecord, after: int = 0) -> Event:
             "node": None,
             "retryable": True,
         })
-    if record.status != "interrupted" and record.last_seq > 0:
-        return event.with_seq(record.last_seq)  # the run ended and recorded its last seq
+    if record.last_seq > 0 and (record.status != "interrupted" or record.response):
+        # the run ended and recorded its last seq (or the died turn's end was settled)
+        return event.with_seq(record.last_seq)
     return event.with_seq(max(record.last_seq, after) + 1)

@@ -316,7 +316,7 @@ async def load_turn_events(relay: Relay, turn_id: str) -> list[Event]:
 
 
 async def replay_response(relay: Relay, request: Request, turn_id: str,
-                          cursor: int) -> Response:
+                          cursor: int, encoder: Any = None) -> Response:
     """``GET /turns/{turn_id}/events?source=spans[&speed=S][&max_gap_s=G]``."""
     source = request.query_params.get("source")
     if source != "spans":
@@ -329,10 +329,13 @@ async def replay_response(relay: Relay, request: Request, turn_id: str,
     if cursor > len(events):
         raise ApiError(400, "invalid_cursor", f"Event {cursor} does not exist in the replay "
                        f"of this turn (its last event is {len(events)}).")
+    if events and cursor == len(events):  # the reader has it all: EventSource, stop
+        return Response(status_code=204)
     from relay.http import stream_media  # the live stream's negotiation, exactly
 
     media = stream_media(request)
-    encoder = NDJSONEncoder() if media == NDJSON else SSEEncoder(relay.settings.retry_ms)
+    if encoder is None:
+        encoder = NDJSONEncoder() if media == NDJSON else SSEEncoder(relay.settings.retry_ms)
     return replay_stream(events, encoder, after=cursor, speed=speed,
                          heartbeat_s=relay.settings.heartbeat_s,
                          send_timeout_s=relay.settings.send_timeout_s, max_gap_s=max_gap_s,

@@ -7,28 +7,47 @@ a run whose last reader went away once the grace period has passed without a new
 A run's coroutine is the agent's: it opens the run's root span, runs the graph and
 returns the ChatResponse. The relay never sees the graph; it sees the spans, through the
 processor, and the response.
+
+A run always ends (DESIGN.md §6): whatever its code does (raises, returns something
+other than a ChatResponse, hangs past the turn timeout, is cancelled, even before its
+first step) and whatever fails while its end is recorded, the turn gets exactly one
+terminal event, a final status in its record, and its thread back (relay/run_end.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import inspect
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from relay.bus.base import Bus
-from relay.events import ERROR, Event
 from relay.logs import current_turn
 from relay.processor import RelaySpanProcessor
 from relay.response import ChatResponse
-from relay.turns import PAUSED, RUNNING, SQLiteTurnStore, TurnRecord
+from relay.run_end import (
+    CANCELLED,
+    TURN_TIMEOUT,
+    Outcome,
+    end_changes,
+    ensure_terminal,
+    record_end,
+    record_end_eventually,
+    terminal_sent,
+)
+from relay.turns import RUNNING, SQLiteTurnStore, TurnRecord
 
 log = logging.getLogger("relay.runs")
 
 Runner = Callable[[], Awaitable[ChatResponse]]
+
+#: how long past ``turn_timeout_s`` the relay's own bound fires: an agent that applies the
+#: same timeout inside its run (agent/service.py) answers first, with its own error
+TURN_TIMEOUT_MARGIN_S = 1.0
 
 
 class ThreadBusy(Exception):
@@ -44,15 +63,43 @@ class _Run:
     thread_id: str
     kind: str
     first_seq: int  # events of this run have seq > first_seq
-    task: asyncio.Task[ChatResponse] | None = None
+    task: asyncio.Task[ChatResponse | None] | None = None
     cancel_timer: asyncio.TimerHandle | None = None
     watchers: int = 0
     cancel_reason: str | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     thread_lock: Any = None  # held across instances while the run runs
+    ending: bool = False  # its end is being recorded: a cancel changes nothing now
+
+
+def _check_start(record: object, kind: object, runner: object) -> None:
+    """A wrong argument is a TypeError at the call, not a failure later inside the task."""
+    if inspect.isawaitable(runner):
+        if inspect.iscoroutine(runner):
+            runner.close()  # it will never run: no "never awaited" warning for it
+        raise TypeError("RunManager.start() takes a zero-argument callable that makes the "
+                        "run's coroutine (lambda: agent.chat(...)), not an awaitable")
+    if not callable(runner):
+        raise TypeError(f"runner must be a zero-argument callable, not "
+                        f"{type(runner).__name__}")
+    try:
+        inspect.signature(runner).bind()
+    except TypeError:
+        raise TypeError(f"runner must take no arguments: {runner!r}") from None
+    except ValueError:  # no signature to read (some builtins): the call will tell
+        pass
+    if not isinstance(record, TurnRecord):
+        raise TypeError(f"record must be a TurnRecord, not {type(record).__name__}")
+    if not isinstance(kind, str):
+        raise TypeError(f"kind must be a str, not {type(kind).__name__}")
 
 
 class RunManager:
+    """Runs turns as tasks. ``turn_timeout_s`` (None: no limit) bounds each run: one still
+    running ``turn_timeout_s + turn_timeout_margin_s`` after it started is cancelled and
+    ends with an ``error`` event, code ``turn_timeout``. The margin (default 1 s) lets an
+    agent that applies the same timeout inside its run answer first, in its own words."""
+
     def __init__(
         self,
         bus: Bus,
@@ -61,14 +108,22 @@ class RunManager:
         *,
         disconnect_grace_s: float,
         thread_policy: str = "reject",
+        turn_timeout_s: float | None = None,
+        turn_timeout_margin_s: float = TURN_TIMEOUT_MARGIN_S,
     ) -> None:
+        if turn_timeout_s is not None and not turn_timeout_s > 0:
+            raise ValueError(f"turn_timeout_s must be positive or None, not {turn_timeout_s}")
         self.bus = bus
         self.turns = turns
         self.processor = processor
         self.disconnect_grace_s = disconnect_grace_s
         self.thread_policy = thread_policy
+        self.turn_timeout_s = turn_timeout_s
+        self.turn_timeout_margin_s = turn_timeout_margin_s
         self._runs: dict[str, _Run] = {}  # turn_id -> running run
         self._threads: dict[str, str] = {}  # thread_id -> running turn_id
+        self._ending: set[asyncio.Task[None]] = set()  # ends being recorded (kept alive)
+        self._late: set[asyncio.Task[None]] = set()  # ends written once the store is back
         self._shutting_down = False
 
     # -- starting -----------------------------------------------------------------------
@@ -106,11 +161,14 @@ class RunManager:
                     create: bool = False) -> int:
         """Start a run of ``record``'s turn; returns the cursor its stream reads after.
 
-        ``create``: the record is new and is stored once the thread is held (a chat);
-        otherwise the caller loaded it (a resume). Raises :class:`ThreadBusy` when the
-        thread already runs a turn (here or, with shared turn records, on another
-        instance) and the policy rejects; then nothing was stored.
+        ``runner`` is called with no arguments in the run's task and returns the run's
+        coroutine. ``create``: the record is new and is stored once the thread is held
+        (a chat); otherwise the caller loaded it (a resume). Raises :class:`ThreadBusy`
+        when the thread already runs a turn (here or, with shared turn records, on
+        another instance) and the policy rejects, and :class:`TypeError` for a wrong
+        argument; then nothing was stored or reserved.
         """
+        _check_start(record, kind, runner)
         self.check_thread(record.thread_id)
         busy = self._threads.get(record.thread_id)
         previous = self._runs.get(busy) if busy else None
@@ -120,84 +178,137 @@ class RunManager:
             thread_lock = await lock_thread(record.thread_id)
             if thread_lock is None:
                 raise ThreadBusy(record.thread_id, "(running on another instance)")
-        if create:
-            try:
+        run: _Run | None = None
+        try:
+            if create:
                 await self.turns.create(record)
-            except BaseException:
-                if thread_lock is not None:
+            self.bus.open_turn(record.turn_id, record.last_seq)
+            first_seq = self.bus.last_seq(record.turn_id)
+            run = _Run(record.turn_id, record.thread_id, kind, first_seq,
+                       thread_lock=thread_lock)
+            self._runs[record.turn_id] = run
+            self._threads[record.thread_id] = record.turn_id
+            record.run_after_seq = first_seq
+            await self.turns.update(record.turn_id, status=RUNNING, ended_at=None,
+                                    run_after_seq=first_seq)
+        except BaseException:
+            # no run: the thread goes back to the run it was queued behind, or is free
+            if run is not None:
+                del self._runs[record.turn_id]
+                if previous is not None:
+                    self._threads[record.thread_id] = previous.turn_id
+                else:
+                    self._threads.pop(record.thread_id, None)
+            if thread_lock is not None:
+                with contextlib.suppress(Exception):
                     await thread_lock.release()
-                raise
-        self.bus.open_turn(record.turn_id, record.last_seq)
-        first_seq = self.bus.last_seq(record.turn_id)
-        run = _Run(record.turn_id, record.thread_id, kind, first_seq, thread_lock=thread_lock)
-        self._runs[record.turn_id] = run
-        self._threads[record.thread_id] = record.turn_id
-        record.run_after_seq = first_seq
-        await self.turns.update(record.turn_id, status=RUNNING, ended_at=None,
-                                run_after_seq=first_seq)
+            raise
         run.task = asyncio.create_task(self._run(run, runner, previous),
                                        name=f"turn {record.turn_id}")
+        run.task.add_done_callback(functools.partial(self._task_done, run))
         return first_seq
 
-    async def _run(self, run: _Run, runner: Runner, previous: _Run | None) -> ChatResponse:
-        if previous is not None:  # RELAY_THREAD_POLICY=enqueue: in order, one at a time
-            await previous.done.wait()
-            self._threads[run.thread_id] = run.turn_id
-        current_turn.set(run.turn_id)  # this task's log lines carry the turn id
-        response: ChatResponse | None = None
-        cancelled = False
+    async def _run(self, run: _Run, runner: Runner,
+                   previous: _Run | None) -> ChatResponse | None:
+        """The run's task: the response, or None when the run failed (logged, and told
+        on the stream: nobody need retrieve the exception)."""
+        outcome = Outcome()  # what stays for a BaseException that is not a cancel
+        bound: asyncio.Timeout | None = None
         try:
-            response = await runner()
-            return response
+            if previous is not None:  # RELAY_THREAD_POLICY=enqueue: in order, one at a time
+                await previous.done.wait()
+                self._threads[run.thread_id] = run.turn_id
+            current_turn.set(run.turn_id)  # this task's log lines carry the turn id
+            limit = None if self.turn_timeout_s is None \
+                else self.turn_timeout_s + self.turn_timeout_margin_s
+            bound = asyncio.timeout(limit)  # from here: the wait in the queue is no run
+            async with bound:
+                result = await runner()
+            outcome = Outcome.of(run.turn_id, result)
+            return outcome.response
         except asyncio.CancelledError:
-            cancelled = True
+            outcome = Outcome(code=CANCELLED)
             raise
+        except Exception as exc:
+            if isinstance(exc, TimeoutError) and bound is not None and bound.expired():
+                log.error("relay: turn %s ran past its timeout (%ss); stopped it",
+                          run.turn_id, self.turn_timeout_s)
+                outcome = Outcome(code=TURN_TIMEOUT)
+            else:
+                log.exception("relay: the run of turn %s failed", run.turn_id)
+            return None
         finally:
-            log.info("run ended", extra={"run_kind": run.kind, "status": response.status
-                                         if response else ("cancelled" if cancelled
-                                                           else "error")})
-            self.processor.flush()  # spans that ended on other threads reach the bus now
-            self._ensure_terminal(run, cancelled)
-            await self._record_end(run, response, cancelled)
+            run.ending = True
+            await self._to_the_end(self._spawn_end(run, outcome))
+
+    def _spawn_end(self, run: _Run, outcome: Outcome) -> asyncio.Task[None]:
+        end = asyncio.create_task(self._end(run, outcome), name=f"end of turn {run.turn_id}")
+        self._ending.add(end)
+        end.add_done_callback(self._ending.discard)
+        return end
+
+    @staticmethod
+    async def _to_the_end(end: asyncio.Task[None]) -> None:
+        """Wait for the end to be recorded even if this task is cancelled again meanwhile
+        (a shutdown): a half-recorded end would keep the turn running and its thread
+        reserved. The cancellation is passed on once the end is recorded."""
+        cancelled = False
+        while not end.done():
+            try:
+                await asyncio.shield(end)
+            except asyncio.CancelledError:
+                cancelled = True
+        if cancelled:
+            raise asyncio.CancelledError
+
+    def _task_done(self, run: _Run, task: asyncio.Task[ChatResponse | None]) -> None:
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            # an Exception ends the task as None: this is a BaseException (retrieved
+            # here, so asyncio does not also say it was never retrieved)
+            log.error("relay: the run of turn %s raised %s", run.turn_id,
+                      type(exc).__name__, exc_info=exc)
+        if not run.ending:  # cancelled before its first step: none of _run ran
+            run.ending = True
+            self._spawn_end(run, Outcome(code=CANCELLED))
+
+    async def _end(self, run: _Run, outcome: Outcome) -> None:
+        """Record the run's end, then give its thread back. Never raises; each step is
+        tried whatever the one before did."""
+        try:
+            log.info("run ended", extra={"run_kind": run.kind,
+                                         "status": outcome.status(self._shutting_down)})
+            try:
+                self.processor.flush()  # spans that ended on other threads reach the bus now
+            except Exception:
+                log.exception("relay: could not flush the spans of turn %s", run.turn_id)
+            try:
+                ensure_terminal(self.bus, run.thread_id, run.turn_id, run.first_seq,
+                                outcome.code)
+            except Exception:
+                log.exception("relay: could not end the stream of turn %s", run.turn_id)
+            changes = end_changes(outcome, self.bus.last_seq(run.turn_id),
+                                  self._shutting_down)
+            if not await record_end(self.turns, run.turn_id, changes):
+                late = asyncio.create_task(record_end_eventually(self.turns, run.turn_id,
+                                                                 changes))
+                self._late.add(late)
+                late.add_done_callback(self._late.discard)
+        finally:
             self._runs.pop(run.turn_id, None)
             if self._threads.get(run.thread_id) == run.turn_id:
                 del self._threads[run.thread_id]
             if run.cancel_timer is not None:
                 run.cancel_timer.cancel()
-            if run.thread_lock is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(run.thread_lock.release())
-            run.done.set()
+            try:
+                if run.thread_lock is not None:
+                    await run.thread_lock.release()
+            except Exception:
+                log.exception("relay: could not release the thread of turn %s", run.turn_id)
+            finally:
+                run.done.set()
 
     def _terminal_sent(self, run: _Run) -> bool:
-        """Has this run published its terminal event? It is the last event a run
-        publishes (but for a ``message_saved`` after it), so the log's last events say,
-        however long the log."""
-        last = self.bus.last_seq(run.turn_id)
-        if last <= run.first_seq:
-            return False
-        try:
-            reader = self.bus.reader(run.turn_id, max(run.first_seq, last - 2))
-        except LookupError:
-            return False
-        try:
-            return any(e.is_run_terminal for e in reader.take())
-        finally:
-            reader.close()
-
-    def _ensure_terminal(self, run: _Run, cancelled: bool) -> None:
-        """A run whose spans produced no terminal event still ends its streams, loudly."""
-        if self._terminal_sent(run):
-            return
-        log.error("relay: run of turn %s ended without a terminal event", run.turn_id)
-        self.bus.publish(Event(ERROR, run.thread_id, run.turn_id, "0" * 32,
-                               time.time() * 1000, {
-            "code": "cancelled" if cancelled else "turn_failed",
-            "message": "The turn was cancelled." if cancelled
-            else "The agent could not finish this turn.",
-            "node": None,
-            "retryable": True,
-        }))
+        return terminal_sent(self.bus, run.turn_id, run.first_seq)
 
     async def settle(self, turn_id: str, timeout_s: float = 5.0) -> None:
         """Let a run that has sent its terminal event finish recording its end.
@@ -211,49 +322,27 @@ class RunManager:
             async with asyncio.timeout(timeout_s):
                 await run.done.wait()
 
-    async def _record_end(self, run: _Run, response: ChatResponse | None,
-                          cancelled: bool) -> None:
-        now = time.time() * 1000
-        if response is not None:
-            status = response.status
-        else:
-            status = "error"
-            if cancelled:
-                status = "interrupted" if self._shutting_down else "cancelled"
-        changes: dict[str, object] = {"status": status,
-                                      "last_seq": self.bus.last_seq(run.turn_id)}
-        if response is not None:
-            changes["response"] = response.to_json()
-            if response.trace_id:
-                changes["root_trace_id"] = response.trace_id
-        if status == PAUSED:
-            changes["paused_at"] = now
-            changes["ended_at"] = None
-        else:
-            changes["ended_at"] = now
-        try:
-            await asyncio.shield(self.turns.update(run.turn_id, **changes))
-        except Exception:
-            log.exception("relay: could not record the end of turn %s", run.turn_id)
-
     # -- waiting, cancelling ------------------------------------------------------------
 
     async def wait(self, turn_id: str) -> ChatResponse | None:
-        """The run's response (the JSON path). None if it was cancelled or failed."""
+        """The run's response (the JSON path), once its end is recorded. None if it was
+        cancelled or failed."""
         run = self._runs.get(turn_id)
         if run is None or run.task is None:
             return None
+        task = run.task
+        await run.done.wait()
         try:
-            return await asyncio.shield(run.task)
-        except (asyncio.CancelledError, Exception):
-            if run.task.done():
+            return await asyncio.shield(task)  # done, or a step from it
+        except BaseException:
+            if task.done():
                 return None
             raise
 
     def cancel(self, turn_id: str, reason: str = "cancelled by request") -> bool:
         """Cancel a running turn. Idempotent: False when nothing was running."""
         run = self._runs.get(turn_id)
-        if run is None or run.task is None or run.task.done():
+        if run is None or run.task is None or run.task.done() or run.ending:
             return False
         run.cancel_reason = reason
         run.task.cancel(reason)
@@ -294,7 +383,8 @@ class RunManager:
         """Let running turns finish for ``grace_s``, then cancel the rest. A turn cut short
         by the shutdown is recorded ``interrupted``, not ``cancelled``: nobody asked."""
         self._shutting_down = True
-        tasks = [r.task for r in self._runs.values() if r.task is not None]
+        runs = list(self._runs.values())
+        tasks = [r.task for r in runs if r.task is not None]
         if tasks and grace_s > 0:
             await asyncio.wait(tasks, timeout=grace_s)
         for task in tasks:
@@ -302,3 +392,7 @@ class RunManager:
         for task in tasks:
             with contextlib.suppress(BaseException):
                 await task
+        for run in runs:  # a run cancelled before its first step ends in a task of its own
+            await run.done.wait()
+        for late in list(self._late):  # the next start marks those turns interrupted
+            late.cancel()

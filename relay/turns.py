@@ -14,6 +14,8 @@ import json
 import sqlite3
 import threading
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,19 @@ RUNNING = "running"
 PAUSED = "paused"
 #: statuses in which a turn still lives (DESIGN.md §5: GET /turns/{id})
 LIVE = (RUNNING, PAUSED)
+
+
+def id_key(value: str) -> str:
+    """The key a turn or thread id is found by. A UUID is one id in every spelling
+    (hyphens or not, any case, braces, ``urn:uuid:``): its key is its 32 lowercase hex
+    digits. Any other id is its own key. A record keeps the id as it was first spelled
+    (the id a client made is the id it reads back) and is found by its key."""
+    if 32 <= len(value) <= 45:  # the UUID spellings; anything else cannot be one
+        try:
+            return uuid.UUID(value).hex
+        except ValueError:
+            pass
+    return value
 
 _MIGRATIONS = [
     # version 1
@@ -48,7 +63,25 @@ _MIGRATIONS = [
     ALTER TABLE turns ADD COLUMN resume_hash TEXT;
     ALTER TABLE turns ADD COLUMN run_after_seq INTEGER NOT NULL DEFAULT 0;
     """,
+    # version 3: turns and threads are found by their id's key (id_key), in any spelling
+    """
+    ALTER TABLE turns ADD COLUMN turn_key TEXT NOT NULL DEFAULT '';
+    ALTER TABLE turns ADD COLUMN thread_key TEXT NOT NULL DEFAULT '';
+    """,
 ]
+
+
+def _fill_keys(db: sqlite3.Connection) -> None:
+    """Version 3's data step: the keys of the turns recorded before it."""
+    rows = db.execute("SELECT turn_id, thread_id FROM turns").fetchall()
+    db.executemany("UPDATE turns SET turn_key = ?, thread_key = ? WHERE turn_id = ?",
+                   [(id_key(turn), id_key(thread), turn) for turn, thread in rows])
+    db.execute("CREATE UNIQUE INDEX turns_key ON turns (turn_key)")
+    db.execute("CREATE INDEX turns_thread_key ON turns (thread_key, started_at DESC)")
+
+
+#: steps in Python that follow a version's script, in its transaction
+_MIGRATION_STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {3: _fill_keys}
 
 
 @dataclass(slots=True)
@@ -67,6 +100,14 @@ class TurnRecord:
     root_span_id: str | None = None
     resume_hash: str | None = None  # the payload of the latest resume (idempotency)
     run_after_seq: int = 0  # the latest run's events have seq > this
+    turn_key: str = ""  # id_key(turn_id): what the turn is found by; filled when empty
+    thread_key: str = ""  # id_key(thread_id)
+
+    def __post_init__(self) -> None:
+        if not self.turn_key:
+            self.turn_key = id_key(self.turn_id)
+        if not self.thread_key:
+            self.thread_key = id_key(self.thread_id)
 
     def public(self) -> dict[str, Any]:
         """The GET /turns/{id} view."""
@@ -132,9 +173,18 @@ class SQLiteTurnStore(ThreadedTurnAPI):
             current = row[0] or 0
             for version, script in enumerate(_MIGRATIONS, start=1):
                 if version > current:
-                    self._db.executescript(
-                        f"BEGIN; {script}; INSERT INTO schema_version VALUES ({version}); COMMIT;"
-                    )
+                    self._db.execute("BEGIN")
+                    try:
+                        for statement in filter(str.strip, script.split(";")):
+                            self._db.execute(statement)
+                        step = _MIGRATION_STEPS.get(version)
+                        if step is not None:
+                            step(self._db)
+                        self._db.execute("INSERT INTO schema_version VALUES (?)", (version,))
+                    except BaseException:
+                        self._db.execute("ROLLBACK")
+                        raise
+                    self._db.execute("COMMIT")
 
     # -- sync core (runs in a worker thread) --------------------------------------------
 
@@ -152,8 +202,8 @@ class SQLiteTurnStore(ThreadedTurnAPI):
     def _get(self, turn_id: str) -> TurnRecord | None:
         with self._lock:
             row = self._db.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM turns WHERE turn_id = ?", (turn_id,)
-            ).fetchone()
+                f"SELECT {', '.join(_COLUMNS)} FROM turns WHERE turn_key = ?",
+                (id_key(turn_id),)).fetchone()
         return TurnRecord(*row) if row else None
 
     def _update(self, turn_id: str, changes: dict[str, Any]) -> None:
@@ -162,14 +212,14 @@ class SQLiteTurnStore(ThreadedTurnAPI):
             raise ValueError(f"unknown turn fields {unknown}")
         sets = ", ".join(f"{k} = ?" for k in changes)
         with self._lock:
-            self._db.execute(f"UPDATE turns SET {sets} WHERE turn_id = ?",
-                             [*changes.values(), turn_id])
+            self._db.execute(f"UPDATE turns SET {sets} WHERE turn_key = ?",
+                             [*changes.values(), id_key(turn_id)])
 
     def _list(self, thread_id: str | None, limit: int, before: float | None) -> list[TurnRecord]:
         where, args = [], []
         if thread_id is not None:
-            where.append("thread_id = ?")
-            args.append(thread_id)
+            where.append("thread_key = ?")
+            args.append(id_key(thread_id))
         if before is not None:
             where.append("started_at < ?")
             args.append(before)

@@ -11,10 +11,13 @@ replica that starts never touches the turns its peers are running. Give each rep
 stable, unique ``RELAY_INSTANCE_ID`` (a pod name) so that a restarted one cleans up
 after itself.
 
-psycopg 3, synchronous, one connection behind a lock, used through
-``asyncio.to_thread`` (as the SQLite store does); a broken connection is replaced on the
-next call. Columns missing from an older table (a field added to TurnRecord) are added
-at start-up, under an advisory lock so that instances starting together migrate once.
+psycopg 3, synchronous, used through ``asyncio.to_thread`` (as the SQLite store does),
+from a pool that checks each connection before use (relay/pg_pool.py): a connection that
+died with the server is replaced, so the store works again as soon as PostgreSQL is back,
+and while it is away every call raises StoreUnavailable (503). The thread locks hold
+connections of their own, from a second pool (relay/pg_locks.py). Columns missing from
+an older table (a field added to TurnRecord) are added at start-up, under an advisory
+lock so that instances starting together migrate once.
 """
 
 from __future__ import annotations
@@ -23,18 +26,20 @@ import asyncio
 import contextlib
 import hashlib
 import socket
-import threading
 import time
 import types
 import typing
 from collections.abc import Iterator
 from dataclasses import MISSING, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from relay.turns import RUNNING, ThreadedTurnAPI, TurnExists, TurnRecord
+from relay.turns import RUNNING, ThreadedTurnAPI, TurnExists, TurnRecord, id_key
 
 _COLUMNS = [f.name for f in fields(TurnRecord)]
 _LOCK_KEY = 0x7475726E732D7067  # "turns-pg"
+
+if TYPE_CHECKING:
+    from relay.pg_locks import ThreadLock
 
 
 def _sql_type(annotation: Any) -> str:
@@ -64,26 +69,36 @@ class PostgresTurnStore(ThreadedTurnAPI):
         self.url = url
         self.instance_id = instance_id or socket.gethostname()
         self.connect_timeout_s = connect_timeout_s
-        self._lock = threading.Lock()
-        self._conn: Any = None
-        self._migrate()
+        from relay.pg_locks import AdvisoryLocks
+        from relay.pg_pool import open_pool
+
+        self._pool = open_pool(url, name="relay-turns", connect_timeout_s=connect_timeout_s)
+        try:
+            self._locks = AdvisoryLocks(url, connect_timeout_s=connect_timeout_s)
+            self._migrate()
+        except BaseException:
+            self.close()  # the pools' worker threads must not outlive a failed start
+            raise
 
     # -- connection -----------------------------------------------------------------------
 
-    def _connection(self) -> Any:
-        import psycopg
-
-        if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = psycopg.connect(self.url, autocommit=True,
-                                         connect_timeout=max(1, int(self.connect_timeout_s)))
-        return self._conn
-
     @contextlib.contextmanager
     def _cursor(self) -> Iterator[Any]:
-        with self._lock:
-            conn = self._connection()
-            with conn.transaction(), conn.cursor() as cur:
-                yield cur
+        from relay.pg_pool import unavailable_as
+
+        with unavailable_as("turn records"), self._pool.connection() as conn, \
+                conn.transaction(), conn.cursor() as cur:
+            yield cur
+
+    async def ping(self) -> None:
+        """Readiness: a round trip through each pool (StoreUnavailable names the one)."""
+        await asyncio.to_thread(self._ping)
+
+    def _ping(self) -> None:
+        from relay.pg_pool import ping
+
+        ping(self._pool, "turn records")
+        self._locks.ping()
 
     def _migrate(self) -> None:
         with self._cursor() as cur:
@@ -101,8 +116,18 @@ class PostgresTurnStore(ThreadedTurnAPI):
             for name in _COLUMNS:
                 if name not in present:
                     cur.execute(f"ALTER TABLE relay_turns ADD COLUMN {name} {_sql_type(name)}")
-            cur.execute("CREATE INDEX IF NOT EXISTS relay_turns_thread "
-                        "ON relay_turns (thread_id, started_at DESC)")
+            # turns and threads are found by their id's key (id_key), in any spelling
+            cur.execute("SELECT turn_id, thread_id FROM relay_turns "
+                        "WHERE turn_key IS NULL OR thread_key IS NULL")
+            unkeyed = cur.fetchall()
+            if unkeyed:
+                cur.executemany("UPDATE relay_turns SET turn_key = %s, thread_key = %s "
+                                "WHERE turn_id = %s",
+                                [(id_key(t), id_key(h), t) for t, h in unkeyed])
+            cur.execute("CREATE UNIQUE INDEX IF NOT EXISTS relay_turns_key "
+                        "ON relay_turns (turn_key)")
+            cur.execute("CREATE INDEX IF NOT EXISTS relay_turns_thread_key "
+                        "ON relay_turns (thread_key, started_at DESC)")
             cur.execute("CREATE INDEX IF NOT EXISTS relay_turns_status "
                         "ON relay_turns (status, owner)")
 
@@ -122,8 +147,8 @@ class PostgresTurnStore(ThreadedTurnAPI):
 
     def _get(self, turn_id: str) -> TurnRecord | None:
         with self._cursor() as cur:
-            cur.execute(f"SELECT {', '.join(_COLUMNS)} FROM relay_turns WHERE turn_id = %s",
-                        (turn_id,))
+            cur.execute(f"SELECT {', '.join(_COLUMNS)} FROM relay_turns WHERE turn_key = %s",
+                        (id_key(turn_id),))
             row = cur.fetchone()
         return _record(row) if row else None
 
@@ -138,15 +163,15 @@ class PostgresTurnStore(ThreadedTurnAPI):
             changes["owner"] = self.instance_id
         sets = ", ".join(f"{k} = %s" for k in changes)
         with self._cursor() as cur:
-            cur.execute(f"UPDATE relay_turns SET {sets} WHERE turn_id = %s",
-                        [*changes.values(), turn_id])
+            cur.execute(f"UPDATE relay_turns SET {sets} WHERE turn_key = %s",
+                        [*changes.values(), id_key(turn_id)])
 
     def _list(self, thread_id: str | None, limit: int, before: float | None
               ) -> list[TurnRecord]:
         where, args = [], []
         if thread_id is not None:
-            where.append("thread_id = %s")
-            args.append(thread_id)
+            where.append("thread_key = %s")
+            args.append(id_key(thread_id))
         if before is not None:
             where.append("started_at < %s")
             args.append(before)
@@ -169,40 +194,19 @@ class PostgresTurnStore(ThreadedTurnAPI):
         """Hold the thread for one run, across every instance; None if another holds it.
 
         A session advisory lock on a connection of its own: released when the run ends,
-        and by PostgreSQL itself if the instance dies with it (no stale lock to clean)."""
+        and by PostgreSQL itself if the instance dies with it, or the database goes away
+        (no stale lock to clean). StoreUnavailable while the database is away."""
         return await asyncio.to_thread(self._lock_thread, thread_id)
 
     def _lock_thread(self, thread_id: str) -> ThreadLock | None:
-        import psycopg
-
         key = int.from_bytes(hashlib.sha256(f"thread:{thread_id}".encode()).digest()[:8],
                              "big", signed=True)
-        conn = psycopg.connect(self.url, autocommit=True,
-                               connect_timeout=max(1, int(self.connect_timeout_s)))
-        try:
-            held = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
-        except Exception:
-            conn.close()
-            raise
-        if not held:
-            conn.close()
-            return None
-        return ThreadLock(conn)
+        return self._locks.try_lock(key, f"thread {thread_id}")
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-
-
-class ThreadLock:
-    """A thread held by one run (see :meth:`PostgresTurnStore.lock_thread`)."""
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-
-    async def release(self) -> None:
-        await asyncio.to_thread(self._conn.close)  # closing the session frees the lock
+        for pool in (getattr(self, "_locks", None), getattr(self, "_pool", None)):
+            if pool is not None:
+                pool.close()
 
 
 def _record(row: Any) -> TurnRecord:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,75 @@ def lag_after_end_recorded(server: LiveServer, seconds: float,
             time.sleep(seconds)
 
     store._update = update
+
+
+class ModelGate:
+    """Holds the offline model's stream (``agent.model.OfflineSupportModel``) chunk by chunk
+    until the test lets it go on. A test makes an order happen with it ("the client had
+    word k before word k+1 was written", "generate runs until the client has seen three
+    heartbeats") instead of sleeping and hoping that the machine is fast enough: these
+    tests run on 2 shared cores, where a thread can be off the CPU for half a second.
+
+    Chunk n (counted over every model call in this process, from 0) is sent once
+    :meth:`allow` has been called more than n times, or after :meth:`open`. A chunk held
+    longer than ``timeout_s`` raises in the model (the turn ends partial or failed) and
+    sets ``timed_out``: a test that expected the gate to be let go fails instead of
+    hanging. Only an in-process server (``LiveServer``) sees the gate."""
+
+    def __init__(self, timeout_s: float = 60.0) -> None:
+        self.timeout_s = timeout_s
+        self.held = threading.Event()  # a model call is waiting at the gate
+        self.timed_out = False
+        self._lock = threading.Lock()
+        self._allowed = 0
+        self._claimed = 0
+
+    def allow(self, n: int = 1) -> None:
+        """Let ``n`` more chunks through."""
+        with self._lock:
+            self._allowed += n
+
+    def open(self) -> None:
+        """Let everything through, from now on."""
+        with self._lock:
+            self._allowed = sys.maxsize
+
+    async def passage(self) -> None:
+        """Wait, on the server's event loop and without blocking it, until the next chunk
+        may go (polled: a cancelled run must not leave a thread waiting behind it)."""
+        with self._lock:
+            index = self._claimed
+            self._claimed += 1
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            with self._lock:
+                if self._allowed > index:
+                    return
+            self.held.set()
+            if time.monotonic() > deadline:
+                self.timed_out = True
+                raise TimeoutError(f"model chunk {index} was never let through the gate")
+            await asyncio.sleep(0.002)
+
+
+@pytest.fixture
+def model_gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModelGate]:
+    """The offline model's streamed chunks wait at a :class:`ModelGate` (every in-process
+    server of this test); at teardown the gate opens, so nothing stays held."""
+    from agent.model import OfflineSupportModel
+
+    gate = ModelGate()
+    stream = OfflineSupportModel._astream
+
+    async def gated(self: OfflineSupportModel, *args: Any,
+                    **kwargs: Any) -> AsyncIterator[Any]:
+        async for chunk in stream(self, *args, **kwargs):
+            await gate.passage()
+            yield chunk
+
+    monkeypatch.setattr(OfflineSupportModel, "_astream", gated)
+    yield gate
+    gate.open()
 
 
 def _free_port() -> int:
@@ -205,11 +275,29 @@ SSE_HEADERS = {"Accept": "text/event-stream", "Content-Type": "application/json"
 
 
 def stream_post(client: httpx.Client, url: str, body: dict[str, Any],
-                headers: dict[str, str] | None = None) -> list[Frame]:
-    """POST and read the whole SSE response; asserts the streaming headers."""
+                headers: dict[str, str] | None = None,
+                on_frame: Callable[[Frame], None] | None = None) -> list[Frame]:
+    """POST and read the whole SSE response; asserts the streaming headers. ``on_frame``
+    is called with each frame the moment it has arrived (to let a held server go on)."""
     with client.stream("POST", url, json=body, headers={**SSE_HEADERS, **(headers or {})}) as r:
         assert r.status_code == 200, r.read()
         assert r.headers["content-type"].startswith("text/event-stream")
         assert r.headers["cache-control"] == "no-cache, no-transform"
         assert r.headers["x-accel-buffering"] == "no"
+        frames = []
+        for frame in iter_frames(r):
+            frames.append(frame)
+            if on_frame is not None:
+                on_frame(frame)
+        return frames
+
+
+def stream_get(client: httpx.Client, url: str, params: dict[str, Any] | None = None,
+               headers: dict[str, str] | None = None) -> list[Frame]:
+    """GET a stream (a turn's events) and read it whole; asserts the streaming headers."""
+    with client.stream("GET", url, params=params,
+                       headers={"Accept": "text/event-stream", **(headers or {})}) as r:
+        assert r.status_code == 200, r.read()
+        assert r.headers["content-type"].startswith("text/event-stream")
+        assert r.headers["cache-control"] == "no-cache, no-transform"
         return list(iter_frames(r))

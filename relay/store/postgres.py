@@ -1,10 +1,13 @@
 """The PostgreSQL span store (``RELAY_STORE=postgresql://...``), for instances that share
 storage: a turn run on one instance replays on any other.
 
-psycopg 3, synchronous: the writer connection is used by the exporter's thread (and
-imports), the reader connection by the serving path through ``asyncio.to_thread``, each
-behind its own lock. A broken connection is replaced on the next call. Migrations run
-under an advisory lock, so instances starting together migrate once.
+psycopg 3, synchronous, from a pool that checks each connection before use
+(relay/pg_pool.py): the exporter's thread (and imports) writes, one write at a time as
+before (concurrent upserts of the same rows could deadlock), and the serving path reads
+through ``asyncio.to_thread``. A connection that died with the server is replaced, so the
+store works again as soon as PostgreSQL is back; while it is away every call raises
+StoreUnavailable (503 on the API; a dropped batch for the exporter, which logs it).
+Migrations run under an advisory lock, so instances starting together migrate once.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from relay.store.sql import SQLSpanStore
 
 try:  # optional at import time: only RELAY_STORE=postgresql://... needs it
     import psycopg
+
+    from relay.pg_pool import open_pool, ping, unavailable_as
 except ImportError:  # pragma: no cover - reported when the store is constructed
     psycopg = None  # type: ignore[assignment]
 
@@ -86,26 +91,13 @@ class PostgresSpanStore(SQLSpanStore):
         self.url = url
         self.connect_timeout_s = connect_timeout_s
         self._write_lock = threading.Lock()
-        self._read_lock = threading.Lock()
-        self._writer: Any = None
-        self._reader: Any = None
-        self._migrate()
-        self.expire()
-
-    def _connect(self) -> Any:
-        assert psycopg is not None
-        return psycopg.connect(self.url, autocommit=True,
-                               connect_timeout=max(1, int(self.connect_timeout_s)))
-
-    def _writer_conn(self) -> Any:
-        if self._writer is None or self._writer.closed or self._writer.broken:
-            self._writer = self._connect()
-        return self._writer
-
-    def _reader_conn(self) -> Any:
-        if self._reader is None or self._reader.closed or self._reader.broken:
-            self._reader = self._connect()
-        return self._reader
+        self._pool = open_pool(url, name="relay-spans", connect_timeout_s=connect_timeout_s)
+        try:
+            self._migrate()
+            self.expire()
+        except BaseException:
+            self._pool.close()  # its worker threads must not outlive a failed start
+            raise
 
     def _migrate(self) -> None:
         with self._write_cursor() as cur:
@@ -121,17 +113,15 @@ class PostgresSpanStore(SQLSpanStore):
 
     @contextlib.contextmanager
     def _write_cursor(self) -> Iterator[Any]:
-        with self._write_lock:
-            conn = self._writer_conn()
-            with conn.transaction(), conn.cursor() as cur:
-                yield cur
+        with self._write_lock, unavailable_as("span store"), \
+                self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            yield cur
 
     @contextlib.contextmanager
     def _read_cursor(self) -> Iterator[Any]:
-        with self._read_lock:
-            conn = self._reader_conn()
-            with conn.transaction(), conn.cursor() as cur:
-                yield cur
+        with unavailable_as("span store"), self._pool.connection() as conn, \
+                conn.transaction(), conn.cursor() as cur:
+            yield cur
 
     def _no_limit(self) -> str:
         return "LIMIT ALL"
@@ -141,10 +131,9 @@ class PostgresSpanStore(SQLSpanStore):
             cur.execute("SELECT MAX(version) FROM span_schema_version")
             return cur.fetchone()[0] or 0
 
+    def ping(self) -> None:
+        """Readiness: one round trip, with a short wait (StoreUnavailable if none)."""
+        ping(self._pool, "span store")
+
     def close(self) -> None:
-        with self._write_lock:
-            if self._writer is not None:
-                self._writer.close()
-        with self._read_lock:
-            if self._reader is not None:
-                self._reader.close()
+        self._pool.close()

@@ -13,13 +13,15 @@ from pathlib import Path
 import pytest
 
 from tests.agui.conftest import check_stream, run_client
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, ModelGate
 
 pytestmark = pytest.mark.slow
 
 
-def _run(agui_client: Path, server: LiveServer, tmp_path: Path, *flows: str) -> dict:
-    result, report = run_client(agui_client, server.url, *flows, out=tmp_path / "report.json")
+def _run(agui_client: Path, server: LiveServer, tmp_path: Path, *flows: str,
+         on_delta: Callable[[], None] | None = None) -> dict:
+    result, report = run_client(agui_client, server.url, *flows, out=tmp_path / "report.json",
+                                on_delta=on_delta)
     transcript = result.stdout + result.stderr
     print(transcript)
     assert result.returncode == 0, f"the AG-UI client reported problems:\n{transcript}"
@@ -72,12 +74,17 @@ def test_demo_script_through_the_real_client(agui_client: Path,
 
 def test_text_arrives_in_several_deltas_over_time(agui_client: Path,
                                                   make_server: Callable[..., LiveServer],
-                                                  tmp_path: Path) -> None:
-    """With the offline model's pacing on, the answer's deltas reach the client spread over
-    time (streamed), not in one burst at the end."""
-    server = make_server(RELAY_OFFLINE_WORD_DELAY_S="0.01")
-    run = _run(agui_client, server, tmp_path, "normal")["normal"]["runs"][0]
-    times = [t for t, e in zip(run["times"], run["events"], strict=True)
-             if e["type"] == "TEXT_MESSAGE_CONTENT"]
-    assert len(times) > 10
-    assert times[-1] - times[0] >= 100, f"the deltas arrived within {times[-1] - times[0]} ms"
+                                                  tmp_path: Path,
+                                                  model_gate: ModelGate) -> None:
+    """The answer's deltas reach the client as they are written (streamed), not in one
+    burst at the end: the model writes word k+1 only once the real client has delivered
+    word k's TEXT_MESSAGE_CONTENT. A stream held back anywhere on the way would leave the
+    model waiting at the gate (the turn then ends cut short). No arrival times compared."""
+    server = make_server()
+    model_gate.allow()  # the first word; each delivered delta lets the next one go
+    run = _run(agui_client, server, tmp_path, "normal",
+               on_delta=model_gate.allow)["normal"]["runs"][0]
+    assert not model_gate.timed_out, "a delta did not reach the client while it was written"
+    deltas = [e for e in run["events"] if e["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert len(deltas) > 10
+    assert "".join(e["delta"] for e in deltas) == run["result"]["answer"]

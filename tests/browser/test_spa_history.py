@@ -20,13 +20,26 @@ def wait_until(page, expression: str, timeout_s: float = 10.0) -> None:
         page.wait_for_timeout(50)
 
 
+def wait_recorded(page, status: str, timeout_s: float = 30.0) -> None:
+    """Until the newest turn of the server (GET /turns) has ``status``."""
+    import time
+
+    deadline = time.monotonic() + timeout_s  # only turns a hang into a failure
+    while page.request.get("/turns?limit=1").json()["turns"][0]["status"] != status:
+        assert time.monotonic() < deadline, f"the newest turn never became {status}"
+        page.wait_for_timeout(50)
+
+
 def test_replay_a_past_paused_and_approved_turn(page, shot):
     open_app(page)
     send(page, "Please refund order 1234 ($20).")
     wait_outcome(page, "paused")
     page.click("[data-action='approve']")
     wait_outcome(page, "answered")
-    page.wait_for_timeout(400)  # the span store's batch (100 ms) reaches the disk
+    # the list shows the turn's record, written as the run ends (a moment after the page
+    # has its answer): wait for it on the server rather than sleeping. The replay needs no
+    # wait: a replay request flushes the span store first.
+    wait_recorded(page, "answered")
 
     page.click("#history-open")
     item = page.locator("#history-list [data-turn-id]").first

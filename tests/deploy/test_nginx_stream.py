@@ -18,6 +18,14 @@ into a temp dir, then runs ``python -m relay.verify`` against nginx:
     connection alive and the terminal event arrives; with heartbeats every 30 s nginx
     cuts the stream (the control).
 
+verify-stream judges by time (it compares arrival gaps with the events' own ts gaps), so
+these tests make the gap large next to a loaded machine's scheduling noise: generate
+sleeps ``SLOW_S``, which puts the tool's hold threshold at its 1 s cap while a buffering
+proxy holds events for the whole ``SLOW_S``. What the tests add to the verdict is stated
+as an order (the bytes after the slow node came in a later read than those before it) or
+as a bound that causality guarantees (a buffered body cannot start before the slow node
+has ended), never as a fraction of a measured gap.
+
 nginx missing: skipped locally (apt-get install nginx-light), a failure under CI=true.
 """
 
@@ -30,6 +38,9 @@ from relay.verify import EXIT_BUFFERED, EXIT_INCREMENTAL, EXIT_NO_TERMINAL
 pytestmark = pytest.mark.slow
 
 PLAIN = ""  # proxy_pass + proxy_http_version + Connection "" come from the template
+
+SLOW_S = 2.0  # generate's delay: the hold threshold is min(max(SLOW_S / 2, 0.15), 1) = 1 s
+SLOW = ("--delay", f"{SLOW_S:g}")
 
 IGNORE_ACCEL_AND_BUFFER = """
 proxy_ignore_headers X-Accel-Buffering;
@@ -58,7 +69,7 @@ def explain(run) -> str:
 
 def test_direct_stream_is_incremental(faulty_relay, run_verify):
     """Baseline without a proxy: the app itself streams, with the contract's headers."""
-    run = run_verify(faulty_relay.url)
+    run = run_verify(faulty_relay.url, *SLOW)
     assert run.code == EXIT_INCREMENTAL, explain(run)
     r = run.report
     assert r["verdict"] == "incremental" and r["terminal"] == "turn_completed"
@@ -67,7 +78,8 @@ def test_direct_stream_is_incremental(faulty_relay, run_verify):
     assert r["headers"]["content-type"].startswith("text/event-stream")
     assert "no-transform" in r["headers"]["cache-control"]
     assert r["headers"]["x-accel-buffering"] == "no"
-    assert r["ts_spread_s"] >= 0.5 and r["max_hold_s"] < r["hold_threshold_s"]
+    # the span times are the server's (generate slept SLOW_S), not arrivals
+    assert r["ts_spread_s"] >= SLOW_S and r["max_hold_s"] < r["hold_threshold_s"]
 
 
 @pytest.mark.parametrize("http_version", ["1.1", "1.0"])
@@ -75,14 +87,16 @@ def test_a_plain_proxy_pass_streams_thanks_to_x_accel_buffering(
     faulty_relay, nginx_proxy, run_verify, http_version
 ):
     proxy = nginx_proxy(faulty_relay.port, PLAIN, http_version=http_version)
-    run = run_verify(proxy.url)
+    run = run_verify(proxy.url, *SLOW)
     assert run.code == EXIT_INCREMENTAL, explain(run) + proxy.errors()
     r = run.report
     assert r["verdict"] == "incremental" and r["terminal"] == "turn_completed"
     assert r["fault_honoured"] is True
-    # the largest span-time gap (the slow node) shows up as an arrival gap too
+    # the largest span-time gap (the slow node) separates the reads: the event after it
+    # came in a later body chunk than the event before it
     gap = r["largest_ts_gap"]
-    assert gap["arrival_gap_ms"] > 0.5 * gap["ts_gap_ms"], gap
+    chunk = {e["seq"]: e["chunk"] for e in r["events"]}
+    assert chunk[gap["to_seq"]] > chunk[gap["from_seq"]], gap
     assert r["bursts"] > 1
 
 
@@ -98,16 +112,16 @@ def test_b_a_buffering_proxy_is_caught(
     faulty_relay, nginx_proxy, run_verify, http_version, location, extra_args
 ):
     proxy = nginx_proxy(faulty_relay.port, location, http_version=http_version)
-    run = run_verify(proxy.url, *extra_args)
+    run = run_verify(proxy.url, *SLOW, *extra_args)
     assert run.code == EXIT_BUFFERED, explain(run) + proxy.errors()
     r = run.report
     assert r["verdict"] == "buffered" and r["terminal"] == "turn_completed"
     assert r["fault_honoured"] is True
-    assert r["max_hold_s"] >= 0.4, r["max_hold_s"]
-    # the events before the slow node waited for the ones after it
-    gap = r["largest_ts_gap"]
-    assert gap["arrival_gap_ms"] < 0.2 * gap["ts_gap_ms"], gap
-    assert r["time_to_first_byte_s"] >= 0.45, "nothing reached the client before the turn ended"
+    assert r["max_hold_s"] >= r["hold_threshold_s"], r["max_hold_s"]
+    # the events before the slow node waited for the ones after it: not one byte reached
+    # the client before generate's SLOW_S were over (causality, not a measured gap: the
+    # tool's clock starts before the request is sent, and load only makes it later)
+    assert r["time_to_first_byte_s"] >= SLOW_S, "something reached the client mid-turn"
     assert any("held back" in line for line in r["evidence"])
     if "gzip" in location:
         assert r["headers"].get("content-encoding") == "gzip"
@@ -123,8 +137,9 @@ def test_c_heartbeats_outlive_a_short_proxy_read_timeout(
     assert r["terminal"] == "turn_completed", explain(run) + proxy.errors()
     assert run.code == EXIT_INCREMENTAL, explain(run)
     assert r["slow_node_duration_ms"] >= 4000
-    # 4 s of silence from the node, a heartbeat every 0.5 s
-    assert r["heartbeats"] >= 5, r["heartbeats"]
+    # 4 s of silence from the node, twice nginx's read timeout, and the stream lived: the
+    # heartbeats (one every 0.5 s) got through. How many is the machine's business.
+    assert r["heartbeats"] >= 1, r["heartbeats"]
     assert "upstream timed out" not in proxy.errors()
 
 

@@ -201,10 +201,14 @@ def test_turn_events_cursor_errors(server: LiveServer, client: httpx.Client) -> 
         return [line for line in r.text.splitlines() if line.startswith("id:")]
 
     assert ids(terminal - 1) == [f"id: {terminal}", f"id: {saved}"]
-    # a client already past the end gets the terminal event again (and the save), and
-    # the stream ends: never a stream that waits for an event that cannot come
-    assert ids(terminal) == [f"id: {terminal}", f"id: {saved}"]
-    assert ids(saved) == [f"id: {terminal}", f"id: {saved}"]
+    # a client that has the terminal event gets what follows it, and the stream ends:
+    # never a stream that waits for an event that cannot come
+    assert ids(terminal) == [f"id: {saved}"]
+    # one that has it all gets 204, which makes an EventSource stop reconnecting
+    # (DESIGN.md §4), never the end again on every reconnect
+    past = client.get(url, headers={"Last-Event-ID": str(saved)})
+    assert past.status_code == 204 and past.content == b""
+    assert client.get(url, params={"after": saved}).status_code == 204
     assert client.get(f"{server.url}/turns/nope/events").status_code == 404
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from pathlib import Path
 
 import httpx
 
-from tests.conftest import events_of, stream_post
+from tests.conftest import SSE_HEADERS, events_of, iter_frames, stream_post
 from tests.integration.test_restart import Process
 
 
@@ -19,28 +20,41 @@ def test_prometheus_metrics(make_server, client: httpx.Client) -> None:
     text = client.get(f"{server.url}/metrics").text
 
     def value(name: str, **labels: str) -> float:
+        found = maybe(name, **labels)
+        if found is None:
+            raise AssertionError(f"{name} {labels} not in /metrics")
+        return found
+
+    def maybe(name: str, **labels: str) -> float | None:
         for line in text.splitlines():
             if line.startswith(name + "{") and all(f'{k}="{v}"' in line
                                                    for k, v in labels.items()):
                 return float(line.rsplit(" ", 1)[1])
-        raise AssertionError(f"{name} {labels} not in /metrics")
+        return None
 
     assert value("relay_events_published_total", type="node_started") == 4
     assert value("relay_events_published_total", type="turn_completed") == 1
     assert value("relay_streams_open") == 0
     assert value("relay_spans_dropped_total") == 0
     assert value("relay_bus_lag_milliseconds_count") == len(events)
-    # a reader that leaves mid-turn is counted as cut
+    # a reader that leaves mid-turn is counted as cut; generate sleeps the longest delay a
+    # fault allows, so the turn is mid-way for as long as the test looks (it is cancelled
+    # at the end), however slow the machine
     with httpx.Client(timeout=30) as c, c.stream(
             "POST", f"{server.url}/chat?on_disconnect=continue",
             json={"message": "How do refunds work?"},
-            headers={"Accept": "text/event-stream", "X-Relay-Fault": "generate=delay:0.5"}) as r:
-        next(r.iter_bytes())
-    import time
-
-    time.sleep(0.3)
-    text = client.get(f"{server.url}/metrics").text
+            headers={**SSE_HEADERS, "X-Relay-Fault": "generate=delay:600"}) as r:
+        turn_id = next(f for f in iter_frames(r) if f.event).json["turn_id"]
+    # the server counts the cut when it notices the client has gone: wait for that (the
+    # deadline only turns a hang into a failure; a fixed sleep raced the machine's load)
+    deadline = time.monotonic() + 30
+    while True:
+        text = client.get(f"{server.url}/metrics").text
+        if maybe("relay_readers_cut_total", reason="gone") or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert value("relay_readers_cut_total", reason="gone") == 1
+    assert client.post(f"{server.url}/turns/{turn_id}/cancel").status_code == 202
 
 
 def test_metrics_off_by_default(server, client: httpx.Client) -> None:

