@@ -31,15 +31,19 @@ from starlette.responses import Response
 
 from agent.faults import Fault
 from agent.service import PendingInterrupt, SupportAgent
-from relay import Relay
-from relay.agui import AGUIEncoder
-from relay.errors import ApiError
-from relay.events import PAUSED as PAUSED_EVENT
-from relay.events import RUN_TERMINAL
-from relay.http import read_json_object
-from relay.negotiation import SSE
-from relay.runs import ThreadBusy
-from relay.turns import PAUSED, TurnRecord, id_key
+from relay import (
+    PAUSED,
+    RUN_TERMINAL,
+    SSE,
+    AGUIEncoder,
+    ApiError,
+    Relay,
+    ThreadBusy,
+    TurnRecord,
+    events,
+    id_key,
+    read_json_object,
+)
 
 #: the namespace of turn ids derived from AG-UI (threadId, runId) pairs
 AGUI_NAMESPACE = uuid.UUID("5b0e7a52-6f3c-4c57-9d8e-2a41c0a9e6b1")
@@ -181,7 +185,7 @@ def _answered_interrupts(relay: Relay, turn_id: str, after: int) -> list[dict[st
             reader.close()
     except Exception:  # retention dropped it: the arguments are then unknown
         return []
-    if previous and previous[0].type == PAUSED_EVENT:
+    if previous and previous[0].type == events.PAUSED:
         interrupts = previous[0].fields.get("interrupts")
         return interrupts if isinstance(interrupts, list) else []
     return []

@@ -23,13 +23,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from starlette.responses import JSONResponse, Response
 
 from agent.agui_app import add_agui_routes
-from agent.checkpoints import check_checkpointer, open_checkpointer
 from agent.faults import HEADER as FAULT_HEADER
 from agent.faults import Fault, parse_faults
 from agent.graph import build_graph, topology
@@ -39,14 +37,22 @@ from agent.openapi import CHAT_OPENAPI, RESUME_OPENAPI
 from agent.retrieval import KnowledgeBase
 from agent.service import SupportAgent
 from agent.tools.refund import RefundLedger
-from relay import Relay
-from relay.errors import ApiError, api_error_handler, validation_error_handler
-from relay.events import RUN_TERMINAL
-from relay.http import read_json_object
-from relay.negotiation import JSON, NotAcceptable, negotiate
-from relay.response import ChatResponse
-from relay.runs import ThreadBusy
-from relay.turns import PAUSED, TurnRecord, id_key
+from relay import (
+    JSON,
+    PAUSED,
+    RUN_TERMINAL,
+    ApiError,
+    ChatResponse,
+    NotAcceptable,
+    Relay,
+    ThreadBusy,
+    TurnRecord,
+    check_checkpointer,
+    id_key,
+    negotiate,
+    open_checkpointer,
+    read_json_object,
+)
 
 log = logging.getLogger("agent.app")
 
@@ -88,8 +94,6 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
 
     app = FastAPI(title="span-relay demo", version="0.1.0", lifespan=lifespan)
     app.state.relay = relay
-    app.add_exception_handler(ApiError, api_error_handler)
-    app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.include_router(relay.router)
     relay.install(app)
     auth = [Depends(relay.require_token)]

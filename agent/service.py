@@ -18,15 +18,19 @@ from langgraph.types import Command
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode, Tracer
 
-from agent.checkpoints import read_checkpoints
 from agent.faults import Fault
 from agent.graph import GRAPH_ID
 from agent.state import fresh_turn
 from agent.tracing import RunSpan, run_span
+from relay import (
+    ChatResponse,
+    Message,
+    SQLiteMessageStore,
+    TurnRecord,
+    TurnStore,
+    read_checkpoints,
+)
 from relay import conventions as c
-from relay.messages import Message, SQLiteMessageStore
-from relay.response import ChatResponse
-from relay.turns import SQLiteTurnStore, TurnRecord
 
 AGENT_NAME = "support_agent"
 
@@ -41,7 +45,7 @@ class PendingInterrupt:
 
 class SupportAgent:
     def __init__(self, graph: CompiledStateGraph, tracer: Tracer, topology: dict[str, Any],
-                 turns: SQLiteTurnStore, turn_timeout_s: float,
+                 turns: TurnStore, turn_timeout_s: float,
                  messages: SQLiteMessageStore | None = None) -> None:
         self.graph = graph
         self.tracer = tracer

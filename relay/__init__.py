@@ -1,11 +1,64 @@
 """span-relay: an agent's OpenTelemetry spans drive its live UI.
 
-The public surface is small: :class:`Relay` (bus, store, processor, router from the
-environment), the span processor, and the event contract in :mod:`relay.events`.
+The public surface, curated: what an app that serves its own graph writes against.
+
+- :class:`Relay`: settings, bus, stores, runs, span processor, from the environment; its
+  ``router`` and ``install(app)`` put the turn API on a FastAPI app.
+- :class:`RelaySpanProcessor`: spans -> events (``relay.span_processor`` of a Relay).
+- the turn: :class:`TurnRecord` (found by any spelling of its id: :func:`id_key`),
+  :class:`ChatResponse`, the run manager's :class:`ThreadBusy`.
+- the run endpoints' helpers: :func:`read_json_object`, :func:`negotiate` (JSON / SSE /
+  NDJSON), :class:`ApiError` (a 4xx JSON answer), :class:`AGUIEncoder` (AG-UI 1.0 frames).
+- LangGraph's checkpointer of the embedded default (SQLite) or PostgreSQL:
+  :func:`open_checkpointer`.
+- the event contract: :mod:`relay.events`; span attribute names: :mod:`relay.conventions`.
 """
 
-from relay.facade import Relay
-from relay.processor import RelaySpanProcessor
+from relay import conventions, events
+from relay.core import Relay
+from relay.delivery.agui import AGUIEncoder
+from relay.delivery.negotiation import JSON, NDJSON, SSE, NotAcceptable, negotiate
+from relay.errors import ApiError, StoreUnavailable
+from relay.events import RUN_TERMINAL, TURN_TERMINAL, Event
+from relay.http.requests import read_json_object
+from relay.ingest.processor import RelaySpanProcessor
+from relay.langgraph.checkpoints import check_checkpointer, open_checkpointer, read_checkpoints
 from relay.settings import ConfigError, RelaySettings
+from relay.turns.messages import Message, SQLiteMessageStore
+from relay.turns.records import PAUSED, RUNNING, TurnRecord, TurnStore, id_key
+from relay.turns.response import ChatResponse
+from relay.turns.runs import RunManager, ThreadBusy
 
-__all__ = ["ConfigError", "Relay", "RelaySettings", "RelaySpanProcessor"]
+__all__ = [
+    "JSON",
+    "NDJSON",
+    "PAUSED",
+    "RUNNING",
+    "RUN_TERMINAL",
+    "SSE",
+    "TURN_TERMINAL",
+    "AGUIEncoder",
+    "ApiError",
+    "ChatResponse",
+    "ConfigError",
+    "Event",
+    "Message",
+    "NotAcceptable",
+    "Relay",
+    "RelaySettings",
+    "RelaySpanProcessor",
+    "RunManager",
+    "SQLiteMessageStore",
+    "StoreUnavailable",
+    "ThreadBusy",
+    "TurnRecord",
+    "TurnStore",
+    "check_checkpointer",
+    "conventions",
+    "events",
+    "id_key",
+    "negotiate",
+    "open_checkpointer",
+    "read_checkpoints",
+    "read_json_object",
+]

@@ -2,7 +2,7 @@
 storage: a turn run on one instance replays on any other.
 
 psycopg 3, synchronous, from a pool that checks each connection before use
-(relay/pg_pool.py): the exporter's thread (and imports) writes, one write at a time as
+(relay/store/pool.py): the exporter's thread (and imports) writes, one write at a time as
 before (concurrent upserts of the same rows could deadlock), and the serving path reads
 through ``asyncio.to_thread``. A connection that died with the server is replaced, so the
 store works again as soon as PostgreSQL is back; while it is away every call raises
@@ -23,7 +23,7 @@ from relay.store.sql import SQLSpanStore
 try:  # optional at import time: only RELAY_STORE=postgresql://... needs it
     import psycopg
 
-    from relay.pg_pool import open_pool, ping, unavailable_as
+    from relay.store.pool import open_pool, ping, unavailable_as
 except ImportError:  # pragma: no cover - reported when the store is constructed
     psycopg = None  # type: ignore[assignment]
 

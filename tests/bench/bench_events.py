@@ -73,7 +73,7 @@ async def _per_event(quick: bool) -> list[Figure]:
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
     from relay.bus import MemoryBus
-    from relay.processor import RelaySpanProcessor
+    from relay.ingest.processor import RelaySpanProcessor
 
     class NoopProcessor(SpanProcessor):
         """Does nothing but hold the span until after the timing, as the relay's deque
@@ -495,7 +495,7 @@ def _replay_store(ends: list[Any], n_spans: int, n_rounds: int) -> list[Figure]:
 
     figs: list[Figure] = []
     try:
-        from relay.replay import replay_events
+        from relay.mapping.feed import replay_events
     except ImportError:
         return [na("replay.events", "relay.replay.replay_events", "ms", "not built"),
                 na("replay.sqlite", "from the SQLite span store", "ms", "not built")]

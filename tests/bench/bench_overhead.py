@@ -80,7 +80,7 @@ class Rig:
         from opentelemetry.sdk.trace import TracerProvider
 
         from relay.bus import MemoryBus
-        from relay.processor import RelaySpanProcessor
+        from relay.ingest.processor import RelaySpanProcessor
 
         self.bus = MemoryBus()
         self.processor = RelaySpanProcessor(self.bus.publish)
@@ -295,7 +295,7 @@ async def _realistic(quick: bool) -> list[Figure]:
     from agent.retrieval import KnowledgeBase
     from agent.service import SupportAgent
     from agent.tools.refund import RefundLedger
-    from relay.turns import TurnRecord
+    from relay.turns.records import TurnRecord
 
     rig = Rig()
     kb = KnowledgeBase()

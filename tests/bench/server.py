@@ -55,9 +55,9 @@ def build_app(heartbeat_s: float, otlp: bool, data_dir: str) -> Any:
 
     from relay import Relay
     from relay import conventions as c
+    from relay.delivery.negotiation import SSE
+    from relay.delivery.streaming import STREAM_HEADERS, SSEEncoder
     from relay.events import NODE_COMPLETED, NODE_STARTED, TURN_COMPLETED, TURN_TERMINAL, Event
-    from relay.negotiation import SSE
-    from relay.streaming import STREAM_HEADERS, SSEEncoder
 
     env = {
         "RELAY_DATA_DIR": data_dir,

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import pytest
 
-from relay.verify import EXIT_BUFFERED, EXIT_INCREMENTAL, EXIT_NO_TERMINAL
+from relay.cli.verify import EXIT_BUFFERED, EXIT_INCREMENTAL, EXIT_NO_TERMINAL
 
 pytestmark = pytest.mark.slow
 

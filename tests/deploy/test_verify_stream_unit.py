@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from relay import verify
-from relay.verify import (
+from relay.cli import verify
+from relay.cli.verify import (
     EXIT_BUFFERED,
     EXIT_HTTP_ERROR,
     EXIT_INCONCLUSIVE,

@@ -33,7 +33,7 @@ def relay_env(tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture
 def make_relay(relay_env: dict[str, str]) -> Iterator[Callable[..., LiveServer]]:
-    from relay.app import create_relay_app
+    from relay.cli.relay_only import create_relay_app
 
     servers: list[LiveServer] = []
 

@@ -16,7 +16,7 @@ import pytest
 
 from relay.errors import StoreUnavailable
 from relay.events import RUN_TERMINAL
-from relay.turns_postgres import PostgresTurnStore
+from relay.turns.postgres import PostgresTurnStore
 from tests.interop.conftest import TurnReader, wait_until
 
 #: generate sleeps this long: the database is stopped well inside it, however loaded

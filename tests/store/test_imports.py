@@ -15,8 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from relay.imports import JAEGER_UI, JAEGER_V2, OTLP_JSON, TraceFileError, parse_trace_file
-from relay.replay import group_turns, replay_events, replay_file
+from relay.cli.replay import replay_file
+from relay.ingest.tracefile import JAEGER_UI, JAEGER_V2, OTLP_JSON, TraceFileError, parse_trace_file
+from relay.mapping.feed import group_turns, replay_events
 from tests.store.conftest import Launcher, fixture_file, recorded
 from tests.store.support import REPO, RelayProcess, parse_frames, replayed_events, without_seq
 

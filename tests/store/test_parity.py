@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from relay.replay import MAX_SPEED
+from relay.delivery.replay import MAX_SPEED
 from tests.store.conftest import Launcher
 from tests.store.support import (
     KINDS,

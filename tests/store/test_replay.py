@@ -15,9 +15,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
 from relay import conventions as c
+from relay.delivery.replay import schedule
 from relay.events import Event
-from relay.processor import RelaySpanProcessor
-from relay.replay import NESTING_SLACK_NS, ordered_phases, replay_events, schedule
+from relay.ingest.processor import RelaySpanProcessor
+from relay.mapping.feed import NESTING_SLACK_NS, ordered_phases, replay_events
 from relay.spans import SpanRecord, from_sdk_span
 from relay.store import STORED
 from relay.store.exporter import add_span_store
@@ -152,8 +153,8 @@ def test_live_events_equal_replayed_events_from_the_store(tmp_path: Path) -> Non
 # -- the replay stream --------------------------------------------------------------------
 
 def test_replay_stream_paces_beats_and_hands_off_on_shutdown() -> None:
-    from relay.replay import replay_stream
-    from relay.streaming import SSEEncoder
+    from relay.delivery.replay import replay_stream
+    from relay.delivery.streaming import SSEEncoder
 
     evs = [Event("node_started", "t", "u", "r", ts, seq=i + 1)
            for i, ts in enumerate((1000.0, 1000.0, 1300.0, 60_000.0))]

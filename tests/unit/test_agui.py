@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from relay.agui import AGUIEncoder, clean, interrupt, step_name
 from relay.bus.static import StaticReader
+from relay.delivery.agui import AGUIEncoder, clean, interrupt, step_name
+from relay.delivery.streaming import EventStream
 from relay.events import Event
-from relay.streaming import EventStream
 from tests.agui.conftest import check_stream, validate_event
 
 TRACE = "ab" * 16

@@ -16,8 +16,8 @@ from spanrec import Tracing, feed
 
 from agent.tracing import child_span, run_span, traced_node
 from relay import conventions as c
-from relay import mapping
 from relay.mapping import MappingState, map_span
+from relay.mapping import engine as mapping
 from relay.spans import SpanRecord
 
 TOPOLOGY = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from relay.negotiation import JSON, NDJSON, SSE, NotAcceptable, negotiate
+from relay.delivery.negotiation import JSON, NDJSON, SSE, NotAcceptable, negotiate
 
 
 @pytest.mark.parametrize("accept", [

@@ -15,7 +15,7 @@ from opentelemetry.trace import Span, Tracer, set_span_in_context
 
 from relay import conventions as c
 from relay.events import Event
-from relay.processor import RelaySpanProcessor
+from relay.ingest.processor import RelaySpanProcessor
 
 
 class Pipeline:
@@ -127,7 +127,7 @@ async def test_publish_that_raises_never_reaches_the_caller(pipe: Pipeline) -> N
 
 async def test_mapping_failure_is_counted_not_raised(pipe: Pipeline,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    import relay.processor as processor_module
+    import relay.ingest.processor as processor_module
 
     def broken(*args: Any) -> list[Event]:
         raise ValueError("mapping bug")

@@ -13,10 +13,10 @@ import pytest
 
 from relay.bus import MemoryBus
 from relay.events import Event
-from relay.processor import RelaySpanProcessor
-from relay.response import ChatResponse
-from relay.runs import RunManager, ThreadBusy
-from relay.turns import PAUSED, RUNNING, SQLiteTurnStore, TurnRecord
+from relay.ingest.processor import RelaySpanProcessor
+from relay.turns.records import PAUSED, RUNNING, SQLiteTurnStore, TurnRecord
+from relay.turns.response import ChatResponse
+from relay.turns.runs import RunManager, ThreadBusy
 
 
 class World:
@@ -501,7 +501,7 @@ async def test_an_end_the_store_refused_is_written_once_it_is_back(
         world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     """A turn store that is away when a run ends (a database restarting) gets the end
     written in the background once it answers again: the record never stays running."""
-    import relay.run_end as run_end
+    import relay.turns.run_end as run_end
 
     monkeypatch.setattr(run_end, "RECORD_RETRY_DELAYS_S", (0.0, 0.0))
     monkeypatch.setattr(run_end, "LATE_RECORD_FIRST_DELAY_S", 0.0)

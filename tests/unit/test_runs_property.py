@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 
 from relay.bus import MemoryBus
 from relay.events import Event
-from relay.processor import RelaySpanProcessor
-from relay.response import STATUSES, ChatResponse
-from relay.runs import RunManager
-from relay.turns import RUNNING, SQLiteTurnStore, TurnRecord
+from relay.ingest.processor import RelaySpanProcessor
+from relay.turns.records import RUNNING, SQLiteTurnStore, TurnRecord
+from relay.turns.response import STATUSES, ChatResponse
+from relay.turns.runs import RunManager
 
 THREAD = "th"
 

@@ -15,9 +15,10 @@ import pytest
 from psycopg_pool import PoolTimeout
 from starlette.requests import Request
 
-from relay.errors import StoreUnavailable, store_unavailable_handler
-from relay.pg_pool import unavailable_as
+from relay.errors import StoreUnavailable
+from relay.http.errors import store_unavailable_handler
 from relay.readiness import problems, store_checks
+from relay.store.pool import unavailable_as
 
 
 def request() -> Request:
@@ -52,7 +53,7 @@ async def test_every_route_of_an_app_answers_503_for_a_driver_error(tmp_path: Pa
     """Relay.install registers the handler: the app's own routes get it too."""
     import httpx
 
-    from relay.app import create_relay_app
+    from relay.cli.relay_only import create_relay_app
 
     app = create_relay_app({"RELAY_DATA_DIR": str(tmp_path), "OTEL_TRACES_EXPORTER": "none"})
 
@@ -90,9 +91,9 @@ async def test_readiness_names_the_part_runs_checks_together_and_is_bounded() ->
 async def test_the_sqlite_defaults_answer_the_same_checks(tmp_path: Path) -> None:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    from agent.checkpoints import check_checkpointer
+    from relay.langgraph.checkpoints import check_checkpointer
     from relay.store.sqlite import SQLiteSpanStore
-    from relay.turns import SQLiteTurnStore
+    from relay.turns.records import SQLiteTurnStore
 
     turns = SQLiteTurnStore(tmp_path / "turns.db")
     store = SQLiteSpanStore(tmp_path / "spans.db", retention_s=60, max_turns=10)
@@ -108,7 +109,7 @@ async def test_the_sqlite_defaults_answer_the_same_checks(tmp_path: Path) -> Non
 async def test_a_checkpoint_read_that_waits_too_long_is_a_503(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The saver queues its operations behind one lock: a request's read is bounded."""
-    from agent import checkpoints
+    from relay.langgraph import checkpoints
 
     monkeypatch.setattr(checkpoints, "READ_TIMEOUT_S", 0.1)
     with pytest.raises(StoreUnavailable, match=r"^checkpoints: no answer within 0.1 s"):

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from relay.bus import MemoryBus
+from relay.delivery.streaming import EventStream, NDJSONEncoder, SSEEncoder
 from relay.events import RUN_TERMINAL, TURN_TERMINAL, Event
-from relay.streaming import EventStream, NDJSONEncoder, SSEEncoder
 
 TRACE = "ab" * 16
 
@@ -432,7 +432,7 @@ async def test_ndjson_reconnect_line(bus: MemoryBus) -> None:
 # -- bounded batches ------------------------------------------------------------------------------
 
 async def test_a_long_backlog_goes_out_in_bounded_batches(bus: MemoryBus) -> None:
-    from relay.streaming import MAX_BATCH
+    from relay.delivery.streaming import MAX_BATCH
 
     total = MAX_BATCH * 3 + 5
     for i in range(total - 1):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from relay import turns as turns_module
-from relay.turns import LIVE, PAUSED, RUNNING, SQLiteTurnStore, TurnExists, TurnRecord
+from relay.turns import records as turns_module
+from relay.turns.records import LIVE, PAUSED, RUNNING, SQLiteTurnStore, TurnExists, TurnRecord
 
 
 @pytest.fixture

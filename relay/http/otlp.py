@@ -10,28 +10,26 @@ Answers, as OTLP/HTTP specifies them, in the encoding of the request:
 - 429 (store queue full) and 503 (the bus or the receiver is unavailable) with
   ``Retry-After``: exporters retry those;
 - 401 without the bearer token when ``RELAY_API_TOKEN`` is set (the relay's own error
-  shape, from :func:`relay.http.token_checker`).
+  shape, from :func:`relay.http.requests.token_checker`).
 """
 
 from __future__ import annotations
 
 import json
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from relay.receiver.otlp import (
+from relay.http.parts import RelayParts
+from relay.ingest.otlp import (
     PayloadError,
     decode_json,
     decode_protobuf,
     response_json,
     response_protobuf,
 )
-
-if TYPE_CHECKING:
-    from relay.facade import Relay
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -82,7 +80,7 @@ def _gunzip(data: bytes, limit: int) -> bytes:
     return out
 
 
-async def receive_traces(relay: Relay, request: Request) -> Response:
+async def receive_traces(relay: RelayParts, request: Request) -> Response:
     receiver = relay.receiver
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type in _PROTOBUF_TYPES:
@@ -130,7 +128,7 @@ async def receive_traces(relay: Relay, request: Request) -> Response:
     return Response(response_json(decoded.rejected, decoded.reason), media_type=JSON)
 
 
-def add_receiver_routes(router: Any, relay: Relay, dependencies: list[Any]) -> None:
+def add_receiver_routes(router: Any, relay: RelayParts, dependencies: list[Any]) -> None:
     """``POST /v1/traces`` on the relay's router, when RELAY_OTLP_HTTP is on."""
     if relay.receiver is None or not relay.settings.otlp_http:
         return

@@ -8,7 +8,7 @@ PostgreSQL: the saver works on a psycopg_pool ``AsyncConnectionPool`` (LangGraph
 one as its ``conn``), never on a single connection: a single connection dies with the
 server and every later turn fails on it, while the pool checks each connection before use
 and replaces a dead one, so turns work again as soon as PostgreSQL is back (the pool's
-numbers are those of relay/pg_pool.py). LangGraph needs ``autocommit``,
+numbers are those of relay/store/pool.py). LangGraph needs ``autocommit``,
 ``prepare_threshold=0`` and ``dict_row`` on its connections.
 :func:`check_checkpointer` is the app's readiness check (``Relay.add_readiness_check``),
 and :func:`read_checkpoints` bounds a request's read and answers 503 while it is away.
@@ -62,7 +62,7 @@ async def open_checkpointer(settings: RelaySettings, env: Mapping[str, str]
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
-    from relay import pg_pool
+    from relay.store import pool as pg_pool
 
     kwargs = {**pg_pool.connection_kwargs(), "prepare_threshold": 0, "row_factory": dict_row}
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
@@ -92,7 +92,7 @@ def checkpoints_unavailable() -> Iterator[None]:
     """Around a use of the saver outside a run: the driver's "cannot do it now" errors
     become StoreUnavailable, answered 503. SQLite raises none of them: nothing changes
     there."""
-    from relay.pg_pool import unavailable_as  # psycopg is a dependency either way
+    from relay.store.pool import unavailable_as  # psycopg is a dependency either way
 
     with unavailable_as("checkpoints"):
         yield
@@ -117,7 +117,7 @@ async def check_checkpointer(saver: Any) -> None:
     saver, a lookup of a thread that does not exist (the file opens and answers)."""
     from psycopg_pool import AsyncConnectionPool
 
-    from relay.pg_pool import PING_TIMEOUT_S
+    from relay.store.pool import PING_TIMEOUT_S
 
     pool = getattr(saver, "conn", None)
     with checkpoints_unavailable():

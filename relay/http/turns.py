@@ -1,109 +1,39 @@
-"""The relay's HTTP surface (DESIGN.md §5), as a FastAPI router over a :class:`Relay`.
+"""The turn API (DESIGN.md §5), as a FastAPI router over the relay's parts.
 
-Routes: ``GET /turns/{id}/events`` (the turn's stream), ``GET /turns/{id}``,
-``GET /turns``, ``POST /turns/{id}/cancel``, ``GET /graph``, ``GET /config``,
-``GET /healthz``, ``GET /readyz`` and the SPA's files at ``/``. The run endpoints
-(``POST /chat``, ``/chat/resume``) belong to the app that owns the agent; they use
-:func:`read_json_object`, :func:`require_token` and :meth:`Relay.stream` from here.
+Routes: ``GET /turns/{id}/events`` (the turn's stream, live or re-derived from stored
+spans), ``GET /turns/{id}``, ``GET /turns``, ``POST /turns/{id}/cancel``,
+``POST /messages/{id}/feedback``, ``POST /imports``, ``GET /graph``, ``GET /config``,
+``GET /healthz``, ``GET /readyz``, ``GET /metrics``, ``POST /v1/traces`` (when the OTLP
+receiver is on) and the SPA's files at ``/``. The run endpoints (``POST /chat``,
+``/chat/resume``, ``/agui``) belong to the app that owns the agent.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hmac
-import json
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import JSONResponse, Response
 
-from relay.agui import AGUIEncoder, agui_query
-from relay.agui import replay_response as agui_replay_response
 from relay.bus.base import BusUnavailable, CursorExpired
-from relay.errors import ApiError, StoreUnavailable, error_responses
+from relay.delivery.agui import AGUIEncoder, agui_query
+from relay.delivery.negotiation import NDJSON, SSE, stream_media
+from relay.errors import ApiError, StoreUnavailable
 from relay.events import TURN_TERMINAL
-from relay.imports import import_response
-from relay.messages import RATINGS
-from relay.negotiation import NDJSON, SSE
-from relay.receiver.http import add_receiver_routes
-from relay.replay import replay_response
-from relay.turns import PAUSED
-
-if TYPE_CHECKING:
-    from relay.facade import Relay
-
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-       "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-_SPA_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-              ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml",
-              ".png": "image/png", ".ico": "image/x-icon", ".json": "application/json"}
-
-
-# -- request helpers shared with the app's run endpoints ---------------------------------
-
-async def read_json_object(request: Request, limit: int) -> dict[str, Any]:
-    """The body as a JSON object, or a 4xx that says what is wrong with it."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, "body_too_large", f"The request body is over {limit} bytes.")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise ApiError(413, "body_too_large", f"The request body is over {limit} bytes.")
-    if not body:
-        raise ApiError(400, "invalid_json", "The request body is empty; send a JSON object.")
-    try:
-        value = json.loads(bytes(body))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ApiError(400, "invalid_json", f"The request body is not valid JSON: {exc}.") \
-            from None
-    if not isinstance(value, dict):
-        raise ApiError(400, "invalid_json", "The request body must be a JSON object.")
-    return value
-
-
-def token_checker(token: str | None):
-    """A dependency that requires ``Authorization: Bearer <token>`` when a token is set."""
-    expected = token.encode() if token else None
-
-    async def require_token(request: Request) -> None:
-        if expected is None:
-            return
-        header = request.headers.get("authorization", "")
-        scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
-                                                                  expected):
-            raise ApiError(401, "unauthorized",
-                           "This API needs an 'Authorization: Bearer <token>' header.",
-                           headers={"WWW-Authenticate": "Bearer"})
-
-    return require_token
-
-
-def parse_cursor(request: Request, after: int | None) -> int:
-    """The reader's cursor: ``Last-Event-ID`` wins over ``?after``; both non-negative ints."""
-    raw = request.headers.get("last-event-id")
-    if raw is not None:
-        raw = raw.strip()
-        if not raw.isdigit():
-            raise ApiError(400, "invalid_cursor",
-                           f"Last-Event-ID {raw!r} is not a non-negative event number.")
-        return int(raw)
-    if after is not None and after < 0:
-        raise ApiError(400, "invalid_cursor", "after must be a non-negative event number.")
-    return after or 0
-
-
-def stream_media(request: Request) -> str:
-    accept = request.headers.get("accept", "")
-    return NDJSON if NDJSON in accept and SSE not in accept else SSE
-
+from relay.http.errors import error_responses
+from relay.http.imports import import_response
+from relay.http.otlp import add_receiver_routes
+from relay.http.parts import RelayParts
+from relay.http.replay import replay_response
+from relay.http.requests import parse_cursor, read_json_object
+from relay.http.spa import add_spa_routes
+from relay.turns.messages import RATINGS
+from relay.turns.records import PAUSED
+from relay.turns.recovery import outcome_delivered, settle_outcome, terminal_event
 
 # -- the router ------------------------------------------------------------------------
 
-def build_router(relay: Relay) -> APIRouter:
+def build_router(relay: RelayParts) -> APIRouter:
     router = APIRouter()
     auth = [Depends(relay.require_token)]
 
@@ -132,10 +62,9 @@ def build_router(relay: Relay) -> APIRouter:
         if record is not None:
             turn_id = record.turn_id  # its own spelling: its key on the bus and in the store
         if request.query_params.get("source") not in (None, "", "live"):  # ?source=spans
-            if agui:
-                return await agui_replay_response(relay, request, turn_id, cursor)
-            return await replay_response(relay, request, turn_id, cursor)  # relay/replay.py
-        media = stream_media(request)
+            return await replay_response(relay, request, turn_id, cursor,
+                                         encoder=AGUIEncoder() if agui else None)
+        media = stream_media(request.headers.get("accept"))
         encoder = AGUIEncoder() if agui else None
         try:  # a turn another instance runs (RELAY_BUS=redis://)
             await relay.bus.lookup(turn_id)
@@ -146,10 +75,11 @@ def build_router(relay: Relay) -> APIRouter:
             if record is None:
                 raise ApiError(404, "unknown_turn", "There is no such turn.")
             if record.status != PAUSED:  # over, or died with its process: say how it ended
-                record = await relay.settle_outcome(record, cursor)
-                if relay.outcome_delivered(record, cursor):
+                record = await settle_outcome(relay.turns, record, cursor)
+                if outcome_delivered(record, cursor):
                     return Response(status_code=204)  # EventSource: stop reconnecting
-                return relay.outcome_stream(record, cursor, media, encoder=encoder)
+                return relay.streams.outcome(terminal_event(record, cursor), cursor, media,
+                                             encoder=encoder)
             relay.bus.open_turn(turn_id, record.last_seq)  # a pause outlived its log
             if cursor < record.last_seq:
                 raise ApiError(410, "cursor_expired",
@@ -169,9 +99,9 @@ def build_router(relay: Relay) -> APIRouter:
             await relay.runs.settle(turn_id)  # the run may still be saving the answer
             if cursor >= relay.bus.last_seq(turn_id):
                 return Response(status_code=204)
-            return relay.tail_stream(turn_id, cursor, media, encoder=encoder)
+            return relay.streams.tail(turn_id, cursor, media, encoder=encoder)
         try:
-            return relay.stream(turn_id, cursor, media, stop_at=TURN_TERMINAL,
+            return relay.streams.live(turn_id, cursor, media, stop_at=TURN_TERMINAL,
                                 on_disconnect=request.query_params.get("on_disconnect",
                                                                         "continue"),
                                 encoder=encoder)
@@ -270,26 +200,5 @@ def build_router(relay: Relay) -> APIRouter:
 
             return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
-    _add_spa_routes(router, relay.settings.resolved_spa_dir())
+    add_spa_routes(router, relay.settings.resolved_spa_dir())
     return router
-
-
-def _add_spa_routes(router: APIRouter, spa_dir: Path | None) -> None:
-    """Serve the SPA's files by name (no path is ever joined from a request)."""
-    if spa_dir is None:
-        return
-    headers = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
-               "Referrer-Policy": "no-referrer", "Cache-Control": "no-cache"}
-    for path in sorted(spa_dir.iterdir()):
-        if not path.is_file() or path.suffix not in _SPA_TYPES:
-            continue
-        route = "/" if path.name == "index.html" else f"/{path.name}"
-        router.add_api_route(route, _file_endpoint(path, _SPA_TYPES[path.suffix], headers),
-                             methods=["GET"], include_in_schema=False)
-
-
-def _file_endpoint(path: Path, media_type: str, headers: dict[str, str]):
-    async def serve() -> FileResponse:
-        return FileResponse(path, media_type=media_type, headers=headers)
-
-    return serve

@@ -6,12 +6,14 @@ the record says how the turn ended, and this builds the event that says so.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
 from relay import events as ev
 from relay.events import Event
-from relay.turns import TurnRecord
+from relay.turns.records import TurnRecord, TurnStore
+from relay.turns.response import ChatResponse
 
 _MESSAGES = {
     "interrupted": "The server stopped while this turn was running, so it did not finish. "
@@ -49,3 +51,25 @@ def terminal_event(record: TurnRecord, after: int = 0) -> Event:
         # the run ended and recorded its last seq (or the died turn's end was settled)
         return event.with_seq(record.last_seq)
     return event.with_seq(max(record.last_seq, after) + 1)
+
+
+async def settle_outcome(turns: TurnStore, record: TurnRecord, after: int) -> TurnRecord:
+    """A turn that died with its process has no terminal event in its log: a reader gets
+    one made from its record, under the next seq after both the record's and the
+    reader's cursor, and that seq is recorded. A reader at that seq has it (204); one
+    before it gets the same event; one past it (it had read further while the process
+    lived) gets a new one under its next seq, which is then recorded."""
+    if record.status != "interrupted" or (record.response and after <= record.last_seq):
+        return record
+    event = terminal_event(dataclasses.replace(record, response=None), after)
+    response = ChatResponse(record.thread_id, record.turn_id, record.root_trace_id or "",
+                            "interrupted", answer=str(event.fields["message"]))
+    record.last_seq, record.response = event.seq, response.to_json()
+    await turns.update(record.turn_id, last_seq=record.last_seq, response=record.response)
+    return record
+
+
+def outcome_delivered(record: TurnRecord, after: int) -> bool:
+    """Has a reader at ``after`` already got the terminal event of ``record``'s ended turn
+    (:func:`settle_outcome` first)? Then the answer is 204, not the end again."""
+    return record.last_seq > 0 and after >= record.last_seq

@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from relay.bus.base import Bus
+from relay.ingest.processor import RelaySpanProcessor
 from relay.logs import current_turn
-from relay.processor import RelaySpanProcessor
-from relay.response import ChatResponse
-from relay.run_end import (
+from relay.turns.records import RUNNING, SQLiteTurnStore, TurnRecord
+from relay.turns.response import ChatResponse
+from relay.turns.run_end import (
     CANCELLED,
     TURN_TIMEOUT,
     Outcome,
@@ -39,7 +40,6 @@ from relay.run_end import (
     record_end_eventually,
     terminal_sent,
 )
-from relay.turns import RUNNING, SQLiteTurnStore, TurnRecord
 
 log = logging.getLogger("relay.runs")
 

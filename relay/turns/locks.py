@@ -3,7 +3,7 @@
 A session lock belongs to a connection, so a run holds one connection of its own for its
 whole duration; the connections come from a pool of their own (:class:`AdvisoryLocks`),
 apart from the turn records' pool, so that long runs never starve the short queries. A
-checkout is checked like any other (relay/pg_pool.py): a connection that died in the pool
+checkout is checked like any other (relay/store/pool.py): a connection that died in the pool
 is replaced, not handed to a run.
 
 A lock ends with its session: when the instance dies, or when the database goes away,
@@ -22,7 +22,7 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from relay.pg_pool import describe, open_pool, ping, unavailable_as
+from relay.store.pool import describe, open_pool, ping, unavailable_as
 
 log = logging.getLogger("relay.locks")
 

@@ -23,15 +23,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.responses import Response
 
 from relay.bus.base import BusUnavailable, CursorExpired, LogReader
+from relay.delivery.negotiation import NDJSON, SSE
 from relay.events import MESSAGE_SAVED, TURN_COMPLETED, Event, dumps
-
-SSE = "text/event-stream"
-NDJSON = "application/x-ndjson"
 
 #: events written to the socket at once: a reader holds at most one batch in memory
 MAX_BATCH = 64
@@ -42,6 +40,24 @@ STREAM_HEADERS = [
     (b"cache-control", b"no-cache, no-transform"),
     (b"x-accel-buffering", b"no"),
 ]
+
+
+class Encoder(Protocol):
+    """Frames for one stream: its content type, what opens it, each event, a heartbeat,
+    an out-of-log frame (``reconnect``, ``reset``, ``error``), and what closes what is
+    still open when the stream ends (AG-UI's run brackets; nothing for SSE and NDJSON)."""
+
+    media_type: str
+
+    def preamble(self) -> bytes: ...
+
+    def event(self, event: Event) -> bytes: ...
+
+    def heartbeat(self) -> bytes: ...
+
+    def problem(self, type_: str, fields: dict[str, Any]) -> bytes: ...
+
+    def epilogue(self) -> bytes: ...
 
 
 class SSEEncoder:
@@ -63,6 +79,9 @@ class SSEEncoder:
         """An out-of-log frame (no id: it is not part of the turn's sequence)."""
         return f"event: {type_}\ndata: {dumps({'v': 1, 'type': type_, **fields})}\n\n".encode()
 
+    def epilogue(self) -> bytes:
+        return b""
+
 
 class NDJSONEncoder:
     media_type = NDJSON
@@ -79,8 +98,10 @@ class NDJSONEncoder:
     def problem(self, type_: str, fields: dict[str, Any]) -> bytes:
         return (dumps({"v": 1, "type": type_, **fields}) + "\n").encode()
 
+    def epilogue(self) -> bytes:
+        return b""
 
-Encoder = SSEEncoder | NDJSONEncoder
+
 CloseCallback = Callable[[bool], Awaitable[None] | None]
 
 
@@ -135,8 +156,7 @@ class EventStream(Response):
             outcome = await self._pump(send, disconnected)
             if outcome != "gone":
                 # an encoder that brackets events (AG-UI) closes what is still open
-                epilogue = getattr(self.encoder, "epilogue", None)
-                await self._send(send, epilogue() if epilogue else b"", more=False)
+                await self._send(send, self.encoder.epilogue(), more=False)
         except (OSError, TimeoutError, _Gone):
             outcome = "gone"
         finally:

@@ -18,22 +18,21 @@ import grpc
 from grpc import aio
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from relay.receiver.otlp import from_request
+from relay.ingest.otlp import from_request
 
 if TYPE_CHECKING:
-    from relay.facade import Relay
+    from relay.ingest.receiver import OTLPReceiver
 
 log = logging.getLogger("relay.receiver")
 
 
 class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
-    def __init__(self, relay: Relay) -> None:
-        self.relay = relay
-        token = relay.settings.api_token
-        self._token = token.encode() if token else None
+    def __init__(self, receiver: OTLPReceiver, api_token: str | None) -> None:
+        self.receiver = receiver
+        self._token = api_token.encode() if api_token else None
 
     async def Export(self, request: Any, context: Any) -> Any:
-        receiver = self.relay.receiver
+        receiver = self.receiver
         if self._token is not None:
             header = dict(context.invocation_metadata()).get("authorization", "")
             scheme, _, given = str(header).partition(" ")
@@ -62,18 +61,24 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
 
 
 class GrpcReceiver:
-    def __init__(self, relay: Relay, address: str) -> None:
-        self.relay = relay
+    """The OTLP/gRPC server (``RELAY_OTLP_GRPC``) in front of ``receiver``: bodies up to
+    ``max_bytes``, ``authorization: Bearer <api_token>`` metadata when a token is set."""
+
+    def __init__(self, receiver: OTLPReceiver, address: str, *, max_bytes: int,
+                 api_token: str | None) -> None:
+        self.receiver = receiver
+        self.max_bytes = max_bytes
+        self.api_token = api_token
         self.address = address
         self.port: int | None = None
         self._server: aio.Server | None = None
 
     async def start(self) -> None:
-        limit = self.relay.settings.otlp_max_bytes
+        limit = self.max_bytes
         server = aio.server(options=[("grpc.max_receive_message_length", limit),
                                      ("grpc.so_reuseport", 0)])
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(self.relay),
-                                                                  server)
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(
+            _TraceService(self.receiver, self.api_token), server)
         port = server.add_insecure_port(self.address)
         if not port:
             raise RuntimeError(f"RELAY_OTLP_GRPC={self.address}: cannot listen there")

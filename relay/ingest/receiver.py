@@ -30,14 +30,14 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from relay import conventions as c
 from relay import events as ev
 from relay.events import Event
 from relay.mapping import MappingState, can_start_run, map_span
-from relay.replay import END, EVENT, ordered_phases
+from relay.mapping.feed import END, EVENT, ordered_phases
 
 try:  # span events (text deltas), where the mapping has them
     from relay.mapping import map_span_event
@@ -46,7 +46,9 @@ except ImportError:  # pragma: no cover
 from relay.spans import SpanRecord
 
 if TYPE_CHECKING:
-    from relay.facade import Relay
+    from relay.bus.memory import MemoryBus
+    from relay.store import SpanStore
+    from relay.turns.records import TurnStore
 
 log = logging.getLogger("relay.receiver")
 
@@ -81,11 +83,15 @@ class _Pending:
 
 
 class OTLPReceiver:
-    def __init__(self, relay: Relay, *, pending_spans: int = 10_000,
+    def __init__(self, bus: MemoryBus, turns: TurnStore, store: SpanStore,
+                 running: Callable[[str], bool], *, pending_spans: int = 10_000,
                  pending_s: float = 600.0, dedup_spans: int = 200_000,
                  store_backlog: int = 50_000, max_turns: int = 10_000,
                  root_wait_s: float = 10.0) -> None:
-        self.relay = relay
+        self.bus = bus
+        self.turns = turns
+        self.store = store
+        self.running = running  # is this turn run by this relay itself?
         self.state = MappingState()
         self.pending_spans = pending_spans
         self.pending_s = pending_s
@@ -145,7 +151,7 @@ class OTLPReceiver:
         """Why the relay cannot take spans now (HTTP 503 / gRPC UNAVAILABLE), or None."""
         if self._store_task is None:
             return "the OTLP receiver is not started"
-        problem = getattr(self.relay.bus, "unavailable", None)
+        problem = getattr(self.bus, "unavailable", None)
         return problem() if callable(problem) else None
 
     def busy(self, count: int) -> bool:
@@ -268,13 +274,13 @@ class OTLPReceiver:
         return events
 
     def _publish(self, events: list[Event]) -> list[Event]:
-        bus, runs = self.relay.bus, self.relay.runs
+        bus = self.bus
         published: list[Event] = []
         for event in events:
             if event.trace_id in self._ignored:
                 continue
             if event.type == ev.GRAPH_TOPOLOGY and event.turn_id not in self._owned:
-                if runs.running(event.turn_id) or bus.has_turn(event.turn_id):
+                if self.running(event.turn_id) or bus.has_turn(event.turn_id):
                     log.warning("relay: received spans of turn %s, which this relay runs "
                                 "itself; not published twice", event.turn_id)
                     _bounded_add(self._ignored, event.trace_id, self.max_turns)
@@ -288,9 +294,9 @@ class OTLPReceiver:
 
     async def remember(self, events: Sequence[Event]) -> None:
         """Keep GET /turns/{id} in step with received turns."""
-        from relay.turns import PAUSED, RUNNING, TurnExists, TurnRecord
+        from relay.turns.records import PAUSED, RUNNING, TurnExists, TurnRecord
 
-        turns = self.relay.turns
+        turns = self.turns
         for event in events:
             try:
                 if event.type == ev.GRAPH_TOPOLOGY:
@@ -326,7 +332,7 @@ class OTLPReceiver:
 
     async def _store_writer(self) -> None:
         assert self._store_wake is not None
-        store = self.relay.store
+        store = self.store
         while True:
             await self._store_wake.wait()
             self._store_wake.clear()

@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from relay import events as ev
+from relay.delivery.negotiation import SSE
 from relay.events import MESSAGE_SAVED, Event, dumps
 
 PROTOCOL_VERSION = "1.0"
-SSE = "text/event-stream"
 
 #: what an approval interrupt expects as its answer (AG-UI ``Interrupt.responseSchema``)
 APPROVAL_SCHEMA: dict[str, Any] = {
@@ -477,13 +477,3 @@ def agui_query(request: Any) -> bool:
         raise ApiError(400, "invalid_format", f"format={fmt!r}: use format=agui (AG-UI 1.0 "
                        "events) or leave it out (the relay's own events).")
     return True
-
-
-async def replay_response(relay: Any, request: Any, turn_id: str, cursor: int) -> Any:
-    """``?source=spans&format=agui``: the replay's own response (same checks, pacing,
-    heartbeats and headers), written by an :class:`AGUIEncoder`. A replay whose spans end
-    before the run's outcome (a process that died) still ends its AG-UI run
-    (:meth:`AGUIEncoder.epilogue`: ``RUN_ERROR`` ``incomplete``)."""
-    from relay.replay import replay_response as spans_replay
-
-    return await spans_replay(relay, request, turn_id, cursor, encoder=AGUIEncoder())

@@ -23,7 +23,7 @@ from relay import logs
 
 DEFAULT_APP = "agent.app:create_app"
 #: ``serve --relay-only``: the relay without the demo agent (OTLP/HTTP receiver on)
-RELAY_ONLY_APP = "relay.app:create_relay_app"
+RELAY_ONLY_APP = "relay.cli.relay_only:create_relay_app"
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -74,7 +74,7 @@ class RelayServer(uvicorn.Server):
 
 
 def _verify_stream(argv: list[str]) -> int:
-    from relay import verify
+    from relay.cli import verify
 
     return verify.main(argv)
 
@@ -113,11 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         return _serve(args)
     if args.command == "replay":
-        from relay.replay import replay_file
+        from relay.cli.replay import replay_file
 
         return replay_file(args.file, turn=args.turn, ndjson=args.ndjson, speed=args.speed)
     return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

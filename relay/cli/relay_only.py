@@ -18,10 +18,8 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.exceptions import RequestValidationError
 
-from relay.errors import ApiError, api_error_handler, validation_error_handler
-from relay.facade import Relay
+from relay.core import Relay
 
 
 def create_relay_app(environ: Mapping[str, str] | None = None) -> FastAPI:
@@ -39,8 +37,6 @@ def create_relay_app(environ: Mapping[str, str] | None = None) -> FastAPI:
 
     app = FastAPI(title="span-relay", version="0.1.0", lifespan=lifespan)
     app.state.relay = relay
-    app.add_exception_handler(ApiError, api_error_handler)
-    app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.include_router(relay.router)
     relay.install(app)
     return app

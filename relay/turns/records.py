@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 RUNNING = "running"
 PAUSED = "paused"
@@ -129,6 +129,25 @@ _COLUMNS = [f.name for f in fields(TurnRecord)]
 
 class TurnExists(Exception):
     pass
+
+
+class TurnStore(Protocol):
+    """Where turn records live: SQLite (:class:`SQLiteTurnStore`) or PostgreSQL
+    (:class:`relay.turns.postgres.PostgresTurnStore`). Every method finds a turn by any
+    spelling of its id (:func:`id_key`) and a thread the same way."""
+
+    async def create(self, record: TurnRecord) -> None: ...
+
+    async def get(self, turn_id: str) -> TurnRecord | None: ...
+
+    async def update(self, turn_id: str, **changes: Any) -> None: ...
+
+    async def list(self, thread_id: str | None = None, limit: int = 50,
+                   before: float | None = None) -> list[TurnRecord]: ...
+
+    async def mark_interrupted(self) -> int: ...
+
+    def close(self) -> None: ...
 
 
 class ThreadedTurnAPI:

@@ -15,8 +15,8 @@ from typing import Any
 
 from relay.bus.base import Bus
 from relay.events import ERROR, Event
-from relay.response import STATUSES, ChatResponse
-from relay.turns import PAUSED, SQLiteTurnStore
+from relay.turns.records import PAUSED, SQLiteTurnStore
+from relay.turns.response import STATUSES, ChatResponse
 
 log = logging.getLogger("relay.runs")
 

@@ -76,3 +76,10 @@ def _matches(pattern: str, offered: str) -> int:
     if psub == "*":
         return 1
     return 2 if psub == osub else -1
+
+
+def stream_media(accept: str | None) -> str:
+    """The framing of a turn's stream (``GET /turns/{id}/events``): NDJSON when asked for
+    and SSE is not, else SSE."""
+    accept = accept or ""
+    return NDJSON if NDJSON in accept and SSE not in accept else SSE

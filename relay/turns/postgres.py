@@ -12,7 +12,7 @@ stable, unique ``RELAY_INSTANCE_ID`` (a pod name) so that a restarted one cleans
 after itself.
 
 psycopg 3, synchronous, used through ``asyncio.to_thread`` (as the SQLite store does),
-from a pool that checks each connection before use (relay/pg_pool.py): a connection that
+from a pool that checks each connection before use (relay/store/pool.py): a connection that
 died with the server is replaced, so the store works again as soon as PostgreSQL is back,
 and while it is away every call raises StoreUnavailable (503). The thread locks hold
 connections of their own, from a second pool (relay/pg_locks.py). Columns missing from
@@ -33,13 +33,13 @@ from collections.abc import Iterator
 from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any
 
-from relay.turns import RUNNING, ThreadedTurnAPI, TurnExists, TurnRecord, id_key
+from relay.turns.records import RUNNING, ThreadedTurnAPI, TurnExists, TurnRecord, id_key
 
 _COLUMNS = [f.name for f in fields(TurnRecord)]
 _LOCK_KEY = 0x7475726E732D7067  # "turns-pg"
 
 if TYPE_CHECKING:
-    from relay.pg_locks import ThreadLock
+    from relay.turns.locks import ThreadLock
 
 
 def _sql_type(annotation: Any) -> str:
@@ -69,8 +69,8 @@ class PostgresTurnStore(ThreadedTurnAPI):
         self.url = url
         self.instance_id = instance_id or socket.gethostname()
         self.connect_timeout_s = connect_timeout_s
-        from relay.pg_locks import AdvisoryLocks
-        from relay.pg_pool import open_pool
+        from relay.store.pool import open_pool
+        from relay.turns.locks import AdvisoryLocks
 
         self._pool = open_pool(url, name="relay-turns", connect_timeout_s=connect_timeout_s)
         try:
@@ -84,7 +84,7 @@ class PostgresTurnStore(ThreadedTurnAPI):
 
     @contextlib.contextmanager
     def _cursor(self) -> Iterator[Any]:
-        from relay.pg_pool import unavailable_as
+        from relay.store.pool import unavailable_as
 
         with unavailable_as("turn records"), self._pool.connection() as conn, \
                 conn.transaction(), conn.cursor() as cur:
@@ -95,7 +95,7 @@ class PostgresTurnStore(ThreadedTurnAPI):
         await asyncio.to_thread(self._ping)
 
     def _ping(self) -> None:
-        from relay.pg_pool import ping
+        from relay.store.pool import ping
 
         ping(self._pool, "turn records")
         self._locks.ping()
@@ -225,6 +225,6 @@ def open_turn_store(settings: Any) -> Any:
     """The turn store ``RELAY_STORE`` implies: SQLite under RELAY_DATA_DIR, or Postgres."""
     if settings.store.startswith(("postgresql://", "postgres://")):
         return PostgresTurnStore(settings.store, instance_id=settings.instance_id)
-    from relay.turns import SQLiteTurnStore
+    from relay.turns.records import SQLiteTurnStore
 
     return SQLiteTurnStore(settings.data_dir / "turns.db")

@@ -1,0 +1,246 @@
+"""The ``Relay``: the few objects a user wires into an app (DESIGN.md §2): settings, the
+bus, the stores, the runs and the span processor. No HTTP of its own: :attr:`router`,
+:meth:`install` and the dependencies hand the parts to :mod:`relay.http`.
+
+```python
+relay = Relay.from_env()
+provider.add_span_processor(relay.span_processor)
+app.include_router(relay.router)
+relay.install(app)
+```
+
+plus ``await relay.start()`` / ``await relay.stop()`` in the app's lifespan (binds the
+processor to the running loop, marks turns that died with the last process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from relay import readiness
+from relay.bus import MemoryBus, open_bus
+from relay.delivery.streaming import Encoder, EventStream
+from relay.delivery.streams import Streams
+from relay.events import RUN_TERMINAL, Event
+from relay.export.metrics import CountingExporter, RelayMetrics, prometheus_provider
+from relay.export.otlp import add_otlp_export
+from relay.ingest.processor import RelaySpanProcessor
+from relay.settings import RelaySettings
+from relay.store import SpanStore, open_store
+from relay.store.exporter import add_span_store
+from relay.turns.messages import SQLiteMessageStore
+from relay.turns.postgres import open_turn_store
+from relay.turns.records import TurnRecord, TurnStore
+from relay.turns.recovery import terminal_event
+from relay.turns.runs import RunManager
+
+if TYPE_CHECKING:
+    from relay.ingest.grpc import GrpcReceiver
+    from relay.ingest.receiver import OTLPReceiver
+
+log = logging.getLogger("relay")
+
+
+class Relay:
+    def __init__(self, settings: RelaySettings) -> None:
+        from relay.http.limits import RateLimit, no_limit
+        from relay.http.middleware import bus_dependency
+        from relay.http.requests import token_checker
+
+        self.settings = settings
+        self.bus: MemoryBus = open_bus(settings)  # memory, or Redis Streams
+        self.span_processor = RelaySpanProcessor(self._publish)
+        self.metrics = RelayMetrics(
+            prometheus_provider() if settings.metrics == "prometheus" else None,
+            dropped=lambda: self.span_processor.dropped, bus=self.bus)
+        self.turns: TurnStore = open_turn_store(settings)  # SQLite or Postgres
+        self.messages = SQLiteMessageStore(settings.data_dir / "messages.db")
+        #: finished spans, for replay (RELAY_STORE); written by add_span_store's processor
+        self.store: SpanStore = open_store(settings)
+        self.store_processor: BatchSpanProcessor | None = None
+        self.runs = RunManager(self.bus, self.turns, self.span_processor,
+                               disconnect_grace_s=settings.disconnect_grace_s,
+                               thread_policy=settings.thread_policy,
+                               turn_timeout_s=settings.turn_timeout_s)
+        #: set when the server begins to shut down: open streams tell clients to reconnect
+        self.closing = asyncio.Event()
+        self.streams = Streams(self.bus, settings, self.closing,
+                               attached=self._reader_attached, detached=self._reader_left)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: the compiled graph's topology, served at GET /graph (set by the app)
+        self.topology: dict[str, Any] | None = None
+        self._router: Any = None  # a FastAPI APIRouter, made on first use
+        #: dependencies for the app's routes: the bearer token (RELAY_API_TOKEN), the
+        #: rate limit of the run endpoints (RELAY_RATE_LIMIT), the shared bus being up
+        self.require_token: Callable[..., Awaitable[None]] = token_checker(settings.api_token)
+        self.rate_limit = RateLimit.parse(settings.rate_limit) if settings.rate_limit \
+            else no_limit
+        self.require_bus = bus_dependency(self.bus_problem)
+        # -- the OTLP receivers ------------------------------------------------------------
+        #: the OTLP receiver (RELAY_OTLP_HTTP / RELAY_OTLP_GRPC), or None when both are off
+        self.receiver: OTLPReceiver | None = None
+        if settings.otlp_http or settings.otlp_grpc:
+            from relay.ingest.receiver import OTLPReceiver
+
+            self.receiver = OTLPReceiver(
+                self.bus, self.turns, self.store, self.runs.running,
+                pending_spans=settings.otlp_pending_spans,
+                pending_s=settings.otlp_pending_s, dedup_spans=settings.otlp_dedup_spans,
+                store_backlog=settings.otlp_store_backlog)
+        self.grpc_receiver: GrpcReceiver | None = None
+        #: what GET /readyz checks besides the relay's own stores (add_readiness_check)
+        self._readiness_checks: list[tuple[str, readiness.Check]] = []
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Relay:
+        return cls(RelaySettings.from_env(environ))
+
+    # -- the HTTP surface (relay.http), from the parts -------------------------------------
+
+    @property
+    def router(self) -> Any:
+        """The turn API's routes (relay/http/turns.py) over this relay's parts: a FastAPI
+        ``APIRouter`` for ``app.include_router``."""
+        if self._router is None:
+            from relay.http.turns import build_router
+
+            self._router = build_router(self)
+        return self._router
+
+    def install(self, app: Any) -> None:
+        """What the relay's routes rely on, on ``app``: the error answers (``{"error":
+        {"code", "message"}}``; ``503 store_unavailable`` with ``Retry-After`` for every
+        route, the app's own included, that needs a database while it is away),
+        ``X-Content-Type-Options: nosniff`` on every answer, and CORS when
+        RELAY_CORS_ORIGINS lists origins (off by default)."""
+        from relay.http.errors import install_error_handlers
+        from relay.http.middleware import install_middleware
+
+        install_error_handlers(app)
+        install_middleware(app, self.settings)
+
+    def add_otlp_export(self, provider: TracerProvider,
+                        environ: Mapping[str, str] | None = None) -> object | None:
+        return add_otlp_export(provider, self.settings.capture_content, environ,
+                               wrap=lambda e: CountingExporter(e, self.metrics))
+
+    def _publish(self, event: Event) -> Event:
+        stamped = self.bus.publish(event)
+        self.metrics.published(stamped)
+        return stamped
+
+    def add_span_store(self, provider: TracerProvider) -> BatchSpanProcessor:
+        """Persist ``provider``'s finished spans to :attr:`store` (a BatchSpanProcessor:
+        its own thread, 100 ms schedule delay), so that turns can be replayed."""
+        if self.store_processor is None:
+            self.store_processor = add_span_store(provider, self.store)
+        return self.store_processor
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.span_processor.bind(self._loop)
+        await self._start_receivers()
+        died = await self.turns.mark_interrupted()
+        if died:
+            log.warning("relay: %d turn(s) were running when the last process stopped; "
+                        "marked interrupted", died)
+
+    def begin_shutdown(self) -> None:
+        """The server is going down (SIGTERM): every open stream ends with a ``reconnect``
+        frame. Safe to call from a signal handler or any thread."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self.closing.set)
+
+    async def stop(self) -> None:
+        self.closing.set()
+        await self.runs.shutdown(self.settings.shutdown_grace_s)
+        self.span_processor.unbind()
+        self.turns.close()
+        self.messages.close()
+        if self.store_processor is not None:  # flush what is pending, then close the store
+            await asyncio.to_thread(self.store_processor.shutdown)
+        await self._stop_receivers()  # the receiver's queue reaches the store before it closes
+        await asyncio.to_thread(self.store.close)
+
+    def add_readiness_check(self, name: str, check: readiness.Check) -> None:
+        """Make GET /readyz depend on ``check`` too: an async callable that raises when
+        something the app owns (its LangGraph checkpointer) cannot serve a request. It is
+        a problem while it raises or takes over READINESS_TIMEOUT_S (relay/readiness.py)."""
+        self._readiness_checks.append((name, check))
+
+    async def readiness_problems(self) -> list[str]:
+        problems = []
+        if self.span_processor._loop is None:
+            problems.append("the span processor is not bound to the event loop")
+        problems += await readiness.problems([*readiness.store_checks(self.turns, self.store),
+                                              *self._readiness_checks])
+        bus_problems = getattr(self.bus, "problems", None)
+        if bus_problems is not None:
+            problems += await bus_problems()
+        return problems
+
+    # -- receivers and the shared bus -----------------------------------------------------
+
+    async def _start_receivers(self) -> None:
+        start = getattr(self.bus, "start", None)
+        if start is not None:
+            await start()
+        if self.receiver is not None:
+            await self.receiver.start()
+        if self.settings.otlp_grpc:
+            from relay.ingest.grpc import GrpcReceiver
+
+            assert self.receiver is not None  # RELAY_OTLP_GRPC turns the receiver on
+            self.grpc_receiver = GrpcReceiver(self.receiver, self.settings.otlp_grpc,
+                                              max_bytes=self.settings.otlp_max_bytes,
+                                              api_token=self.settings.api_token)
+            await self.grpc_receiver.start()
+
+    async def _stop_receivers(self) -> None:
+        if self.grpc_receiver is not None:
+            await self.grpc_receiver.stop()
+            self.grpc_receiver = None
+        if self.receiver is not None:
+            await self.receiver.stop()
+        stop = getattr(self.bus, "stop", None)
+        if stop is not None:
+            await stop()
+
+    def bus_problem(self) -> str | None:
+        """Why the (shared) bus cannot take a new turn now, or None."""
+        unavailable = getattr(self.bus, "unavailable", None)
+        return unavailable() if unavailable is not None else None
+
+    # -- streams ------------------------------------------------------------------------
+
+    def _reader_attached(self, turn_id: str) -> None:
+        self.runs.reader_attached(turn_id)
+        self.metrics.stream_opened()
+
+    def _reader_left(self, turn_id: str, completed: bool, on_disconnect: str,
+                     outcome: str) -> None:
+        self.metrics.stream_closed(outcome)
+        self.runs.reader_left(turn_id, completed, on_disconnect)
+
+    def stream(self, turn_id: str, after: int, media: str, *,
+               stop_at: frozenset[str] = RUN_TERMINAL, on_disconnect: str = "cancel",
+               encoder: Encoder | None = None) -> EventStream:
+        """A response that streams ``turn_id``'s log after ``after`` until ``stop_at``
+        (``encoder``: another frame format, e.g. :class:`relay.delivery.agui.AGUIEncoder`)."""
+        return self.streams.live(turn_id, after, media, stop_at=stop_at,
+                                 on_disconnect=on_disconnect, encoder=encoder)
+
+    def outcome_stream(self, record: TurnRecord, after: int, media: str, *,
+                       encoder: Encoder | None = None) -> EventStream:
+        """A stream of just the turn's terminal event, rebuilt from its record (the log is
+        gone: a restart, or retention)."""
+        return self.streams.outcome(terminal_event(record, after), after, media,
+                                    encoder=encoder)

@@ -1,0 +1,5 @@
+"""The FastAPI surface: the turn API (:mod:`relay.http.turns`), trace imports
+(:mod:`relay.http.imports`), the OTLP/HTTP receiver's route (:mod:`relay.http.otlp`), the
+SPA (:mod:`relay.http.spa`), request bodies, cursors and auth (:mod:`relay.http.requests`),
+middleware and rate limits, the error answers (:mod:`relay.http.errors`) and the
+relay-only app (:mod:`relay.cli.relay_only`)."""

@@ -1,0 +1,43 @@
+"""What the HTTP surface uses of a relay, declared: the routes take these parts, not the
+:class:`relay.core.Relay` itself (which satisfies this protocol), so nothing here imports
+the core and the core may mount the routes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from relay.bus.memory import MemoryBus
+from relay.delivery.streams import Streams
+from relay.export.metrics import RelayMetrics
+from relay.settings import RelaySettings
+from relay.store import SpanStore
+from relay.turns.messages import SQLiteMessageStore
+from relay.turns.records import TurnStore
+from relay.turns.runs import RunManager
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from relay.ingest.receiver import OTLPReceiver
+
+
+class RelayParts(Protocol):
+    settings: RelaySettings
+    bus: MemoryBus
+    turns: TurnStore
+    runs: RunManager
+    streams: Streams
+    store: SpanStore
+    store_processor: BatchSpanProcessor | None
+    messages: SQLiteMessageStore
+    metrics: RelayMetrics
+    receiver: OTLPReceiver | None
+    closing: asyncio.Event
+    #: the served graph's topology (GET /graph), or None for a relay-only server
+    topology: dict[str, Any] | None
+    #: the dependency that checks ``Authorization: Bearer`` (RELAY_API_TOKEN)
+    require_token: Callable[..., Awaitable[None]]
+
+    async def readiness_problems(self) -> list[str]: ...

@@ -1,0 +1,66 @@
+"""What the HTTP surface reads from a request: the body (the one size-limited JSON reader),
+the reader's cursor (``Last-Event-ID`` / ``?after``), and the bearer token."""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+from fastapi import Request
+
+from relay.errors import ApiError
+
+
+async def read_json_object(request: Request, limit: int) -> dict[str, Any]:
+    """The body as a JSON object, or a 4xx that says what is wrong with it."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, "body_too_large", f"The request body is over {limit} bytes.")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise ApiError(413, "body_too_large", f"The request body is over {limit} bytes.")
+    if not body:
+        raise ApiError(400, "invalid_json", "The request body is empty; send a JSON object.")
+    try:
+        value = json.loads(bytes(body))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ApiError(400, "invalid_json", f"The request body is not valid JSON: {exc}.") \
+            from None
+    if not isinstance(value, dict):
+        raise ApiError(400, "invalid_json", "The request body must be a JSON object.")
+    return value
+
+
+def token_checker(token: str | None):
+    """A dependency that requires ``Authorization: Bearer <token>`` when a token is set."""
+    expected = token.encode() if token else None
+
+    async def require_token(request: Request) -> None:
+        if expected is None:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
+                                                                  expected):
+            raise ApiError(401, "unauthorized",
+                           "This API needs an 'Authorization: Bearer <token>' header.",
+                           headers={"WWW-Authenticate": "Bearer"})
+
+    return require_token
+
+
+def parse_cursor(request: Request, after: int | None) -> int:
+    """The reader's cursor: ``Last-Event-ID`` wins over ``?after``; both non-negative ints."""
+    raw = request.headers.get("last-event-id")
+    if raw is not None:
+        raw = raw.strip()
+        if not raw.isdigit():
+            raise ApiError(400, "invalid_cursor",
+                           f"Last-Event-ID {raw!r} is not a non-negative event number.")
+        return int(raw)
+    if after is not None and after < 0:
+        raise ApiError(400, "invalid_cursor", "after must be a non-negative event number.")
+    return after or 0

@@ -1,0 +1,210 @@
+"""Spans -> events in the order the live processor sees them: the replay of a turn, by the
+same mapping as the live path.
+
+A turn's spans (all its runs: the chat and every resume) are cut into phases (each span's
+start, its span events and its end), put in the order the live processor saw them, and
+fed one by one to :func:`relay.mapping.map_span` (``map_span_event`` for span events)
+with a fresh :class:`~relay.mapping.MappingState`. The result equals the live stream
+event for event, payload for payload (``ts`` included, since it comes from span times);
+only ``seq`` is new, numbered from 1.
+
+The order (docs/events.md, "Replay"): phases sorted by their time (start time for a
+start, end time for an end); at equal times, ends before starts, a child's end before
+its parent's, a parent's start before its child's, and a zero-duration span's start
+right before its end. The live processor sees the same order because the SDK stamps a
+span's time just before it calls the processor.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from relay import conventions as c
+from relay.events import Event
+from relay.mapping.engine import MappingState, map_span, map_span_event
+from relay.spans import SpanRecord
+
+#: how far a child's end may pass its parent's and still count as nested (time cut to
+#: microseconds, as Jaeger's UI JSON does, moves an end back by up to 2 us)
+NESTING_SLACK_NS = 2_000
+
+START, EVENT, END = "start", "event", "end"
+#: (span, kind, the span event for an EVENT phase): what the live processor handed over
+Phase = tuple[SpanRecord, str, dict[str, Any] | None]
+_Key = tuple[int, int, int]  # (span index, 0 start / 1 event / 2 end, event index)
+
+
+# -- order ------------------------------------------------------------------------------
+
+def ordered_phases(records: Sequence[SpanRecord]) -> list[Phase]:
+    """Every span's start, span events and end, in the order the live processor saw them."""
+    spans = sorted(records, key=lambda r: (r.start_ns, r.trace_id, r.span_id))
+    index = {(r.trace_id, r.span_id): i for i, r in enumerate(spans)}
+    parent = [index.get((r.trace_id, r.parent_span_id or "")) for r in spans]
+    depth = [_depth(i, parent) for i in range(len(spans))]
+    ends = _nested_ends(spans, parent, depth)
+    groups: dict[int, list[_Key]] = {}
+    for i, r in enumerate(spans):
+        groups.setdefault(r.start_ns, []).append((i, 0, 0))
+        end = ends[i]
+        for k, event in enumerate(r.events):  # within the span's life, as live
+            t = max(int(event.get("time_ns") or r.start_ns), r.start_ns)
+            groups.setdefault(t if end is None else min(t, end), []).append((i, 1, k))
+        if end is not None:
+            groups.setdefault(end, []).append((i, 2, 0))
+    phases: list[Phase] = []
+    for t in sorted(groups):
+        for i, kind, k in _order_group(groups[t], spans, parent, depth):
+            record = spans[i]
+            if kind == 1:
+                phases.append((record, EVENT, record.events[k]))
+            else:
+                phases.append((record, END if kind == 2 else START, None))
+    return phases
+
+
+def _nested_ends(spans: list[SpanRecord], parent: list[int | None],
+                 depth: list[int]) -> list[int | None]:
+    """End times for ordering: a child that ends at most NESTING_SLACK_NS after its parent
+    (microsecond times cut separately, as in Jaeger's JSON) is taken to end with it."""
+    ends: list[int | None] = [None if r.end_ns is None else max(r.end_ns, r.start_ns)
+                              for r in spans]
+    for i in sorted(range(len(spans)), key=lambda k: depth[k]):
+        p = parent[i]
+        end, parent_end = ends[i], ends[p] if p is not None else None
+        if end is not None and parent_end is not None \
+                and 0 < end - parent_end <= NESTING_SLACK_NS:
+            ends[i] = max(parent_end, spans[i].start_ns)
+    return ends
+
+
+def _depth(i: int, parent: list[int | None]) -> int:
+    depth, seen, p = 0, {i}, parent[i]
+    while p is not None and p not in seen:
+        seen.add(p)
+        depth += 1
+        p = parent[p]
+    return depth
+
+
+def _order_group(group: list[_Key], spans: list[SpanRecord], parent: list[int | None],
+                 depth: list[int]) -> list[_Key]:
+    """Phases at one instant: a topological order of the nesting, ends first."""
+    if len(group) == 1:
+        return group
+    members = set(group)
+    after: dict[_Key, list[_Key]] = {p: [] for p in group}
+    waiting = dict.fromkeys(group, 0)
+
+    def edge(first: _Key, then: _Key) -> None:
+        if first in members:
+            after[first].append(then)
+            waiting[then] += 1
+
+    for phase in group:
+        i, kind, k = phase
+        p = parent[i]
+        if kind == 0:
+            if p is not None:
+                edge((p, 0, 0), phase)  # a parent starts before its child
+        elif kind == 1:
+            edge((i, 0, 0), phase)  # a span's events come after its start
+            edge((i, 1, k - 1), phase)  # and in their order
+        else:
+            edge((i, 0, 0), phase)  # a zero-duration span: start, then end
+            for other in group:
+                if other[0] == i and other[1] == 1:
+                    edge(other, phase)  # its events before its end
+            if p is not None and (p, 2, 0) in members:
+                edge(phase, (p, 2, 0))  # a child ends before its parent
+
+    def priority(phase: _Key) -> tuple[Any, ...]:
+        i, kind, k = phase
+        if kind == 2:
+            return (0, -depth[i], i)  # ends first, deepest first
+        if kind == 1:
+            return (1, i, k)  # then span events
+        zero = spans[i].end_ns is not None and spans[i].end_ns <= spans[i].start_ns
+        return (2, 0 if zero else 1, depth[i], i)  # then starts, shallowest first
+
+    ready = [(priority(p), p) for p in group if waiting[p] == 0]
+    heapq.heapify(ready)
+    out: list[_Key] = []
+    while ready:
+        _, phase = heapq.heappop(ready)
+        out.append(phase)
+        for then in after[phase]:
+            waiting[then] -= 1
+            if waiting[then] == 0:
+                heapq.heappush(ready, (priority(then), then))
+    if len(out) < len(group):  # a cycle (malformed parents): the rest by priority
+        done = set(out)
+        out += sorted((p for p in group if p not in done), key=priority)
+    return out
+
+
+# -- events -----------------------------------------------------------------------------
+
+def replay_events(records: Sequence[SpanRecord]) -> list[Event]:
+    """The events of these spans (one turn's), numbered from 1."""
+    state = MappingState()
+    events: list[Event] = []
+    for record, kind, span_event in ordered_phases(records):
+        if kind == EVENT:
+            derived = map_span_event(state, record.at_start(), span_event or {})
+        elif kind == END:
+            derived = map_span(state, record, True)
+        else:
+            derived = map_span(state, record.at_start(), False)
+        for event in derived:
+            events.append(event.with_seq(len(events) + 1))
+    return events
+
+
+@dataclass(slots=True)
+class TurnSpans:
+    """A turn found among spans (a trace file): its id, thread and spans, in all runs."""
+
+    turn_id: str
+    thread_id: str
+    trace_ids: list[str]
+    spans: list[SpanRecord]
+    roots: list[SpanRecord]
+
+    @property
+    def started_ns(self) -> int:
+        return min(r.start_ns for r in self.roots)
+
+    @property
+    def last_root(self) -> SpanRecord:
+        return max(self.roots, key=lambda r: r.start_ns)
+
+
+def group_turns(records: Sequence[SpanRecord]) -> list[TurnSpans]:
+    """Turns among ``records``, oldest first: a turn's spans are those of the traces
+    whose root carries its ``relay.turn.id``. Spans of other traces belong to no turn."""
+    turns: dict[str, TurnSpans] = {}
+    trace_turn: dict[str, str] = {}
+    for r in records:
+        if c.TURN_ID in r.attributes:
+            turn_id = str(r.attributes[c.TURN_ID])
+            turn = turns.get(turn_id)
+            if turn is None:
+                turn = turns[turn_id] = TurnSpans(
+                    turn_id, str(r.attributes.get(c.CONVERSATION_ID, "")), [], [], [])
+            turn.roots.append(r)
+            if r.trace_id not in trace_turn:
+                turn.trace_ids.append(r.trace_id)
+                trace_turn[r.trace_id] = turn_id
+    for r in records:
+        turn_id = trace_turn.get(r.trace_id)
+        if turn_id is not None:
+            turns[turn_id].spans.append(r)
+    ordered = sorted(turns.values(), key=lambda t: t.started_ns)
+    for turn in ordered:
+        turn.trace_ids.sort(key=lambda tid: min(r.start_ns for r in turn.roots
+                                                if r.trace_id == tid))
+    return ordered
