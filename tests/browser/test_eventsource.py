@@ -96,6 +96,7 @@ class CuttingProxy:
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
         self.port = 0
+        self.server: asyncio.Server | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> CuttingProxy:
@@ -104,8 +105,18 @@ class CuttingProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        async def shut() -> None:  # the connections still open (keep-alive) end first
+            if self.server is not None:
+                self.server.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shut(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+        self.loop.close()
 
     @property
     def url(self) -> str:
@@ -113,9 +124,9 @@ class CuttingProxy:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        server = self.loop.run_until_complete(
+        self.server = self.loop.run_until_complete(
             asyncio.start_server(self._serve, "127.0.0.1", 0))
-        self.port = server.sockets[0].getsockname()[1]
+        self.port = self.server.sockets[0].getsockname()[1]
         self.ready.set()
         self.loop.run_forever()
 
@@ -133,27 +144,48 @@ class CuttingProxy:
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         up_writer.write(head)
         await up_writer.drain()
-        seen = 0
-        buffer = b""
         try:
-            while chunk := await up_reader.read(65536):
-                if not cut:
+            if not cut:
+                while chunk := await up_reader.read(65536):
                     writer.write(chunk)
                     await writer.drain()
-                    continue
-                buffer += chunk  # pass whole frames only, up to the keep-th event
-                while b"\n\n" in buffer:
-                    frame, buffer = buffer.split(b"\n\n", 1)
-                    if b"\nid: " in b"\n" + frame.split(b"\r\n\r\n")[-1]:
-                        seen += 1
-                    writer.write(frame + b"\n\n")
-                    if seen == self.keep:
-                        await writer.drain()
-                        return  # the cut: both sockets close mid-stream
-                await writer.drain()
+                return
+            await self._cut_after_events(up_reader, writer)
         finally:
             up_writer.close()
             writer.close()
+
+    async def _cut_after_events(self, up: asyncio.StreamReader,
+                                writer: asyncio.StreamWriter) -> None:
+        """Pass the response on as a close-delimited body (its chunked framing undone, so
+        the cut falls between two whole SSE frames whatever the server's chunks held),
+        then close after the keep-th event."""
+        head = (await up.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+        chunked = any(h.lower() == "transfer-encoding: chunked" for h in head)
+        kept = [h for h in head if h and not h.lower().startswith(
+            ("transfer-encoding:", "connection:", "content-length:"))]
+        writer.write(("\r\n".join([*kept, "Connection: close"]) + "\r\n\r\n").encode())
+        seen, buffer = 0, b""
+        while True:
+            if chunked:
+                size = int((await up.readuntil(b"\r\n")).strip(), 16)
+                data = await up.readexactly(size) if size else b""
+                await up.readexactly(2)
+            else:
+                data = await up.read(65536)
+            if not data:
+                writer.write(buffer)
+                return
+            buffer += data
+            while b"\n\n" in buffer:
+                frame, buffer = buffer.split(b"\n\n", 1)
+                writer.write(frame + b"\n\n")
+                if frame.startswith(b"id: ") or b"\nid: " in frame:
+                    seen += 1
+                    if seen == self.keep:
+                        await writer.drain()
+                        return  # the cut: the socket closes between two events
+            await writer.drain()
 
 
 def test_native_eventsource_resumes_across_cuts_and_stops_after_the_end(
