@@ -1,33 +1,53 @@
 # The two commands of the README:
 #   make run    the demo agent, relay and SPA on http://127.0.0.1:8000 (embedded defaults)
 #   make test   everything the tests need, then lint + JS unit tests + pytest
-# Both create .venv and install the project from pyproject.toml on first use.
+# Both create .venv and install the project on first use, and again when pyproject.toml
+# or the lock changes: at exactly the versions of requirements/lock.txt (pip, the build
+# backend and every dependency), the ones CI tested. `make lock` refreshes the lock.
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
+LOCK := requirements/lock.txt
+# `make lock` takes the newest versions pyproject.toml's ranges allow; LOCK_FLAGS= keeps
+# the current pins and changes only what a changed pyproject.toml needs
+LOCK_FLAGS ?= --upgrade
 
-.PHONY: run test setup system-deps lint bench clean
+.PHONY: run test setup setup-run system-deps lint bench lock clean
 
-$(BIN)/span-relay: pyproject.toml
+# $(1): the extras. The locked pip first (it knows --build-constraint), then the project.
+define install
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -c $(LOCK) --upgrade pip
+	$(BIN)/pip install --quiet -c $(LOCK) --build-constraint $(LOCK) -e '.[$(1)]'
 	@touch $@
+endef
 
-setup: $(BIN)/span-relay
+# make run: the embedded default and the demo agent ([demo])
+$(VENV)/.installed-run: pyproject.toml $(LOCK)
+	$(call install,demo)
 
-run: setup
+# make test (and .ci/run): every extra and the test tools ([test])
+$(VENV)/.installed-test: pyproject.toml $(LOCK)
+	$(call install,test)
+
+setup-run: $(VENV)/.installed-run
+
+setup: $(VENV)/.installed-test
+
+run: setup-run
 	$(BIN)/span-relay serve --host $(HOST) --port $(PORT)
 
 # Debian packages the tests drive for real: Chromium (browser tests), nginx (proxy tests).
 system-deps:
 	@bash tests/system-deps.sh
 
+# ruff on everything; mypy on the library (mypy.ini)
 lint: setup
 	$(BIN)/ruff check relay agent tests
+	$(BIN)/mypy
 
 test: setup system-deps lint
 	node --test tests/js/
@@ -35,6 +55,17 @@ test: setup system-deps lint
 
 bench: setup
 	$(BIN)/python -m tests.bench
+
+# Refresh requirements/lock.txt from pyproject.toml and requirements/tools.in: every extra,
+# Python 3.11 and later, any OS. uv comes from the lock itself (into .venv), and after
+# the refresh .venv's uv is the newly locked one.
+lock:
+	test -x $(BIN)/pip || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -c $(LOCK) uv
+	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --all-extras \
+	    --custom-compile-command 'make lock' $(LOCK_FLAGS) \
+	    pyproject.toml requirements/tools.in -o $(LOCK)
+	$(BIN)/pip install --quiet -c $(LOCK) uv
 
 clean:
 	rm -rf $(VENV) .span-relay .pytest_cache .ruff_cache

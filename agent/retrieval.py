@@ -7,8 +7,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import bm25s
-
 CORPUS_DIR = Path(__file__).parent / "corpus"
 _TOKEN = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset(
@@ -52,6 +50,8 @@ class KnowledgeBase:
             self.docs.append((path.stem, title, body))
         if not self.docs:
             raise RuntimeError(f"no documents in {corpus_dir}")
+        import bm25s  # the 'demo' extra (pip install 'span-relay[demo]')
+
         # bm25s sets its own logger to DEBUG when imported; it talks only at WARNING here
         logging.getLogger("bm25s").setLevel(logging.WARNING)
         self._index = bm25s.BM25()

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from relay import readiness
-from relay.bus import MemoryBus, open_bus
+from relay.bus import Bus, open_bus
 from relay.delivery.streaming import Encoder, EventStream
 from relay.delivery.streams import Streams
 from relay.events import RUN_TERMINAL, Event
@@ -54,7 +54,7 @@ class Relay:
         from relay.http.requests import token_checker
 
         self.settings = settings
-        self.bus: MemoryBus = open_bus(settings)  # memory, or Redis Streams
+        self.bus: Bus = open_bus(settings)  # memory, or Redis Streams
         self.span_processor = RelaySpanProcessor(self._publish)
         self.metrics = RelayMetrics(
             prometheus_provider() if settings.metrics == "prometheus" else None,
@@ -182,17 +182,13 @@ class Relay:
             problems.append("the span processor is not bound to the event loop")
         problems += await readiness.problems([*readiness.store_checks(self.turns, self.store),
                                               *self._readiness_checks])
-        bus_problems = getattr(self.bus, "problems", None)
-        if bus_problems is not None:
-            problems += await bus_problems()
+        problems += await self.bus.problems()
         return problems
 
     # -- receivers and the shared bus -----------------------------------------------------
 
     async def _start_receivers(self) -> None:
-        start = getattr(self.bus, "start", None)
-        if start is not None:
-            await start()
+        await self.bus.start()
         if self.receiver is not None:
             await self.receiver.start()
         if self.settings.otlp_grpc:
@@ -210,14 +206,11 @@ class Relay:
             self.grpc_receiver = None
         if self.receiver is not None:
             await self.receiver.stop()
-        stop = getattr(self.bus, "stop", None)
-        if stop is not None:
-            await stop()
+        await self.bus.stop()
 
     def bus_problem(self) -> str | None:
         """Why the (shared) bus cannot take a new turn now, or None."""
-        unavailable = getattr(self.bus, "unavailable", None)
-        return unavailable() if unavailable is not None else None
+        return self.bus.unavailable()
 
     # -- streams ------------------------------------------------------------------------
 

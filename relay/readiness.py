@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from relay.errors import StoreUnavailable
+
+if TYPE_CHECKING:
+    from relay.store import SpanStore
+    from relay.turns.records import TurnStore
 
 #: a readiness check that has not answered after this long is a problem
 READINESS_TIMEOUT_S = 3.0
@@ -22,20 +26,15 @@ READINESS_TIMEOUT_S = 3.0
 Check = Callable[[], Awaitable[object]]
 
 
-def store_checks(turns: Any, store: Any) -> list[tuple[str, Check]]:
-    """The relay's own checks: a store's ``ping`` where it has one (the PostgreSQL stores:
-    one round trip through each pool, with a short wait), else one cheap read (SQLite)."""
-    turns_ping = getattr(turns, "ping", None)
-    store_ping = getattr(store, "ping", None) or store.schema_version
+def store_checks(turns: TurnStore, store: SpanStore) -> list[tuple[str, Check]]:
+    """The relay's own checks: each store's ``ping`` (the PostgreSQL stores: one round
+    trip through each pool, with a short wait; SQLite: one cheap read)."""
 
     async def turn_store() -> None:
-        if turns_ping is not None:
-            await turns_ping()
-        else:
-            await turns.list(limit=1)
+        await turns.ping()
 
     async def span_store() -> None:
-        await asyncio.to_thread(store_ping)
+        await asyncio.to_thread(store.ping)
 
     return [("turn store", turn_store), ("span store", span_store)]
 

@@ -48,7 +48,7 @@ _STATUS = {StatusCode.UNSET: "unset", StatusCode.OK: "ok", StatusCode.ERROR: "er
 
 def from_sdk_span(span: ReadableSpan, ended: bool) -> SpanRecord:
     """A record of a live SDK span. At start only the start-time facts are read."""
-    ctx = span.get_span_context()
+    ctx = span.context
     parent = span.parent
     attributes = dict(span.attributes or {})
     if not ended:

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from relay.settings import RelaySettings
 
 
-def open_bus(settings: RelaySettings) -> MemoryBus:
-    """The bus ``RELAY_BUS`` names (a RedisBus is a MemoryBus's drop-in)."""
+def open_bus(settings: RelaySettings) -> Bus:
+    """The bus ``RELAY_BUS`` names: in process, or shared through Redis."""
     if settings.bus.startswith(("redis://", "rediss://")):
         from relay.bus.redis import RedisBus
 

@@ -41,8 +41,18 @@ class LogReader(Protocol):
 
     def close(self) -> None: ...
 
+    @property
+    def exhausted(self) -> bool:
+        """True once nothing more will ever come (a fixed list sent whole); a live log's
+        reader never is."""
+        ...
+
 
 class Bus(Protocol):
+    """A bus: the in-process one (:class:`relay.bus.memory.MemoryBus`) or one that
+    instances share (:class:`relay.bus.redis.RedisBus`). The lifecycle and health methods
+    are part of every bus; an in-process bus answers them trivially."""
+
     def open_turn(self, turn_id: str, last_seq: int = 0) -> None:
         """Make sure a log exists; a new log continues after ``last_seq`` (never reuses)."""
         ...
@@ -67,4 +77,39 @@ class Bus(Protocol):
         """Learn about a turn another instance runs (a shared bus): afterwards
         ``has_turn``/``last_seq``/``finished``/``reader`` answer for it. Raises
         :class:`BusUnavailable` when the shared bus cannot be reached."""
+        ...
+
+    # -- lifecycle and health (trivial for an in-process bus) ---------------------------
+
+    async def start(self) -> None:
+        """Connect (a shared bus) and start its background work; call on the event loop."""
+        ...
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Write what is pending (a shared bus, within ``timeout``) and disconnect."""
+        ...
+
+    def unavailable(self) -> str | None:
+        """Why the bus cannot take a new turn now (a shared bus that is unreachable), or
+        None."""
+        ...
+
+    async def problems(self) -> list[str]:
+        """For readiness: a live check of the bus, one line per problem."""
+        ...
+
+    @property
+    def shared(self) -> bool:
+        """True when other instances share the logs (Redis): the bus then has a writer
+        ``backlog`` and ``lost`` events to report (relay/export/metrics.py)."""
+        ...
+
+    @property
+    def backlog(self) -> int:
+        """Events published here and not yet in the shared store (0 in process)."""
+        ...
+
+    @property
+    def lost(self) -> int:
+        """Events that left this instance before they reached the shared store."""
         ...

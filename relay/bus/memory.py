@@ -28,7 +28,7 @@ class _TurnLog:
         self.turn_id = turn_id
         self.base = last_seq  # seq of the event before events[0]
         self.events: list[Event] = []
-        self.waiters: set[asyncio.Future[None]] = set()
+        self.waiters: set[asyncio.Future[bool]] = set()
         self.finished_at: float | None = None
         self.terminal_seq: int | None = None  # the turn-terminal event's seq, once there
         self.readers = 0
@@ -50,6 +50,9 @@ def _time_out(waiter: asyncio.Future[bool]) -> None:
 
 
 class MemoryReader:
+    #: a live log's reader: more may always come
+    exhausted = False
+
     def __init__(self, log: _TurnLog, after: int, on_close: Callable[[], None]) -> None:
         self._log = log
         self.cursor = after
@@ -94,6 +97,11 @@ class MemoryReader:
 
 
 class MemoryBus:
+    #: the logs live in this process only: no writer backlog, nothing lost on the way
+    shared = False
+    backlog = 0
+    lost = 0
+
     def __init__(
         self,
         max_events_per_turn: int = 10_000,
@@ -177,6 +185,37 @@ class MemoryBus:
 
     async def lookup(self, turn_id: str) -> None:
         """Nothing to learn: an in-process bus only knows its own turns."""
+
+    def held(self, turn_id: str, after: int, limit: int) -> tuple[int, list[Event]] | None:
+        """What the turn's log holds now without a reader: ``(base, events)``, ``base`` the
+        seq before its oldest event and ``events`` up to ``limit`` of them after
+        ``max(after, base)``; None when there is no log. (The Redis writer copies from
+        here.)"""
+        log = self._logs.get(turn_id)
+        if log is None:
+            return None
+        start = max(after, log.base) - log.base
+        return log.base, log.events[start:start + limit]
+
+    def drop(self, turn_id: str) -> None:
+        """Forget the turn's log now (another instance ran the turn since: its next log
+        starts afresh). Readers of the old log keep what they hold."""
+        self._logs.pop(turn_id, None)
+        self._finished.pop(turn_id, None)
+
+    # -- lifecycle and health: nothing to connect, nothing to check --------------------
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        return None
+
+    def unavailable(self) -> str | None:
+        return None
+
+    async def problems(self) -> list[str]:
+        return []
 
     # -- retention --------------------------------------------------------------------
 

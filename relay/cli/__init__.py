@@ -27,10 +27,12 @@ RELAY_ONLY_APP = "relay.cli.relay_only:create_relay_app"
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from relay.settings import ConfigError, RelaySettings
+    from relay.settings import ConfigError, RelaySettings, require_extras
 
     try:
         settings = RelaySettings.from_env()  # refuse to start on an inconsistent config
+        if args.app == DEFAULT_APP and not getattr(args, "relay_only", False):
+            require_extras(settings, demo=True)  # the demo agent's packages: [demo]
     except ConfigError as exc:
         print(f"span-relay: configuration error: {exc}", file=sys.stderr)
         return 2

@@ -5,6 +5,8 @@ stream): the same writer, heartbeats, send timeout and disconnect handling as SS
 NDJSON, with frames in AG-UI's shape (``data: {json}\\n\\n``, LF only, no ``id``/``event``
 lines). It holds the per-stream translation state, because AG-UI brackets what our
 contract reports as facts: a step, a text message and a tool call each open and close.
+The runs (their start, outcome and order) are this module's; what one run holds open
+(steps, text messages, tool calls) is :class:`relay.delivery.agui_run.Run`'s.
 
 - a run's first event (``graph_topology``): ``RUN_STARTED`` (``protocolVersion`` "1.0"),
   then ``CUSTOM graph_topology``;
@@ -37,10 +39,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from relay import events as ev
+from relay.delivery.agui_run import Run, agui_event, clean, custom
 from relay.delivery.negotiation import SSE
 from relay.events import MESSAGE_SAVED, Event, dumps
 
@@ -54,52 +56,9 @@ APPROVAL_SCHEMA: dict[str, Any] = {
 }
 
 
-def step_name(node: str, span_id: str | None, ordinal: int) -> str:
-    """A step's name: unique per node instance, so repeated or parallel nodes never
-    collide (``generate#b3809cdbf4db0f95``; ``generate:2`` when a span id is missing)."""
-    return f"{node}#{span_id}" if span_id else f"{node}:{ordinal}"
-
-
-def clean(value: Any) -> Any:
-    """``value`` without any ``null``: AG-UI leaves optional fields out instead."""
-    if isinstance(value, dict):
-        return {str(k): clean(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list | tuple):
-        return [clean(v) for v in value if v is not None]
-    return value
-
-
 def frame(event: Mapping[str, Any]) -> bytes:
     """One AG-UI event as an SSE frame: a single ``data`` line, LF framing."""
     return f"data: {dumps(event)}\n\n".encode()
-
-
-def _timestamp(ts: Any) -> int:
-    """AG-UI timestamps are integer epoch milliseconds (our ``ts`` is a float)."""
-    try:
-        return int(ts)
-    except (TypeError, ValueError, OverflowError):
-        return int(time.time() * 1000)
-
-
-@dataclass(slots=True)
-class _Message:
-    message_id: str
-    node: str | None
-    span_id: str | None
-    text: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class _Run:
-    run_id: str
-    trace_id: str | None
-    steps: dict[str, tuple[str, str]] = field(default_factory=dict)  # span -> (step, node)
-    messages: dict[str, _Message] = field(default_factory=dict)  # open, by message id
-    streamed: bool = False  # a text message was streamed in this run
-    pending_results: dict[str, tuple[str, str]] = field(default_factory=dict)  # span -> call
-    tool_calls: set[str] = field(default_factory=set)  # call ids started in this run
-    ordinal: int = 0
 
 
 class AGUIEncoder:
@@ -118,7 +77,7 @@ class AGUIEncoder:
                  interrupts: Iterable[Mapping[str, Any]] | None = None) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
-        self._run: _Run | None = None
+        self._run: Run | None = None
         self._runs = 0
         self._tool_args: dict[str, Any] = {}
         self._remember_interrupts(interrupts or ())
@@ -155,8 +114,8 @@ class AGUIEncoder:
         metadata = clean({k: v for k, v in fields.items()
                           if k in ("last_seq", "oldest_seq", "reason", "retryable")})
         out = self._close_all(now)
-        out.append(self._ev("RUN_ERROR", now, message=message, code=code,
-                            metadata=metadata or None))
+        out.append(agui_event("RUN_ERROR", now, message=message, code=code,
+                              metadata=metadata or None))
         self._run = None
         return self._write(out)
 
@@ -185,7 +144,7 @@ class AGUIEncoder:
             # RUN_FINISHED; a trailer of a run this stream did not see is left out
             if self._held is None:
                 return []
-            return [self._custom(t, ts, event.to_dict()), *self._release()]
+            return [custom(t, ts, event.to_dict()), *self._release()]
         out = self._release()
         if t == ev.GRAPH_TOPOLOGY:
             if self._run is not None and self._run.trace_id not in (None, event.trace_id):
@@ -195,7 +154,7 @@ class AGUIEncoder:
                 out += self._start_run(event.trace_id, ts)
             elif self._run.trace_id is None:
                 self._run.trace_id = event.trace_id
-            out.append(self._custom(ev.GRAPH_TOPOLOGY, ts, {
+            out.append(custom(ev.GRAPH_TOPOLOGY, ts, {
                 k: f[k] for k in ("graph_id", "nodes", "edges", "run_kind", "truncated")
                 if k in f}))
             return out
@@ -204,15 +163,15 @@ class AGUIEncoder:
         run = self._run
         assert run is not None
         if t == ev.NODE_STARTED:
-            out += self._node_started(run, f, ts)
+            out += run.node_started(f, ts)
         elif t == ev.NODE_COMPLETED:
-            out += self._node_completed(run, f, ts)
+            out += run.node_completed(f, ts)
         elif t == ev.TEXT_DELTA:
-            out += self._text_delta(run, f, ts)
+            out += run.text_delta(f, ts)
         elif t == ev.TOOL_STARTED:
-            out += self._tool_started(run, f, ts)
+            out += run.tool_started(f, ts, self._tool_args)
         elif t == ev.TOOL_COMPLETED:
-            out += self._tool_completed(run, f, ts)
+            out += run.tool_completed(f, ts, self._tool_args)
         elif t == ev.PAUSED:
             out += self._paused(run, f, ts)
         elif t == ev.TURN_COMPLETED:
@@ -220,7 +179,7 @@ class AGUIEncoder:
         elif t == ev.ERROR:
             out += self._error(f, ts)
         else:  # additive types we do not translate: passed on, never dropped
-            out.append(self._custom(t, ts, event.to_dict()))
+            out.append(custom(t, ts, event.to_dict()))
         return out
 
     # -- runs ----------------------------------------------------------------------------
@@ -231,158 +190,43 @@ class AGUIEncoder:
         if run_id is None:
             run_id = self.run_id if self._runs == 1 and self.run_id else \
                 (trace_id or f"run-{self._runs}")
-        self._run = _Run(run_id, trace_id)
-        return [self._ev("RUN_STARTED", ts, threadId=self.thread_id or "", runId=run_id,
-                         protocolVersion=PROTOCOL_VERSION)]
+        self._run = Run(run_id, trace_id)
+        return [agui_event("RUN_STARTED", ts, threadId=self.thread_id or "", runId=run_id,
+                           protocolVersion=PROTOCOL_VERSION)]
 
     def _end_with_error(self, ts: float, code: str, message: str) -> list[dict[str, Any]]:
         out = self._close_all(ts)
-        out.append(self._ev("RUN_ERROR", ts, message=message, code=code))
+        out.append(agui_event("RUN_ERROR", ts, message=message, code=code))
         self._run = None
         return out
 
     def _close_all(self, ts: float, status: str = "cancelled") -> list[dict[str, Any]]:
-        """Close what the run left open: text messages, steps, tool calls without result."""
-        run = self._run
-        if run is None:
-            return []
-        out = [self._ev("TEXT_MESSAGE_END", ts, messageId=m) for m in run.messages]
-        run.messages.clear()
-        for span_id, (step, node) in run.steps.items():
-            out.append(self._ev("STEP_FINISHED", ts, stepName=step))
-            out.append(self._custom("node_completed", ts, {
-                "step_name": step, "node": node, "span_id": span_id, "status": status}))
-        run.steps.clear()
-        for call_id, tool in run.pending_results.values():
-            out.append(self._result(call_id, ts, {"tool": tool, "status": status}))
-        run.pending_results.clear()
-        return out
+        """Close what the run left open (see :meth:`Run.close_all`)."""
+        return self._run.close_all(ts, status) if self._run is not None else []
 
     def _finish(self, ts: float, **fields: Any) -> list[dict[str, Any]]:
         assert self._run is not None
-        event = self._ev("RUN_FINISHED", ts, threadId=self.thread_id or "",
-                         runId=self._run.run_id, **fields)
+        event = agui_event("RUN_FINISHED", ts, threadId=self.thread_id or "",
+                           runId=self._run.run_id, **fields)
         self._run = None
         return [event]
 
-    # -- steps, messages, tools ----------------------------------------------------------
-
-    def _node_started(self, run: _Run, f: Mapping[str, Any], ts: float) -> list[dict[str, Any]]:
-        node = str(f.get("node") or "node")
-        span_id = f.get("span_id")
-        key = str(span_id) if span_id else f"{node}:{run.ordinal + 1}"
-        if key in run.steps:
-            return []
-        run.ordinal += 1
-        step = step_name(node, str(span_id) if span_id else None, run.ordinal)
-        run.steps[key] = (step, node)
-        metadata = clean({"node": node, "span_id": span_id,
-                          "parent_span_id": f.get("parent_span_id"), "step": f.get("step"),
-                          "task_id": f.get("task_id")})
-        return [self._ev("STEP_STARTED", ts, stepName=step, metadata=metadata)]
-
-    def _node_completed(self, run: _Run, f: Mapping[str, Any],
-                        ts: float) -> list[dict[str, Any]]:
-        node = str(f.get("node") or "node")
-        span_id = f.get("span_id")
-        out: list[dict[str, Any]] = []
-        children = f.get("children")
-        inside = {str(c.get("span_id")) for c in children if isinstance(c, Mapping)} \
-            if isinstance(children, list) and children else None
-        for message_id, message in list(run.messages.items()):
-            mine = message.span_id in inside if inside is not None else message.node == node
-            if mine or (span_id and message.span_id == span_id):
-                out.append(self._ev("TEXT_MESSAGE_END", ts, messageId=message_id))
-                del run.messages[message_id]
-        key = str(span_id) if span_id else next(
-            (k for k, (_, n) in run.steps.items() if n == node), None)
-        opened = run.steps.pop(key, None) if key is not None else None
-        if opened is not None:
-            out.append(self._ev("STEP_FINISHED", ts, stepName=opened[0]))
-        facts = {"step_name": opened[0] if opened else None, "node": node, "span_id": span_id}
-        facts.update({k: f[k] for k in ("status", "duration_ms", "summary", "children")
-                      if k in f})
-        out.append(self._custom("node_completed", ts, facts))
-        return out
-
-    def _text_delta(self, run: _Run, f: Mapping[str, Any], ts: float) -> list[dict[str, Any]]:
-        message_id = str(f.get("message_id") or f"msg_{f.get('span_id') or run.run_id}")
-        delta = f.get("delta")
-        if not isinstance(delta, str):
-            return []
-        out: list[dict[str, Any]] = []
-        message = run.messages.get(message_id)
-        if message is None:
-            node, span = f.get("node"), f.get("span_id")
-            message = run.messages[message_id] = _Message(
-                message_id, str(node) if node else None, str(span) if span else None)
-            run.streamed = True
-            out.append(self._ev("TEXT_MESSAGE_START", ts, messageId=message_id,
-                                role="assistant"))
-        message.text.append(delta)
-        out.append(self._ev("TEXT_MESSAGE_CONTENT", ts, messageId=message_id, delta=delta))
-        return out
-
-    def _tool_started(self, run: _Run, f: Mapping[str, Any], ts: float) -> list[dict[str, Any]]:
-        span_id = str(f.get("span_id") or "")
-        tool = str(f.get("tool") or "tool")
-        call_id = str(f.get("call_id") or span_id or f"{tool}-{run.ordinal}")
-        if span_id in run.pending_results or call_id in run.tool_calls:
-            return []
-        run.tool_calls.add(call_id)
-        run.pending_results[span_id or call_id] = (call_id, tool)
-        args = f.get("args")
-        if args is None:
-            args = self._tool_args.get(tool, {})
-        metadata = clean({"label": f.get("label"), "node": f.get("node"), "span_id": span_id})
-        return [
-            self._ev("TOOL_CALL_START", ts, toolCallId=call_id, toolCallName=tool,
-                     metadata=metadata or None),
-            self._ev("TOOL_CALL_ARGS", ts, toolCallId=call_id,
-                     delta=args if isinstance(args, str) else dumps(clean(args))),
-            self._ev("TOOL_CALL_END", ts, toolCallId=call_id),
-        ]
-
-    def _tool_completed(self, run: _Run, f: Mapping[str, Any],
-                        ts: float) -> list[dict[str, Any]]:
-        span_id = str(f.get("span_id") or "")
-        out: list[dict[str, Any]] = []
-        opened = run.pending_results.pop(span_id, None) if span_id else None
-        if opened is None and f.get("call_id"):
-            key = next((k for k, (c, _) in run.pending_results.items()
-                        if c == f.get("call_id")), None)
-            opened = run.pending_results.pop(key) if key is not None else None
-        if opened is None:  # its start came before this stream's cursor
-            out += self._tool_started(run, f, ts)
-            opened = run.pending_results.pop(span_id or str(f.get("call_id") or ""), None)
-            if opened is None:
-                return out
-        call_id, tool = opened
-        content = {"tool": tool, "status": f.get("status", "ok"),
-                   "duration_ms": f.get("duration_ms"), "result": f.get("result")}
-        out.append(self._result(call_id, ts, content))
-        return out
-
-    def _result(self, call_id: str, ts: float, content: Mapping[str, Any]) -> dict[str, Any]:
-        return self._ev("TOOL_CALL_RESULT", ts, messageId=f"{call_id}-result",
-                        toolCallId=call_id, role="tool", content=dumps(clean(dict(content))))
-
     # -- terminal events -----------------------------------------------------------------
 
-    def _paused(self, run: _Run, f: Mapping[str, Any], ts: float) -> list[dict[str, Any]]:
+    def _paused(self, run: Run, f: Mapping[str, Any], ts: float) -> list[dict[str, Any]]:
         raw = f.get("interrupts")
         pending = [i for i in raw if isinstance(i, Mapping)] if isinstance(raw, list) else []
         self._remember_interrupts(pending)
         out = self._close_all(ts, status="paused")
         if not pending:
-            out.append(self._ev("RUN_ERROR", ts, code="invalid_pause",
-                                message="The run paused without saying what it waits for."))
+            out.append(agui_event("RUN_ERROR", ts, code="invalid_pause",
+                                  message="The run paused without saying what it waits for."))
             self._run = None
             return out
         interrupts = [interrupt(i) for i in pending]
         return out + self._finish(ts, outcome={"type": "interrupt", "interrupts": interrupts})
 
-    def _completed(self, run: _Run, event: Event, ts: float) -> list[dict[str, Any]]:
+    def _completed(self, run: Run, event: Event, ts: float) -> list[dict[str, Any]]:
         f = event.fields
         response = f.get("response") if isinstance(f.get("response"), Mapping) else {}
         assert isinstance(response, Mapping)
@@ -396,9 +240,9 @@ class AGUIEncoder:
         if status in ("answered", "refused") and not run.streamed \
                 and isinstance(answer, str) and answer:
             message_id = f"msg_{event.trace_id}"
-            out += [self._ev("TEXT_MESSAGE_START", ts, messageId=message_id, role="assistant"),
-                    self._ev("TEXT_MESSAGE_CONTENT", ts, messageId=message_id, delta=answer),
-                    self._ev("TEXT_MESSAGE_END", ts, messageId=message_id)]
+            out += [agui_event("TEXT_MESSAGE_START", ts, messageId=message_id, role="assistant"),
+                    agui_event("TEXT_MESSAGE_CONTENT", ts, messageId=message_id, delta=answer),
+                    agui_event("TEXT_MESSAGE_END", ts, messageId=message_id)]
         if status == "cancelled":
             return out + self._finish(ts, outcome={"type": "cancelled"})
         metadata = clean({"human_wait_ms": f.get("human_wait_ms")})
@@ -413,9 +257,9 @@ class AGUIEncoder:
         if code == "cancelled":
             return out + self._finish(ts, outcome={"type": "cancelled"},
                                       metadata=metadata or None)
-        out.append(self._ev("RUN_ERROR", ts, code=code,
-                            message=str(f.get("message") or "The agent could not finish."),
-                            metadata=metadata or None))
+        out.append(agui_event("RUN_ERROR", ts, code=code,
+                              message=str(f.get("message") or "The agent could not finish."),
+                              metadata=metadata or None))
         self._run = None
         return out
 
@@ -430,15 +274,6 @@ class AGUIEncoder:
     def _release(self) -> list[dict[str, Any]]:
         held, self._held = self._held, None
         return [held] if held is not None else []
-
-    def _custom(self, name: str, ts: float, value: Any) -> dict[str, Any]:
-        return self._ev("CUSTOM", ts, name=name, value=clean(value))
-
-    @staticmethod
-    def _ev(type_: str, ts: float, **fields: Any) -> dict[str, Any]:
-        event = {"type": type_, "timestamp": _timestamp(ts)}
-        event.update({k: v for k, v in fields.items() if v is not None})
-        return event
 
     def _write(self, events: list[dict[str, Any]]) -> bytes:
         self.count += len(events)

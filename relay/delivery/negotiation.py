@@ -23,7 +23,8 @@ class NotAcceptable(ValueError):
 def negotiate(accept: str | None) -> str:
     if accept is None or not accept.strip():
         return JSON
-    ranges = [r for r in (_parse(raw) for raw in accept.split(",")) if r[0] is not None]
+    ranges = [(media, q) for media, q in (_parse(raw) for raw in accept.split(","))
+              if media is not None]
     best: tuple[float, int, int, str] | None = None
     for rank, offered in enumerate(OFFERED):
         # a type's quality comes from the most specific range that matches it (RFC 9110

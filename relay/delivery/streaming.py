@@ -207,7 +207,7 @@ class EventStream(Response):
                         if batch[-1].type == TURN_COMPLETED:
                             await self._trailer(send, after)
                         return "done"
-                if getattr(self.reader, "exhausted", False):
+                if self.reader.exhausted:
                     return "done"  # a fixed list (a replay) that has been sent whole
                 if disconnected.is_set():
                     return "gone"
@@ -246,7 +246,7 @@ class EventStream(Response):
                     self.frames_sent += 1
                     return
             taken = []
-            if getattr(self.reader, "exhausted", False) or not await self.reader.wait(left):
+            if self.reader.exhausted or not await self.reader.wait(left):
                 return
 
     async def _send(self, send: Any, body: bytes, more: bool = True) -> None:

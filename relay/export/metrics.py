@@ -20,17 +20,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, NoOpMeterProvider, Observation
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from relay.events import Event
+from relay.export.wrappers import WrapperSpanExporter
+
+if TYPE_CHECKING:
+    from relay.bus.base import Bus
 
 
 class RelayMetrics:
     def __init__(self, provider: MeterProvider | None = None,
-                 dropped: Callable[[], int] = lambda: 0, bus: object | None = None) -> None:
+                 dropped: Callable[[], int] = lambda: 0, bus: Bus | None = None) -> None:
         self.enabled = provider is not None
         meter = (provider or NoOpMeterProvider()).get_meter("span-relay")
         self.open_streams = meter.create_up_down_counter(
@@ -49,12 +54,12 @@ class RelayMetrics:
 
         meter.create_observable_counter("relay.spans.dropped", callbacks=[observe_dropped],
                                         description="spans not handed to the event loop")
-        if bus is not None and hasattr(bus, "backlog"):  # the Redis bus
+        if bus is not None and bus.shared:  # the Redis bus: a writer that can fall behind
             def observe_unwritten(options: CallbackOptions) -> Iterable[Observation]:
-                yield Observation(getattr(bus, "backlog", 0))
+                yield Observation(bus.backlog)
 
             def observe_lost(options: CallbackOptions) -> Iterable[Observation]:
-                yield Observation(getattr(bus, "lost", 0))
+                yield Observation(bus.lost)
 
             meter.create_observable_gauge("relay.bus.unwritten", callbacks=[observe_unwritten],
                                           description="events not in Redis yet")
@@ -75,24 +80,18 @@ class RelayMetrics:
             self.readers_cut.add(1, {"reason": outcome})
 
 
-class CountingExporter(SpanExporter):
+class CountingExporter(WrapperSpanExporter):
     """Counts failed export batches in ``relay.export.failures``, then delegates."""
 
     def __init__(self, inner: SpanExporter, metrics: RelayMetrics) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.metrics = metrics
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        result = self.inner.export(spans)
+        result = super().export(spans)
         if result is not SpanExportResult.SUCCESS:
             self.metrics.export_failures.add(1)
         return result
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.inner.force_flush(timeout_millis)
 
 
 def prometheus_provider() -> MeterProvider:

@@ -20,17 +20,18 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from relay.conventions import CONTENT_ATTRIBUTES, CONTENT_EVENTS
+from relay.export.wrappers import WrapperSpanExporter
 
 
-class ContentFilter(SpanExporter):
+class ContentFilter(WrapperSpanExporter):
     """A SpanExporter that forwards spans without their content attributes."""
 
     def __init__(self, inner: SpanExporter, keys: frozenset[str] = CONTENT_ATTRIBUTES) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.keys = keys
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return self.inner.export([self._strip(s) for s in spans])
+        return super().export([self._strip(s) for s in spans])
 
     def _strip(self, span: ReadableSpan) -> ReadableSpan:
         attrs = span.attributes or {}
@@ -45,12 +46,6 @@ class ContentFilter(SpanExporter):
             status=span.status, start_time=span.start_time, end_time=span.end_time,
             instrumentation_scope=span.instrumentation_scope,
         )
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.inner.force_flush(timeout_millis)
 
 
 def otlp_exporter_from_env(environ: Mapping[str, str] | None = None) -> SpanExporter | None:

@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from relay.http.parts import RelayParts
+from relay.http.requests import read_body
 from relay.ingest.otlp import (
     PayloadError,
     decode_json,
@@ -52,18 +53,6 @@ def _status(media: str, http: int, code: int, message: str,
         return Response(body, status_code=http, media_type=PROTOBUF, headers=headers)
     return Response(json.dumps({"code": code, "message": message}), status_code=http,
                     media_type=JSON, headers=headers)
-
-
-async def _read(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _TooLarge
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise _TooLarge
-    return bytes(body)
 
 
 def _gunzip(data: bytes, limit: int) -> bytes:
@@ -100,13 +89,14 @@ async def receive_traces(relay: RelayParts, request: Request) -> Response:
                         f"The payload is over {limit} bytes (RELAY_OTLP_MAX_BYTES); "
                         "send smaller batches (OTEL_BSP_MAX_EXPORT_BATCH_SIZE).")
     try:
-        body = await _read(request, limit)
+        body = await read_body(request, limit, _TooLarge)
         if encoding == "gzip":
             body = _gunzip(body, limit)
     except _TooLarge:
         return too_large
     except zlib.error as exc:
         return _status(media, 400, INVALID_ARGUMENT, f"The body is not valid gzip: {exc}.")
+    assert receiver is not None  # the route exists only when the receiver is on
     problem = receiver.unavailable()
     if problem is not None:
         return _status(media, 503, UNAVAILABLE, f"The relay cannot take spans now: {problem}.",

@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from relay.bus.memory import MemoryBus
+from relay.bus.base import Bus
 from relay.delivery.streams import Streams
 from relay.export.metrics import RelayMetrics
 from relay.settings import RelaySettings
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 class RelayParts(Protocol):
     settings: RelaySettings
-    bus: MemoryBus
+    bus: Bus
     turns: TurnStore
     runs: RunManager
     streams: Streams

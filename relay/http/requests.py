@@ -1,10 +1,12 @@
-"""What the HTTP surface reads from a request: the body (the one size-limited JSON reader),
-the reader's cursor (``Last-Event-ID`` / ``?after``), and the bearer token."""
+"""What the HTTP surface reads from a request: the body (the one size-limited reader, and
+the JSON object reader on it), the reader's cursor (``Last-Event-ID`` / ``?after``), and
+the bearer token."""
 
 from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import Request
@@ -12,20 +14,29 @@ from fastapi import Request
 from relay.errors import ApiError
 
 
-async def read_json_object(request: Request, limit: int) -> dict[str, Any]:
-    """The body as a JSON object, or a 4xx that says what is wrong with it."""
+async def read_body(request: Request, limit: int, too_large: Callable[[], Exception]) -> bytes:
+    """The raw body, at most ``limit`` bytes: ``too_large()`` is raised as soon as the body
+    is over (its Content-Length, or what has been read so far), not after reading it all.
+    Each route says its own 413 (its code, message and body format)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, "body_too_large", f"The request body is over {limit} bytes.")
+        raise too_large()
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
-            raise ApiError(413, "body_too_large", f"The request body is over {limit} bytes.")
+            raise too_large()
+    return bytes(body)
+
+
+async def read_json_object(request: Request, limit: int) -> dict[str, Any]:
+    """The body as a JSON object, or a 4xx that says what is wrong with it."""
+    body = await read_body(request, limit, lambda: ApiError(
+        413, "body_too_large", f"The request body is over {limit} bytes."))
     if not body:
         raise ApiError(400, "invalid_json", "The request body is empty; send a JSON object.")
     try:
-        value = json.loads(bytes(body))
+        value = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise ApiError(400, "invalid_json", f"The request body is not valid JSON: {exc}.") \
             from None

@@ -1,4 +1,6 @@
-"""OTLP trace payloads -> SpanRecords: protobuf (gRPC and HTTP) and OTLP/JSON (HTTP).
+"""OTLP trace payloads -> SpanRecords: protobuf (gRPC and HTTP) and OTLP/JSON (HTTP, and
+the OTLP shapes of trace files: :mod:`relay.ingest.tracefile` reads them with
+:func:`json_spans` and :func:`json_span`).
 
 A payload whose structure cannot be read at all is a :class:`PayloadError` (HTTP 400,
 gRPC INVALID_ARGUMENT). A readable payload may still hold spans that cannot be used (an id
@@ -16,7 +18,8 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,10 +30,22 @@ from relay.spans import SpanRecord
 
 _KINDS = {0: "internal", 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
 _STATUS = {0: "unset", 1: "ok", 2: "error"}
+_HEX = re.compile(r"[0-9a-fA-F]+")
+_BASE64 = re.compile(r"[A-Za-z0-9+/]+=*")
+_INTEGER = re.compile(r"-?[0-9]+")
 
 
 class PayloadError(ValueError):
-    """The payload cannot be read at all."""
+    """The payload cannot be read at all; ``where`` says where in it (``resourceSpans[0]``),
+    when that is known."""
+
+    def __init__(self, message: str, where: str = "") -> None:
+        super().__init__(message)
+        self.where = where
+
+
+class SpanRejected(ValueError):
+    """One span cannot be used (the others can); the message says why."""
 
 
 @dataclass(slots=True)
@@ -126,7 +141,11 @@ def _pb_value(value: AnyValue) -> Any:
     return getattr(value, kind)
 
 
-# -- OTLP/JSON -----------------------------------------------------------------------------
+# -- OTLP/JSON: the receiver's bodies (decode_json) and trace files (json_spans, json_span)
+
+#: where a span is in its document: (resourceSpans, scopeSpans, spans) indexes
+Where = tuple[int, int, int]
+
 
 def decode_json(body: bytes) -> Decoded:
     try:
@@ -136,33 +155,44 @@ def decode_json(body: bytes) -> Decoded:
     if not isinstance(doc, dict):
         raise PayloadError("the body is not an OTLP/JSON object ({\"resourceSpans\": [...]})")
     out = Decoded()
-    for rs in _list(doc, "resourceSpans", "resource_spans"):
-        if not isinstance(rs, dict):
-            raise PayloadError("resourceSpans holds something that is not an object")
-        resource_obj = rs.get("resource") or {}
-        resource = _json_attributes(resource_obj.get("attributes")
-                                    if isinstance(resource_obj, dict) else None)
-        for ss in _list(rs, "scopeSpans", "scope_spans"):
-            if not isinstance(ss, dict):
-                raise PayloadError("scopeSpans holds something that is not an object")
-            for span in _list(ss, "spans", "spans"):
-                try:
-                    out.records.append(_json_span(span, resource))
-                except _Rejected as exc:
-                    out.reject(str(exc))
+    for _, span, resource in json_spans(doc):
+        try:
+            out.records.append(json_span(span, resource))
+        except SpanRejected as exc:
+            out.reject(str(exc))
     return out
 
 
-class _Rejected(ValueError):
-    pass
+def json_spans(doc: Mapping[str, Any]) -> Iterator[tuple[Where, Any, dict[str, Any]]]:
+    """Every span object of an OTLP/JSON document (``{"resourceSpans": [...]}``), with where
+    it is and its resource's attributes. :class:`PayloadError` (with its ``where``) for a
+    structure that cannot be read; the spans themselves are read by :func:`json_span`."""
+    for ri, rs in enumerate(_list(_get(doc, "resourceSpans", "resource_spans"),
+                                  "resourceSpans", "")):
+        if not isinstance(rs, dict):
+            raise PayloadError("resourceSpans holds something that is not an object",
+                               f"resourceSpans[{ri}]")
+        resource_obj = rs.get("resource") or {}
+        try:
+            resource = _json_attributes(resource_obj.get("attributes")
+                                        if isinstance(resource_obj, dict) else None)
+        except SpanRejected as exc:
+            raise PayloadError(f"the resource's {exc}", f"resourceSpans[{ri}]") from None
+        scopes = _get(rs, "scopeSpans", "scope_spans", rs.get("instrumentationLibrarySpans"))
+        for si, ss in enumerate(_list(scopes, "scopeSpans", f"resourceSpans[{ri}]")):
+            if not isinstance(ss, dict):
+                raise PayloadError("scopeSpans holds something that is not an object",
+                                   f"resourceSpans[{ri}] scopeSpans[{si}]")
+            for pi, span in enumerate(_list(ss.get("spans"), "spans",
+                                            f"resourceSpans[{ri}] scopeSpans[{si}]")):
+                yield (ri, si, pi), span, resource
 
 
-def _list(obj: Mapping[str, Any], camel: str, snake: str) -> list[Any]:
-    value = obj.get(camel, obj.get(snake))
+def _list(value: Any, name: str, where: str) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise PayloadError(f"'{camel}' is not a list")
+        raise PayloadError(f"'{name}' is not a list", where)
     return value
 
 
@@ -170,33 +200,38 @@ def _get(obj: Mapping[str, Any], camel: str, snake: str, default: Any = None) ->
     return obj.get(camel, obj.get(snake, default))
 
 
-def _json_span(span: Any, resource: dict[str, Any]) -> SpanRecord:
+def json_span(span: Any, resource: dict[str, Any]) -> SpanRecord:
+    """One OTLP/JSON span; :class:`SpanRejected` when it cannot be used.
+
+    A span without an end time (or one before its start) ends at its start, as in the
+    protobuf path: OTLP sends a span once it has ended, and ``end_ns=None`` would mean a
+    span that is still running (no end in a replay, no ``node_completed``)."""
     if not isinstance(span, dict):
-        raise _Rejected("a span is not an object")
-    trace_id = _hex(_get(span, "traceId", "trace_id"), 32, "traceId")
-    span_id = _hex(_get(span, "spanId", "span_id"), 16, "spanId")
+        raise SpanRejected("a span is not an object")
+    trace_id = hex_id(_get(span, "traceId", "trace_id"), 32, "traceId")
+    span_id = hex_id(_get(span, "spanId", "span_id"), 16, "spanId")
     parent_raw = _get(span, "parentSpanId", "parent_span_id")
-    parent = _hex(parent_raw, 16, "parentSpanId") if parent_raw else None
+    parent = hex_id(parent_raw, 16, "parentSpanId") if parent_raw else None
     start = _nanos(_get(span, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano")
     if not start:
-        raise _Rejected("a span has no start time")
-    end = _nanos(_get(span, "endTimeUnixNano", "end_time_unix_nano", 0), "endTimeUnixNano")
+        raise SpanRejected("a span has no start time")
+    end = _nanos(_get(span, "endTimeUnixNano", "end_time_unix_nano"), "endTimeUnixNano")
     status = span.get("status") or {}
     if not isinstance(status, dict):
-        raise _Rejected("a span's status is not an object")
+        raise SpanRejected("a span's status is not an object")
     links = []
-    for link in span.get("links") or []:
+    for link in _items(span, "links"):
         if not isinstance(link, dict):
-            raise _Rejected("a span link is not an object")
-        links.append({"trace_id": _hex(_get(link, "traceId", "trace_id"), 32, "links.traceId"),
-                      "span_id": _hex(_get(link, "spanId", "span_id"), 16, "links.spanId"),
+            raise SpanRejected("a span link is not an object")
+        links.append({"trace_id": hex_id(_get(link, "traceId", "trace_id"), 32, "links.traceId"),
+                      "span_id": hex_id(_get(link, "spanId", "span_id"), 16, "links.spanId"),
                       "attributes": _json_attributes(link.get("attributes"))})
     events = []
-    for event in span.get("events") or []:
+    for event in _items(span, "events"):
         if not isinstance(event, dict):
-            raise _Rejected("a span event is not an object")
+            raise SpanRejected("a span event is not an object")
         events.append({"name": str(event.get("name", "")),
-                       "time_ns": _nanos(_get(event, "timeUnixNano", "time_unix_nano", 0),
+                       "time_ns": _nanos(_get(event, "timeUnixNano", "time_unix_nano"),
                                          "timeUnixNano"),
                        "attributes": _json_attributes(event.get("attributes"))})
     return SpanRecord(
@@ -216,35 +251,56 @@ def _json_span(span: Any, resource: dict[str, Any]) -> SpanRecord:
     )
 
 
-def _hex(value: Any, length: int, name: str) -> str:
-    if not isinstance(value, str) or len(value) != length:
-        raise _Rejected(f"a span's {name} is not {length} hex digits (OTLP/JSON ids are hex, "
-                        "not base64)")
-    try:
-        number = int(value, 16)
-    except ValueError:
-        raise _Rejected(f"a span's {name} is not {length} hex digits (OTLP/JSON ids are hex, "
-                        "not base64)") from None
-    if number == 0:
-        raise _Rejected(f"a span's {name} is all zeros")
+def _items(span: Mapping[str, Any], key: str) -> list[Any]:
+    value = span.get(key)
+    if not value:
+        return []
+    if not isinstance(value, list):
+        raise SpanRejected(f"a span's {key} is not a list")
+    return value
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def hex_id(value: Any, length: int, name: str) -> str:
+    """An id of ``length`` hex digits, lowercase; :class:`SpanRejected` otherwise."""
+    if not isinstance(value, str) or not value:
+        raise SpanRejected(f"a span's {name} is missing")
+    if len(value) != length or not _HEX.fullmatch(value):
+        hint = " (it looks like base64: OTLP/JSON ids are hex)" \
+            if _BASE64.fullmatch(value) and not _HEX.fullmatch(value) else ""
+        raise SpanRejected(f"a span's {name} {_show(value)} is not {length} hex digits{hint}")
+    if not value.strip("0"):
+        raise SpanRejected(f"a span's {name} is all zeros")
     return value.lower()
 
 
-def _nanos(value: Any, name: str) -> int:
-    if value is None or value == "":
-        return 0
+def integer(value: Any, name: str) -> int:
+    """An integer: a JSON number with no fraction, or a string of digits (64-bit integers
+    in OTLP/JSON); :class:`SpanRejected` otherwise."""
     if isinstance(value, bool):
-        raise _Rejected(f"a span's {name} is not an integer")
+        raise SpanRejected(f"a span's {name} {_show(value)} is not an integer")
     if isinstance(value, int):
         return value
-    if isinstance(value, float) and math.isfinite(value):
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
         return int(value)
-    raise _Rejected(f"a span's {name} is not an integer")
+    raise SpanRejected(f"a span's {name} {_show(value)} is not an integer")
+
+
+def _nanos(value: Any, name: str) -> int:
+    """A time or an intValue: absent (``None`` or ``""``) is 0."""
+    if value is None or value == "":
+        return 0
+    return integer(value, name)
 
 
 def _enum(value: Any, names: Mapping[int, str], prefix: str) -> str:
+    """A number or a name; one this relay does not know is the default (as in protobuf)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return names.get(value, names[0])
     if isinstance(value, str):
@@ -258,18 +314,21 @@ def _json_attributes(items: Any) -> dict[str, Any]:
     if items is None:
         return {}
     if not isinstance(items, list):
-        raise _Rejected("attributes is not a list")
+        raise SpanRejected("attributes is not a list")
     out = {}
     for kv in items:
         if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
-            raise _Rejected("an attribute has no key")
-        out[kv["key"]] = _json_value(kv.get("value") or {})
+            raise SpanRejected("an attribute has no key")
+        try:
+            out[kv["key"]] = _json_value(kv.get("value") or {})
+        except SpanRejected as exc:
+            raise SpanRejected(f"attribute {kv['key']!r}: {exc}") from None
     return out
 
 
 def _json_value(value: Any) -> Any:
     if not isinstance(value, dict):
-        raise _Rejected("an attribute value is not an AnyValue object")
+        raise SpanRejected("an attribute value is not an AnyValue object")
     if not value:
         return None
     kind, v = next(iter(value.items()))
@@ -283,18 +342,28 @@ def _json_value(value: Any) -> Any:
         try:
             return float(v)
         except (TypeError, ValueError):
-            raise _Rejected("a doubleValue is not a number") from None
+            raise SpanRejected(f"a doubleValue {_show(v)} is not a number") from None
     if kind in ("arrayValue", "array_value"):
-        return tuple(_json_value(x) for x in (v or {}).get("values", []))
+        return tuple(_json_value(x) for x in _values(v, kind))
     if kind in ("kvlistValue", "kvlist_value"):
         return {kv["key"]: _json_value(kv.get("value") or {})
-                for kv in (v or {}).get("values", []) if isinstance(kv, dict) and "key" in kv}
+                for kv in _values(v, kind) if isinstance(kv, dict) and "key" in kv}
     if kind in ("bytesValue", "bytes_value"):
         try:
             return base64.b64decode(v, validate=True)
         except (ValueError, TypeError):
-            raise _Rejected("a bytesValue is not base64") from None
-    raise _Rejected(f"an attribute value has an unknown kind {kind!r}")
+            raise SpanRejected("a bytesValue is not base64") from None
+    raise SpanRejected(f"an attribute value has an unknown kind {kind!r}")
+
+
+def _values(v: Any, kind: str) -> list[Any]:
+    v = v or {}
+    values = v.get("values") if isinstance(v, dict) else ()
+    if values is None:
+        return []
+    if not isinstance(values, list):
+        raise SpanRejected(f"{kind} holds no list of values")
+    return values
 
 
 # -- answers -------------------------------------------------------------------------------

@@ -4,9 +4,9 @@ The hot path (``on_start``/``on_end``, on whatever thread the agent runs) does O
 append ``(span, ended)`` to a deque and, when no drain is pending, schedule one on the
 event loop (a direct ``call_soon`` on the loop thread, ``call_soon_threadsafe`` from any
 other). It holds no lock, does no I/O, and never raises into the agent: every failure is
-counted and swallowed. The drain runs on the loop: it turns each span into events with
-:func:`relay.mapping.map_span` and publishes them, in the exact order the spans started
-and ended.
+counted and swallowed. The drain runs on the loop: it feeds the queued phases to the
+mapping through the one loop every path uses (:func:`relay.mapping.feed.feed`) and
+publishes the events, in the exact order the spans started and ended.
 
 Bounded: at most ``max_pending`` spans wait for the loop; past that new ones are dropped
 and counted in ``dropped`` (a loop that far behind has bigger problems, and the agent
@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from opentelemetry.context import Context
@@ -28,12 +28,14 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.util.types import AttributeValue
 
 from relay.events import Event
-from relay.mapping import MappingState, map_span, map_span_event
+from relay.mapping.feed import END, EVENT, START, feed
+from relay.mapping.state import MappingState
 from relay.spans import live_record
 
 log = logging.getLogger("relay.processor")
 
-_START, _END, _EVENT = 0, 1, 2
+#: (span, phase, span event or None); phase: START, EVENT or END (relay.mapping.feed)
+_Phase = tuple[ReadableSpan, str, dict[str, Any] | None]
 
 
 class RelaySpanProcessor(SpanProcessor):
@@ -44,8 +46,7 @@ class RelaySpanProcessor(SpanProcessor):
         max_pending: int = 100_000,
     ) -> None:
         self._publish = publish
-        # (span, phase, span event or None); phase: _START, _END or _EVENT
-        self._pending: deque[tuple[ReadableSpan, int, dict[str, Any] | None]] = deque()
+        self._pending: deque[_Phase] = deque()
         self._max_pending = max_pending
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -69,10 +70,10 @@ class RelaySpanProcessor(SpanProcessor):
     # -- the hot path -------------------------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        self._enqueue(span, _START, None)
+        self._enqueue(span, START, None)
 
     def on_end(self, span: ReadableSpan) -> None:
-        self._enqueue(span, _END, None)
+        self._enqueue(span, END, None)
 
     def add_event(self, span: Span, name: str,
                   attributes: Mapping[str, AttributeValue] | None = None) -> None:
@@ -85,12 +86,12 @@ class RelaySpanProcessor(SpanProcessor):
         try:
             timestamp = time.time_ns()
             span.add_event(name, attributes, timestamp=timestamp)
-            self._enqueue(span, _EVENT, {"name": name, "time_ns": timestamp,
-                                         "attributes": dict(attributes or {})})
+            self._enqueue(span, EVENT, {"name": name, "time_ns": timestamp,
+                                        "attributes": dict(attributes or {})})
         except Exception:
             self.failures += 1
 
-    def _enqueue(self, span: ReadableSpan, phase: int, event: dict[str, Any] | None) -> None:
+    def _enqueue(self, span: ReadableSpan, phase: str, event: dict[str, Any] | None) -> None:
         try:
             loop = self._loop
             if loop is None or len(self._pending) >= self._max_pending:
@@ -115,20 +116,15 @@ class RelaySpanProcessor(SpanProcessor):
 
     def _drain(self) -> None:
         self._scheduled = False  # before draining: a span appended from now on reschedules
-        pending = self._pending
-        while pending:
-            span, phase, span_event = pending.popleft()
-            try:
-                if span_event is not None:
-                    events = map_span_event(self.state, live_record(span, False), span_event)
-                else:
-                    ended = phase == _END
-                    events = map_span(self.state, live_record(span, ended), ended)
-                for event in events:
-                    self._publish(event)
-            except Exception:
-                self.failures += 1
-                log.exception("relay: mapping span %r failed", getattr(span, "name", "?"))
+        # publish inside feed's try: a bus that raises costs that span, never the drain
+        feed(self.state, _taken(self._pending), self._publish, read=live_record,
+             on_failure=self._failed)
+
+    def _failed(self, span: ReadableSpan, exc: Exception) -> None:
+        """A phase that could not be mapped or published: counted and logged, and the
+        drain goes on (nothing reaches the agent's thread from here anyway)."""
+        self.failures += 1
+        log.exception("relay: mapping span %r failed", getattr(span, "name", "?"))
 
     def flush(self) -> None:
         """Drain now. Only on the loop thread (e.g. before reading the bus in a test)."""
@@ -143,3 +139,10 @@ class RelaySpanProcessor(SpanProcessor):
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         self.flush()
         return True
+
+
+def _taken(pending: deque[_Phase]) -> Iterator[_Phase]:
+    """The queue's phases, each taken off as the feed asks for it: phases the agent's
+    threads append meanwhile are taken in the same drain, and a phase is never seen twice."""
+    while pending:
+        yield pending.popleft()

@@ -2,9 +2,11 @@
 
 OTLP delivers a span once, when it ends. So for every received span the receiver feeds
 the mapping its start *and* its end (the start view is the finished span without its end
-facts, as the replay does), in the order the spans ran (:func:`relay.replay.ordered_phases`
-within a batch). A node's ``node_started`` therefore arrives with its ``node_completed``,
-unless the agent sends start markers (docs/events.md, "Start markers").
+facts, as the replay does), in the order the spans ran
+(:func:`relay.mapping.feed.ordered_phases` within a batch), through the one loop every
+path uses (:func:`relay.mapping.feed.feed`). A node's ``node_started`` therefore arrives
+with its ``node_completed``, unless the agent sends start markers (docs/events.md, "Start
+markers").
 
 - De-duplication: exporters retry, so a span (trace id, span id) seen before is dropped.
   The memory of seen spans is bounded (two generations of ``dedup_spans`` keys each).
@@ -30,23 +32,18 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from relay import conventions as c
 from relay import events as ev
 from relay.events import Event
-from relay.mapping import MappingState, can_start_run, map_span
-from relay.mapping.feed import END, EVENT, ordered_phases
-
-try:  # span events (text deltas), where the mapping has them
-    from relay.mapping import map_span_event
-except ImportError:  # pragma: no cover
-    map_span_event = None  # type: ignore[assignment]
+from relay.mapping import MappingState, can_start_run
+from relay.mapping.feed import END, Phase, as_live, feed, ordered_phases
 from relay.spans import SpanRecord
 
 if TYPE_CHECKING:
-    from relay.bus.memory import MemoryBus
+    from relay.bus.base import Bus
     from relay.store import SpanStore
     from relay.turns.records import TurnStore
 
@@ -83,7 +80,7 @@ class _Pending:
 
 
 class OTLPReceiver:
-    def __init__(self, bus: MemoryBus, turns: TurnStore, store: SpanStore,
+    def __init__(self, bus: Bus, turns: TurnStore, store: SpanStore,
                  running: Callable[[str], bool], *, pending_spans: int = 10_000,
                  pending_s: float = 600.0, dedup_spans: int = 200_000,
                  store_backlog: int = 50_000, max_turns: int = 10_000,
@@ -151,8 +148,7 @@ class OTLPReceiver:
         """Why the relay cannot take spans now (HTTP 503 / gRPC UNAVAILABLE), or None."""
         if self._store_task is None:
             return "the OTLP receiver is not started"
-        problem = getattr(self.bus, "unavailable", None)
-        return problem() if callable(problem) else None
+        return self.bus.unavailable()
 
     def busy(self, count: int) -> bool:
         """True when ``count`` more spans would overflow the store queue (HTTP 429)."""
@@ -206,42 +202,36 @@ class OTLPReceiver:
         return self._publish(events)
 
     def _feed(self, spans: list[SpanRecord]) -> list[Event]:
-        out: list[Event] = []
         trace_id = spans[0].trace_id if spans else ""
-        for record, kind, span_event in ordered_phases(spans):
-            if kind == EVENT:  # a span event (a text delta) of a span that is open now
-                if map_span_event is not None:
-                    out += self._map_event(record, span_event or {})
-                continue
-            ended = kind == END
-            if ended and self._ends_run(record) and self._open_spans(record.trace_id):
-                # the run's root ended, but spans it announced (start markers) have not
-                # arrived yet: their batch is late; end the run when they come
-                self._deferred[record.trace_id] = (time.monotonic(), record)
-                continue
-            out += self._map(record, ended)
+        out = self._mapped(self._held_back(ordered_phases(spans)))
         deferred = self._deferred.get(trace_id)
         if deferred is not None and not self._open_spans(trace_id):
             del self._deferred[trace_id]
-            out += self._map(deferred[1], True)
+            out += self._mapped([(deferred[1], END, None)])
         return out
 
-    def _map(self, record: SpanRecord, ended: bool) -> list[Event]:
-        try:
-            return map_span(self.state, record if ended else record.at_start(), ended)
-        except Exception:
-            self.stats["mapping_failures"] += 1
-            log.exception("relay: mapping received span %r failed", record.name)
-            return []
+    def _mapped(self, phases: Iterable[Phase]) -> list[Event]:
+        """The events of these phases; a phase that fails is counted and logged, and the
+        others still map (a bad span must not cost its trace's other events)."""
+        out: list[Event] = []
+        feed(self.state, phases, out.append, read=as_live, on_failure=self._failed)
+        return out
 
-    def _map_event(self, record: SpanRecord, span_event: dict[str, Any]) -> list[Event]:
-        assert map_span_event is not None
-        try:
-            return map_span_event(self.state, record.at_start(), span_event)
-        except Exception:
-            self.stats["mapping_failures"] += 1
-            log.exception("relay: mapping an event of received span %r failed", record.name)
-            return []
+    def _failed(self, record: SpanRecord, exc: Exception) -> None:
+        self.stats["mapping_failures"] += 1
+        log.exception("relay: mapping received span %r failed", record.name)
+
+    def _held_back(self, phases: Iterable[Phase]) -> Iterator[Phase]:
+        """The phases, but a run root's end that comes while spans it announced (start
+        markers) are still open: their batch is late, so the run ends when they come (or
+        at ``root_wait_s``). Decided as feed takes each phase, on the state the earlier
+        phases left."""
+        for phase in phases:
+            record, kind, _ = phase
+            if kind == END and self._ends_run(record) and self._open_spans(record.trace_id):
+                self._deferred[record.trace_id] = (time.monotonic(), record)
+                continue
+            yield phase
 
     def _ends_run(self, record: SpanRecord) -> bool:
         run = self.state.runs.get(record.trace_id)
@@ -260,7 +250,7 @@ class OTLPReceiver:
                 del self._deferred[trace_id]
                 log.warning("relay: run of trace %s ends without spans it announced "
                             "(never received)", trace_id)
-                events += self._map(record, True)
+                events += self._mapped([(record, END, None)])
         while self._pending:
             trace_id, pending = next(iter(self._pending.items()))
             if self._pending_count <= self.pending_spans and now - pending.since < self.pending_s:
@@ -294,39 +284,9 @@ class OTLPReceiver:
 
     async def remember(self, events: Sequence[Event]) -> None:
         """Keep GET /turns/{id} in step with received turns."""
-        from relay.turns.records import PAUSED, RUNNING, TurnExists, TurnRecord
+        from relay.turns.foreign import record_received_events
 
-        turns = self.turns
-        for event in events:
-            try:
-                if event.type == ev.GRAPH_TOPOLOGY:
-                    record = await turns.get(event.turn_id)
-                    if record is None:
-                        with contextlib.suppress(TurnExists):
-                            await turns.create(TurnRecord(
-                                turn_id=event.turn_id, thread_id=event.thread_id,
-                                status=RUNNING, started_at=event.ts, last_seq=event.seq,
-                                root_trace_id=event.trace_id))
-                    else:
-                        await turns.update(event.turn_id, status=RUNNING, ended_at=None,
-                                           root_trace_id=event.trace_id)
-                elif event.is_run_terminal:
-                    changes: dict[str, Any] = {"last_seq": event.seq}
-                    if event.type == ev.TURN_COMPLETED:
-                        response = event.fields.get("response") or {}
-                        changes["status"] = str(response.get("status", "answered"))
-                        changes["response"] = ev.dumps(response)
-                    elif event.type == ev.PAUSED:
-                        changes["status"] = PAUSED
-                        changes["paused_at"] = event.ts
-                    else:
-                        code = event.fields.get("code")
-                        changes["status"] = "cancelled" if code == "cancelled" else "error"
-                    if changes["status"] != PAUSED:
-                        changes["ended_at"] = event.ts
-                    await turns.update(event.turn_id, **changes)
-            except Exception:
-                log.exception("relay: could not record received turn %s", event.turn_id)
+        await record_received_events(self.turns, events)
 
     # -- the store ------------------------------------------------------------------------
 

@@ -8,8 +8,10 @@ Three shapes, recognised by their top-level keys (one JSON document, or one per 
 - Jaeger UI JSON (legacy), ``{"data": [{"traceID", "spans": [...], "processes": {}}]}``:
   Jaeger's "Download JSON", ``GET /api/traces/{id}``.
 
-OTLP JSON ids are hex (the OTLP/JSON rule, not protobuf's base64); enums may be numbers
-or names; 64-bit integers may be strings. Jaeger UI JSON keeps microseconds
+The two OTLP shapes are read by the receiver's OTLP/JSON reader
+(:func:`relay.ingest.otlp.json_span`): ids are hex (the OTLP/JSON rule, not protobuf's
+base64), enums may be numbers or names, 64-bit integers may be strings, and a span
+without an end time ends at its start. Jaeger UI JSON keeps microseconds
 (``startTime``/``duration``), ``tags`` typed ``string``/``bool``/``int64``/``float64``/
 ``binary``, the parent as the first ``CHILD_OF`` reference, other references as links,
 ``logs`` as span events, the resource as the span's ``process``. The tags Jaeger adds
@@ -24,20 +26,16 @@ from __future__ import annotations
 
 import base64
 import json
-import math
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from relay.ingest.otlp import PayloadError, SpanRejected, hex_id, integer, json_span, json_spans
 from relay.spans import SpanRecord
 
 OTLP_JSON = "otlp_json"
 JAEGER_V2 = "jaeger_v2"
 JAEGER_UI = "jaeger_ui"
 
-_HEX = re.compile(r"^[0-9a-fA-F]*$")
-_KINDS = {0: "internal", 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
-_STATUS = {0: "unset", 1: "ok", 2: "error"}
 #: tags Jaeger adds when it stores an OpenTelemetry span; kind and status come back out
 _JAEGER_SPECIAL = {"span.kind", "otel.status_code", "otel.status_description", "error",
                    "otel.scope.name", "otel.scope.version", "otel.library.name",
@@ -145,98 +143,21 @@ def _check_unique(records: list[SpanRecord]) -> None:
         seen.add(key)
 
 
-# -- OTLP JSON --------------------------------------------------------------------------
+# -- OTLP JSON: relay.ingest.otlp's reader, its errors named by their place in the file --
 
 def _otlp(doc: Mapping[str, Any], where: str) -> list[SpanRecord]:
     records = []
-    for ri, rs in enumerate(_list(doc, "resourceSpans", where)):
-        rwhere = f"{where} resourceSpans[{ri}]"
-        resource = _otlp_attributes((rs.get("resource") or {}).get("attributes"), rwhere)
-        scopes = rs.get("scopeSpans", rs.get("instrumentationLibrarySpans", []))
-        if not isinstance(scopes, list):
-            raise TraceFileError("invalid_span", f"{rwhere}: scopeSpans is not a list.")
-        for si, ss in enumerate(scopes):
-            for pi, span in enumerate(_list(ss, "spans", f"{rwhere} scopeSpans[{si}]")):
-                records.append(_otlp_span(span, resource,
-                                          f"{rwhere} scopeSpans[{si}] spans[{pi}]"))
+    try:
+        for (ri, si, pi), span, resource in json_spans(doc):
+            try:
+                records.append(json_span(span, resource))
+            except SpanRejected as exc:
+                raise TraceFileError("invalid_span", f"{where} resourceSpans[{ri}] "
+                                     f"scopeSpans[{si}] spans[{pi}]: {exc}.") from None
+    except PayloadError as exc:
+        place = f"{where} {exc.where}" if exc.where else where
+        raise TraceFileError("invalid_span", f"{place}: {exc}.") from None
     return records
-
-
-def _otlp_span(span: Any, resource: dict[str, Any], where: str) -> SpanRecord:
-    if not isinstance(span, dict):
-        raise TraceFileError("invalid_span", f"{where} is not an object.")
-    trace_id = _hex_id(span.get("traceId"), 32, "traceId", where)
-    span_id = _hex_id(span.get("spanId"), 16, "spanId", where)
-    parent = span.get("parentSpanId") or None
-    start = _int(span.get("startTimeUnixNano"), "startTimeUnixNano", where)
-    end_raw = span.get("endTimeUnixNano")
-    end = _int(end_raw, "endTimeUnixNano", where) if end_raw not in (None, "", "0", 0) else None
-    status = span.get("status") or {}
-    return SpanRecord(
-        trace_id=trace_id,
-        span_id=span_id,
-        parent_span_id=_hex_id(parent, 16, "parentSpanId", where) if parent else None,
-        name=str(span.get("name", "")),
-        start_ns=start,
-        end_ns=end,
-        attributes=_otlp_attributes(span.get("attributes"), where),
-        status=_enum(status.get("code", 0), _STATUS, "STATUS_CODE_", "status.code", where),
-        status_message=str(status.get("message", "")),
-        kind=_enum(span.get("kind", 0), _KINDS, "SPAN_KIND_", "kind", where),
-        events=[{"name": str(e.get("name", "")),
-                 "time_ns": _int(e.get("timeUnixNano", 0), "timeUnixNano", where),
-                 "attributes": _otlp_attributes(e.get("attributes"), where)}
-                for e in _list(span, "events", where, required=False)],
-        links=[{"trace_id": _hex_id(link.get("traceId"), 32, "links.traceId", where),
-                "span_id": _hex_id(link.get("spanId"), 16, "links.spanId", where),
-                "attributes": _otlp_attributes(link.get("attributes"), where)}
-               for link in _list(span, "links", where, required=False)],
-        resource=resource,
-    )
-
-
-def _otlp_attributes(items: Any, where: str) -> dict[str, Any]:
-    if items is None:
-        return {}
-    if not isinstance(items, list):
-        raise TraceFileError("invalid_span", f"{where}: attributes is not a list.")
-    out = {}
-    for kv in items:
-        if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
-            raise TraceFileError("invalid_span", f"{where}: an attribute has no key.")
-        out[kv["key"]] = _any_value(kv.get("value") or {}, f"{where} attribute {kv['key']!r}")
-    return out
-
-
-def _any_value(value: Any, where: str) -> Any:
-    if not isinstance(value, dict):
-        raise TraceFileError("invalid_span", f"{where}: the value is not an AnyValue object.")
-    if not value:
-        return None
-    ((kind, v),) = list(value.items())[:1]
-    if kind == "stringValue":
-        return str(v)
-    if kind == "boolValue":
-        return bool(v)
-    if kind == "intValue":
-        return _int(v, "intValue", where)
-    if kind == "doubleValue":
-        try:
-            return float(v)
-        except (TypeError, ValueError):
-            raise TraceFileError("invalid_span", f"{where}: doubleValue {v!r}.") from None
-    if kind == "arrayValue":
-        return tuple(_any_value(x, where) for x in (v or {}).get("values", []))
-    if kind == "kvlistValue":
-        return {kv["key"]: _any_value(kv.get("value") or {}, where)
-                for kv in (v or {}).get("values", [])}
-    if kind == "bytesValue":
-        try:
-            return base64.b64decode(v, validate=True)
-        except (ValueError, TypeError):
-            raise TraceFileError("invalid_span", f"{where}: bytesValue is not base64.") \
-                from None
-    raise TraceFileError("invalid_span", f"{where}: unknown AnyValue kind {kind!r}.")
 
 
 # -- Jaeger UI JSON ---------------------------------------------------------------------
@@ -322,7 +243,7 @@ def _jaeger_tags(tags: Any, where: str) -> dict[str, Any]:
         return {}
     if not isinstance(tags, list):
         raise TraceFileError("invalid_span", f"{where}: tags is not a list.")
-    out = {}
+    out: dict[str, Any] = {}
     for tag in tags:
         if not isinstance(tag, dict) or not isinstance(tag.get("key"), str):
             raise TraceFileError("invalid_span", f"{where}: a tag has no key.")
@@ -333,7 +254,7 @@ def _jaeger_tags(tags: Any, where: str) -> dict[str, Any]:
             out[key] = _int(value, f"tag {key}", where)
         elif kind == "float64":
             try:
-                out[key] = float(value)
+                out[key] = float(value if value is not None else "")
             except (TypeError, ValueError):
                 raise TraceFileError("invalid_span", f"{where}: tag {key} is not a float64.") \
                     from None
@@ -362,39 +283,16 @@ def _list(obj: Any, key: str, where: str, required: bool = True) -> list[Any]:
 
 
 def _hex_id(value: Any, length: int, field: str, where: str, pad: bool = False) -> str:
-    if not isinstance(value, str) or not value:
-        raise TraceFileError("invalid_span", f"{where}: {field} is missing.")
-    if pad and len(value) < length:
+    if pad and isinstance(value, str) and 0 < len(value) < length:
         value = value.rjust(length, "0")
-    if len(value) != length or not _HEX.match(value):
-        hint = " (it looks like base64: OTLP JSON ids are hex)" \
-            if re.fullmatch(r"[A-Za-z0-9+/]+=*", value) and not _HEX.match(value) else ""
-        raise TraceFileError("invalid_span", f"{where}: {field} {value!r} is not "
-                             f"{length} hex digits{hint}.")
-    if int(value, 16) == 0:
-        raise TraceFileError("invalid_span", f"{where}: {field} is all zeros.")
-    return value.lower()
+    try:
+        return hex_id(value, length, field)
+    except SpanRejected as exc:
+        raise TraceFileError("invalid_span", f"{where}: {exc}.") from None
 
 
 def _int(value: Any, field: str, where: str) -> int:
-    if isinstance(value, bool):
-        raise TraceFileError("invalid_span", f"{where}: {field} is not an integer.")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):
-        return int(value)
-    raise TraceFileError("invalid_span", f"{where}: {field} {value!r} is not an integer.")
-
-
-def _enum(value: Any, names: Mapping[int, str], prefix: str, field: str, where: str) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and value in names:
-        return names[value]
-    if isinstance(value, str):
-        name = value.upper().removeprefix(prefix).lower()
-        if name in names.values():
-            return name
-        if name == "unspecified":
-            return names[0]
-    raise TraceFileError("invalid_span", f"{where}: {field} {value!r} is not a known value.")
+    try:
+        return integer(value, field)
+    except SpanRejected as exc:
+        raise TraceFileError("invalid_span", f"{where}: {exc}.") from None

@@ -54,8 +54,8 @@ async def open_checkpointer(settings: RelaySettings, env: Mapping[str, str]
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
         async with AsyncSqliteSaver.from_conn_string(
-                str(settings.data_dir / "checkpoints.db")) as saver:
-            yield saver
+                str(settings.data_dir / "checkpoints.db")) as sqlite_saver:
+            yield sqlite_saver
         return
     import psycopg
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -92,7 +92,7 @@ def checkpoints_unavailable() -> Iterator[None]:
     """Around a use of the saver outside a run: the driver's "cannot do it now" errors
     become StoreUnavailable, answered 503. SQLite raises none of them: nothing changes
     there."""
-    from relay.store.pool import unavailable_as  # psycopg is a dependency either way
+    from relay.store.pool import unavailable_as  # without the postgres extra: a no-op
 
     with unavailable_as("checkpoints"):
         yield
@@ -115,13 +115,16 @@ async def read_checkpoints(read: Awaitable[T]) -> T:
 async def check_checkpointer(saver: Any) -> None:
     """Readiness: a round trip through the saver's pool, with a short wait; for SQLite's
     saver, a lookup of a thread that does not exist (the file opens and answers)."""
-    from psycopg_pool import AsyncConnectionPool
-
     from relay.store.pool import PING_TIMEOUT_S
+
+    try:
+        from psycopg_pool import AsyncConnectionPool
+    except ImportError:  # no 'postgres' extra: the saver is SQLite's
+        AsyncConnectionPool = None  # type: ignore[assignment,misc]
 
     pool = getattr(saver, "conn", None)
     with checkpoints_unavailable():
-        if isinstance(pool, AsyncConnectionPool):
+        if AsyncConnectionPool is not None and isinstance(pool, AsyncConnectionPool):
             async with pool.connection(timeout=PING_TIMEOUT_S) as conn:
                 await conn.execute("SELECT 1")
         else:

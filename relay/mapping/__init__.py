@@ -1,6 +1,15 @@
 """Spans -> events: the one mapping that the live path, the replay and the receiver all
-use, so a replayed turn is the live one, payload for payload."""
+use, so a replayed turn is the live one, payload for payload.
 
-from relay.mapping.engine import MappingState, can_start_run, classify, map_span, map_span_event
+Bottom up: ``rules`` (what a span is), ``state`` (what is remembered between spans),
+``summary`` (what a node's children add up to), ``answers`` (how a run ends), ``engine``
+(``map_span``: one span phase -> events) and ``feed`` (phases in order, and the one loop
+that feeds them, which every path uses).
+"""
 
-__all__ = ["MappingState", "can_start_run", "classify", "map_span", "map_span_event"]
+from relay.mapping.engine import map_span, map_span_event
+from relay.mapping.feed import feed
+from relay.mapping.rules import can_start_run, classify
+from relay.mapping.state import MappingState
+
+__all__ = ["MappingState", "can_start_run", "classify", "feed", "map_span", "map_span_event"]

@@ -1,10 +1,14 @@
-"""Spans -> events in the order the live processor sees them: the replay of a turn, by the
-same mapping as the live path.
+"""Span phases -> the mapping, in order: the one loop that every path uses.
 
-A turn's spans (all its runs: the chat and every resume) are cut into phases (each span's
-start, its span events and its end), put in the order the live processor saw them, and
-fed one by one to :func:`relay.mapping.map_span` (``map_span_event`` for span events)
-with a fresh :class:`~relay.mapping.MappingState`. The result equals the live stream
+A span reaches the mapping as phases: its start, each of its span events, its end.
+:func:`feed` is the loop that hands phases, one by one, to
+:func:`~relay.mapping.engine.map_span` (``map_span_event`` for span events) and counts
+what fails; the live processor, the OTLP receiver and the replay all call it, so the
+three paths cannot drift apart.
+
+The replay of a turn: its spans (all its runs: the chat and every resume) are cut into
+phases, put in the order the live processor saw them (:func:`ordered_phases`) and fed to
+a fresh :class:`~relay.mapping.state.MappingState`. The result equals the live stream
 event for event, payload for payload (``ts`` included, since it comes from span times);
 only ``seq`` is new, numbered from 1.
 
@@ -18,13 +22,14 @@ span's time just before it calls the processor.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from relay import conventions as c
 from relay.events import Event
-from relay.mapping.engine import MappingState, map_span, map_span_event
+from relay.mapping import engine
+from relay.mapping.state import MappingState
 from relay.spans import SpanRecord
 
 #: how far a child's end may pass its parent's and still count as nested (time cut to
@@ -35,6 +40,46 @@ START, EVENT, END = "start", "event", "end"
 #: (span, kind, the span event for an EVENT phase): what the live processor handed over
 Phase = tuple[SpanRecord, str, dict[str, Any] | None]
 _Key = tuple[int, int, int]  # (span index, 0 start / 1 event / 2 end, event index)
+S = TypeVar("S")  # what a phase carries: a SpanRecord, or the live processor's SDK span
+
+
+# -- the one loop -----------------------------------------------------------------------
+
+def feed(state: MappingState, phases: Iterable[tuple[S, str, dict[str, Any] | None]],
+         emit: Callable[[Event], object], *, read: Callable[[S, bool], SpanRecord],
+         on_failure: Callable[[S, Exception], None] | None = None) -> None:
+    """Map ``phases`` in order into ``state``; each event goes to ``emit``.
+
+    ``read(span, ended)`` is the record the mapping reads at a phase: :func:`as_live` for
+    finished records, the processor's ``live_record`` for SDK spans (read on the loop,
+    inside the try, so a span that cannot be read is that phase's failure). A phase's
+    events are emitted inside its try as well: an ``emit`` that raises fails the phase
+    and its later events are not emitted. A failure goes to ``on_failure(span, exc)``,
+    and the loop goes on with the next phase; without ``on_failure`` it propagates.
+
+    Phases are taken one at a time, each mapped before the next is taken: the processor
+    passes a queue drained as it is filled, the receiver holds back a root's end by the
+    state the earlier phases left.
+    """
+    for span, kind, span_event in phases:
+        try:
+            if kind == EVENT:
+                events = engine.map_span_event(state, read(span, False), span_event or {})
+            else:
+                ended = kind == END
+                events = engine.map_span(state, read(span, ended), ended)
+            for event in events:
+                emit(event)
+        except Exception as exc:
+            if on_failure is None:
+                raise
+            on_failure(span, exc)
+
+
+def as_live(record: SpanRecord, ended: bool) -> SpanRecord:
+    """A finished record as the live processor read it: whole at its end; at its start
+    and its span events, only what is known at start (:meth:`SpanRecord.at_start`)."""
+    return record if ended else record.at_start()
 
 
 # -- order ------------------------------------------------------------------------------
@@ -127,7 +172,8 @@ def _order_group(group: list[_Key], spans: list[SpanRecord], parent: list[int | 
             return (0, -depth[i], i)  # ends first, deepest first
         if kind == 1:
             return (1, i, k)  # then span events
-        zero = spans[i].end_ns is not None and spans[i].end_ns <= spans[i].start_ns
+        end = spans[i].end_ns
+        zero = end is not None and end <= spans[i].start_ns
         return (2, 0 if zero else 1, depth[i], i)  # then starts, shallowest first
 
     ready = [(priority(p), p) for p in group if waiting[p] == 0]
@@ -146,22 +192,14 @@ def _order_group(group: list[_Key], spans: list[SpanRecord], parent: list[int | 
     return out
 
 
-# -- events -----------------------------------------------------------------------------
+# -- the replay ---------------------------------------------------------------------------
 
 def replay_events(records: Sequence[SpanRecord]) -> list[Event]:
-    """The events of these spans (one turn's), numbered from 1."""
-    state = MappingState()
+    """The events of these spans (one turn's), numbered from 1. A mapping failure
+    propagates: a replay that cannot be derived is an error, not a shorter turn."""
     events: list[Event] = []
-    for record, kind, span_event in ordered_phases(records):
-        if kind == EVENT:
-            derived = map_span_event(state, record.at_start(), span_event or {})
-        elif kind == END:
-            derived = map_span(state, record, True)
-        else:
-            derived = map_span(state, record.at_start(), False)
-        for event in derived:
-            events.append(event.with_seq(len(events) + 1))
-    return events
+    feed(MappingState(), ordered_phases(records), events.append, read=as_live)
+    return [event.with_seq(seq) for seq, event in enumerate(events, 1)]
 
 
 @dataclass(slots=True)
@@ -200,9 +238,9 @@ def group_turns(records: Sequence[SpanRecord]) -> list[TurnSpans]:
                 turn.trace_ids.append(r.trace_id)
                 trace_turn[r.trace_id] = turn_id
     for r in records:
-        turn_id = trace_turn.get(r.trace_id)
-        if turn_id is not None:
-            turns[turn_id].spans.append(r)
+        owner = trace_turn.get(r.trace_id)
+        if owner is not None:
+            turns[owner].spans.append(r)
     ordered = sorted(turns.values(), key=lambda t: t.started_ns)
     for turn in ordered:
         turn.trace_ids.sort(key=lambda tid: min(r.start_ns for r in turn.roots

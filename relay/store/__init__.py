@@ -56,19 +56,25 @@ class SpanStore(Protocol):
 
     def schema_version(self) -> int: ...
 
+    def ping(self) -> None:
+        """Readiness: returns when the store answers, raises when it does not (blocking:
+        call it in a worker thread)."""
+        ...
+
     def close(self) -> None: ...
 
 
 def open_store(settings: RelaySettings) -> SpanStore:
     """The store ``RELAY_STORE`` names: ``sqlite`` (default) or a ``postgresql://`` URL."""
-    limits = {"retention_s": settings.store_retention_s, "max_turns": settings.store_max_turns}
+    retention_s, max_turns = settings.store_retention_s, settings.store_max_turns
     if settings.store.startswith(("postgresql://", "postgres://")):
         from relay.store.postgres import PostgresSpanStore
 
-        return PostgresSpanStore(settings.store, **limits)
+        return PostgresSpanStore(settings.store, retention_s=retention_s, max_turns=max_turns)
     from relay.store.sqlite import SQLiteSpanStore
 
-    return SQLiteSpanStore(settings.data_dir / "spans.db", **limits)
+    return SQLiteSpanStore(settings.data_dir / "spans.db", retention_s=retention_s,
+                           max_turns=max_turns)
 
 
 __all__ = ["EXPIRED", "STORED", "UNKNOWN", "SpanStore", "open_store"]

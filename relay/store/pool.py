@@ -26,10 +26,15 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
-
 from relay.errors import StoreUnavailable
+
+try:  # the 'postgres' extra; without it only unavailable_as is used here (SQLite's checkpointer)
+    import psycopg
+    from psycopg_pool import ConnectionPool, PoolTimeout
+
+    _UNAVAILABLE: tuple[type[Exception], ...] = (psycopg.OperationalError,)
+except ImportError:  # pragma: no cover - no driver: no driver errors to translate
+    _UNAVAILABLE = ()
 
 #: the longest a request waits for a connection (the pool is full, or the database away)
 POOL_TIMEOUT_S = 5.0
@@ -79,7 +84,7 @@ def unavailable_as(what: str) -> Iterator[None]:
     Integrity errors (a duplicate key) and programming errors pass through as they are."""
     try:
         yield
-    except psycopg.OperationalError as exc:  # PoolTimeout and PoolClosed are ones too
+    except _UNAVAILABLE as exc:  # psycopg.OperationalError: PoolTimeout and PoolClosed too
         raise StoreUnavailable(what, describe(exc)) from exc
 
 

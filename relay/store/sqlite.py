@@ -133,6 +133,10 @@ class SQLiteSpanStore(SQLSpanStore):
             return self._reader.execute("SELECT MAX(version) FROM span_schema_version"
                                         ).fetchone()[0] or 0
 
+    def ping(self) -> None:
+        """Readiness: one cheap read."""
+        self.schema_version()
+
     def close(self) -> None:
         with self._write_lock:
             self._writer.close()

@@ -44,7 +44,8 @@ class AdvisoryLocks:
         with unavailable_as("thread locks"):
             conn = self._pool.getconn()
             try:
-                held = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
+                row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+                held = bool(row and row[0])
             except BaseException:
                 self._pool.putconn(conn)  # broken: the pool discards it and connects anew
                 raise

@@ -73,8 +73,10 @@ class PostgresTurnStore(ThreadedTurnAPI):
         from relay.turns.locks import AdvisoryLocks
 
         self._pool = open_pool(url, name="relay-turns", connect_timeout_s=connect_timeout_s)
+        self._opened: list[Any] = [self._pool]  # what close() closes, newest first
         try:
             self._locks = AdvisoryLocks(url, connect_timeout_s=connect_timeout_s)
+            self._opened.insert(0, self._locks)
             self._migrate()
         except BaseException:
             self.close()  # the pools' worker threads must not outlive a failed start
@@ -168,7 +170,8 @@ class PostgresTurnStore(ThreadedTurnAPI):
 
     def _list(self, thread_id: str | None, limit: int, before: float | None
               ) -> list[TurnRecord]:
-        where, args = [], []
+        where: list[str] = []
+        args: list[Any] = []
         if thread_id is not None:
             where.append("thread_key = %s")
             args.append(id_key(thread_id))
@@ -204,9 +207,8 @@ class PostgresTurnStore(ThreadedTurnAPI):
         return self._locks.try_lock(key, f"thread {thread_id}")
 
     def close(self) -> None:
-        for pool in (getattr(self, "_locks", None), getattr(self, "_pool", None)):
-            if pool is not None:
-                pool.close()
+        for pool in self._opened:
+            pool.close()
 
 
 def _record(row: Any) -> TurnRecord:

@@ -131,6 +131,23 @@ class TurnExists(Exception):
     pass
 
 
+class HeldThread(Protocol):
+    """A thread held for one run (:meth:`TurnStore.lock_thread`), until released."""
+
+    async def release(self) -> None: ...
+
+
+class _HoldsNothing:
+    """The hold of a store that only one instance uses: the run manager already keeps
+    one run per thread in process, so there is nothing more to hold."""
+
+    async def release(self) -> None:
+        return None
+
+
+HOLDS_NOTHING: HeldThread = _HoldsNothing()
+
+
 class TurnStore(Protocol):
     """Where turn records live: SQLite (:class:`SQLiteTurnStore`) or PostgreSQL
     (:class:`relay.turns.postgres.PostgresTurnStore`). Every method finds a turn by any
@@ -146,6 +163,16 @@ class TurnStore(Protocol):
                    before: float | None = None) -> list[TurnRecord]: ...
 
     async def mark_interrupted(self) -> int: ...
+
+    async def lock_thread(self, thread_id: str) -> HeldThread | None:
+        """Hold the thread for one run across every instance that shares these records;
+        None when another instance holds it. A store of one instance holds nothing
+        (:data:`HOLDS_NOTHING`) and never refuses."""
+        ...
+
+    async def ping(self) -> None:
+        """Readiness: returns when the store answers, raises when it does not."""
+        ...
 
     def close(self) -> None: ...
 
@@ -235,7 +262,8 @@ class SQLiteTurnStore(ThreadedTurnAPI):
                              [*changes.values(), id_key(turn_id)])
 
     def _list(self, thread_id: str | None, limit: int, before: float | None) -> list[TurnRecord]:
-        where, args = [], []
+        where: list[str] = []
+        args: list[Any] = []
         if thread_id is not None:
             where.append("thread_key = ?")
             args.append(id_key(thread_id))
@@ -258,6 +286,14 @@ class SQLiteTurnStore(ThreadedTurnAPI):
                 (now, RUNNING),
             )
             return cur.rowcount
+
+    async def lock_thread(self, thread_id: str) -> HeldThread | None:
+        """One instance uses this file: no other instance to hold the thread against."""
+        return HOLDS_NOTHING
+
+    async def ping(self) -> None:
+        """Readiness: one cheap read."""
+        await self.list(limit=1)
 
     def close(self) -> None:
         with self._lock:

@@ -173,9 +173,8 @@ class RunManager:
         busy = self._threads.get(record.thread_id)
         previous = self._runs.get(busy) if busy else None
         thread_lock = None
-        lock_thread = getattr(self.turns, "lock_thread", None)
-        if previous is None and lock_thread is not None:  # shared turn records: replicas
-            thread_lock = await lock_thread(record.thread_id)
+        if previous is None:  # shared turn records hold the thread across replicas
+            thread_lock = await self.turns.lock_thread(record.thread_id)
             if thread_lock is None:
                 raise ThreadBusy(record.thread_id, "(running on another instance)")
         run: _Run | None = None

@@ -20,7 +20,7 @@ The Redis Streams bus runs the same loop when ``RELAY_BENCH_REDIS_URL`` is set a
 
 ``replay``: a synthetic turn of 10,000 spans (a root, nodes with model / retrieval / tool
 children): ``map_span`` over its phases in a fresh :class:`MappingState`, with and
-without JSON encoding; ``relay.replay.replay_events`` (order + map) when it exists; and
+without JSON encoding; ``relay.mapping.feed.replay_events`` (order + map) when it exists; and
 the same from a SQLite span store (write once, then read + replay timed).
 
 ``ingest``: OTLP/HTTP spans/s into a real uvicorn (see :mod:`tests.bench.bench_http`).
@@ -490,14 +490,14 @@ def _replay(quick: bool) -> list[Figure]:
 
 
 def _replay_store(ends: list[Any], n_spans: int, n_rounds: int) -> list[Figure]:
-    """relay.replay.replay_events, from memory and from a SQLite span store (hooks)."""
+    """relay.mapping.feed.replay_events, from memory and from a SQLite span store (hooks)."""
     from relay import conventions as c
 
     figs: list[Figure] = []
     try:
         from relay.mapping.feed import replay_events
     except ImportError:
-        return [na("replay.events", "relay.replay.replay_events", "ms", "not built"),
+        return [na("replay.events", "relay.mapping.feed.replay_events", "ms", "not built"),
                 na("replay.sqlite", "from the SQLite span store", "ms", "not built")]
     turn_id = next(r.attributes[c.TURN_ID] for r in ends if c.TURN_ID in r.attributes)
     replay_events(ends)
@@ -507,7 +507,7 @@ def _replay_store(ends: list[Any], n_spans: int, n_rounds: int) -> list[Figure]:
         t0 = time.perf_counter()
         events = replay_events(ends)
         times.append((time.perf_counter() - t0) * 1000)
-    figs.append(summary("replay.events", f"  relay.replay.replay_events ({len(events):,} "
+    figs.append(summary("replay.events", f"  relay.mapping.feed.replay_events ({len(events):,} "
                         "events: order + map)", times, "ms", target="<= 100", limit=100.0))
     try:
         from relay.store.sqlite import SQLiteSpanStore

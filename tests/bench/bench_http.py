@@ -423,7 +423,7 @@ async def _ingest(port: int, quick: bool) -> list[Figure]:
 def run_ingest(quick: bool) -> list[Figure]:
     import importlib.util
 
-    if importlib.util.find_spec("relay.receiver") is None:
+    if importlib.util.find_spec("relay.ingest.receiver") is None:
         return [na("ingest.otlp_http", "OTLP receiver", "spans/s", "not built",
                    target=">= 20k spans/s")]
     with server(otlp=True) as srv:

@@ -4,7 +4,7 @@
   own RELAY_DATA_DIR and waits for ``/healthz``; every server is stopped at teardown.
 - ``nginx_proxy(upstream_port, location_conf, http_version)`` writes an nginx config into a temp dir
   (non-daemon, own pid, error log and temp paths) and runs Debian's nginx on a free port.
-- ``run_verify(url, *args)`` runs ``python -m relay.verify URL --json ...`` as a
+- ``run_verify(url, *args)`` runs ``python -m relay.cli.verify URL --json ...`` as a
   subprocess and returns (exit code, parsed JSON report, stderr).
 
 nginx missing: the tests skip (with how to install it), except under CI=true, where they
@@ -320,7 +320,7 @@ class VerifyRun:
 def run_verify() -> Callable[..., VerifyRun]:
     def run(url: str, *args: str, timeout: float = 90.0) -> VerifyRun:
         proc = subprocess.run(
-            [sys.executable, "-m", "relay.verify", url, "--json", *args],
+            [sys.executable, "-m", "relay.cli.verify", url, "--json", *args],
             cwd=REPO,
             capture_output=True,
             text=True,

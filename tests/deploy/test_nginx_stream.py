@@ -2,7 +2,7 @@
 
 Each test starts ``span-relay serve`` on a free 127.0.0.1 port (RELAY_FAULTS=1 so that
 ``verify-stream`` can slow the ``generate`` node down) and an nginx with a config written
-into a temp dir, then runs ``python -m relay.verify`` against nginx:
+into a temp dir, then runs ``python -m relay.cli.verify`` against nginx:
 
 (a) a plain ``proxy_pass`` with ``proxy_http_version 1.1`` (proxy_buffering on, nginx's
     default): the relay's ``X-Accel-Buffering: no`` keeps the stream incremental -> exit 0;

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from relay.cli.verify import EXIT_HTTP_ERROR, EXIT_INCONCLUSIVE, EXIT_INCREMENTAL
+from relay.cli.verify.report import EXIT_HTTP_ERROR, EXIT_INCONCLUSIVE, EXIT_INCREMENTAL
 
 pytestmark = pytest.mark.slow
 

@@ -9,17 +9,16 @@ import socket
 import pytest
 
 from relay.cli import verify
-from relay.cli.verify import (
+from relay.cli.verify.report import (
     EXIT_BUFFERED,
     EXIT_HTTP_ERROR,
     EXIT_INCONCLUSIVE,
     EXIT_INCREMENTAL,
     EXIT_NO_TERMINAL,
-    Frame,
-    SSEParser,
     StreamReport,
-    judge,
 )
+from relay.cli.verify.sse import Frame, SSEParser
+from relay.cli.verify.verdict import judge
 
 T0 = 1_760_000_000_000.0  # epoch ms
 

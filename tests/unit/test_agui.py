@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from relay.bus.static import StaticReader
-from relay.delivery.agui import AGUIEncoder, clean, interrupt, step_name
+from relay.delivery.agui import AGUIEncoder, interrupt
+from relay.delivery.agui_run import clean, step_name
 from relay.delivery.streaming import EventStream
 from relay.events import Event
 from tests.agui.conftest import check_stream, validate_event

@@ -17,7 +17,7 @@ from spanrec import Tracing, feed
 from agent.tracing import child_span, run_span, traced_node
 from relay import conventions as c
 from relay.mapping import MappingState, map_span
-from relay.mapping import engine as mapping
+from relay.mapping import state as mapping
 from relay.spans import SpanRecord
 
 TOPOLOGY = {

@@ -127,12 +127,12 @@ async def test_publish_that_raises_never_reaches_the_caller(pipe: Pipeline) -> N
 
 async def test_mapping_failure_is_counted_not_raised(pipe: Pipeline,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    import relay.ingest.processor as processor_module
+    from relay.mapping import engine
 
     def broken(*args: Any) -> list[Event]:
         raise ValueError("mapping bug")
 
-    monkeypatch.setattr(processor_module, "map_span", broken)
+    monkeypatch.setattr(engine, "map_span", broken)
     pipe.processor.bind(asyncio.get_running_loop())
     pipe.root().end()
     await asyncio.sleep(0)

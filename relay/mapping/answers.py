@@ -1,0 +1,197 @@
+"""A run's answer: the terminal event its root's end gives, and the stored answer.
+
+Our run root says how the run ended in ``relay.turn.outcome`` and carries its answer
+(``relay.turn.response``, ``relay.turn.interrupts``): ``turn_completed``, ``paused`` or
+``error``, and an ``error`` that says so when such an attribute is missing (content not
+captured) or cut (an attribute length limit); a ``save_message`` span then says where the
+answer is stored. A run of another instrumentation carries no ChatResponse: one is built
+from its nodes (noted as they end) and the output its root span reports (OpenInference
+``output.value``, OpenLLMetry ``traceloop.entity.output``, GenAI
+``gen_ai.output.messages``), as far as it says one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from relay import conventions as c
+from relay import events as ev
+from relay.events import Event
+from relay.mapping.rules import GENAI_OUTPUT_MESSAGES, OI_OUTPUT, TL_OUTPUT, json_attr
+from relay.mapping.state import Run, ms
+from relay.spans import SpanRecord
+
+# -- our runs ----------------------------------------------------------------------------
+
+def root_end(run: Run, record: SpanRecord) -> list[Event]:
+    """The terminal event of one of our runs, from its root's end attributes."""
+    attrs = record.attributes
+    outcome = attrs.get(c.TURN_OUTCOME)
+    end = record.end_ns or record.start_ns
+    if outcome in ("answered", "refused"):
+        response, ok = json_attr(attrs, c.TURN_RESPONSE, None)
+        if not ok:
+            return [_truncated(run, end, c.TURN_RESPONSE)]
+        if response is None:
+            return [_missing(run, end, c.TURN_RESPONSE)]
+        fields: dict[str, Any] = {"response": response}
+        if run.kind == "resume" and c.TURN_HUMAN_WAIT_MS in attrs:
+            fields["human_wait_ms"] = attrs[c.TURN_HUMAN_WAIT_MS]
+        return [run.event(ev.TURN_COMPLETED, end, fields)]
+    if outcome == "paused":
+        interrupts, ok = json_attr(attrs, c.TURN_INTERRUPTS, [])
+        if not ok:
+            return [_truncated(run, end, c.TURN_INTERRUPTS)]
+        return [run.event(ev.PAUSED, end, {
+            "interrupts": interrupts,
+            "resume": _how_to_resume(run, interrupts),
+        })]
+    if outcome == "cancelled":
+        return [run.event(ev.ERROR, end, {
+            "code": "cancelled",
+            "message": str(attrs.get(c.ERROR_MESSAGE, "The turn was cancelled.")),
+            "node": attrs.get(c.ERROR_NODE),
+            "retryable": True,
+        })]
+    return [run.event(ev.ERROR, end, {
+        "code": str(attrs.get(c.ERROR_CODE, "turn_failed")),
+        "message": str(attrs.get(c.ERROR_MESSAGE, "The agent could not finish this turn.")),
+        "node": attrs.get(c.ERROR_NODE),
+        "retryable": bool(attrs.get(c.ERROR_RETRYABLE, True)),
+    })]
+
+
+def _how_to_resume(run: Run, interrupts: list[dict[str, Any]]) -> dict[str, Any]:
+    if len(interrupts) == 1:
+        value: Any = "<your answer to the interrupt>"
+    else:
+        value = {str(i.get("id")): "<your answer>" for i in interrupts}
+    return {
+        "method": "POST",
+        "path": "/chat/resume",
+        "body": {"thread_id": run.thread_id, "turn_id": run.turn_id, "resume": value},
+    }
+
+
+def _missing(run: Run, end_ns: int, attribute: str) -> Event:
+    return run.event(ev.ERROR, end_ns, {
+        "code": "attribute_missing",
+        "message": (
+            f"The span attribute {attribute} is not there: the spans were probably exported "
+            "with RELAY_CAPTURE_CONTENT=false, which drops the answer; the turn's outcome "
+            "is in relay.turn.outcome."
+        ),
+        "node": None,
+        "retryable": False,
+    })
+
+
+def _truncated(run: Run, end_ns: int, attribute: str) -> Event:
+    return run.event(ev.ERROR, end_ns, {
+        "code": "attribute_truncated",
+        "message": (
+            f"The span attribute {attribute} arrived cut short, probably by "
+            "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT; raise or unset that limit."
+        ),
+        "node": None,
+        "retryable": False,
+    })
+
+
+def message_saved(record: SpanRecord) -> list[Event]:
+    """A ``save_message`` span (a child of the run's root that ends after it) that
+    succeeded: the turn's answer is stored under ``relay.message.id``. The run is over by
+    then, so the span names its turn and thread itself."""
+    attrs = record.attributes
+    if record.status == "error" or c.MESSAGE_ID not in attrs or c.MESSAGE_TURN_ID not in attrs:
+        return []
+    return [Event(ev.MESSAGE_SAVED, str(attrs.get(c.CONVERSATION_ID, "")),
+                  str(attrs[c.MESSAGE_TURN_ID]), record.trace_id, ms(record.end_ns or 0),
+                  {"message_id": str(attrs[c.MESSAGE_ID])})]
+
+
+# -- runs of other instrumentations ------------------------------------------------------
+
+def foreign_node_ended(run: Run, record: SpanRecord, node: str | None, status: str) -> str:
+    """A node of a foreign run ended: note it for the run's response. Returns its status,
+    ``paused`` for a LangGraph interrupt that the instrumentation recorded as an error."""
+    if status == "error" and _interrupted(record):
+        status = "paused"
+    if status == "paused":
+        run.paused = True
+    elif status == "error":
+        run.failed_node = node
+    run.nodes.append({"name": node, "status": status, "duration_ms": record.duration_ms})
+    return status
+
+
+def _interrupted(record: SpanRecord) -> bool:
+    """A LangGraph interrupt recorded as an exception (it pauses, it does not fail)."""
+    for event in record.events:
+        kind = str((event.get("attributes") or {}).get("exception.type", ""))
+        if kind.endswith(("GraphInterrupt", "NodeInterrupt")):
+            return True
+    return "GraphInterrupt" in record.status_message
+
+
+def foreign_end(run: Run, record: SpanRecord) -> list[Event]:
+    """The terminal event of a foreign run: ``error`` when its root failed, else a
+    ``turn_completed`` whose response is built from the spans."""
+    end = record.end_ns or record.start_ns
+    if record.status == "error":
+        return [run.event(ev.ERROR, end, {
+            "code": "node_failed" if run.failed_node else "turn_failed",
+            "message": "The agent could not finish this turn.",
+            "node": run.failed_node,
+            "retryable": True,
+        })]
+    response = {
+        "thread_id": run.thread_id, "turn_id": run.turn_id, "trace_id": run.trace_id,
+        "status": "paused" if run.paused else "answered",
+        "answer": _answer_of(record.attributes), "citations": [], "interrupts": [],
+        "nodes": run.nodes,
+    }
+    return [run.event(ev.TURN_COMPLETED, end, {"response": response})]
+
+
+def _answer_of(attrs: Mapping[str, Any]) -> str:
+    """The answer of a foreign run: its root's output, as far as it says one."""
+    for key in (OI_OUTPUT, TL_OUTPUT, GENAI_OUTPUT_MESSAGES):
+        raw = attrs.get(key)
+        if raw is None:
+            continue
+        try:
+            value: Any = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            return str(raw)
+        found = _answer_in(value)
+        if found is not None:
+            return found
+    return ""
+
+
+def _answer_in(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        if isinstance(value.get("outputs"), dict):
+            return _answer_in(value["outputs"])
+        for key in ("answer", "output", "content"):
+            if isinstance(value.get(key), str):
+                return value[key]
+        messages = value.get("messages")
+        if isinstance(messages, list) and messages:
+            return _answer_in(messages[-1])
+        parts = value.get("parts")
+        if isinstance(parts, list):
+            texts = [str(p["content"]) for p in parts
+                     if isinstance(p, dict) and isinstance(p.get("content"), str)]
+            return "".join(texts) if texts else None
+        kwargs = value.get("kwargs")
+        if isinstance(kwargs, dict):
+            return _answer_in(kwargs)
+    if isinstance(value, list) and value:
+        return _answer_in(value[-1])
+    return None

@@ -1,0 +1,124 @@
+"""Facts of children: what ``node_completed`` says about the spans under a node.
+
+A node's ``summary`` (model, tokens, documents, guardrail, tools) and ``children`` (one
+line per span) are gathered as its descendants end. Spans of other instrumentations may
+be recognised as a node only at their own end, after their children ended: those facts
+then wait in a :class:`~relay.mapping.state.Bag` under the nearest ancestor until a node
+claims them (:func:`claim`), so a late node's summary is the same as a timely one's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from relay import conventions as c
+from relay.mapping.rules import (
+    CHAT,
+    GENAI_COMPLETION_TOKENS,
+    GENAI_PROMPT_TOKENS,
+    RETRIEVAL,
+    TOOL,
+    Facts,
+    suffix,
+)
+from relay.mapping.state import Bag, MappingState, Open, Run, ms
+from relay.spans import SpanRecord
+
+
+def status_of(record: SpanRecord, outcome_key: str | None) -> str:
+    """A span's status in events: our outcome attribute when it says one, else OTel's."""
+    if outcome_key is not None:
+        outcome = record.attributes.get(outcome_key)
+        if outcome in ("ok", "error", "paused", "cancelled"):
+            return str(outcome)
+    return "error" if record.status == "error" else "ok"
+
+
+def summarise(node: Open | Bag, record: SpanRecord, operation: Any,
+              facts: Facts | None = None) -> None:
+    """Add an ended span to a node's (or a bag's) summary and children. A span of another
+    instrumentation (no ``gen_ai.operation.name``) is read through its rule's facts."""
+    attrs = record.attributes
+    summary = node.summary
+    foreign = c.OPERATION not in attrs and facts is not None
+    if foreign:
+        assert facts is not None
+        if facts.role == CHAT:
+            if facts.model is not None:
+                summary["model"] = facts.model
+            for value, out in ((facts.input_tokens, "input_tokens"),
+                               (facts.output_tokens, "output_tokens")):
+                if value is not None:
+                    summary[out] = summary.get(out, 0) + value
+        elif facts.role == RETRIEVAL and facts.documents is not None:
+            summary["documents"] = summary.get("documents", 0) + facts.documents
+        elif facts.role == TOOL:
+            summary.setdefault("tools", []).append(str(facts.name))
+    elif operation == c.OP_CHAT:
+        model = attrs.get(c.RESPONSE_MODEL, attrs.get(c.REQUEST_MODEL))
+        if model is not None:
+            summary["model"] = model
+        for key, alt, out in ((c.INPUT_TOKENS, GENAI_PROMPT_TOKENS, "input_tokens"),
+                              (c.OUTPUT_TOKENS, GENAI_COMPLETION_TOKENS, "output_tokens")):
+            if key in attrs:
+                summary[out] = summary.get(out, 0) + int(attrs[key])
+            elif alt in attrs:
+                summary[out] = summary.get(out, 0) + int(attrs[alt])
+    elif operation == c.OP_RETRIEVAL and c.RETRIEVAL_DOCUMENTS in attrs:
+        summary["documents"] = summary.get("documents", 0) + int(attrs[c.RETRIEVAL_DOCUMENTS])
+    elif operation == c.OP_GUARDRAIL and c.GUARDRAIL_DECISION in attrs:
+        summary["guardrail"] = {
+            "name": str(attrs.get(c.GUARDRAIL_NAME, suffix(record.name))),
+            "decision": attrs[c.GUARDRAIL_DECISION],
+            "reason": attrs.get(c.GUARDRAIL_REASON, ""),
+        }
+    elif operation == c.OP_TOOL:
+        summary.setdefault("tools", []).append(str(attrs.get(c.TOOL_NAME, suffix(record.name))))
+    node.children.append({
+        "span_id": record.span_id,
+        "parent_span_id": record.parent_span_id,
+        "name": record.name,
+        "operation": operation if operation in _OPERATIONS else "other",
+        "start_ts": ms(record.start_ns),
+        "duration_ms": record.duration_ms,
+        "status": status_of(record, c.SPAN_OUTCOME),
+    })
+
+
+_OPERATIONS = frozenset({c.OP_CHAT, c.OP_RETRIEVAL, c.OP_GUARDRAIL, c.OP_TOOL})
+
+
+def to_parent(state: MappingState, run: Run, record: SpanRecord, operation: Any,
+              facts: Facts | None, opened: Open | None) -> None:
+    """Facts of a span with no known node go up to its parent, to wait for a node."""
+    parent_id = record.parent_span_id
+    if parent_id is None or parent_id == run.root_span_id:
+        return
+    parent = state.spans.get(parent_id)
+    target: Open | Bag = parent if parent is not None \
+        else state.orphan_bag(parent_id, run.trace_id)
+    summarise(target, record, operation, facts)
+    if opened is not None:
+        merge(target, opened)
+    waiting = state.orphans.pop(record.span_id, None)
+    if waiting is not None:
+        merge(target, waiting)
+
+
+def claim(state: MappingState, span_id: str, node: Open) -> None:
+    """A node is known now: the facts that waited for it under its span id are its own."""
+    waiting = state.orphans.pop(span_id, None) if state.orphans else None
+    if waiting is not None:
+        merge(node, waiting)
+
+
+def merge(into: Open | Bag, other: Open | Bag) -> None:
+    """Add one gathering of facts to another: counts add up, tools and children extend."""
+    for key, value in other.summary.items():
+        if key in ("input_tokens", "output_tokens", "documents"):
+            into.summary[key] = into.summary.get(key, 0) + value
+        elif key == "tools":
+            into.summary.setdefault("tools", []).extend(value)
+        else:
+            into.summary[key] = value
+    into.children.extend(other.children)
