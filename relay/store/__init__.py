@@ -2,7 +2,7 @@
 
 An OpenTelemetry :class:`~relay.store.exporter.SpanStoreExporter`, attached through a
 ``BatchSpanProcessor`` (its own thread, never the agent's), writes each batch of finished
-spans in one transaction. :mod:`relay.replay` reads a turn's spans back and derives its
+spans in one transaction. :mod:`relay.mapping.feed` reads a turn's spans back and derives its
 events with the same mapping as the live path.
 
 Backends: SQLite (default, ``RELAY_DATA_DIR/spans.db``) and PostgreSQL

@@ -189,7 +189,7 @@ def test_pacing_follows_the_span_times(launcher: Launcher) -> None:
     replay at speed 1 is still waiting for the event after it while the replays at
     speed 0 and at the highest speed (0.6 s for that gap) are read whole; on a machine
     however slow, ten minutes do not pass meanwhile. How each speed scales each gap is
-    checked exactly on ``relay.replay.schedule`` (test_replay.py)."""
+    checked exactly on ``relay.delivery.replay.schedule`` (test_replay.py)."""
     server = launcher.start(RELAY_HEARTBEAT_S="0.1", RELAY_OTLP_HTTP="true")
     turn_id = turn_with_a_long_gap(server.url)
     url = f"{server.url}/turns/{turn_id}/events"

@@ -1,4 +1,4 @@
-"""relay.processor.RelaySpanProcessor: O(1) hand-off, thread-safe, bounded, never raises."""
+"""relay.ingest.processor.RelaySpanProcessor: O(1) hand-off, thread-safe, bounded, never raises."""
 
 from __future__ import annotations
 
