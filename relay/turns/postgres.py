@@ -33,7 +33,14 @@ from collections.abc import Iterator
 from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any
 
-from relay.turns.records import RUNNING, ThreadedTurnAPI, TurnExists, TurnRecord, id_key
+from relay.turns.records import (
+    RUNNING,
+    ThreadedTurnAPI,
+    TurnExists,
+    TurnRecord,
+    id_key,
+    list_filter,
+)
 
 _COLUMNS = [f.name for f in fields(TurnRecord)]
 _LOCK_KEY = 0x7475726E732D7067  # "turns-pg"
@@ -170,15 +177,7 @@ class PostgresTurnStore(ThreadedTurnAPI):
 
     def _list(self, thread_id: str | None, limit: int, before: float | None
               ) -> list[TurnRecord]:
-        where: list[str] = []
-        args: list[Any] = []
-        if thread_id is not None:
-            where.append("thread_key = %s")
-            args.append(id_key(thread_id))
-        if before is not None:
-            where.append("started_at < %s")
-            args.append(before)
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        clause, args = list_filter(thread_id, before, "%s")
         with self._cursor() as cur:
             cur.execute(f"SELECT {', '.join(_COLUMNS)} FROM relay_turns {clause} "
                         "ORDER BY started_at DESC LIMIT %s", [*args, limit])

@@ -148,6 +148,22 @@ class _HoldsNothing:
 HOLDS_NOTHING: HeldThread = _HoldsNothing()
 
 
+def list_filter(thread_id: str | None, before: float | None,
+                placeholder: str) -> tuple[str, list[Any]]:
+    """The WHERE clause and its arguments of a turn listing, for both SQL stores (their
+    drivers differ only in the placeholder): a thread in any spelling, older than
+    ``before``."""
+    where: list[str] = []
+    args: list[Any] = []
+    if thread_id is not None:
+        where.append(f"thread_key = {placeholder}")
+        args.append(id_key(thread_id))
+    if before is not None:
+        where.append(f"started_at < {placeholder}")
+        args.append(before)
+    return (f"WHERE {' AND '.join(where)}" if where else ""), args
+
+
 class TurnStore(Protocol):
     """Where turn records live: SQLite (:class:`SQLiteTurnStore`) or PostgreSQL
     (:class:`relay.turns.postgres.PostgresTurnStore`). Every method finds a turn by any
@@ -262,15 +278,7 @@ class SQLiteTurnStore(ThreadedTurnAPI):
                              [*changes.values(), id_key(turn_id)])
 
     def _list(self, thread_id: str | None, limit: int, before: float | None) -> list[TurnRecord]:
-        where: list[str] = []
-        args: list[Any] = []
-        if thread_id is not None:
-            where.append("thread_key = ?")
-            args.append(id_key(thread_id))
-        if before is not None:
-            where.append("started_at < ?")
-            args.append(before)
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        clause, args = list_filter(thread_id, before, "?")
         with self._lock:
             rows = self._db.execute(
                 f"SELECT {', '.join(_COLUMNS)} FROM turns {clause} "
