@@ -3,14 +3,12 @@
     guardrail_pre ─┬─> retrieve_context ─> generate ─┬─> guardrail_post ─> END
                    └──────(refused)──────────^       └─> human_approval ─^
 
-Every node runs inside a node span (:func:`agent.tracing.traced_node`) and honours the
-fault-injection header (:func:`agent.faults.with_faults`), inside the span so a fault
-looks like what it imitates.
+The library's :class:`relay.GraphAgent` opens every node's span
+(relay/langgraph/instrument.py); a node honours the fault-injection header
+(:func:`agent.faults.with_faults`) inside that span, so a fault looks like what it imitates.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -28,12 +26,12 @@ from agent.nodes import (
 from agent.nodes.generate import route_after_generate
 from agent.nodes.guard import route_after_guardrail
 from agent.state import SupportState
-from agent.tracing import traced_node
 
 GRAPH_ID = "support_agent"
 
 
-def build_graph(deps: NodeDeps, checkpointer: BaseCheckpointSaver | None) -> CompiledStateGraph:
+def build_graph(deps: NodeDeps,
+                checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
     builder = StateGraph(SupportState)
     nodes = {
         "guardrail_pre": make_guardrail_pre(deps),
@@ -43,7 +41,7 @@ def build_graph(deps: NodeDeps, checkpointer: BaseCheckpointSaver | None) -> Com
         "guardrail_post": make_guardrail_post(deps),
     }
     for name, fn in nodes.items():
-        builder.add_node(name, traced_node(deps.tracer, name, with_faults(name, fn)))
+        builder.add_node(name, with_faults(name, fn))
     builder.add_edge(START, "guardrail_pre")
     builder.add_conditional_edges("guardrail_pre", route_after_guardrail,
                                   ["retrieve_context", "generate"])
@@ -53,14 +51,3 @@ def build_graph(deps: NodeDeps, checkpointer: BaseCheckpointSaver | None) -> Com
     builder.add_edge("human_approval", "guardrail_post")
     builder.add_edge("guardrail_post", END)
     return builder.compile(checkpointer=checkpointer, name=GRAPH_ID)
-
-
-def topology(graph: CompiledStateGraph) -> dict[str, Any]:
-    """The compiled graph's nodes and edges, as ``graph_topology`` carries them."""
-    drawable = graph.get_graph()
-    return {
-        "graph_id": GRAPH_ID,
-        "nodes": [{"id": n.id, "label": n.name} for n in drawable.nodes.values()],
-        "edges": [{"source": e.source, "target": e.target, "conditional": e.conditional}
-                  for e in drawable.edges],
-    }

@@ -2,8 +2,12 @@
 
 The public surface, curated: what an app that serves its own graph writes against.
 
-- :class:`Relay`: settings, bus, stores, runs, span processor, from the environment; its
-  ``router`` and ``install(app)`` put the turn API on a FastAPI app.
+- :class:`Relay`: settings, bus, stores, runs, span processor, from the environment;
+  ``relay.mount(app, GraphAgent(graph))`` serves any compiled LangGraph graph (``/chat``,
+  ``/chat/resume``, ``/agui``, the turn API, the SPA) with ``lifespan=relay.lifespan``.
+- :class:`GraphAgent`: a compiled graph as turns, instrumented; its hooks say what its
+  values mean. The span helpers for a graph's own spans: :mod:`relay.langgraph.spans`
+  (``child_span``, ``traced_node``, ``run_span``).
 - :class:`RelaySpanProcessor`: spans -> events (``relay.span_processor`` of a Relay).
 - the turn: :class:`TurnRecord` (found by any spelling of its id: :func:`id_key`),
   :class:`ChatResponse`, the run manager's :class:`ThreadBusy`.
@@ -22,7 +26,10 @@ from relay.errors import ApiError, StoreUnavailable
 from relay.events import RUN_TERMINAL, TURN_TERMINAL, Event
 from relay.http.requests import read_json_object
 from relay.ingest.processor import RelaySpanProcessor
+from relay.langgraph.agent import GraphAgent, PendingInterrupt
 from relay.langgraph.checkpoints import check_checkpointer, open_checkpointer, read_checkpoints
+from relay.langgraph.instrument import GraphInstrumentation
+from relay.langgraph.spans import child_span, run_span, traced_node
 from relay.settings import ConfigError, RelaySettings
 from relay.turns.messages import Message, SQLiteMessageStore
 from relay.turns.records import PAUSED, RUNNING, TurnRecord, TurnStore, id_key
@@ -42,8 +49,11 @@ __all__ = [
     "ChatResponse",
     "ConfigError",
     "Event",
+    "GraphAgent",
+    "GraphInstrumentation",
     "Message",
     "NotAcceptable",
+    "PendingInterrupt",
     "Relay",
     "RelaySettings",
     "RelaySpanProcessor",
@@ -54,6 +64,7 @@ __all__ = [
     "TurnRecord",
     "TurnStore",
     "check_checkpointer",
+    "child_span",
     "conventions",
     "events",
     "id_key",
@@ -61,4 +72,6 @@ __all__ = [
     "open_checkpointer",
     "read_checkpoints",
     "read_json_object",
+    "run_span",
+    "traced_node",
 ]

@@ -46,6 +46,7 @@ MESSAGE_TURN_ID = "relay.message.turn_id"
 NODE_NAME = "relay.node.name"
 NODE_STEP = "relay.node.step"
 NODE_TASK_ID = "relay.node.task_id"
+NODE_NAMESPACE = "relay.node.namespace"  # string array: the enclosing nodes, outermost first
 NODE_OUTCOME = "relay.node.outcome"
 #: a child span's outcome when the span status cannot say it (``cancelled``)
 SPAN_OUTCOME = "relay.span.outcome"

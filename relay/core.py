@@ -1,27 +1,34 @@
 """The ``Relay``: the few objects a user wires into an app (DESIGN.md §2): settings, the
-bus, the stores, the runs and the span processor. No HTTP of its own: :attr:`router`,
-:meth:`install` and the dependencies hand the parts to :mod:`relay.http`.
+bus, the stores, the runs, the span processor and the tracer provider that feeds it. No
+HTTP of its own: :meth:`mount`, :attr:`router`, :meth:`install` and the dependencies
+hand the parts to :mod:`relay.http`.
 
 ```python
 relay = Relay.from_env()
-provider.add_span_processor(relay.span_processor)
-app.include_router(relay.router)
-relay.install(app)
+agent = GraphAgent(graph, name="research")
+app = FastAPI(lifespan=relay.lifespan)
+relay.mount(app, agent)        # /chat, /chat/resume, /agui, /graphs, /turns..., the SPA
 ```
 
-plus ``await relay.start()`` / ``await relay.stop()`` in the app's lifespan (binds the
-processor to the running loop, marks turns that died with the last process).
+:meth:`lifespan` opens the LangGraph checkpointer (SQLite, or PostgreSQL) for the mounted
+agents, starts the relay (binds the processor to the running loop, marks turns that died
+with the last process) and stops it. An app that serves no graph of ours includes
+:attr:`router`, calls :meth:`install`, and feeds its own spans to :attr:`span_processor`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace import Tracer
 
 from relay import readiness
 from relay.bus import Bus, open_bus
@@ -31,6 +38,8 @@ from relay.events import RUN_TERMINAL, Event
 from relay.export.metrics import CountingExporter, RelayMetrics, prometheus_provider
 from relay.export.otlp import add_otlp_export
 from relay.ingest.processor import RelaySpanProcessor
+from relay.langgraph.agent import GraphAgent
+from relay.langgraph.checkpoints import check_checkpointer, open_checkpointer
 from relay.settings import RelaySettings
 from relay.store import SpanStore, open_store
 from relay.store.exporter import add_span_store
@@ -48,12 +57,15 @@ log = logging.getLogger("relay")
 
 
 class Relay:
-    def __init__(self, settings: RelaySettings) -> None:
+    def __init__(self, settings: RelaySettings,
+                 environ: Mapping[str, str] | None = None) -> None:
         from relay.http.limits import RateLimit, no_limit
         from relay.http.middleware import bus_dependency
         from relay.http.requests import token_checker
 
         self.settings = settings
+        #: the environment it was made from (the checkpointer's and OTLP export's OTEL_*)
+        self.environ = dict(os.environ if environ is None else environ)
         self.bus: Bus = open_bus(settings)  # memory, or Redis Streams
         self.span_processor = RelaySpanProcessor(self._publish)
         self.metrics = RelayMetrics(
@@ -73,8 +85,12 @@ class Relay:
         self.streams = Streams(self.bus, settings, self.closing,
                                attached=self._reader_attached, detached=self._reader_left)
         self._loop: asyncio.AbstractEventLoop | None = None
-        #: the compiled graph's topology, served at GET /graph (set by the app)
+        #: the first served graph's topology, at GET /graph (set by mount)
         self.topology: dict[str, Any] | None = None
+        #: the mounted graphs, by name (GET /graphs)
+        self.agents: dict[str, GraphAgent] = {}
+        self._provider: TracerProvider | None = None
+        self._starting = asyncio.Lock()  # /chat, /chat/resume and /agui check-and-start
         self._router: Any = None  # a FastAPI APIRouter, made on first use
         #: dependencies for the app's routes: the bearer token (RELAY_API_TOKEN), the
         #: rate limit of the run endpoints (RELAY_RATE_LIMIT), the shared bus being up
@@ -99,7 +115,78 @@ class Relay:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Relay:
-        return cls(RelaySettings.from_env(environ))
+        return cls(RelaySettings.from_env(environ), environ)
+
+    # -- graphs -------------------------------------------------------------------------
+
+    def mount(self, app: Any, *agents: GraphAgent) -> None:
+        """Serve ``agents`` on ``app`` (a FastAPI app made with ``lifespan=relay.lifespan``):
+        ``/graphs/{name}/chat``, ``/chat/resume`` and ``/agui`` for each, the first also
+        at ``/chat``, ``/chat/resume``, ``/agui``; and, on the first call, the turn API,
+        ``GET /graphs``, the SPA and the error answers (:meth:`install`)."""
+        from relay.http.graphs import mount_agents
+
+        for agent in agents:
+            if not isinstance(agent, GraphAgent):
+                raise TypeError(f"relay.mount takes GraphAgent(graph, ...) objects, not "
+                                f"{type(agent).__name__}")
+            if agent.name in self.agents:
+                raise ValueError(f"a graph named {agent.name!r} is already mounted; give "
+                                 "each GraphAgent its own name")
+        first = not self.agents
+        for agent in agents:
+            self.agents[agent.name] = agent
+        if self.topology is None and agents:
+            self.topology = agents[0].topology
+        if not getattr(app.state, "relay_mounted", False):
+            app.state.relay = self
+            app.state.relay_mounted = True
+            app.include_router(self.router)
+            self.install(app)
+        mount_agents(app, self, agents, self._starting, first)
+
+    @property
+    def tracer_provider(self) -> TracerProvider:
+        """The tracer provider of the mounted graphs' spans (made on first use): the span
+        processor, the span store (for replay) and the OTLP export (OTEL_EXPORTER_OTLP_*),
+        with ``service.name`` from OTEL_SERVICE_NAME (default ``span-relay``)."""
+        if self._provider is None:
+            service = self.environ.get("OTEL_SERVICE_NAME") or "span-relay"
+            provider = TracerProvider(resource=Resource.create({"service.name": service}))
+            provider.add_span_processor(self.span_processor)
+            self.add_span_store(provider)
+            self.add_otlp_export(provider, self.environ)
+            self._provider = provider
+        return self._provider
+
+    def tracer(self, name: str = "relay") -> Tracer:
+        """A tracer of :attr:`tracer_provider`: for spans a graph's own code opens."""
+        return self.tracer_provider.get_tracer(name)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
+        """The app's lifespan (``FastAPI(lifespan=relay.lifespan)``): the checkpointer of
+        the mounted graphs (RELAY_CHECKPOINTER: SQLite under RELAY_DATA_DIR, or
+        PostgreSQL), :meth:`start`, and at the end :meth:`stop`."""
+        async with contextlib.AsyncExitStack() as stack:
+            if self.agents:
+                saver = await stack.enter_async_context(
+                    open_checkpointer(self.settings, self.environ))
+                # /readyz covers the checkpointer too: every /chat reads it first
+                self.add_readiness_check("checkpoints", lambda: check_checkpointer(saver))
+                tracer = self.tracer("span-relay")
+                for agent in self.agents.values():
+                    agent.bind(tracer=tracer, turns=self.turns, messages=self.messages,
+                               add_event=self.span_processor.add_event,
+                               turn_timeout_s=self.settings.turn_timeout_s,
+                               checkpointer=saver)
+            await self.start()
+            try:
+                yield
+            finally:
+                await self.stop()
+                if self._provider is not None:
+                    await asyncio.to_thread(self._provider.shutdown)
 
     # -- the HTTP surface (relay.http), from the parts -------------------------------------
 

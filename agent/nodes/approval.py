@@ -16,7 +16,7 @@ from langgraph.types import interrupt
 
 from agent.nodes.deps import NodeDeps
 from agent.state import SupportState
-from agent.tracing import child_span
+from relay import child_span
 from relay import conventions as c
 
 TOOL_LABELS = {"issue_refund": "Issuing refund"}

@@ -12,7 +12,7 @@ from agent.faults import TransientModelError, fault_for
 from agent.nodes.deps import NodeDeps
 from agent.state import SupportState
 from agent.tools.refund import issue_refund
-from agent.tracing import child_span
+from relay import child_span
 from relay import conventions as c
 
 SYSTEM = (

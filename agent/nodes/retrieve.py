@@ -9,7 +9,7 @@ from langchain_core.runnables import RunnableConfig
 
 from agent.nodes.deps import NodeDeps
 from agent.state import SupportState
-from agent.tracing import child_span
+from relay import child_span
 from relay import conventions as c
 
 TOP_K = 3

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from relay.bus.base import Bus
 from relay.delivery.streams import Streams
 from relay.export.metrics import RelayMetrics
+from relay.langgraph.agent import GraphAgent
 from relay.settings import RelaySettings
 from relay.store import SpanStore
 from relay.turns.messages import SQLiteMessageStore
@@ -37,7 +38,12 @@ class RelayParts(Protocol):
     closing: asyncio.Event
     #: the served graph's topology (GET /graph), or None for a relay-only server
     topology: dict[str, Any] | None
+    #: the served graphs by name, in mount order (GET /graphs); empty for a relay-only server
+    agents: dict[str, GraphAgent]
     #: the dependency that checks ``Authorization: Bearer`` (RELAY_API_TOKEN)
     require_token: Callable[..., Awaitable[None]]
+    #: the run endpoints' rate limit (RELAY_RATE_LIMIT) and the shared bus being up
+    rate_limit: Callable[..., Awaitable[None]]
+    require_bus: Callable[..., Awaitable[None]]
 
     async def readiness_problems(self) -> list[str]: ...

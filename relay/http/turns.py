@@ -21,6 +21,7 @@ from relay.delivery.negotiation import NDJSON, SSE, stream_media
 from relay.errors import ApiError, StoreUnavailable
 from relay.events import TURN_TERMINAL
 from relay.http.errors import error_responses
+from relay.http.graphs import add_graph_routes
 from relay.http.imports import import_response
 from relay.http.otlp import add_receiver_routes
 from relay.http.parts import RelayParts
@@ -175,6 +176,8 @@ def build_router(relay: RelayParts) -> APIRouter:
         if relay.topology is None:
             raise ApiError(404, "no_graph", "This relay serves no graph of its own.")
         return JSONResponse(relay.topology)
+
+    add_graph_routes(router, relay.agents, auth)  # GET /graphs, GET /graphs/{name}
 
     @router.get("/config", tags=["ui"])
     async def config() -> JSONResponse:

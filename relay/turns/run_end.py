@@ -28,7 +28,7 @@ CANCELLED = "cancelled"
 #: the ``error.message`` for each code: said to the user, so nothing internal in it
 _MESSAGES = {
     TURN_FAILED: "The agent could not finish this turn.",
-    # the words of the agent's own timeout (agent/service.py): one sentence for one event
+    # the words of the agent's own timeout (relay/langgraph/agent.py): one sentence for one event
     TURN_TIMEOUT: "This took too long and was stopped. Please try again.",
     CANCELLED: "The turn was cancelled.",
 }

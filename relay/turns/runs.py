@@ -46,7 +46,7 @@ log = logging.getLogger("relay.runs")
 Runner = Callable[[], Awaitable[ChatResponse]]
 
 #: how long past ``turn_timeout_s`` the relay's own bound fires: an agent that applies the
-#: same timeout inside its run (agent/service.py) answers first, with its own error
+#: same timeout inside its run (relay/langgraph/agent.py) answers first, with its own error
 TURN_TIMEOUT_MARGIN_S = 1.0
 
 

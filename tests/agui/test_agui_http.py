@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent.agui_app import turn_id_for
+from relay.http.agui import turn_id_for
 from tests.agui.conftest import check_stream, get_agui, post_agui, read_agui, user
 from tests.conftest import LiveServer, lag_after_end_recorded
 

@@ -1,8 +1,8 @@
 """overhead and realistic: what the relay adds to a whole turn.
 
 ``overhead``: a graph of trivial async nodes (the worst case: nothing to hide the relay's
-cost behind), each node in a node span (:func:`agent.tracing.traced_node`) under a run
-root (:func:`agent.tracing.run_span`). The anchor is that turn with its spans and no relay.
+cost behind), each node in a node span (:func:`relay.langgraph.spans.traced_node`) under a run
+root (:func:`relay.langgraph.spans.run_span`). The anchor is that turn with its spans and no relay.
 The relay turn adds the :class:`RelaySpanProcessor` and a subscriber that reads the turn's
 log on the bus until the terminal event: the turn counts as done when the subscriber has
 it, which is what a reader of the stream sees. For context, the same graph without spans
@@ -45,7 +45,7 @@ def chain_graph(tracer: Any | None, n: int) -> Any:
     """START -> n0 -> ... -> n{n-1} -> END, each node a trivial async function."""
     from langgraph.graph import END, START, StateGraph
 
-    from agent.tracing import traced_node
+    from relay.langgraph.spans import traced_node
 
     builder = StateGraph(_State)
     names = [f"n{i}" for i in range(n)]
@@ -126,7 +126,7 @@ async def relay_turn(rig: Rig, body: Callable[[str], Awaitable[Any]]) -> int:
 
 
 def _span_turn(graph: Any, tracer: Any, n: int) -> Callable[[str], Awaitable[Any]]:
-    from agent.tracing import run_span
+    from relay.langgraph.spans import run_span
     from relay import conventions as c
 
     topo = topology(n)
@@ -288,12 +288,11 @@ def _offline_model(delay_s: float) -> Any:
 async def _realistic(quick: bool) -> list[Figure]:
     from langgraph.checkpoint.memory import InMemorySaver
 
+    from agent.app import support_agent
     from agent.graph import build_graph
-    from agent.graph import topology as graph_topology
     from agent.model import OFFLINE_MODEL_NAME, ModelChoice
     from agent.nodes import NodeDeps
     from agent.retrieval import KnowledgeBase
-    from agent.service import SupportAgent
     from agent.tools.refund import RefundLedger
     from relay.turns.records import TurnRecord
 
@@ -310,8 +309,10 @@ async def _realistic(quick: bool) -> list[Figure]:
                 NodeDeps, "__dataclass_fields__", {}) and hasattr(rig.processor, "add_event"):
             extra["span_events"] = rig.processor.add_event  # as agent/app.py wires it
         deps = NodeDeps(tracer, kb, model, ledger, **extra)
-        graph = build_graph(deps, InMemorySaver())
-        return SupportAgent(graph, tracer, graph_topology(graph), _NoTurns(), 120.0)
+        a = support_agent(build_graph(deps, InMemorySaver()))
+        a.bind(tracer=tracer, turns=_NoTurns(), messages=None,  # type: ignore[arg-type]
+               add_event=extra.get("span_events"), turn_timeout_s=120.0)
+        return a
 
     agents = {
         ("spans", "offline"): agent(rig.spans_tracer, offline),
@@ -326,12 +327,14 @@ async def _realistic(quick: bool) -> list[Figure]:
                           status="running", message=message, started_at=time.time() * 1000)
 
     async def spans_turn(a: Any) -> None:
-        response = await a.chat(record(), {})
+        r = record()
+        response = await a.chat(r, a.input_of(message, r))
         assert response.status == "answered", response
 
     async def relay_run(a: Any) -> None:
         async def body(turn_id: str) -> None:
-            response = await a.chat(record(turn_id), {})
+            r = record(turn_id)
+            response = await a.chat(r, a.input_of(message, r))
             assert response.status == "answered", response
         await relay_turn(rig, body)
 

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 
-from agent.tracing import child_span, run_span, traced_node
+from relay.langgraph.spans import child_span, run_span, traced_node
 from relay import conventions as c
 
 TOPOLOGY = {
@@ -55,7 +55,7 @@ def made_up_run(provider: TracerProvider, *, turn_id: str | None = None,
                 while_running: Callable[[str], None] | None = None,
                 fail_node: str | None = None) -> str:
     """One run of the made-up graph plan -> act (a model call, a tool call) through the
-    span helpers a user copies (agent/tracing.py). Returns the turn id.
+    span helpers a user copies (relay/langgraph/spans.py). Returns the turn id.
 
     ``while_running(node)`` is called inside each node, before its spans end (its start
     marker, if any, is exported by then): a test holds the node there until a reader has

@@ -1,4 +1,5 @@
-"""agent.graph: the compiled demo agent, run for real (offline model), seen through its spans.
+"""agent.graph: the compiled demo agent, run for real (offline model), seen through its spans
+(the node spans of relay.langgraph.instrument, as a GraphAgent runs it).
 
 The demo script of DESIGN.md §8, checked on the events the mapping derives from the
 graph's own node spans.
@@ -15,14 +16,16 @@ from langgraph.types import Command
 from spanrec import Tracing
 
 from agent.faults import Fault
-from agent.graph import GRAPH_ID, build_graph, topology
+from agent.graph import GRAPH_ID, build_graph
 from agent.model import build_model
 from agent.nodes import NodeDeps
 from agent.retrieval import KnowledgeBase
 from agent.state import fresh_turn
 from agent.tools.refund import RefundLedger
-from agent.tracing import run_span
 from relay import conventions as c
+from relay.langgraph.instrument import GraphInstrumentation
+from relay.langgraph.spans import run_span
+from relay.langgraph.topology import topology
 
 
 @pytest.fixture(scope="module")
@@ -36,13 +39,14 @@ class Agent:
         self.ledger = RefundLedger(data / "refunds.db")
         deps = NodeDeps(t.tracer, kb, build_model({}), self.ledger, tool_timeout_s=5)
         self.graph = build_graph(deps, InMemorySaver())
-        self.topology = topology(self.graph)
+        self.topology = topology(self.graph, GRAPH_ID)
 
     async def run(self, graph_input: Any, *, thread: str = "th", turn: str = "turn-1",
                   kind: str = "chat", faults: dict[str, Fault] | None = None) -> dict:
         with run_span(self.t.tracer, agent="support_agent", thread_id=thread, turn_id=turn,
                       run_kind=kind, graph_id=GRAPH_ID, topology=self.topology) as run:
-            config = {"configurable": {"thread_id": thread, "relay_faults": faults or {}}}
+            config = {"configurable": {"thread_id": thread, "relay_faults": faults or {}},
+                      "callbacks": [GraphInstrumentation(self.t.tracer, None, run.node_log)]}
             values = await self.graph.ainvoke(graph_input, config)
             status = "paused" if values.get("__interrupt__") else \
                 "refused" if values.get("refused") else "answered"

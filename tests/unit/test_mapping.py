@@ -1,4 +1,4 @@
-"""relay.mapping: real SDK spans (through agent.tracing's helpers) -> exact events."""
+"""relay.mapping: real SDK spans (through relay.langgraph.spans's helpers) -> exact events."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import SpanLimits
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 from spanrec import Tracing, feed
 
-from agent.tracing import child_span, run_span, traced_node
+from relay.langgraph.spans import child_span, run_span, traced_node
 from relay import conventions as c
 from relay.mapping import MappingState, map_span
 from relay.mapping import state as mapping

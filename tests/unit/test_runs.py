@@ -404,7 +404,7 @@ async def test_a_run_past_the_turn_timeout_is_stopped(tmp_path: Path) -> None:
 
 
 async def test_the_agents_own_timeout_answers_before_the_relays(tmp_path: Path) -> None:
-    """An agent that applies the turn timeout inside its run (agent/service.py) gives the
+    """An agent that applies the turn timeout inside its run (relay/langgraph/agent.py) gives the
     answer: the relay's bound waits a margin longer."""
     w = World(tmp_path, turn_timeout_s=0.05)
     w.processor.bind(asyncio.get_running_loop())

@@ -1,4 +1,4 @@
-"""agent.tracing: run_span, traced_node and child_span on a real SDK tracer."""
+"""relay.langgraph.spans: run_span, traced_node and child_span on a real SDK tracer."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from langgraph.errors import GraphInterrupt
 from opentelemetry.trace import StatusCode
 from spanrec import Tracing
 
-from agent.tracing import NodeLog, child_span, run_span, traced_node
+from relay.langgraph.spans import NodeLog, child_span, run_span, traced_node
 from relay import conventions as c
 
 TOPOLOGY = {"nodes": [{"id": "a", "label": "a"}], "edges": []}

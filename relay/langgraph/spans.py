@@ -1,7 +1,10 @@
-"""The span helpers: the instrumentation a user copies into their own LangGraph app.
+"""The span helpers, for a graph that opens its own spans (DESIGN.md §3).
 
-Three helpers, following DESIGN.md §3 (identifying attributes at start, because a span
-processor's ``on_start`` sees nothing set later):
+:class:`relay.GraphAgent` instruments any graph by itself (relay/langgraph/instrument.py)
+and opens the run's root span with :func:`run_span`; these helpers are for the spans a
+node's own code opens (a guardrail, a retrieval, a model call it streams itself) and for
+an app that drives its graph without a GraphAgent. Following DESIGN.md §3 (identifying
+attributes at start, because a span processor's ``on_start`` sees nothing set later):
 
 - :func:`run_span` opens the root span of one HTTP run (a chat or a resume), carrying
   the turn id and the graph's topology, and closes it with the run's outcome;
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.errors import GraphBubbleUp
+from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, Tracer
 
@@ -41,8 +44,10 @@ class NodeLog:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def started(self, name: str) -> dict[str, Any]:
-        entry = {"name": name, "status": "running", "duration_ms": 0.0}
+    def started(self, name: str, namespace: list[str] | None = None) -> dict[str, Any]:
+        entry: dict[str, Any] = {"name": name, "status": "running", "duration_ms": 0.0}
+        if namespace:
+            entry["namespace"] = list(namespace)
         with self._lock:
             self.nodes.append(entry)
         return entry
@@ -157,15 +162,24 @@ def _step(config: RunnableConfig | None) -> int | None:
 
 def traced_node(tracer: Tracer, name: str, fn: Callable[..., Any], *,
                 start_markers: bool = False) -> Callable[..., Any]:
-    """Wrap a LangGraph node ``fn(state, config)`` (sync or async) in a node span.
+    """Wrap a LangGraph node ``fn(state)`` or ``fn(state, config)`` (sync or async) in a
+    node span. Under a :class:`relay.GraphAgent`, which opens every node's span itself,
+    the wrapper opens none: the node is not instrumented twice.
 
     ``start_markers=True`` also emits a start marker when the node starts (see
     :func:`start_marker`), so that a relay receiving spans over OTLP shows the node
     running at once instead of when it ends."""
+    takes_config = _takes_config(fn)
 
-    def start(config: RunnableConfig | None) -> tuple[Span, dict[str, Any] | None]:
-        attributes: dict[str, Any] = {c.NODE_NAME: name}
+    def call(state: Any, config: RunnableConfig | None) -> Any:
+        return fn(state, config) if takes_config else fn(state)
+
+    def start(config: RunnableConfig | None) -> tuple[Span, dict[str, Any] | None] | None:
         step, task_id = _step(config), _task_id(config)
+        current = getattr(trace.get_current_span(), "attributes", None) or {}
+        if current.get(c.NODE_NAME) == name and current.get(c.NODE_TASK_ID) == task_id:
+            return None  # the GraphAgent's instrumentation opened this node's span
+        attributes: dict[str, Any] = {c.NODE_NAME: name}
         if step is not None:
             attributes[c.NODE_STEP] = step
         if task_id is not None:
@@ -187,8 +201,10 @@ def traced_node(tracer: Tracer, name: str, fn: Callable[..., Any], *,
             entry["duration_ms"] = round((end_time - start_time) / 1e6, 3)
 
     def outcome_of(exc: BaseException, span: Span) -> str:
-        if isinstance(exc, GraphBubbleUp):  # interrupt(): the node pauses, it did not fail
+        if isinstance(exc, GraphInterrupt):  # interrupt(): the node pauses, it did not fail
             return "paused"
+        if isinstance(exc, GraphBubbleUp):  # a handoff to the parent graph
+            return "ok"
         if isinstance(exc, asyncio.CancelledError):
             return "cancelled"
         span.record_exception(exc)
@@ -198,12 +214,15 @@ def traced_node(tracer: Tracer, name: str, fn: Callable[..., Any], *,
     if inspect.iscoroutinefunction(fn):
         @functools.wraps(fn)
         async def async_node(state: Any, config: RunnableConfig) -> Any:
-            span, entry = start(config)
+            opened = start(config)
+            if opened is None:
+                return await call(state, config)
+            span, entry = opened
             outcome = "ok"
             try:
                 with trace.use_span(span, end_on_exit=False, record_exception=False,
                                     set_status_on_exception=False):
-                    return await fn(state, config)
+                    return await call(state, config)
             except BaseException as exc:
                 outcome = outcome_of(exc, span)
                 raise
@@ -214,12 +233,15 @@ def traced_node(tracer: Tracer, name: str, fn: Callable[..., Any], *,
 
     @functools.wraps(fn)
     def sync_node(state: Any, config: RunnableConfig) -> Any:
-        span, entry = start(config)
+        opened = start(config)
+        if opened is None:
+            return call(state, config)
+        span, entry = opened
         outcome = "ok"
         try:
             with trace.use_span(span, end_on_exit=False, record_exception=False,
                                 set_status_on_exception=False):
-                return fn(state, config)
+                return call(state, config)
         except BaseException as exc:
             outcome = outcome_of(exc, span)
             raise
@@ -227,6 +249,16 @@ def traced_node(tracer: Tracer, name: str, fn: Callable[..., Any], *,
             end(span, entry, outcome)
 
     return sync_node
+
+
+def _takes_config(fn: Callable[..., Any]) -> bool:
+    """True when ``fn`` takes a second positional argument (LangGraph's ``config``)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
 @contextlib.contextmanager

@@ -1,53 +1,49 @@
-"""``POST /agui``: the demo agent as an AG-UI 1.0 endpoint (``@ag-ui/client``'s HttpAgent).
+"""``POST /agui``: any GraphAgent as an AG-UI 1.0 endpoint (``@ag-ui/client``'s HttpAgent).
 
 The body is AG-UI's ``RunAgentInput`` (validated with the ``ag-ui-protocol`` models):
 ``threadId`` is our thread, ``messages``' last user message is the turn's message, and
 ``resume[]`` answers the interrupts of the thread's paused turn. There is no second agent
 path: a run starts exactly as ``POST /chat`` or ``POST /chat/resume`` start theirs
-(:meth:`relay.runs.RunManager.start` with :meth:`SupportAgent.chat` or
-:meth:`SupportAgent.resume`, whose ``{interrupt_id: answer}`` becomes LangGraph's
+(:meth:`relay.turns.runs.RunManager.start` with :meth:`GraphAgent.chat` or
+:meth:`GraphAgent.resume`, whose ``{interrupt_id: answer}`` becomes LangGraph's
 ``Command(resume=...)``), and the answer is the same turn's log on the bus, written as
 AG-UI events by :class:`relay.agui.AGUIEncoder`.
 
 Idempotent runs: the turn of a chat run is ``uuid5(threadId, runId)``, so the same
 ``(threadId, runId)`` again attaches to that turn (same body) or is a ``409 run_conflict``
 (another body); a resume run is keyed by its body's hash, as ``/chat/resume`` is.
-``state``, ``tools``, ``context`` and ``forwardedProps`` are accepted and not used: the
-demo agent has no client-side tools and no shared state.
+``state``, ``tools``, ``context`` and ``forwardedProps`` are accepted and not used (yet:
+client-side tools are the next step).
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
 from starlette.responses import Response
 
-from agent.faults import Fault
-from agent.service import PendingInterrupt, SupportAgent
-from relay import (
-    PAUSED,
-    RUN_TERMINAL,
-    SSE,
-    AGUIEncoder,
-    ApiError,
-    Relay,
-    ThreadBusy,
-    TurnRecord,
-    events,
-    id_key,
-    read_json_object,
-)
+from relay import events
+from relay.delivery.agui import AGUIEncoder
+from relay.delivery.negotiation import SSE
+from relay.errors import ApiError
+from relay.events import RUN_TERMINAL
+from relay.http.chat import configurable_of, on_disconnect_of, start_run, thread_spelling
+from relay.http.chat_input import ID, digest, match_interrupts
+from relay.http.openapi import AGUI_OPENAPI
+from relay.http.parts import RelayParts
+from relay.http.requests import read_json_object
+from relay.langgraph.agent import GraphAgent, PendingInterrupt
+from relay.turns.records import PAUSED, TurnRecord, id_key
+from relay.turns.recovery import terminal_event
 
 #: the namespace of turn ids derived from AG-UI (threadId, runId) pairs
 AGUI_NAMESPACE = uuid.UUID("5b0e7a52-6f3c-4c57-9d8e-2a41c0a9e6b1")
-_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _ACCEPTS = ("text/event-stream", "text/*", "*/*")
 
 
@@ -57,13 +53,11 @@ def turn_id_for(thread_id: str, run_id: str) -> str:
     return uuid.uuid5(AGUI_NAMESPACE, f"{id_key(thread_id)}\n{id_key(run_id)}").hex
 
 
-def add_agui_routes(app: FastAPI, relay: Relay, *, starting: asyncio.Lock,
-                    faults_of: Callable[[Request], dict[str, Fault]],
-                    dependencies: Sequence[Any], digest: Callable[[Any], str],
-                    match_interrupts: Callable[[Any, list[Any]], dict[str, Any]]) -> None:
-    """Mount ``POST /agui`` on ``app``. ``starting`` is the lock ``/chat`` holds while it
-    checks and starts a run (so duplicates attach, never rerun); ``digest`` and
-    ``match_interrupts`` are the app's request fingerprint and resume validation."""
+def agui_router(relay: RelayParts, agent: GraphAgent, starting: asyncio.Lock,
+                dependencies: list[Any]) -> APIRouter:
+    """The agent's ``POST /agui`` (include it with a prefix). ``starting`` is the lock
+    ``/chat`` holds while it checks and starts a run (so duplicates attach, never rerun)."""
+    router = APIRouter()
     settings = relay.settings
 
     async def answer(request: Request, record: TurnRecord, after: int, run_id: str,
@@ -74,42 +68,40 @@ def add_agui_routes(app: FastAPI, relay: Relay, *, starting: asyncio.Lock,
         encoder = AGUIEncoder(thread_id=record.thread_id, run_id=run_id,
                               interrupts=interrupts)
         if relay.runs.running(record.turn_id) or relay.bus.has_turn(record.turn_id):
-            on_disconnect = request.query_params.get("on_disconnect", "cancel")
-            if on_disconnect not in ("cancel", "continue"):
-                raise ApiError(422, "invalid_on_disconnect",
-                               "on_disconnect must be 'cancel' or 'continue'.")
-            return relay.stream(record.turn_id, after, SSE, stop_at=RUN_TERMINAL,
-                                on_disconnect=on_disconnect, encoder=encoder)
+            return relay.streams.live(record.turn_id, after, SSE, stop_at=RUN_TERMINAL,
+                                      on_disconnect=on_disconnect_of(request),
+                                      encoder=encoder)
         latest = await relay.turns.get(record.turn_id) or record
-        return relay.outcome_stream(latest, after, SSE, encoder=encoder)
+        return relay.streams.outcome(terminal_event(latest, after), after, SSE,
+                                     encoder=encoder)
 
-    async def chat(request: Request, agent: SupportAgent, thread_id: str, run_id: str,
-                   message: str, digest_: str, faults: dict[str, Fault]) -> Response:
+    async def chat(request: Request, thread_id: str, run_id: str, message: str,
+                   request_hash: str, configurable: dict[str, Any]) -> Response:
         turn_id = turn_id_for(thread_id, run_id)
         async with starting:  # one check-and-start at a time, shared with /chat
             existing = await relay.turns.get(turn_id)
             if existing is not None:
-                if existing.request_hash != digest_:
+                if existing.request_hash != request_hash:
                     raise ApiError(409, "run_conflict",
                                    f"Run {run_id} of thread {thread_id} exists with a "
                                    "different input; send a new runId for a new run.")
                 return await answer(request, existing, 0, run_id)
-            latest = await relay.turns.list(thread_id, 1)  # its spelling, if it exists
-            thread_id = latest[0].thread_id if latest else thread_id
+            thread_id = await thread_spelling(relay, thread_id) or thread_id
             if await agent.pending_interrupts(thread_id):
                 raise ApiError(409, "thread_paused",
                                f"Thread {thread_id} has a run waiting for its interrupts; "
                                "answer them with resume[] first.")
             record = TurnRecord(turn_id=turn_id, thread_id=thread_id, status="running",
-                                message=message, request_hash=digest_,
+                                message=message, request_hash=request_hash,
                                 started_at=time.time() * 1000)
-            await _check_thread(relay, thread_id)
-            after = await _start(relay, record, "chat", lambda: agent.chat(record, faults),
-                                 create=True)
+            run_input = agent.input_of(message, record)
+            after = await start_run(relay, record, "chat",
+                                    lambda: agent.chat(record, run_input, configurable),
+                                    create=True)
         return await answer(request, record, after, run_id)
 
-    async def resume(request: Request, agent: SupportAgent, thread_id: str, run_id: str,
-                     entries: list[Any], faults: dict[str, Fault]) -> Response:
+    async def resume(request: Request, thread_id: str, run_id: str, entries: list[Any],
+                     configurable: dict[str, Any]) -> Response:
         wire = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in entries]
         async with starting:
             latest = await relay.turns.list(thread_id, 1)
@@ -123,9 +115,9 @@ def add_agui_routes(app: FastAPI, relay: Relay, *, starting: asyncio.Lock,
                 # its task still holds the thread; let it finish recording its end
                 await relay.runs.settle(record.turn_id)
                 record = await relay.turns.get(record.turn_id) or record
-            digest_ = digest({"thread_id": id_key(thread_id), "turn_id": record.turn_key,
-                              "agui_run_id": id_key(run_id), "resume": wire})
-            if record.resume_hash == digest_ and record.status != PAUSED:
+            request_hash = digest({"thread_id": id_key(thread_id), "turn_id": record.turn_key,
+                                   "agui_run_id": id_key(run_id), "resume": wire})
+            if record.resume_hash == request_hash and record.status != PAUSED:
                 # the same resume again: attach to that run (running or over), never rerun
                 return await answer(request, record, record.run_after_seq, run_id)
             if relay.runs.running(record.turn_id):
@@ -137,15 +129,14 @@ def add_agui_routes(app: FastAPI, relay: Relay, *, starting: asyncio.Lock,
                                "(or this resume[] was already sent with another body); "
                                "nothing to resume.")
             answers = match_interrupts(_resume_answers(entries, pending), pending)
-            await _check_thread(relay, thread_id)
-            record.resume_hash = digest_
-            await relay.turns.update(record.turn_id, resume_hash=digest_)
-            after = await _start(relay, record, "resume",
-                                 lambda: agent.resume(record, answers, faults))
+            record.resume_hash = request_hash
+            await relay.turns.update(record.turn_id, resume_hash=request_hash)
+            after = await start_run(relay, record, "resume",
+                                    lambda: agent.resume(record, answers, configurable))
         return await answer(request, record, after, run_id, pending)
 
-    @app.post("/agui", dependencies=list(dependencies), tags=["agui"],
-              openapi_extra=AGUI_OPENAPI)
+    @router.post("/agui", dependencies=[Depends(d) for d in dependencies], tags=["agui"],
+                 openapi_extra=AGUI_OPENAPI, summary=f"Run {agent.name} for an AG-UI client")
     async def agui(request: Request) -> Response:
         """Run the agent for an AG-UI client: ``RunAgentInput`` in, AG-UI events out."""
         accept = request.headers.get("accept", "").lower()
@@ -155,24 +146,25 @@ def add_agui_routes(app: FastAPI, relay: Relay, *, starting: asyncio.Lock,
         body = await read_json_object(request, settings.max_body_bytes)
         run_input = _run_input(body)
         thread_id, run_id = run_input.thread_id, run_input.run_id
-        if not _ID.match(thread_id):
+        if not ID.match(thread_id):
             raise ApiError(422, "invalid_thread_id", "'threadId' must be 1-128 characters "
                            "of letters, digits, '_', '-', '.', ':'.")
         if not run_id or len(run_id) > 256:
             raise ApiError(422, "invalid_run_id", "'runId' must be 1-256 characters.")
-        faults = faults_of(request)
-        agent: SupportAgent = request.app.state.agent
+        configurable = configurable_of(agent, request)
         if run_input.resume:
-            return await resume(request, agent, thread_id, run_id, list(run_input.resume),
-                                faults)
+            return await resume(request, thread_id, run_id, list(run_input.resume),
+                                configurable)
         message = _last_user_message(run_input.messages)
         fingerprint = run_input.model_dump(mode="json", by_alias=True, exclude_none=True)
         fingerprint.update(threadId=id_key(thread_id), runId=id_key(run_id))  # any spelling
-        digest_ = digest({"agui": fingerprint})
-        return await chat(request, agent, thread_id, run_id, message, digest_, faults)
+        return await chat(request, thread_id, run_id, message, digest({"agui": fingerprint}),
+                          configurable)
+
+    return router
 
 
-def _answered_interrupts(relay: Relay, turn_id: str, after: int) -> list[dict[str, Any]]:
+def _answered_interrupts(relay: RelayParts, turn_id: str, after: int) -> list[dict[str, Any]]:
     """The interrupts a resume run answered: its previous run's ``paused`` event, the
     event at ``after`` (where a tool call's arguments come from on a re-attach)."""
     if after <= 0:
@@ -189,23 +181,6 @@ def _answered_interrupts(relay: Relay, turn_id: str, after: int) -> list[dict[st
         interrupts = previous[0].fields.get("interrupts")
         return interrupts if isinstance(interrupts, list) else []
     return []
-
-
-async def _start(relay: Relay, record: TurnRecord, kind: str, runner: Any,
-                 create: bool = False) -> int:
-    try:
-        return await relay.runs.start(record, kind, runner, create=create)
-    except ThreadBusy as exc:  # e.g. the thread runs on another instance
-        raise ApiError(409, "thread_busy", f"Thread {record.thread_id} is already running "
-                       f"turn {exc.turn_id}; wait for it to finish.") from None
-
-
-async def _check_thread(relay: Relay, thread_id: str) -> None:
-    try:
-        await relay.runs.check_thread_settled(thread_id)
-    except ThreadBusy as exc:
-        raise ApiError(409, "thread_busy", f"Thread {thread_id} is already running turn "
-                       f"{exc.turn_id}; wait for it to finish.") from None
 
 
 def _run_input(body: dict[str, Any]) -> Any:
@@ -260,65 +235,4 @@ def _resume_answers(entries: Sequence[Any], pending: list[PendingInterrupt]) -> 
         raise ApiError(422, "invalid_resume", "resume[] is empty.")
     return answers
 
-
-_ERROR = {"type": "object", "required": ["error"],
-          "properties": {"error": {"type": "object", "required": ["code", "message"],
-                                   "properties": {"code": {"type": "string"},
-                                                  "message": {"type": "string"}}}}}
-
-def _input_schema() -> dict[str, Any]:
-    """``RunAgentInput``'s JSON schema, from the ``ag-ui-protocol`` models (references
-    inlined), narrowed to what this endpoint takes: our thread id pattern, a run id, and
-    messages that hold a user message with text (the turn's message)."""
-    from ag_ui.core import RunAgentInput
-
-    schema = RunAgentInput.model_json_schema(by_alias=True)
-    defs = schema.pop("$defs", {})
-
-    def inline(node: Any) -> Any:
-        if isinstance(node, dict):
-            if "$ref" in node:
-                return inline(defs[node["$ref"].rsplit("/", 1)[-1]])
-            out = {k: inline(v) for k, v in node.items() if k != "discriminator"}
-            tags = [k for k, v in out.get("properties", {}).items()
-                    if isinstance(v, dict) and "const" in v]
-            if tags:  # a union's tag (a message's role, a part's type) must be sent
-                out["required"] = sorted({*out.get("required", []), *tags})
-            return out
-        if isinstance(node, list):
-            return [inline(v) for v in node]
-        return node
-
-    schema = inline(schema)
-    props = schema["properties"]
-    props["threadId"] = {"type": "string", "pattern": _ID.pattern}
-    props["runId"] = {"type": "string", "minLength": 1, "maxLength": 256}
-    props["messages"].update(minItems=1, contains={
-        "type": "object", "required": ["role", "content"],
-        "properties": {"role": {"const": "user"},
-                       "content": {"type": "string", "pattern": r"\S"}}})
-    schema["description"] = ("AG-UI 1.0 RunAgentInput (https://ag-ui.com/spec/1.0/schema.json)"
-                             "; resume[] answers the thread's pending interrupts")
-    return schema
-
-
-AGUI_OPENAPI: dict[str, Any] = {
-    "requestBody": {"required": True,
-                    "content": {"application/json": {"schema": _input_schema()}}},
-    "responses": {
-        "200": {"description": "The run's AG-UI events: SSE frames of one data line each, "
-                               "an AG-UI event as JSON",
-                "content": {"text/event-stream": {"schema": {
-                    "type": "object", "required": ["data"],
-                    "properties": {"data": {"type": "string",
-                                            "contentMediaType": "application/json"}}}}}},
-        **{code: {"description": text, "content": {"application/json": {"schema": _ERROR}}}
-           for code, text in (("400", "Malformed body"), ("401", "Missing or wrong bearer "
-                              "token"), ("404", "No run to resume"),
-                              ("406", "Unacceptable Accept"),
-                              ("409", "Conflict with the run's or thread's state"),
-                              ("413", "Body too large"), ("422", "Invalid RunAgentInput"),
-                              ("429", "Rate limited"), ("503", "Bus unavailable"))},
-    },
-}
 

@@ -1,0 +1,273 @@
+"""GraphAgent: any compiled LangGraph graph as turns (DESIGN.md §2, §3, §6).
+
+```python
+agent = GraphAgent(graph, name="research")   # a compiled graph; instruments it
+relay.mount(app, agent)                      # /chat, /chat/resume, /agui, the SPA
+```
+
+One run of the graph (a chat or a resume) is one coroutine that the relay's
+:class:`relay.turns.runs.RunManager` starts as the turn's task: it opens the run's root
+span (every attribute the mapping needs, DESIGN.md §3), runs the graph with
+:class:`relay.langgraph.instrument.GraphInstrumentation` as its callback handler (node,
+model and tool spans, text deltas), bounds it by the turn timeout, and returns the
+ChatResponse, which the root span carries at its end. A finished answer is then saved in
+a ``save_message`` span (the ``message_saved`` event).
+
+The hooks (relay/langgraph/hooks.py) shape what a graph's values mean; their defaults
+fit graphs on ``MessagesState``. ``config_of(headers)`` adds request-specific entries to
+the run's ``configurable`` (it may raise :class:`relay.ApiError` for a bad header).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.types import Command
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode, Tracer
+
+from relay import conventions as c
+from relay.langgraph.checkpoints import read_checkpoints
+from relay.langgraph.hooks import (
+    default_answer,
+    default_citations,
+    default_input,
+    default_status,
+    default_waiting,
+)
+from relay.langgraph.instrument import AddEvent, GraphInstrumentation
+from relay.langgraph.spans import RunSpan, run_span
+from relay.langgraph.topology import topology
+from relay.turns.messages import Message, SQLiteMessageStore
+from relay.turns.records import TurnRecord, TurnStore
+from relay.turns.response import ChatResponse
+
+log = logging.getLogger("relay.agent")
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class PendingInterrupt:
+    id: str
+    value: Any
+
+
+@dataclass(slots=True)
+class _Binding:
+    """What a relay gives the agent when it starts (Relay.lifespan)."""
+
+    tracer: Tracer
+    turns: TurnStore
+    messages: SQLiteMessageStore | None
+    add_event: AddEvent | None
+    turn_timeout_s: float
+
+
+class GraphAgent:
+    def __init__(
+        self,
+        graph: Any,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        examples: Sequence[str] = (),
+        input_of: Callable[[str, TurnRecord], Any] = default_input,
+        answer_of: Callable[[Any], str] = default_answer,
+        citations_of: Callable[[Any], list[dict[str, Any]]] = default_citations,
+        status_of: Callable[[Any], str] = default_status,
+        waiting_of: Callable[[list[dict[str, Any]]], str] = default_waiting,
+        config_of: Callable[[Mapping[str, str]], Mapping[str, Any]] | None = None,
+    ) -> None:
+        if not callable(getattr(graph, "ainvoke", None)) or \
+                not callable(getattr(graph, "get_graph", None)):
+            raise TypeError(f"GraphAgent takes a compiled LangGraph graph "
+                            f"(StateGraph(...).compile()), not {type(graph).__name__}")
+        own = getattr(graph, "name", None)
+        self.name = name or (own if own and own != "LangGraph" else "graph")
+        if not _NAME.match(self.name):
+            raise ValueError(f"GraphAgent name {self.name!r}: use 1-64 letters, digits, "
+                             "'_' or '-' (it is part of the URL /graphs/{name}/chat)")
+        self.graph = graph
+        self.graph_id = self.name
+        self.title = title or self.name.replace("_", " ").replace("-", " ").capitalize()
+        self.description = description
+        self.examples = [str(e) for e in examples]
+        self.input_of, self.answer_of = input_of, answer_of
+        self.citations_of, self.status_of, self.waiting_of = citations_of, status_of, waiting_of
+        self.config_of = config_of
+        self.topology = topology(graph, self.graph_id)
+        self._bound: _Binding | None = None
+
+    # -- set-up -------------------------------------------------------------------------
+
+    def bind(self, *, tracer: Tracer, turns: TurnStore, messages: SQLiteMessageStore | None,
+             add_event: AddEvent | None, turn_timeout_s: float,
+             checkpointer: Any = None) -> None:
+        """Give the agent the relay's parts; a graph compiled without a checkpointer gets
+        the relay's (interrupts and resumes need one)."""
+        if checkpointer is not None and getattr(self.graph, "checkpointer", None) is None:
+            self.graph = self.graph.copy(update={"checkpointer": checkpointer})
+        self._bound = _Binding(tracer, turns, messages, add_event, turn_timeout_s)
+
+    @property
+    def bound(self) -> _Binding:
+        if self._bound is None:
+            raise RuntimeError(f"GraphAgent {self.name!r} is not started: mount it with "
+                               "relay.mount(app, agent) and run the app with "
+                               "lifespan=relay.lifespan")
+        return self._bound
+
+    def describe(self, routes: Mapping[str, str]) -> dict[str, Any]:
+        """``GET /graphs/{name}``: the graph's topology and the SPA's settings."""
+        return {"name": self.name, "title": self.title, "description": self.description,
+                "examples": list(self.examples), "graph_id": self.graph_id,
+                "topology": self.topology, "routes": dict(routes)}
+
+    def request_config(self, headers: Mapping[str, str]) -> dict[str, Any]:
+        """The run's extra ``configurable`` entries for a request (``config_of``)."""
+        return dict(self.config_of(headers)) if self.config_of is not None else {}
+
+    # -- the thread ---------------------------------------------------------------------
+
+    async def pending_interrupts(self, thread_id: str) -> list[PendingInterrupt] | None:
+        """The thread's open interrupts; None when the thread has no checkpoint at all.
+        StoreUnavailable (503) while the checkpointer's database is away."""
+        config = {"configurable": {"thread_id": thread_id}}
+        snapshot = await read_checkpoints(self.graph.aget_state(config))
+        if not snapshot.created_at and not snapshot.values:
+            return None
+        return [PendingInterrupt(i.id, i.value) for i in snapshot.interrupts]
+
+    # -- runs -----------------------------------------------------------------------------
+
+    async def chat(self, record: TurnRecord, graph_input: Any,
+                   configurable: Mapping[str, Any] | None = None) -> ChatResponse:
+        """A chat run: ``graph_input`` (the hook ``input_of``'s, or the body's ``input``)."""
+        with self._run_span(record, "chat", message=record.message) as run:
+            await self._remember_root(record, run)
+            response = await self._invoke(record, run, graph_input, configurable)
+        await self._save_message(record, run, response)
+        return response
+
+    async def resume(self, record: TurnRecord, answers: dict[str, Any],
+                     configurable: Mapping[str, Any] | None = None) -> ChatResponse:
+        """Resume a paused turn; ``answers`` maps interrupt ids to the person's answers."""
+        link = (record.root_trace_id, record.root_span_id)
+        human_wait_ms = round(time.time() * 1000 - record.paused_at, 3) \
+            if record.paused_at else None
+        link_to = (link[0], link[1]) if link[0] and link[1] else None
+        with self._run_span(record, "resume", link_to=link_to) as run:
+            await self._remember_root(record, run)
+            if human_wait_ms is not None:
+                run.end_attributes[c.TURN_HUMAN_WAIT_MS] = human_wait_ms
+            response = await self._invoke(record, run, Command(resume=answers), configurable)
+        await self._save_message(record, run, response)
+        return response
+
+    def _run_span(self, record: TurnRecord, kind: str, **kwargs: Any) -> Any:
+        return run_span(self.bound.tracer, agent=self.name, thread_id=record.thread_id,
+                        turn_id=record.turn_id, run_kind=kind, graph_id=self.graph_id,
+                        topology=self.topology, **kwargs)
+
+    async def _remember_root(self, record: TurnRecord, run: RunSpan) -> None:
+        """The paused run's root is what a resume links to."""
+        log.info("run started", extra={"thread_id": record.thread_id})
+        record.root_trace_id, record.root_span_id = run.trace_id, run.span_id
+        await self.bound.turns.update(record.turn_id, root_trace_id=run.trace_id,
+                                      root_span_id=run.span_id)
+
+    async def _invoke(self, record: TurnRecord, run: RunSpan, graph_input: Any,
+                      configurable: Mapping[str, Any] | None) -> ChatResponse:
+        bound = self.bound
+        spans = GraphInstrumentation(bound.tracer, bound.add_event, run.node_log)
+        config: dict[str, Any] = {
+            "configurable": {**(configurable or {}), "thread_id": record.thread_id},
+            "callbacks": [spans],
+        }
+        try:
+            async with asyncio.timeout(bound.turn_timeout_s):
+                values = await self.graph.ainvoke(graph_input, config)
+        except TimeoutError:
+            spans.close("cancelled")
+            return self._failed(record, run, "turn_timeout",
+                                "This took too long and was stopped. Please try again.")
+        except asyncio.CancelledError:
+            spans.close("cancelled")
+            raise
+        except Exception:
+            log.exception("turn %s: the graph raised", record.turn_id)
+            spans.close("error")
+            return self._failed(record, run, "node_failed", None)
+        spans.close("cancelled")  # nothing is left open by a run that returned
+        return self._finished(record, run, values)
+
+    def _finished(self, record: TurnRecord, run: RunSpan, values: Any) -> ChatResponse:
+        pending = values.get("__interrupt__", []) if isinstance(values, Mapping) else []
+        interrupts = [{"id": i.id, "value": i.value} for i in pending]
+        if interrupts:
+            status, answer, citations = "paused", self.waiting_of(interrupts), []
+        else:
+            status = self.status_of(values)
+            answer = self.answer_of(values)
+            citations = self.citations_of(values)
+        response = ChatResponse(thread_id=record.thread_id, turn_id=record.turn_id,
+                                trace_id=run.trace_id, status=status, answer=answer,
+                                citations=citations, interrupts=interrupts,
+                                nodes=run.node_log.snapshot())
+        attributes: dict[str, Any] = {c.TURN_RESPONSE: response.to_dict()}
+        if interrupts:
+            attributes[c.TURN_INTERRUPTS] = interrupts
+        run.finish(status, **attributes)
+        return response
+
+    def _failed(self, record: TurnRecord, run: RunSpan, code: str,
+                message: str | None) -> ChatResponse:
+        nodes = run.node_log.snapshot()
+        failed = next((n["name"] for n in reversed(nodes) if n["status"] == "error"), None)
+        if code == "node_failed" and failed is None:
+            code = "turn_failed"
+        if message is None:
+            where = f" (in step {failed})" if failed else ""
+            message = f"Sorry, something went wrong while I worked on this{where}. " \
+                      "Please try again."
+        response = ChatResponse(thread_id=record.thread_id, turn_id=record.turn_id,
+                                trace_id=run.trace_id, status="error", answer=message,
+                                nodes=nodes)
+        run.finish("error", **{c.ERROR_CODE: code, c.ERROR_MESSAGE: message,
+                               c.ERROR_NODE: failed, c.ERROR_RETRYABLE: True,
+                               c.TURN_RESPONSE: response.to_dict()})
+        return response
+
+    async def _save_message(self, record: TurnRecord, run: RunSpan,
+                            response: ChatResponse) -> None:
+        """Save the answer, after the run's root span has ended (so ``turn_completed`` is
+        already on its way), in a ``save_message`` span under that root: its end is the
+        ``message_saved`` event. A failed save is logged and leaves no event; the answer
+        stands."""
+        bound = self.bound
+        if bound.messages is None or response.status not in ("answered", "refused"):
+            return
+        message_id = secrets.token_hex(16)
+        with bound.tracer.start_as_current_span(
+                "save_message", context=trace.set_span_in_context(run.span),
+                record_exception=False, set_status_on_exception=False, attributes={
+                    c.OPERATION: c.OP_SAVE_MESSAGE, c.MESSAGE_ID: message_id,
+                    c.MESSAGE_TURN_ID: record.turn_id, c.CONVERSATION_ID: record.thread_id,
+                }) as span:
+            try:
+                await bound.messages.save(Message(message_id, record.turn_id,
+                                                  record.thread_id, response.answer,
+                                                  time.time() * 1000))
+            except Exception as exc:
+                log.exception("could not save the answer of turn %s", record.turn_id)
+                span.record_exception(exc)
+                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))

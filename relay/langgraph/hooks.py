@@ -1,0 +1,69 @@
+"""The defaults of :class:`relay.GraphAgent`'s hooks, for graphs on ``MessagesState``
+(prebuilt agents, supervisors, swarms, deep agents) (DESIGN.md §2).
+
+- ``input_of(message, record)``: the graph's input for the user's message;
+- ``answer_of(values)``: the answer's text, from the graph's final values;
+- ``citations_of(values)``: the answer's sources, ``[{...}]``;
+- ``status_of(values)``: ``answered``, or ``refused`` for a graph that says so;
+- ``waiting_of(interrupts)``: what the answer says while the turn waits on a person.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def default_input(message: str, record: Any) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": message}]}
+
+
+def default_answer(values: Any) -> str:
+    """``values["answer"]`` when it is text, else the text of the last AI message."""
+    if not isinstance(values, Mapping):
+        return ""
+    answer = values.get("answer")
+    if isinstance(answer, str):
+        return answer
+    messages = values.get("messages")
+    if not isinstance(messages, Sequence) or isinstance(messages, str):
+        return ""
+    for message in reversed(messages):
+        if _role(message) in ("ai", "assistant"):
+            text = message_text(message)
+            if text:
+                return text
+    return ""
+
+
+def default_citations(values: Any) -> list[dict[str, Any]]:
+    cited = values.get("citations") if isinstance(values, Mapping) else None
+    return [dict(c) for c in cited if isinstance(c, Mapping)] if isinstance(cited, list) else []
+
+
+def default_status(values: Any) -> str:
+    return "answered"
+
+
+def default_waiting(interrupts: list[dict[str, Any]]) -> str:
+    return "Waiting for a person to answer."
+
+
+def message_text(message: Any) -> str:
+    """The text of a LangChain message, or of its dict form (``content`` a string or a
+    list of content blocks)."""
+    content = message.get("content") if isinstance(message, Mapping) \
+        else getattr(message, "content", None)
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(block.get("text", "") if isinstance(block, Mapping)
+                       else block if isinstance(block, str) else "" for block in content)
+    return ""
+
+
+def _role(message: Any) -> str | None:
+    if isinstance(message, Mapping):
+        role = message.get("role") or message.get("type")
+        return str(role) if role is not None else None
+    return getattr(message, "type", None)
