@@ -1,19 +1,24 @@
 """``span-relay``: serve the app, verify a deployment's stream.
 
     span-relay serve [--host 127.0.0.1] [--port 8000] [--app module:factory] [--relay-only]
+                     [--graph MODULE:ATTR] [--config langgraph.json]
     span-relay verify-stream URL [...]
     span-relay replay FILE [--turn ID] [--ndjson] [--speed S]
 
 ``serve`` runs the demo agent's app by default (``agent.app:create_app``, named by string
-so that the relay library itself never imports the demo); ``--app`` serves another
-factory that returns an ASGI app.
+so that the relay library itself never imports the demo); ``--graph`` (or RELAY_GRAPH)
+serves any compiled LangGraph graph, ``--config`` every graph of a LangGraph CLI
+``langgraph.json`` (relay/cli/graph_app.py); ``--app`` serves another factory that returns
+an ASGI app.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -29,25 +34,43 @@ RELAY_ONLY_APP = "relay.cli.relay_only:create_relay_app"
 def _serve(args: argparse.Namespace) -> int:
     from relay.settings import ConfigError, RelaySettings, require_extras
 
+    graph = getattr(args, "graph", None) or os.environ.get("RELAY_GRAPH") or None
+    config_file = getattr(args, "config", None)
     try:
         settings = RelaySettings.from_env()  # refuse to start on an inconsistent config
-        if args.app == DEFAULT_APP and not getattr(args, "relay_only", False):
+        if args.app == DEFAULT_APP and not (args.relay_only or graph or config_file):
             require_extras(settings, demo=True)  # the demo agent's packages: [demo]
+        if sum(map(bool, (args.relay_only, graph, config_file))) > 1:
+            raise ConfigError("choose one of --relay-only, --graph (RELAY_GRAPH) and "
+                              "--config")
+        logs.configure(args.log_level, settings.log_format)
+        app = _app(args, graph, config_file)
     except ConfigError as exc:
         print(f"span-relay: configuration error: {exc}", file=sys.stderr)
         return 2
-    logs.configure(args.log_level, settings.log_format)
-    from uvicorn.importer import import_from_string
-
-    if getattr(args, "relay_only", False):  # the relay without the demo agent
-        args.app = RELAY_ONLY_APP
-    app = import_from_string(args.app)()
     # log_config=None: uvicorn's loggers go through the root handler configured above
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
                             log_config=None,
                             timeout_graceful_shutdown=args.graceful_s, proxy_headers=True)
     RelayServer(config).run()
     return 0
+
+
+def _app(args: argparse.Namespace, graph: str | None, config_file: str | None) -> Any:
+    if graph or config_file:
+        from relay.cli.graph_app import create_graph_app, read_config
+
+        if config_file:
+            path = Path(config_file)
+            graphs, env = read_config(path)
+            for key, value in env.items():  # as `langgraph dev` does: the process's own
+                os.environ.setdefault(key, value)  # environment wins
+            return create_graph_app(graphs, base=path.parent)
+        assert graph is not None
+        return create_graph_app([(None, graph)])
+    from uvicorn.importer import import_from_string
+
+    return import_from_string(RELAY_ONLY_APP if args.relay_only else args.app)()
 
 
 def _relay_of(app: object) -> Any:
@@ -92,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--relay-only", action="store_true",
                        help="serve the relay without the demo agent: the turn API, the SPA "
                             f"and the OTLP receivers ({RELAY_ONLY_APP})")
+    serve.add_argument("--graph", metavar="MODULE:ATTR",
+                       help="serve this compiled LangGraph graph (or a function returning "
+                            "one): my_pkg.agent:graph or ./agent.py:graph (RELAY_GRAPH)")
+    serve.add_argument("--config", metavar="langgraph.json",
+                       help="serve every graph of a LangGraph CLI config (its 'graphs' and "
+                            "'env'); the first is also at /chat")
     serve.add_argument("--log-level", default="info",
                        choices=["critical", "error", "warning", "info", "debug"])
     serve.add_argument("--graceful-s", type=float, default=10.0,
