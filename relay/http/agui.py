@@ -189,9 +189,9 @@ def _run_input(body: dict[str, Any]) -> Any:
     try:
         return RunAgentInput.model_validate(body)
     except ValidationError as exc:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        detail = f" ({where}: {first.get('msg', 'invalid')})" if where else ""
+        errors = exc.errors()
+        where = ".".join(str(p) for p in errors[0]["loc"]) if errors else ""
+        detail = f" ({where}: {errors[0]['msg']})" if where else ""
         raise ApiError(422, "invalid_run_input",
                        f"The body is not an AG-UI RunAgentInput{detail}.") from None
 

@@ -43,7 +43,7 @@ class RelayParts(Protocol):
     #: the dependency that checks ``Authorization: Bearer`` (RELAY_API_TOKEN)
     require_token: Callable[..., Awaitable[None]]
     #: the run endpoints' rate limit (RELAY_RATE_LIMIT) and the shared bus being up
-    rate_limit: Callable[..., Awaitable[None]]
-    require_bus: Callable[..., Awaitable[None]]
+    rate_limit: Callable[..., Any]
+    require_bus: Callable[..., Any]
 
     async def readiness_problems(self) -> list[str]: ...

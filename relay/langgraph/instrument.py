@@ -47,7 +47,7 @@ from relay import conventions as c
 from relay.langgraph.spans import NodeLog
 
 T = TypeVar("T")
-AddEvent = Callable[[Span, str, Mapping[str, Any]], None]
+AddEvent = Callable[..., None]  # RelaySpanProcessor.add_event(span, name, attributes)
 
 NODE, CHAT, TOOL, RETRIEVAL = "node", "chat", "tool", "retrieval"
 _OPERATION = {CHAT: c.OP_CHAT, TOOL: c.OP_TOOL, RETRIEVAL: c.OP_RETRIEVAL}
@@ -162,7 +162,7 @@ class GraphInstrumentation(BaseCallbackHandler):
         self._parents[run_id] = parent_run_id
         self._model_start(run_id, serialized, metadata, kwargs)
 
-    def on_llm_new_token(self, token: str, *, run_id: UUID, **kwargs: Any) -> None:
+    def on_llm_new_token(self, token: Any, *, run_id: UUID, **kwargs: Any) -> None:
         opened = self._open.get(run_id)
         if opened is None or self.add_event is None or not isinstance(token, str) or not token:
             return

@@ -126,8 +126,8 @@ async def relay_turn(rig: Rig, body: Callable[[str], Awaitable[Any]]) -> int:
 
 
 def _span_turn(graph: Any, tracer: Any, n: int) -> Callable[[str], Awaitable[Any]]:
-    from relay.langgraph.spans import run_span
     from relay import conventions as c
+    from relay.langgraph.spans import run_span
 
     topo = topology(n)
 

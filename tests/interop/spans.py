@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 
-from relay.langgraph.spans import child_span, run_span, traced_node
 from relay import conventions as c
+from relay.langgraph.spans import child_span, run_span, traced_node
 
 TOPOLOGY = {
     "nodes": [{"id": "__start__", "label": "__start__"}, {"id": "plan", "label": "plan"},

@@ -12,8 +12,8 @@ from langgraph.errors import GraphInterrupt
 from opentelemetry.trace import StatusCode
 from spanrec import Tracing
 
-from relay.langgraph.spans import NodeLog, child_span, run_span, traced_node
 from relay import conventions as c
+from relay.langgraph.spans import NodeLog, child_span, run_span, traced_node
 
 TOPOLOGY = {"nodes": [{"id": "a", "label": "a"}], "edges": []}
 CONFIG = {"metadata": {"langgraph_step": 2, "langgraph_checkpoint_ns": "generate:task-42"}}
