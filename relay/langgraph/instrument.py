@@ -296,8 +296,12 @@ class GraphInstrumentation(BaseCallbackHandler):
 
 
 def _current_is(key: str, value: Any, key2: str | None = None, value2: Any = None) -> bool:
-    """True when the current span already is such a span (the graph's own helpers)."""
-    attributes = getattr(trace.get_current_span(), "attributes", None)
+    """True when the current span already is such a span (the graph's own helpers) and
+    still open (an ended span a shielded end callback could not detach is no parent)."""
+    current = trace.get_current_span()
+    if not current.is_recording():
+        return False
+    attributes = getattr(current, "attributes", None)
     if not attributes or attributes.get(key) != value:
         return False
     return key2 is None or attributes.get(key2) == value2

@@ -176,7 +176,9 @@ def traced_node(tracer: Tracer, name: str, fn: Callable[..., Any], *,
 
     def start(config: RunnableConfig | None) -> tuple[Span, dict[str, Any] | None] | None:
         step, task_id = _step(config), _task_id(config)
-        current = getattr(trace.get_current_span(), "attributes", None) or {}
+        span_now = trace.get_current_span()
+        current = (getattr(span_now, "attributes", None) or {}) \
+            if span_now.is_recording() else {}
         if current.get(c.NODE_NAME) == name and current.get(c.NODE_TASK_ID) == task_id:
             return None  # the GraphAgent's instrumentation opened this node's span
         attributes: dict[str, Any] = {c.NODE_NAME: name}
