@@ -1,12 +1,20 @@
-// span-relay SPA: chat + live Agent Execution Graph + timeline. No framework, no build step.
-// Every piece of data reaches the page through textContent and attributes, never parsed as HTML.
+// span-relay SPA: chat + live Agent Execution Graph + timeline, for any graph the server serves
+// (GET /graphs). No framework, no build step. Every piece of data reaches the page through
+// textContent and attributes, never parsed as HTML.
 
 import { TurnModel } from './turn.js';
 import { GraphView } from './graph-view.js';
 import { renderTimeline } from './timeline-view.js';
-import { ApiError, StreamUnavailable, streamRun, resumeStream, replayTurn, postJson, getJson, faultFromLocation, resumeBody, streamingSupported } from './api.js';
-import { renderHistory } from './history.js';
-import { formatMs, formatClock, LATENCY_BINS, OUTCOME_TEXT, STATE_TEXT, toolActivityText, argPairs, valueText } from './format.js';
+import { ApiError, StreamUnavailable, streamRun, resumeStream, replayTurn, postJson, getJson, faultFromLocation, streamingSupported } from './api.js';
+import { renderHistory, isLive } from './history.js';
+import { formatMs, formatClock, LATENCY_BINS, OUTCOME_TEXT, toolActivityText } from './format.js';
+import { ChatLog } from './chat-log.js';
+import { renderInterruptCard } from './interrupt-card.js';
+import { drawnGraph } from './subgraphs.js';
+import { outcomeLine, waitedFor, pauseKindOf } from './outcome.js';
+import { renderDetails } from './details.js';
+import { LEGACY_ROUTES, loadCatalog, loadGraph, loadLegacyGraph, chooseGraph, searchWithGraph, turnsListUrl } from './graphs.js';
+import { applyGraphSettings, fillPicker, showServerNote } from './graph-settings.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -50,23 +58,42 @@ const ui = {
   historyClose: $('history-close'),
   historyList: $('history-list'),
   historyEmpty: $('history-empty'),
+  openTurn: $('open-turn'),
+  openTurnId: $('open-turn-id'),
+  openTurnNote: $('open-turn-note'),
+  serverNote: $('server-note'),
+  graphPick: $('graph-pick'),
+  graphPicker: $('graph-picker'),
+  settings: {
+    subtitle: $('subtitle'),
+    description: $('graph-description'),
+    emptyText: $('chat-empty-text'),
+    suggestions: $('suggestions'),
+    composer: $('composer'),
+    input: $('message'),
+    inputLabel: $('message-label'),
+  },
 };
 
 const app = {
   model: new TurnModel(),
   threadId: null,
-  graphTopology: null, // GET /graph, shown before the first turn and used by the JSON path
+  catalog: null, // GET /graphs, normalised (graphs.js); {legacy: true} for an older server
+  graph: null, // GET /graphs/{name}, normalised: title, examples, topology, routes
+  mode: 'chat', // 'chat' | 'watch' (relay-only: no graph) | 'auth' | 'none' (not loaded)
+  drawn: null, // what the graph draws: topology + nodes seen in events + subgraph groups
   traceUrl: null,
   fault: faultFromLocation(location.search),
   busy: false, // a run is streaming
   controller: null,
-  selected: null,
+  selected: null, // the selected node's key (subgraphs.js nodeKey)
   pausedAt: null, // client clock when the run paused (for the live wait clock)
+  pauseKind: 'approval', // what the latest pause asked for: 'approval' or 'input'
   waitTimer: null,
   tickTimer: null,
   clockSkew: -Infinity, // server ts minus client clock, lower bound
-  approvalCard: null,
-  liveAnswer: null, // {item, run}: the agent's answer as it is written (text_delta)
+  approvalCard: null, // {card, wait, progress}: the card of the current pause
+  turnRoutes: null, // the routes of the graph this page started the shown turn with
   token: null, // API bearer token (kept for this tab only: sessionStorage)
   replaying: null, // {turnId, speed} while a past turn is replayed from its spans
   replayed: null, // {turnId} once a replay is over, while its turn is what is shown
@@ -81,6 +108,7 @@ try {
 window.spanRelay = app;
 
 const graphView = new GraphView(ui.graph, { onSelect: selectNode });
+const chat = new ChatLog(ui.messages, ui.chatEmpty);
 
 // ---------------------------------------------------------------- announcements
 
@@ -105,7 +133,7 @@ function alertText(text) {
 // ---------------------------------------------------------------- rendering
 
 function currentTopology() {
-  return app.model.topology || app.graphTopology;
+  return app.model.topology || (app.graph && app.graph.topology) || null;
 }
 
 function serverNow() {
@@ -119,13 +147,13 @@ function graphDirection() {
 }
 
 function render() {
-  const topo = currentTopology();
-  graphView.setTopology(topo, graphDirection());
-  ui.graphEmpty.hidden = !!(topo && topo.nodes && topo.nodes.length);
+  app.drawn = drawnGraph(currentTopology(), app.model.instances);
+  graphView.setTopology(app.drawn.topology, graphDirection(), app.drawn.groups);
+  ui.graphEmpty.hidden = app.drawn.topology.nodes.length > 0;
   graphView.update(app.model, app.selected);
   renderOutcome();
   renderTimeline(ui.timeline, app.model, { traceUrl: app.traceUrl, now: app.busy ? serverNow() : null });
-  renderDetails();
+  renderDetails(ui.details, app.model, app.drawn, app.selected);
   ui.degradedNote.hidden = !app.model.degraded;
   if (app.replaying) {
     ui.modeBadge.dataset.mode = 'replay';
@@ -140,79 +168,16 @@ function render() {
 }
 
 function renderOutcome() {
-  const m = app.model;
-  const outcome = m.outcome || 'none';
-  ui.outcome.dataset.outcome = outcome;
-  let text = OUTCOME_TEXT[outcome] || outcome;
-  let detail = '';
-  if (outcome === 'running') {
-    const running = m.instances.filter((i) => i.state === 'running').map((i) => i.node);
-    const tools = m.runningTools();
-    if (tools.length) detail = toolActivityText(tools[tools.length - 1]);
-    else if (running.length) detail = `in ${[...new Set(running)].join(', ')}`;
-  } else if (outcome === 'answered' || outcome === 'refused') {
-    const parts = [];
-    if (outcome === 'refused') {
-      const g = m.instances.map((i) => i.summary && i.summary.guardrail).filter(Boolean).find((x) => x.decision === 'block');
-      if (g) parts.push(`by ${g.name || 'guardrail'}${g.reason ? ': ' + g.reason : ''}`);
-    }
-    const active = m.activeMs();
-    if (active > 0) parts.push(`${formatMs(active)} of agent time`);
-    else if (m.degraded) {
-      const inNodes = m.instances.reduce((a, i) => a + (typeof i.durationMs === 'number' ? i.durationMs : 0), 0);
-      if (inNodes > 0) parts.push(`${formatMs(inNodes)} in nodes`);
-    }
-    if (typeof m.humanWaitMs === 'number') parts.push(`waited ${formatMs(m.humanWaitMs)} for approval`);
-    detail = parts.join(' · ');
-  } else if (outcome === 'paused') {
-    const it = m.interrupts[0];
-    const v = it && it.value;
-    if (v && typeof v === 'object' && v.tool) detail = `${v.tool} needs approval`;
-    if (app.pausedAt) detail += `${detail ? ' · ' : ''}waiting ${formatClock(Date.now() - app.pausedAt)}`;
-  } else if (outcome === 'error' || outcome === 'cancelled') {
-    if (m.error) detail = m.error.node ? `in ${m.error.node}: ${m.error.message}` : m.error.message;
-  }
-  ui.outcomeText.textContent = text;
-  ui.outcomeDetail.textContent = detail;
+  const line = outcomeLine(app.model, { pausedAt: app.pausedAt, pauseKind: app.pauseKind });
+  ui.outcome.dataset.outcome = line.outcome;
+  ui.outcomeText.textContent = line.text;
+  ui.outcomeDetail.textContent = line.detail;
 }
 
-function renderDetails() {
-  const id = app.selected;
-  const box = ui.details;
-  if (!id) {
-    box.replaceChildren(h('span', 'muted', 'Select a node (click, or Tab to it) to see what it did.'));
-    return;
-  }
-  const m = app.model;
-  const topo = currentTopology();
-  const node = topo && topo.nodes.find((n) => n.id === id);
-  const state = m.nodeState(id);
-  const frag = document.createDocumentFragment();
-  const title = h('strong', 'details-title', node && node.label ? node.label : id);
-  frag.appendChild(title);
-  frag.appendChild(h('span', `state-pill state-${state}`, STATE_TEXT[state]));
-  const inst = m.nodeInstances(id);
-  inst.forEach((i, k) => {
-    const facts = [];
-    if (inst.length > 1) facts.push(`#${k + 1}`);
-    facts.push(`${STATE_TEXT[i.state]}${typeof i.durationMs === 'number' ? ' in ' + formatMs(i.durationMs) : ''}`);
-    const s = i.summary || {};
-    if (s.model) facts.push(`model ${s.model}`);
-    if (typeof s.input_tokens === 'number' || typeof s.output_tokens === 'number') facts.push(`${s.input_tokens ?? '?'} → ${s.output_tokens ?? '?'} tokens`);
-    if (typeof s.documents === 'number') facts.push(`${s.documents} document${s.documents === 1 ? '' : 's'} retrieved`);
-    else if (Array.isArray(s.documents)) facts.push(`${s.documents.length} documents retrieved`);
-    if (s.guardrail && typeof s.guardrail === 'object') facts.push(`guardrail ${s.guardrail.name || ''} ${s.guardrail.decision || ''}${s.guardrail.reason ? ' (' + s.guardrail.reason + ')' : ''}`.replace(/\s+/g, ' '));
-    if (Array.isArray(s.tools) && s.tools.length) facts.push(`tools: ${s.tools.join(', ')}`);
-    frag.appendChild(h('span', 'details-fact', facts.join(' · ')));
-  });
-  if (!inst.length) frag.appendChild(h('span', 'details-fact muted', state === 'skipped' ? 'This turn never reached it.' : 'Not run yet in this turn.'));
-  box.replaceChildren(frag);
-}
-
-function selectNode(id) {
-  app.selected = id;
+function selectNode(key) {
+  app.selected = key;
   graphView.update(app.model, app.selected);
-  renderDetails();
+  renderDetails(ui.details, app.model, app.drawn, app.selected);
 }
 
 function buildLegend() {
@@ -224,112 +189,6 @@ function buildLegend() {
     frag.appendChild(li);
   }
   ui.legend.replaceChildren(frag);
-}
-
-// ---------------------------------------------------------------- chat log
-
-function scrollToEnd() {
-  ui.messages.scrollTop = ui.messages.scrollHeight;
-}
-
-function addMessage(role, text, opts = {}) {
-  ui.chatEmpty.hidden = true;
-  const item = h('article', `msg msg-${role}${opts.variant ? ' msg-' + opts.variant : ''}`);
-  const who = h('span', 'msg-who', role === 'user' ? 'You' : role === 'agent' ? 'Support agent' : opts.variant === 'error' ? 'Error' : opts.variant === 'cancelled' ? 'Cancelled' : opts.variant === 'paused' ? 'Paused' : 'Notice');
-  item.appendChild(who);
-  const body = h('div', 'msg-body', text);
-  item.appendChild(body);
-  if (opts.replace) opts.replace.replaceWith(item);
-  else ui.messages.appendChild(item);
-  scrollToEnd();
-  return item;
-}
-
-/** The answer, final: in place of the streamed text when there is one (they may differ). */
-function addAnswer(response, replace = null) {
-  const status = response.status || 'answered';
-  const variant = status === 'refused' ? 'refused' : status === 'error' ? 'error' : null;
-  const text = typeof response.answer === 'string' && response.answer ? response.answer : status === 'refused' ? 'The request was refused.' : '(no answer)';
-  const item = addMessage('agent', text, { variant, replace });
-  item.dataset.status = status;
-  if (replace) item.dataset.streamed = 'true'; // it was written live before this final text
-  const cites = Array.isArray(response.citations) ? response.citations : [];
-  markCitations(item.querySelector('.msg-body'), text, cites);
-  if (status === 'refused') item.querySelector('.msg-who').textContent = 'Support agent · refused';
-  if (cites.length) {
-    const box = h('div', 'citations');
-    box.appendChild(h('span', 'citations-title', 'Sources'));
-    const list = h('ol', 'citation-list');
-    for (const c of cites) {
-      const li = h('li', 'citation');
-      const title = typeof c === 'string' ? c : c.title || c.doc_id || 'document';
-      li.appendChild(h('span', 'citation-title', title));
-      if (c && typeof c === 'object' && c.doc_id && c.doc_id !== title) li.appendChild(h('span', 'citation-id', c.doc_id));
-      li.title = c && c.doc_id ? `Knowledge base document ${c.doc_id}` : title;
-      list.appendChild(li);
-    }
-    box.appendChild(list);
-    item.appendChild(box);
-  }
-  scrollToEnd();
-  return item;
-}
-
-/** Replace "[doc-id]" markers of cited documents by numbered references (text nodes only). */
-function markCitations(body, text, cites) {
-  const index = new Map();
-  cites.forEach((c, i) => {
-    if (c && typeof c === 'object' && c.doc_id) index.set(String(c.doc_id), { n: i + 1, title: c.title || c.doc_id });
-  });
-  if (!index.size) return;
-  const parts = text.split(/\[([^\[\]\s]{1,80})\]/g);
-  if (parts.length === 1) return;
-  const frag = document.createDocumentFragment();
-  parts.forEach((part, i) => {
-    if (i % 2 === 0) {
-      if (part) frag.appendChild(document.createTextNode(part));
-      return;
-    }
-    const ref = index.get(part);
-    if (!ref) {
-      frag.appendChild(document.createTextNode(`[${part}]`));
-      return;
-    }
-    const sup = h('span', 'cite-ref', String(ref.n));
-    sup.title = `Source ${ref.n}: ${ref.title}`;
-    sup.setAttribute('aria-label', `source ${ref.n}, ${ref.title}`);
-    frag.appendChild(sup);
-  });
-  body.replaceChildren(frag);
-}
-
-/** The answer as it is written: one bubble per run, its text replaced (as text) on each delta. */
-function showStreamedText() {
-  const m = app.model.streamedMessage();
-  if (!m) return;
-  let live = app.liveAnswer;
-  if (!live || live.run !== m.run || !live.item.isConnected) {
-    const item = addMessage('agent', '');
-    item.classList.add('msg-streaming');
-    item.dataset.streaming = 'true';
-    live = app.liveAnswer = { item, run: m.run };
-    ui.messages.setAttribute('aria-busy', 'true'); // read the answer once, when it is whole
-  }
-  live.item.dataset.messageId = m.id;
-  live.item.querySelector('.msg-body').textContent = m.text;
-  scrollToEnd();
-}
-
-/** The streamed text stops growing: it stays (a pause, an error) or is replaced (the answer). */
-function endStreamedText(partial) {
-  const live = app.liveAnswer;
-  app.liveAnswer = null;
-  ui.messages.removeAttribute('aria-busy');
-  if (!live) return null;
-  live.item.dataset.streaming = 'false';
-  live.item.classList.remove('msg-streaming');
-  if (partial) live.item.classList.add('msg-partial');
-  return live.item;
 }
 
 function setActivity(text, kind = 'typing') {
@@ -349,7 +208,8 @@ function setBusy(busy) {
   ui.send.disabled = busy || paused;
   ui.input.disabled = busy || paused;
   ui.stop.hidden = !busy;
-  ui.hint.textContent = paused ? 'Approve or reject the pending action to continue' : busy ? 'The agent is working…' : 'Enter to send · Shift+Enter for a new line';
+  const pausedHint = app.pauseKind === 'input' ? 'Answer the pending request to continue' : 'Approve or reject the pending action to continue';
+  ui.hint.textContent = paused ? pausedHint : busy ? 'The agent is working…' : 'Enter to send · Shift+Enter for a new line';
   if (busy) {
     if (!app.tickTimer)
       app.tickTimer = setInterval(() => {
@@ -361,92 +221,18 @@ function setBusy(busy) {
   }
 }
 
-// ---------------------------------------------------------------- approval card
+// ---------------------------------------------------------------- the pause card
 
-function showApproval(interrupts) {
-  const list = Array.isArray(interrupts) ? interrupts : [];
-  const card = h('article', 'msg msg-agent approval-card');
-  card.setAttribute('aria-labelledby', 'approval-title');
-  card.tabIndex = -1;
-  const heading = h('h3', 'approval-title', 'Approval needed');
-  heading.id = 'approval-title';
-  card.appendChild(heading);
-  for (const it of list) {
-    const v = it && typeof it === 'object' && 'value' in it ? it.value : it;
-    const block = h('div', 'approval-action');
-    if (v && typeof v === 'object' && v.tool) {
-      const p = h('p', 'approval-lead');
-      p.appendChild(document.createTextNode('The agent wants to run '));
-      p.appendChild(h('code', 'tool-name', String(v.tool)));
-      p.appendChild(document.createTextNode(v.type === 'approval' ? ' and needs your approval first.' : '.'));
-      block.appendChild(p);
-      const dl = h('dl', 'approval-args');
-      for (const [k, val] of argPairs(v.args)) {
-        dl.appendChild(h('dt', null, k));
-        dl.appendChild(h('dd', null, val));
-      }
-      if (dl.childNodes.length) block.appendChild(dl);
-    } else {
-      block.appendChild(h('p', 'approval-lead', 'The agent is waiting for your decision on:'));
-      block.appendChild(h('pre', 'approval-raw', valueText(v)));
-    }
-    card.appendChild(block);
-  }
-  const label = h('label', 'approval-comment-label', 'Comment (optional, sent with your decision)');
-  const comment = h('textarea', 'approval-comment');
-  comment.rows = 2;
-  comment.id = 'approval-comment';
-  label.htmlFor = comment.id;
-  card.appendChild(label);
-  card.appendChild(comment);
-  const row = h('div', 'approval-buttons');
-  const approve = h('button', 'btn btn-primary', 'Approve');
-  approve.type = 'button';
-  approve.dataset.action = 'approve';
-  const reject = h('button', 'btn btn-danger', 'Reject');
-  reject.type = 'button';
-  reject.dataset.action = 'reject';
-  row.appendChild(approve);
-  row.appendChild(reject);
-  const wait = h('span', 'approval-wait');
-  wait.setAttribute('aria-hidden', 'true');
-  row.appendChild(wait);
-  card.appendChild(row);
-  const decide = (approved) => {
-    const text = comment.value.trim();
-    approve.disabled = true;
-    reject.disabled = true;
-    comment.disabled = true;
-    card.classList.add('decided');
-    card.dataset.decision = approved ? 'approved' : 'rejected';
-    heading.textContent = approved ? 'Approved' : 'Rejected';
-    // The decision replaces the form: what was decided, and the comment if any.
-    label.remove();
-    comment.remove();
-    row.remove();
-    const decision = h('p', 'approval-decision', approved ? 'You approved this action.' : 'You rejected this action.');
-    const progress = h('span', 'approval-progress', ' Resuming…');
-    decision.appendChild(progress);
-    card.appendChild(decision);
-    if (text) card.appendChild(h('p', 'approval-note', `Comment: ${text}`));
-    app.approvalCard = { card, progress };
-    const value = { approved };
-    if (text) value.comment = text;
-    else if (!approved) value.comment = 'Rejected by the operator.';
-    resumeTurn(list, value);
-  };
-  approve.addEventListener('click', () => decide(true));
-  reject.addEventListener('click', () => decide(false));
-  ui.chatEmpty.hidden = true;
-  ui.messages.appendChild(card);
-  app.approvalCard = { card, wait };
-  scrollToEnd();
-  card.focus({ preventScroll: true });
+function showInterrupts(interrupts) {
+  const handle = renderInterruptCard(interrupts, { onResume: resumeTurn });
+  app.approvalCard = handle;
+  chat.append(handle.card);
+  handle.card.focus({ preventScroll: true });
   app.pausedAt = Date.now();
   clearInterval(app.waitTimer);
   const tick = () => {
     if (!app.pausedAt) return;
-    wait.textContent = `Waiting ${formatClock(Date.now() - app.pausedAt)}`;
+    handle.wait.textContent = `Waiting ${formatClock(Date.now() - app.pausedAt)}`;
     renderOutcome();
   };
   tick();
@@ -480,37 +266,37 @@ function onEvent(ev) {
       if (!app.model.runningTools().length) setActivity('Working…');
       break;
     case 'text_delta':
-      showStreamedText();
+      chat.streamed(app.model.streamedMessage());
       break;
     case 'paused':
-      endStreamedText(false);
+      chat.endStreamed(false);
       setActivity(null);
+      app.pauseKind = pauseKindOf(app.model.interrupts);
       if (app.replaying) {
-        addMessage('system', 'The turn paused here for a person’s approval.', { variant: 'paused' });
+        chat.add('system', `The turn paused here for a person’s ${app.pauseKind === 'input' ? 'answer' : 'approval'}.`, { variant: 'paused' });
         break;
       }
-      announce('Paused: the agent needs your approval.');
-      showApproval(app.model.interrupts);
+      announce(app.pauseKind === 'input' ? 'Paused: the agent is waiting for your answer.' : 'Paused: the agent needs your approval.');
+      showInterrupts(app.model.interrupts);
       break;
     case 'turn_completed': {
       setActivity(null);
       const r = app.model.response || {};
       if (r.status === 'paused') {
-        endStreamedText(false);
-        showApproval(app.model.interrupts);
+        chat.endStreamed(false);
+        showInterrupts(app.model.interrupts);
         break;
       }
-      addAnswer(r, endStreamedText(false));
-      const extra = typeof app.model.humanWaitMs === 'number' && ev.human_wait_ms !== undefined ? ` after waiting ${formatMs(app.model.humanWaitMs)} for approval` : '';
+      chat.answer(r, chat.endStreamed(false));
+      const extra = typeof app.model.humanWaitMs === 'number' && ev.human_wait_ms !== undefined ? ` after waiting ${formatMs(app.model.humanWaitMs)} for ${waitedFor(app.pauseKind)}` : '';
       announce(`${OUTCOME_TEXT[app.model.outcome] || 'Done'}${extra}.`);
       break;
     }
     case 'error': {
-      endStreamedText(true);
+      chat.endStreamed(true);
       setActivity(null);
       const msg = app.model.error ? app.model.error.message : 'The turn failed.';
-      if (app.model.outcome === 'cancelled') addMessage('system', msg, { variant: 'cancelled' });
-      else addMessage('system', msg, { variant: 'error' });
+      chat.add('system', msg, { variant: app.model.outcome === 'cancelled' ? 'cancelled' : 'error' });
       alertText(app.model.outcome === 'cancelled' ? 'The turn was cancelled.' : `Error: ${msg}`);
       break;
     }
@@ -520,7 +306,7 @@ function onEvent(ev) {
   render();
 }
 
-// ---------------------------------------------------------------- runs
+// ---------------------------------------------------------------- the graphs of the server
 
 /** Authorization, when the server requires a token (GET /config says so). */
 function authHeaders() {
@@ -537,15 +323,88 @@ function showTokenForm(message) {
   ui.tokenInput.focus();
 }
 
-async function ensureGraphTopology() {
-  if (app.graphTopology) return app.graphTopology;
-  try {
-    app.graphTopology = await getJson('/graph', { headers: authHeaders() });
-  } catch (_) {
-    app.graphTopology = null;
-  }
-  return app.graphTopology;
+function routes() {
+  return (app.graph && app.graph.routes) || LEGACY_ROUTES;
 }
+
+function onExample(text) {
+  if (app.busy || app.model.outcome === 'paused') {
+    ui.input.value = text;
+    ui.input.focus();
+    return;
+  }
+  sendMessage(text);
+}
+
+function applySettings() {
+  chat.agentName = (app.graph && app.graph.title) || 'Agent';
+  applyGraphSettings(ui.settings, app.graph, { onExample, mode: app.mode });
+  fillPicker(ui.graphPick, ui.graphPicker, app.catalog, app.graph && app.graph.name);
+  if (!currentTopology()) ui.graphEmpty.textContent = app.mode === 'chat' ? 'The graph appears with the first turn.' : 'The graph appears when a turn is opened.';
+}
+
+/** A failed load: 'auth' (a token is needed), else the note says what failed. */
+function loadFailed(e, what) {
+  app.graph = null;
+  if (e instanceof ApiError && e.status === 401) {
+    app.mode = 'auth';
+    return 'auth';
+  }
+  app.mode = 'none';
+  showServerNote(ui.serverNote, `${what} could not be loaded: ${e.message}`, 'error');
+  return 'error';
+}
+
+/**
+ * GET /graphs, then the chosen graph (?graph=NAME, else the server's default). An older server
+ * (404 on /graphs) is said to be one, and its one graph (GET /graph, POST /chat) is used.
+ * Resolves to 'ok', 'auth' or 'error'.
+ */
+async function loadGraphs() {
+  const opts = { headers: authHeaders() };
+  let status = 'ok';
+  try {
+    app.catalog = await loadCatalog(getJson, opts);
+    if (app.catalog.legacy) {
+      const e = app.catalog.error;
+      showServerNote(ui.serverNote, `This server does not list its graphs (GET /graphs answered ${e.status}: ${e.message}): it is older than this page. The page uses its one graph (GET /graph, POST /chat), without a title or example messages.`, 'error');
+      app.graph = await loadLegacyGraph(getJson, opts);
+      app.mode = app.graph.watchOnly ? 'watch' : 'chat';
+    } else {
+      const { name, unknown } = chooseGraph(app.catalog, location.search);
+      const entry = app.catalog.graphs.find((g) => g.name === name);
+      app.graph = entry ? await loadGraph(getJson, entry, opts) : null;
+      app.mode = entry ? 'chat' : 'watch';
+      if (unknown) showServerNote(ui.serverNote, entry ? `This server serves no graph named “${unknown}”: showing ${app.graph.title}.` : `This server serves no graph named “${unknown}”.`, 'warn');
+      else showServerNote(ui.serverNote, '');
+      if (entry && app.catalog.graphs.length > 1) history.replaceState(history.state, '', location.pathname + searchWithGraph(location.search, name) + location.hash);
+    }
+  } catch (e) {
+    status = loadFailed(e, 'The graphs of this server');
+  }
+  applySettings();
+  return status;
+}
+
+/** The picker (or the back button) chose another graph: its settings, topology and routes. */
+async function switchGraph(name, { push = true } = {}) {
+  const entry = app.catalog && !app.catalog.legacy ? app.catalog.graphs.find((g) => g.name === name) : null;
+  if (!entry || (app.graph && app.graph.name === name)) return;
+  if (push) history.pushState(null, '', location.pathname + searchWithGraph(location.search, name) + location.hash);
+  newConversation({ quiet: true });
+  try {
+    app.graph = await loadGraph(getJson, entry, { headers: authHeaders() });
+    app.mode = 'chat';
+    showServerNote(ui.serverNote, '');
+  } catch (e) {
+    loadFailed(e, `The graph “${name}”`);
+  }
+  applySettings();
+  render();
+  announce(`Showing ${app.graph ? app.graph.title : name}.`);
+}
+
+// ---------------------------------------------------------------- runs
 
 /** Run one POST (chat or resume) as a stream, with the JSON path as the fallback. */
 async function run(url, body, { resumed = false } = {}) {
@@ -572,17 +431,21 @@ async function run(url, body, { resumed = false } = {}) {
       showRequestError(new ApiError(0, 'network', `The request failed: ${e.message}`));
     }
   } finally {
-    if (app.controller === controller) app.controller = null;
-    if (resumed && app.approvalCard && app.approvalCard.progress) {
-      app.approvalCard.progress.remove();
-      app.approvalCard = null;
-    }
-    setBusy(false);
-    if (app.model.outcome !== 'running') setActivity(null);
-    render();
-    if (!app.model.terminal && app.model.outcome === 'paused') return;
-    if (document.activeElement === document.body || !document.activeElement) ui.input.focus();
+    endRun(controller, resumed);
   }
+}
+
+function endRun(controller, resumed = false) {
+  if (app.controller === controller) app.controller = null;
+  if (resumed && app.approvalCard && app.approvalCard.progress) {
+    app.approvalCard.progress.remove();
+    app.approvalCard = null;
+  }
+  setBusy(false);
+  if (app.model.outcome !== 'running') setActivity(null);
+  render();
+  if (!app.model.terminal && app.model.outcome === 'paused') return;
+  if (!ui.composer.hidden && (document.activeElement === document.body || !document.activeElement)) ui.input.focus();
 }
 
 async function reattach(lastEventId, retryMs, controller) {
@@ -621,7 +484,6 @@ function finishWithError(code, message) {
 }
 
 async function runJson(url, body, { resumed }) {
-  const topo = await ensureGraphTopology();
   let resp;
   try {
     resp = await postJson(url, body, { headers: headers() });
@@ -630,19 +492,20 @@ async function runJson(url, body, { resumed }) {
     else showRequestError(new ApiError(0, 'network', `The request failed: ${e.message}`));
     return;
   }
-  app.model.applyChatResponse(resp, topo, { resumed });
+  app.model.applyChatResponse(resp, app.graph && app.graph.topology, { resumed });
   if (app.model.threadId) app.threadId = app.model.threadId;
   setActivity(null);
   if (app.model.outcome === 'paused') {
-    if (typeof resp.answer === 'string' && resp.answer) addMessage('agent', resp.answer);
-    announce('Paused: the agent needs your approval.');
-    showApproval(app.model.interrupts);
+    if (typeof resp.answer === 'string' && resp.answer) chat.add('agent', resp.answer);
+    app.pauseKind = pauseKindOf(app.model.interrupts);
+    announce(app.pauseKind === 'input' ? 'Paused: the agent is waiting for your answer.' : 'Paused: the agent needs your approval.');
+    showInterrupts(app.model.interrupts);
   } else if (app.model.outcome === 'error' || app.model.outcome === 'cancelled') {
     const msg = app.model.error ? app.model.error.message : 'The turn failed.';
-    addMessage('system', msg, { variant: 'error' });
+    chat.add('system', msg, { variant: 'error' });
     alertText(`Error: ${msg}`);
   } else {
-    addAnswer(resp);
+    chat.answer(resp);
     announce(`${OUTCOME_TEXT[app.model.outcome] || 'Done'} (degraded mode: drawn after the turn).`);
   }
   render();
@@ -652,7 +515,7 @@ function showRequestError(e) {
   setActivity(null);
   if (e.status === 401) showTokenForm(e.message);
   const text = e.message || 'The request failed.';
-  addMessage('system', text, { variant: 'error' }).dataset.errorCode = e.code || '';
+  chat.add('system', text, { variant: 'error' }).dataset.errorCode = e.code || '';
   if (!app.model.turnId || app.model.outcome === null || app.model.outcome === 'running') {
     app.model.outcome = 'error';
     app.model.error = { code: e.code, message: text, node: null, retryable: false };
@@ -661,40 +524,48 @@ function showRequestError(e) {
   render();
 }
 
-async function sendMessage(text) {
-  text = text.trim();
-  if (!text || app.busy) return;
+function startTurnView() {
   app.replayed = null; // a new turn, live
   stopWaitClock();
-  if (app.approvalCard) app.approvalCard = null;
-  endStreamedText(true);
+  app.approvalCard = null;
+  chat.endStreamed(true);
   app.model.reset();
   app.selected = null;
   app.clockSkew = -Infinity;
-  addMessage('user', text);
+}
+
+async function sendMessage(text) {
+  text = text.trim();
+  if (!text || app.busy || app.mode !== 'chat') return;
+  startTurnView();
+  chat.add('user', text);
   ui.input.value = '';
   app.model.outcome = 'running';
   render();
   announce('Sent. The agent is working.');
   const body = { message: text };
   if (app.threadId) body.thread_id = app.threadId;
-  await run('/chat', body);
+  app.turnRoutes = routes();
+  await run(app.turnRoutes.chat, body);
 }
 
+/** Where a resume goes: the graph's own route for a turn this page started; for a turn opened
+ * from the list or by id, the paused event's hint (it may belong to another graph). */
 function resumePath() {
+  if (app.turnRoutes) return app.turnRoutes.resume;
   const hint = app.model.resumeHint;
   const p = hint && typeof hint.path === 'string' ? hint.path : null;
-  return p && p.startsWith('/') && !p.startsWith('//') ? p : '/chat/resume';
+  return p && p.startsWith('/') && !p.startsWith('//') ? p : routes().resume;
 }
 
-async function resumeTurn(interrupts, value) {
+/** The card was answered: POST the resume (its value from interrupts.js) and stream the run. */
+async function resumeTurn(resume, announcement) {
   stopWaitClock();
   const m = app.model;
-  const body = resumeBody(m.threadId || app.threadId, m.turnId, interrupts, value);
-  announce(value.approved ? 'Approved. Resuming.' : 'Rejected. Resuming.');
+  announce(announcement);
   m.outcome = 'running';
   render();
-  await run(resumePath(), body, { resumed: true });
+  await run(resumePath(), { thread_id: m.threadId || app.threadId, turn_id: m.turnId, resume }, { resumed: true });
 }
 
 async function stopTurn() {
@@ -714,7 +585,7 @@ async function stopTurn() {
   }
 }
 
-// ---------------------------------------------------------------- past turns
+// ---------------------------------------------------------------- past turns, any turn
 
 function selectedSpeed() {
   const checked = ui.history.querySelector('input[name="replay-speed"]:checked');
@@ -727,22 +598,86 @@ async function openHistory() {
   ui.historyList.replaceChildren();
   ui.historyEmpty.hidden = true;
   try {
-    const data = await getJson('/turns?limit=50', { headers: authHeaders() });
-    const turns = (data && Array.isArray(data.turns) ? data.turns : []).filter((t) => t.status !== 'running');
-    renderHistory(ui.historyList, turns, (turn) => replayPastTurn(turn));
+    const data = await getJson(turnsListUrl(app.graph && app.graph.name), { headers: authHeaders() });
+    const turns = data && Array.isArray(data.turns) ? data.turns : [];
+    renderHistory(ui.historyList, turns, openTurn);
+    ui.historyEmpty.textContent = 'No turns yet.';
     ui.historyEmpty.hidden = turns.length > 0;
   } catch (e) {
     ui.historyEmpty.hidden = false;
     ui.historyEmpty.textContent = `The past turns could not be loaded: ${e.message}`;
   }
   const first = ui.historyList.querySelector('button');
-  (first || ui.historyClose).focus();
+  (first || ui.openTurnId).focus();
+}
+
+function hideHistory() {
+  ui.history.hidden = true;
+  ui.historyOpen.setAttribute('aria-expanded', 'false');
 }
 
 function closeHistory() {
-  ui.history.hidden = true;
-  ui.historyOpen.setAttribute('aria-expanded', 'false');
+  hideHistory();
   ui.historyOpen.focus();
+}
+
+/** A turn record (GET /turns item): a running or paused one is followed live, any other replayed. */
+function openTurn(turn) {
+  if (isLive(turn)) return followTurn(turn);
+  return replayPastTurn(turn);
+}
+
+/** The id box of the history panel: GET /turns/{id}, then open it. */
+async function openTurnById(ev) {
+  ev.preventDefault();
+  const id = ui.openTurnId.value.trim();
+  if (!id || app.busy) return;
+  ui.openTurnNote.textContent = 'Looking it up…';
+  let record;
+  try {
+    record = await getJson(`/turns/${encodeURIComponent(id)}`, { headers: authHeaders() });
+  } catch (e) {
+    ui.openTurnNote.textContent = e instanceof ApiError && e.status === 404 ? `There is no turn with the id “${id}”.` : `That turn could not be opened: ${e.message}`;
+    ui.openTurnId.focus();
+    return;
+  }
+  ui.openTurnNote.textContent = '';
+  ui.openTurnId.value = '';
+  await openTurn({ ...record, turn_id: record.turn_id || id });
+}
+
+/** Follow a running (or paused) turn live: GET /turns/{id}/events from its start, resumed on a cut. */
+async function followTurn(turn) {
+  if (app.busy) return;
+  newConversation({ quiet: true });
+  hideHistory();
+  if (turn.message) chat.add('user', turn.message);
+  app.model.outcome = 'running';
+  setBusy(true);
+  setActivity('Following the turn…');
+  announce(turn.status === 'paused' ? 'Opening a paused turn.' : 'Following a running turn live.');
+  const controller = new AbortController();
+  app.controller = controller;
+  let replayInstead = false;
+  try {
+    const result = await resumeStream(turn.turn_id, '', { headers: authHeaders(), signal: controller.signal, onEvent });
+    if (!result.terminal) await reattach(result.lastEventId, result.retry, controller);
+  } catch (e) {
+    if (controller.signal.aborted) {
+      /* a new conversation took over */
+    } else if ((e instanceof ApiError && (e.status === 409 || e.status === 410)) || (e instanceof StreamUnavailable && !app.model.lastSeq)) {
+      replayInstead = true; // its live log is gone (or it just ended): its stored spans tell it
+    } else if (e instanceof ApiError) {
+      showRequestError(e);
+    } else if (app.model.turnId) {
+      await reattach(e.lastEventId || String(app.model.lastSeq), null, controller);
+    } else {
+      showRequestError(new ApiError(0, 'network', `The turn could not be followed: ${e.message}`));
+    }
+  } finally {
+    endRun(controller);
+  }
+  if (replayInstead) await replayPastTurn(turn);
 }
 
 /** Replay a past turn into the same graph, timeline and chat, from its stored spans. */
@@ -750,10 +685,9 @@ async function replayPastTurn(turn) {
   if (app.busy) return;
   const speed = selectedSpeed();
   newConversation({ quiet: true });
-  ui.history.hidden = true;
-  ui.historyOpen.setAttribute('aria-expanded', 'false');
+  hideHistory();
   app.replaying = { turnId: turn.turn_id, speed };
-  if (turn.message) addMessage('user', turn.message);
+  if (turn.message) chat.add('user', turn.message);
   setBusy(true);
   setActivity('Replaying…');
   announce(`Replaying a past turn${speed === 0 ? '' : ` at ${speed}×`}.`);
@@ -763,7 +697,10 @@ async function replayPastTurn(turn) {
     const { count } = await replayTurn(turn.turn_id, speed, { headers: authHeaders(), signal: controller.signal, onEvent });
     if (!count) alertText('That turn has no stored events to replay.');
   } catch (e) {
-    if (!controller.signal.aborted) alertText(`The replay failed: ${e.message}`);
+    if (!controller.signal.aborted) {
+      alertText(`The replay failed: ${e.message}`);
+      chat.add('system', `The replay failed: ${e.message}`, { variant: 'error' });
+    }
   } finally {
     if (app.controller === controller) app.controller = null;
     setBusy(false);
@@ -778,12 +715,12 @@ async function replayPastTurn(turn) {
 function newConversation({ quiet = false } = {}) {
   if (app.controller) app.controller.abort();
   stopWaitClock();
-  endStreamedText(true);
   app.threadId = null;
+  app.turnRoutes = null;
   app.model.reset();
   app.selected = null;
-  for (const n of [...ui.messages.children]) if (n !== ui.chatEmpty) n.remove();
-  ui.chatEmpty.hidden = false;
+  app.approvalCard = null;
+  chat.clear();
   setActivity(null);
   setBusy(false);
   app.replaying = null;
@@ -791,7 +728,7 @@ function newConversation({ quiet = false } = {}) {
   render();
   if (quiet) return;
   announce('New conversation.');
-  ui.input.focus();
+  if (!ui.composer.hidden) ui.input.focus();
 }
 
 // ---------------------------------------------------------------- start
@@ -807,16 +744,6 @@ function bind() {
       sendMessage(ui.input.value);
     }
   });
-  for (const chip of document.querySelectorAll('[data-suggest]')) {
-    chip.addEventListener('click', () => {
-      if (app.busy || app.model.outcome === 'paused') {
-        ui.input.value = chip.dataset.suggest;
-        ui.input.focus();
-        return;
-      }
-      sendMessage(chip.dataset.suggest);
-    });
-  }
   ui.stop.addEventListener('click', stopTurn);
   ui.tokenForm.addEventListener('submit', async (ev) => {
     ev.preventDefault();
@@ -828,12 +755,11 @@ function bind() {
       /* storage disabled */
     }
     ui.tokenInput.value = '';
-    app.graphTopology = null;
-    await ensureGraphTopology();
-    if (app.graphTopology) {
+    const status = await loadGraphs();
+    if (status !== 'auth') {
       ui.tokenForm.hidden = true;
       announce('Token accepted.');
-      ui.input.focus();
+      if (!ui.composer.hidden) ui.input.focus();
     } else {
       alertText('That token was not accepted.');
       ui.tokenInput.focus();
@@ -841,11 +767,18 @@ function bind() {
     render();
   });
   ui.newChat.addEventListener('click', () => newConversation());
+  ui.graphPicker.addEventListener('change', () => switchGraph(ui.graphPicker.value));
+  window.addEventListener('popstate', () => {
+    if (!app.catalog || app.catalog.legacy) return;
+    const { name } = chooseGraph(app.catalog, location.search);
+    if (name) switchGraph(name, { push: false });
+  });
   ui.historyOpen.addEventListener('click', () => (ui.history.hidden ? openHistory() : closeHistory()));
   ui.historyClose.addEventListener('click', closeHistory);
   ui.history.addEventListener('keydown', (ev) => {
     if (ev.key === 'Escape') closeHistory();
   });
+  ui.openTurn.addEventListener('submit', openTurnById);
 }
 
 async function init() {
@@ -868,11 +801,10 @@ async function init() {
   }
   render();
   ui.graphEmpty.hidden = false;
-  const [config] = await Promise.allSettled([getJson('/config'), ensureGraphTopology()]);
+  const [config, loaded] = await Promise.allSettled([getJson('/config'), loadGraphs()]);
   const cfg = config.status === 'fulfilled' && config.value && typeof config.value === 'object' ? config.value : {};
   if (typeof cfg.trace_url === 'string' && cfg.trace_url) app.traceUrl = cfg.trace_url;
-  if (cfg.auth_required && !app.graphTopology) showTokenForm();
-  if (!app.graphTopology) ui.graphEmpty.textContent = 'The graph appears with the first turn.';
+  if (loaded.status === 'fulfilled' && loaded.value === 'auth') showTokenForm();
   render();
   document.body.dataset.ready = 'true';
 }

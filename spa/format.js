@@ -60,7 +60,7 @@ export const OUTCOME_TEXT = {
   interrupted: 'Interrupted',
 };
 
-/** "Issuing refund…" from a tool_started label or, failing that, its name. */
+/** "Searching…" from a tool_started label (its own words) or, failing that, its name. */
 export function toolActivityText(tool) {
   if (!tool) return '';
   if (tool.label) return tool.label.replace(/[.…\s]+$/u, '') + '…';

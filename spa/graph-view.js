@@ -4,6 +4,7 @@
 
 import { layoutGraph } from './layout.js';
 import { formatMs, latencyBin, LATENCY_BINS, STATE_TEXT } from './format.js';
+import { pathLabel } from './subgraphs.js';
 
 const SVG = 'http://www.w3.org/2000/svg';
 
@@ -52,20 +53,29 @@ export class GraphView {
     this.onSelect = options.onSelect || (() => {});
     this.key = null;
     this.nodes = new Map(); // id -> {g, box, status, bar, icon, badge, layout}
+    this.inner = new Map(); // key -> {g, entry, status, parent}: a subgraph's inner nodes
     this.edges = []; // {path, source, target}
     this.layout = null;
   }
 
-  /** (Re)build the drawing when the topology changed. */
-  setTopology(topology, direction = 'LR') {
-    const key = JSON.stringify(topology ? [topology.nodes, topology.edges, direction] : null);
+  /**
+   * (Re)build the drawing when the topology (or the inner nodes seen) changed.
+   * groups: Map top-level id -> inner node entries (subgraphs.js drawnGraph).
+   */
+  setTopology(topology, direction = 'LR', groups = null) {
+    const groupKeys = groups ? [...groups].map(([id, list]) => [id, list.map((e) => e.key)]) : [];
+    const key = JSON.stringify(topology ? [topology.nodes, topology.edges, direction, groupKeys] : null);
     if (key === this.key) return false;
     this.key = key;
     const svg = this.svg;
+    // keep the keyboard where it was across a rebuild (a new inner node appeared mid-turn)
+    const active = typeof document !== 'undefined' ? document.activeElement : null;
+    const focused = active && svg.contains(active) ? active.dataset.node ?? active.dataset.subnode : undefined;
     while (svg.firstChild) svg.removeChild(svg.firstChild);
     this.nodes.clear();
+    this.inner.clear();
     this.edges = [];
-    const l = layoutGraph(topology, { direction });
+    const l = layoutGraph(topology, { direction, groups });
     this.layout = l;
     svg.dataset.direction = l.direction || direction;
     if (!l.nodes.length) {
@@ -95,7 +105,8 @@ export class GraphView {
 
     const nodeLayer = el('g', { class: 'nodes', role: 'list', 'aria-label': 'Graph nodes' }, svg);
     for (const n of l.nodes) {
-      const g = el('g', { class: n.terminal ? 'node node-terminal' : 'node', transform: `translate(${n.x} ${n.y})`, role: 'listitem' }, nodeLayer);
+      const cls = ['node', n.terminal ? 'node-terminal' : '', n.discovered ? 'node-discovered' : '', n.inner.length ? 'node-group' : ''].filter(Boolean).join(' ');
+      const g = el('g', { class: cls, transform: `translate(${n.x} ${n.y})`, role: 'listitem' }, nodeLayer);
       g.dataset.node = n.id;
       g.dataset.state = 'idle';
       const title = el('title', {}, g);
@@ -127,8 +138,9 @@ export class GraphView {
         rec.badgeG = el('g', { class: 'node-badge', transform: `translate(${n.width - 14} 0)`, display: 'none' }, g);
         el('rect', { class: 'node-badge-bg', x: -16, y: -9, width: 32, height: 18, rx: 9 }, rec.badgeG);
         rec.badge = el('text', { class: 'node-badge-text', x: 0, y: 4, 'text-anchor': 'middle' }, rec.badgeG);
-        rec.track = el('rect', { class: 'lat-track', x: 10, y: n.height - 11, width: n.width - 20, height: 5, rx: 2.5 }, g);
+        rec.track = el('rect', { class: 'lat-track', x: 10, y: n.headHeight - 11, width: n.width - 20, height: 5, rx: 2.5 }, g);
         rec.bars = el('g', { class: 'lat-bars' }, g);
+        if (n.inner.length) this._drawGroup(g, n, (groups && groups.get(n.id)) || []);
         g.addEventListener('click', () => this.onSelect(n.id));
         g.addEventListener('focus', () => this.onSelect(n.id));
         g.addEventListener('keydown', (ev) => {
@@ -141,7 +153,54 @@ export class GraphView {
       this.nodes.set(n.id, rec);
     }
     for (const rec of this.nodes.values()) if (rec.label) fitText(rec.label, rec.layout.width - 22);
+    for (const rec of this.inner.values()) fitText(rec.label, rec.width - 64 - rec.indent);
+    if (focused !== undefined) {
+      const again = this.nodes.get(focused) || this.inner.get(focused);
+      if (again && again.g.hasAttribute('tabindex')) again.g.focus({ preventScroll: true });
+    }
     return true;
+  }
+
+  /** A subgraph's inner nodes, one row each, inside the parent's box (under its status line). */
+  _drawGroup(g, n, entries) {
+    const rows = n.inner;
+    const lane = el('g', { class: 'subnodes', role: 'list', 'aria-label': `Inside ${n.label}` }, g);
+    el('line', { class: 'subnodes-sep', x1: 8, x2: n.width - 8, y1: n.headHeight - 2, y2: n.headHeight - 2 }, lane);
+    const more = entries.length > rows.length ? entries.length - rows.length + 1 : 0;
+    rows.forEach((row, k) => {
+      if (more && k === rows.length - 1) {
+        const t = el('text', { class: 'subnode-more', x: row.x + 6, y: row.y + 15 }, lane);
+        t.textContent = `+ ${more} more inside (select ${n.label})`;
+        return;
+      }
+      const entry = entries[k];
+      if (!entry) return;
+      const indent = Math.min(entry.depth, 3) * 10;
+      const sg = el('g', { class: 'subnode', transform: `translate(${row.x + indent} ${row.y})`, role: 'listitem', tabindex: 0 }, lane);
+      sg.dataset.subnode = entry.key;
+      sg.dataset.parent = n.id;
+      sg.dataset.state = 'idle';
+      const title = el('title', {}, sg);
+      const w = row.width - indent;
+      el('rect', { class: 'subnode-box', x: 0.5, y: 0.5, width: w - 1, height: row.height - 1, rx: 6 }, sg);
+      el('circle', { class: 'subnode-dot', cx: 10, cy: row.height / 2, r: 4 }, sg);
+      const label = el('text', { class: 'subnode-label', x: 20, y: row.height / 2 + 4 }, sg);
+      label.textContent = entry.label;
+      const status = el('text', { class: 'subnode-status', x: w - 6, y: row.height / 2 + 4, 'text-anchor': 'end' }, sg);
+      const select = (ev) => {
+        ev.stopPropagation();
+        this.onSelect(entry.key);
+      };
+      sg.addEventListener('click', select);
+      sg.addEventListener('focus', () => this.onSelect(entry.key));
+      sg.addEventListener('keydown', (ev) => {
+        if (ev.key === 'Enter' || ev.key === ' ') {
+          ev.preventDefault();
+          select(ev);
+        }
+      });
+      this.inner.set(entry.key, { g: sg, title, label, status, entry, width: row.width, indent, parent: n.id });
+    });
   }
 
   /** Bring every node and edge up to date with the model. */
@@ -177,6 +236,7 @@ export class GraphView {
       const aria = [`${label}: ${STATE_TEXT[state]}`];
       if (inst.length > 1) aria.push(`${inst.length} runs: ${inst.map((i) => `${STATE_TEXT[i.state]} ${formatMs(i.durationMs)}`).join(', ')}`);
       else if (last && typeof last.durationMs === 'number') aria.push(formatMs(last.durationMs));
+      if (rec.layout.discovered) aria.push('not in the graph’s topology (seen in its events)');
       rec.g.setAttribute('aria-label', aria.join(', '));
       rec.title.textContent = label === id ? aria.join(', ') : `${id} — ${aria.join(', ')}`;
 
@@ -188,11 +248,26 @@ export class GraphView {
       inst.forEach((i, k) => {
         const bin = latencyBin(i.durationMs);
         const cls = i.state === 'running' ? 'lat-running' : bin >= 0 ? LATENCY_BINS[bin].cls : 'lat-none';
-        const seg = el('rect', { class: `lat-seg ${cls}`, x: 10 + k * (segW + gap), y: rec.layout.height - 11, width: Math.max(segW, 1), height: 5, rx: 2.5 }, rec.bars);
+        const seg = el('rect', { class: `lat-seg ${cls}`, x: 10 + k * (segW + gap), y: rec.layout.headHeight - 11, width: Math.max(segW, 1), height: 5, rx: 2.5 }, rec.bars);
         seg.dataset.instanceState = i.state;
         const t = el('title', {}, seg);
         t.textContent = `${label} #${k + 1}: ${STATE_TEXT[i.state]}${typeof i.durationMs === 'number' ? ' · ' + formatMs(i.durationMs) : ''}`;
       });
+    }
+    for (const [key, rec] of this.inner) {
+      const { node, namespace } = rec.entry;
+      const state = model.nodeState(node, namespace);
+      const inst = model.nodeInstances(node, namespace);
+      rec.g.dataset.state = state;
+      rec.g.dataset.instances = String(inst.length);
+      rec.g.classList.toggle('selected', selected === key);
+      const last = inst[inst.length - 1];
+      const count = inst.length > 1 ? `×${inst.length} ` : '';
+      const status = state === 'running' ? `${count}running` : last && typeof last.durationMs === 'number' ? `${count}${formatMs(last.durationMs)}` : `${count}${STATE_TEXT[state]}`;
+      rec.status.textContent = status;
+      const aria = `${pathLabel(rec.entry)}: ${STATE_TEXT[state]}${inst.length > 1 ? `, ${inst.length} runs` : ''}${last && typeof last.durationMs === 'number' ? `, ${formatMs(last.durationMs)}` : ''}`;
+      rec.g.setAttribute('aria-label', aria);
+      rec.title.textContent = aria;
     }
     for (const e of this.edges) {
       const taken = model.edgeTaken(e.source, e.target);

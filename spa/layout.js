@@ -6,7 +6,11 @@
 //   4. ordering within a layer: barycenter sweeps, keeping the order with the fewest crossings
 //   5. coordinates: x by layer, y by order, each layer centred
 //
-// It knows nothing of the demo agent: any topology {nodes[{id,label}], edges[{source,target,conditional}]}.
+// Nodes without any edge (seen only in events) follow one another when nothing has edges, else
+// share a layer after the rest. A node with a group (the inner nodes of its subgraph) is taller:
+// one row per inner node, under its own status line.
+//
+// It knows nothing of any particular graph: any topology {nodes[{id,label}], edges[{source,target,conditional}]}.
 
 export const DEFAULTS = {
   direction: 'LR', // 'LR' (left to right) or 'TB' (top to bottom, for narrow screens)
@@ -18,6 +22,11 @@ export const DEFAULTS = {
   rowGap: 22,
   padding: 18,
   loopGap: 26, // room below the graph for each back edge
+  groups: null, // Map or object: node id -> its inner nodes (an array) or their count
+  subRowHeight: 22, // one inner node's row inside its parent
+  subRowGap: 4,
+  subPad: 8,
+  maxSubRows: 8, // beyond this the last row stands for the rest ("+ N more")
 };
 
 export function isTerminal(id) {
@@ -28,17 +37,18 @@ export function isTerminal(id) {
 export function normalizeTopology(topology) {
   const nodes = [];
   const seen = new Map();
-  const add = (id, label) => {
+  const add = (id, label, discovered = false) => {
     if (id === undefined || id === null) return;
     id = String(id);
     if (!seen.has(id)) {
       const n = { id, label: label == null || label === '' ? id : String(label) };
+      if (discovered) n.discovered = true;
       seen.set(id, n);
       nodes.push(n);
     }
   };
   for (const n of (topology && topology.nodes) || []) {
-    if (n && typeof n === 'object') add(n.id, n.label);
+    if (n && typeof n === 'object') add(n.id, n.label, !!n.discovered);
     else add(n, n);
   }
   const edges = [];
@@ -94,6 +104,34 @@ export function findBackEdges(nodes, edges) {
     }
   }
   return back;
+}
+
+/**
+ * Layers for nodes that no edge touches: one after another (the entry first, the exit last)
+ * when no node has an edge, else all in one layer after the others. Changes `layer` in place.
+ */
+export function placeIsolated(nodes, edges, layer) {
+  const linked = new Set();
+  for (const e of edges) linked.add(e.source).add(e.target);
+  const rank = (n) => (n.id === '__start__' ? -1 : n.id === '__end__' ? 1 : 0);
+  const isolated = nodes.filter((n) => !linked.has(n.id)).sort((a, b) => rank(a) - rank(b));
+  if (!isolated.length) return layer;
+  if (!linked.size) {
+    isolated.forEach((n, i) => layer.set(n.id, i));
+    return layer;
+  }
+  let max = 0;
+  for (const id of linked) max = Math.max(max, layer.get(id));
+  for (const n of isolated) layer.set(n.id, max + 1);
+  return layer;
+}
+
+/** How many rows a node's group takes (0 without a group), at most maxSubRows. */
+export function groupRows(groups, id, maxSubRows = DEFAULTS.maxSubRows) {
+  if (!groups) return 0;
+  const g = groups instanceof Map ? groups.get(id) : Object.prototype.hasOwnProperty.call(groups, id) ? groups[id] : undefined;
+  const n = Array.isArray(g) ? g.length : typeof g === 'number' && g > 0 ? Math.floor(g) : 0;
+  return Math.min(n, maxSubRows);
 }
 
 /** Longest-path layering over forward edges. Returns Map id -> layer. */
@@ -155,7 +193,7 @@ export function layoutGraph(topology, options = {}) {
   const { nodes, edges } = normalizeTopology(topology);
   if (!nodes.length) return { nodes: [], edges: [], width: 0, height: 0 };
   const back = findBackEdges(nodes, edges);
-  const layerOf = assignLayers(nodes, edges, back);
+  const layerOf = placeIsolated(nodes, edges, assignLayers(nodes, edges, back));
   const nLayers = Math.max(...layerOf.values()) + 1;
 
   // Build the layered graph with dummy nodes on long edges.
@@ -214,11 +252,14 @@ export function layoutGraph(topology, options = {}) {
   // Coordinates, first on abstract axes: r along the flow (rank), c across it.
   // direction 'LR': x = r, y = c (left to right); 'TB': x = c, y = r (top to bottom).
   const tb = o.direction === 'TB';
+  const rowsOf = (id) => (isTerminal(id) ? 0 : groupRows(o.groups, id, o.maxSubRows));
+  const laneHeight = (rows) => (rows ? 2 + rows * o.subRowHeight + (rows - 1) * o.subRowGap + o.subPad : 0);
   const sizeOf = (id) => {
     const v = vnodes.get(id);
     if (v.dummy) return { r: 0, c: o.dummyHeight };
     if (isTerminal(id)) return { r: o.terminalSize, c: o.terminalSize };
-    return tb ? { r: o.nodeHeight, c: o.nodeWidth } : { r: o.nodeWidth, c: o.nodeHeight };
+    const height = o.nodeHeight + laneHeight(rowsOf(id));
+    return tb ? { r: height, c: o.nodeWidth } : { r: o.nodeWidth, c: height };
   };
   const layerDepth = layers.map((ids) => Math.max(o.terminalSize, ...ids.map((id) => sizeOf(id).r)));
   const layerSpan = layers.map((ids) => ids.reduce((acc, id, k) => acc + sizeOf(id).c + (k ? o.rowGap : 0), 0));
@@ -241,7 +282,8 @@ export function layoutGraph(topology, options = {}) {
   const outNodes = nodes.map((n) => {
     const p = pos.get(n.id);
     const xy = toXY(p.r, p.c);
-    return {
+    const width = tb ? p.cs : p.rs;
+    const out = {
       id: n.id,
       label: n.label,
       terminal: isTerminal(n.id),
@@ -249,9 +291,15 @@ export function layoutGraph(topology, options = {}) {
       order: p.order,
       x: xy.x,
       y: xy.y,
-      width: tb ? p.cs : p.rs,
+      width,
       height: tb ? p.rs : p.cs,
+      headHeight: isTerminal(n.id) ? (tb ? p.rs : p.cs) : o.nodeHeight, // the part above the group
+      inner: [], // the group's rows, relative to the node's corner
     };
+    if (n.discovered) out.discovered = true;
+    const rows = rowsOf(n.id);
+    for (let k = 0; k < rows; k++) out.inner.push({ x: 8, y: o.nodeHeight + 2 + k * (o.subRowHeight + o.subRowGap), width: width - 16, height: o.subRowHeight });
+    return out;
   });
 
   const mid = (id) => {

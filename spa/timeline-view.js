@@ -106,7 +106,8 @@ export function renderTimeline(container, model, { traceUrl = null, now = null }
         name.appendChild(h('span', `tl-op ${operationClass(r.operation)}`, OPERATION_TEXT[r.operation] || r.operation));
       }
       name.appendChild(h('span', 'tl-label', r.name));
-      name.title = r.name;
+      const inside = r.namespace && r.namespace.length ? ` (in ${r.namespace.join(' › ')})` : '';
+      name.title = r.name + inside;
       li.appendChild(name);
       const track = h('span', 'tl-track');
       const bar = h('span', `tl-bar ${r.type === 'span' ? operationClass(r.operation) : 'tl-node-bar'} state-${r.state}`);
@@ -124,7 +125,7 @@ export function renderTimeline(container, model, { traceUrl = null, now = null }
       li.appendChild(track);
       const durText = r.durationMs === null ? (r.state === 'running' ? 'running' : '–') : formatMs(r.durationMs);
       li.appendChild(h('span', 'tl-dur', durText));
-      li.setAttribute('aria-label', `${r.type === 'span' ? (OPERATION_TEXT[r.operation] || r.operation) + ' ' : 'node '}${r.name}: starts at ${formatMs(r.startMs)}, ${durText}${r.state === 'error' ? ', failed' : ''}`);
+      li.setAttribute('aria-label', `${r.type === 'span' ? (OPERATION_TEXT[r.operation] || r.operation) + ' ' : 'node '}${r.name}${inside}: starts at ${formatMs(r.startMs)}, ${durText}${r.state === 'error' ? ', failed' : ''}`);
       list.appendChild(li);
     }
     section.appendChild(list);

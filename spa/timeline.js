@@ -47,12 +47,18 @@ export function buildTimeline(model) {
     let tEnd = finite(run.endTs) ? run.endTs : t0;
     const sorted = insts.slice().sort((a, b) => (a.startTs ?? Infinity) - (b.startTs ?? Infinity));
     // Instances of one node in one run (parallel tasks, or a loop) are numbered, not merged.
+    // A subgraph's inner node is a row of its own, indented under its parent: its span is
+    // left out of the parent's children (with what it holds), so nothing shows twice.
+    const keyOf = (i) => JSON.stringify([...(i.namespace || []), i.node]);
+    const nodeSpans = new Set(insts.map((i) => i.spanId).filter(Boolean));
     const total = new Map();
-    for (const i of sorted) total.set(i.node, (total.get(i.node) || 0) + 1);
+    for (const i of sorted) total.set(keyOf(i), (total.get(keyOf(i)) || 0) + 1);
     const seen = new Map();
     for (const i of sorted) {
-      seen.set(i.node, (seen.get(i.node) || 0) + 1);
-      const name = total.get(i.node) > 1 ? `${i.node} #${seen.get(i.node)}` : i.node;
+      const key = keyOf(i);
+      const nsDepth = Array.isArray(i.namespace) ? i.namespace.length : 0;
+      seen.set(key, (seen.get(key) || 0) + 1);
+      const name = total.get(key) > 1 ? `${i.node} #${seen.get(key)}` : i.node;
       const start = finite(i.startTs) ? i.startTs : t0;
       const dur = finite(i.durationMs) ? i.durationMs : null;
       if (dur !== null) tEnd = Math.max(tEnd, start + dur);
@@ -62,12 +68,13 @@ export function buildTimeline(model) {
         name,
         node: i.node,
         operation: 'node',
-        depth: 0,
+        depth: nsDepth,
+        namespace: Array.isArray(i.namespace) ? i.namespace : [],
         startMs: start - t0,
         durationMs: dur,
         state: i.state,
       });
-      for (const c of nestChildren(i.children, i.spanId)) {
+      for (const c of nestChildren(i.children, i.spanId, nodeSpans)) {
         const cs = finite(c.span.start_ts) ? c.span.start_ts : start;
         const cd = finite(c.span.duration_ms) ? c.span.duration_ms : null;
         if (cd !== null) tEnd = Math.max(tEnd, cs + cd);
@@ -76,7 +83,7 @@ export function buildTimeline(model) {
           name: String(c.span.name || c.span.operation || 'span'),
           node: i.node,
           operation: OPS.has(c.span.operation) ? c.span.operation : 'other',
-          depth: c.depth,
+          depth: c.depth + nsDepth,
           startMs: cs - t0,
           durationMs: cd,
           state: c.span.status === 'error' ? 'error' : 'ok',
@@ -96,8 +103,9 @@ export function buildTimeline(model) {
   return { approximate, sections };
 }
 
-/** Children (flat, start order) nested by parent_span_id under the node span. */
-export function nestChildren(children, rootSpanId) {
+/** Children (flat, start order) nested by parent_span_id under the node span; the spans in
+ * `skip` (other node instances: a subgraph's inner nodes) are left out with their subtrees. */
+export function nestChildren(children, rootSpanId, skip = null) {
   const list = Array.isArray(children) ? children.filter((c) => c && typeof c === 'object') : [];
   const ids = new Set(list.map((c) => c.span_id));
   const kids = new Map();
@@ -112,6 +120,7 @@ export function nestChildren(children, rootSpanId) {
   const out = [];
   const walk = (arr, depth) => {
     for (const c of arr.slice().sort(byStart)) {
+      if (skip && c.span_id && c.span_id !== rootSpanId && skip.has(c.span_id)) continue;
       out.push({ span: c, depth });
       if (c.span_id && kids.has(c.span_id)) walk(kids.get(c.span_id), depth + 1);
     }

@@ -13,6 +13,15 @@ function num(x) {
   return typeof x === 'number' && Number.isFinite(x) ? x : null;
 }
 
+/** A node event's namespace: the enclosing node names, outermost first ([] at the top). */
+export function namespaceOf(ev) {
+  return ev && Array.isArray(ev.namespace) ? ev.namespace.map(String) : [];
+}
+
+function sameNamespace(a, b) {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
 export class TurnModel {
   constructor() {
     this.reset();
@@ -142,6 +151,7 @@ export class TurnModel {
     if (this.bySpan.has(key)) return false;
     const inst = {
       node: String(ev.node),
+      namespace: namespaceOf(ev),
       spanId: ev.span_id || null,
       parentSpanId: ev.parent_span_id || null,
       step: ev.step ?? null,
@@ -163,7 +173,8 @@ export class TurnModel {
     let inst = ev.span_id ? this.bySpan.get(ev.span_id) : null;
     if (!inst) {
       // No start seen (a late attach, or a mapping whose start arrives late): find a running one.
-      inst = this.instances.find((i) => i.node === ev.node && i.state === 'running');
+      const ns = namespaceOf(ev);
+      inst = this.instances.find((i) => i.node === ev.node && i.state === 'running' && sameNamespace(i.namespace, ns));
     }
     if (!inst) {
       this._nodeStarted({ ...ev, ts: num(ev.ts) !== null && num(ev.duration_ms) !== null ? ev.ts - ev.duration_ms : ev.ts });
@@ -280,12 +291,13 @@ export class TurnModel {
     const runIndex = this.runs.length - 1;
     const listed = Array.isArray(resp.nodes) ? resp.nodes : [];
     // A resume response lists the nodes of its own run: they are added as new instances (the
-    // paused human_approval of the first run stays in the history, as on the stream).
+    // node that paused in the first run stays in the history, as on the stream).
     let clock = this.instances.length ? Math.max(...this.instances.map((i) => i.endTs ?? 0)) + 1 : 0;
     for (const n of listed) {
       const state = ['ok', 'error', 'paused', 'cancelled'].includes(n.status) ? n.status : 'ok';
       this.instances.push({
         node: String(n.name),
+        namespace: [],
         spanId: null,
         parentSpanId: null,
         step: null,
@@ -313,9 +325,9 @@ export class TurnModel {
     }
   }
 
-  /** The state of a graph node, for data-state. */
-  nodeState(id) {
-    const inst = this.instances.filter((i) => i.node === id);
+  /** The state of a graph node (a top-level one, or an inner one by its namespace), for data-state. */
+  nodeState(id, namespace = []) {
+    const inst = this.nodeInstances(id, namespace);
     if (inst.length) {
       if (inst.some((i) => i.state === 'running')) return 'running';
       return inst[inst.length - 1].state;
@@ -328,8 +340,8 @@ export class TurnModel {
     return this.terminal ? 'skipped' : 'idle';
   }
 
-  nodeInstances(id) {
-    return this.instances.filter((i) => i.node === id);
+  nodeInstances(id, namespace = []) {
+    return this.instances.filter((i) => i.node === id && sameNamespace(i.namespace, namespace));
   }
 
   /**
@@ -347,7 +359,7 @@ export class TurnModel {
     const edges = this.topology ? this.topology.edges : [];
     const succ = new Set(edges.filter((e) => e.source === source).map((e) => e.target));
     const pred = new Set(edges.filter((e) => e.target === target).map((e) => e.source));
-    const between = this.instances.filter((x) => x.node !== source && x.node !== target && succ.has(x.node) && pred.has(x.node));
+    const between = this.instances.filter((x) => !x.namespace.length && x.node !== source && x.node !== target && succ.has(x.node) && pred.has(x.node));
     const eps = 1;
     for (const s of done) {
       if (s.endTs === null) return true;

@@ -1,10 +1,14 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 
 // Every module of the SPA except the entry point (app.js wires the page) imports in Node:
 // no DOM access at import time.
-const modules = ['sse.js', 'layout.js', 'turn.js', 'timeline.js', 'format.js', 'api.js', 'graph-view.js', 'timeline-view.js'];
+const modules = [
+  'sse.js', 'layout.js', 'turn.js', 'timeline.js', 'format.js', 'api.js', 'graph-view.js', 'timeline-view.js',
+  'graphs.js', 'interrupts.js', 'interrupt-card.js', 'subgraphs.js', 'chat-log.js', 'graph-settings.js', 'history.js',
+  'outcome.js', 'details.js',
+];
 
 for (const m of modules) {
   test(`spa/${m} imports without a DOM`, async () => {
@@ -36,5 +40,16 @@ test('index.html has no inline script, inline style or style attribute (CSP)', (
   for (const m of html.matchAll(/<script\b([^>]*)>([\s\S]*?)<\/script>/gi)) {
     assert.match(m[1], /\ssrc=/, 'external scripts only');
     assert.equal(m[2].trim(), '', 'no inline script body');
+  }
+});
+
+test('no demo text in the SPA: every word about a graph comes from the server (GET /graphs/{name})', () => {
+  const files = readdirSync(new URL('../../spa/', import.meta.url)).filter((f) => /\.(js|html|css)$/.test(f));
+  assert.ok(files.includes('app.js') && files.includes('index.html'));
+  for (const f of files) {
+    const src = readFileSync(new URL(`../../spa/${f}`, import.meta.url), 'utf8');
+    for (const word of [/support agent/i, /refund/i, /\bshop\b/i, /knowledge base/i, /guardrail_pre|retrieve_context|human_approval/]) {
+      assert.ok(!word.test(src), `${f} mentions ${word}`);
+    }
   }
 });

@@ -82,11 +82,12 @@ test('unknown fields, missing ids and non-text deltas are tolerated', () => {
   assert.equal(late.outcome, 'running');
 });
 
-test('app.js renders streamed text as text and replaces it with the final answer', () => {
+test('the chat log renders streamed text as text and app.js replaces it with the final answer', () => {
   const src = readFileSync(new URL('../../spa/app.js', import.meta.url), 'utf8');
-  const show = src.slice(src.indexOf('function showStreamedText'), src.indexOf('function endStreamedText'));
+  const log = readFileSync(new URL('../../spa/chat-log.js', import.meta.url), 'utf8');
+  const show = log.slice(log.indexOf('  streamed(m) {'), log.indexOf('  endStreamed(partial) {'));
   assert.match(show, /\.textContent = m\.text/, 'deltas are set as textContent');
   assert.ok(!/innerHTML|insertAdjacentHTML/.test(show));
-  assert.match(src, /addAnswer\(r, endStreamedText\(false\)\)/, 'the final answer takes the streamed bubble\'s place');
-  assert.match(src, /case 'text_delta':\s*showStreamedText\(\)/);
+  assert.match(src, /chat\.answer\(r, chat\.endStreamed\(false\)\)/, 'the final answer takes the streamed bubble\'s place');
+  assert.match(src, /case 'text_delta':\s*chat\.streamed\(app\.model\.streamedMessage\(\)\)/);
 });
