@@ -93,7 +93,7 @@ def agui_router(relay: RelayParts, agent: GraphAgent, starting: asyncio.Lock,
                                "answer them with resume[] first.")
             record = TurnRecord(turn_id=turn_id, thread_id=thread_id, status="running",
                                 message=message, request_hash=request_hash,
-                                started_at=time.time() * 1000)
+                                started_at=time.time() * 1000, graph=agent.name)
             run_input = agent.input_of(message, record)
             after = await start_run(relay, record, "chat",
                                     lambda: agent.chat(record, run_input, configurable),

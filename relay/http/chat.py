@@ -144,7 +144,8 @@ def chat_router(relay: RelayParts, agent: GraphAgent, starting: asyncio.Lock,
                                "it with POST /chat/resume first.")
             record = TurnRecord(turn_id=client_turn_id or secrets.token_hex(16),
                                 thread_id=thread_id, status="running", message=message,
-                                request_hash=request_hash, started_at=time.time() * 1000)
+                                request_hash=request_hash, started_at=time.time() * 1000,
+                                graph=agent.name)
             run_input = graph_input if graph_input is not None \
                 else agent.input_of(message, record)
             after = await start_run(relay, record, "chat",

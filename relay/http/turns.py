@@ -121,8 +121,12 @@ def build_router(relay: RelayParts) -> APIRouter:
                 responses=error_responses(401, 422))
     async def turns(thread_id: str | None = None,
                     limit: int = Query(default=20, ge=1, le=200),
-                    before: float | None = None) -> JSONResponse:
-        records = await relay.turns.list(thread_id, limit, before)
+                    before: float | None = None, graph: str | None = None,
+                    status: str | None = Query(default=None, pattern="^(running|paused|"
+                                               "answered|refused|error|cancelled|"
+                                               "interrupted)$")) -> JSONResponse:
+        records = await relay.turns.list(thread_id, limit, before, graph=graph or None,
+                                         status=status)
         return JSONResponse({"turns": [r.public() for r in records],
                              # the next page: ?before=next_before (None on the last page)
                              "next_before": records[-1].started_at

@@ -175,9 +175,9 @@ class PostgresTurnStore(ThreadedTurnAPI):
             cur.execute(f"UPDATE relay_turns SET {sets} WHERE turn_key = %s",
                         [*changes.values(), id_key(turn_id)])
 
-    def _list(self, thread_id: str | None, limit: int, before: float | None
-              ) -> list[TurnRecord]:
-        clause, args = list_filter(thread_id, before, "%s")
+    def _list(self, thread_id: str | None, limit: int, before: float | None,
+              graph: str | None = None, status: str | None = None) -> list[TurnRecord]:
+        clause, args = list_filter(thread_id, before, "%s", graph, status)
         with self._cursor() as cur:
             cur.execute(f"SELECT {', '.join(_COLUMNS)} FROM relay_turns {clause} "
                         "ORDER BY started_at DESC LIMIT %s", [*args, limit])

@@ -68,6 +68,10 @@ _MIGRATIONS = [
     ALTER TABLE turns ADD COLUMN turn_key TEXT NOT NULL DEFAULT '';
     ALTER TABLE turns ADD COLUMN thread_key TEXT NOT NULL DEFAULT '';
     """,
+    # version 4: the served graph a turn ran on (GET /turns?graph=)
+    """
+    ALTER TABLE turns ADD COLUMN graph TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 
@@ -102,6 +106,7 @@ class TurnRecord:
     run_after_seq: int = 0  # the latest run's events have seq > this
     turn_key: str = ""  # id_key(turn_id): what the turn is found by; filled when empty
     thread_key: str = ""  # id_key(thread_id)
+    graph: str = ""  # the GraphAgent's name; '' for a turn received over OTLP
 
     def __post_init__(self) -> None:
         if not self.turn_key:
@@ -115,6 +120,7 @@ class TurnRecord:
             "turn_id": self.turn_id,
             "thread_id": self.thread_id,
             "status": self.status,
+            "graph": self.graph or None,
             "message": self.message,
             "started_at": self.started_at,
             "ended_at": self.ended_at,
@@ -148,13 +154,20 @@ class _HoldsNothing:
 HOLDS_NOTHING: HeldThread = _HoldsNothing()
 
 
-def list_filter(thread_id: str | None, before: float | None,
-                placeholder: str) -> tuple[str, list[Any]]:
+def list_filter(thread_id: str | None, before: float | None, placeholder: str,
+                graph: str | None = None, status: str | None = None
+                ) -> tuple[str, list[Any]]:
     """The WHERE clause and its arguments of a turn listing, for both SQL stores (their
     drivers differ only in the placeholder): a thread in any spelling, older than
-    ``before``."""
+    ``before``, of one graph, in one status."""
     where: list[str] = []
     args: list[Any] = []
+    if graph is not None:
+        where.append(f"graph = {placeholder}")
+        args.append(graph)
+    if status is not None:
+        where.append(f"status = {placeholder}")
+        args.append(status)
     if thread_id is not None:
         where.append(f"thread_key = {placeholder}")
         args.append(id_key(thread_id))
@@ -176,7 +189,8 @@ class TurnStore(Protocol):
     async def update(self, turn_id: str, **changes: Any) -> None: ...
 
     async def list(self, thread_id: str | None = None, limit: int = 50,
-                   before: float | None = None) -> list[TurnRecord]: ...
+                   before: float | None = None, *, graph: str | None = None,
+                   status: str | None = None) -> list[TurnRecord]: ...
 
     async def mark_interrupted(self) -> int: ...
 
@@ -208,9 +222,10 @@ class ThreadedTurnAPI:
         await asyncio.to_thread(self._update, turn_id, changes)  # type: ignore[attr-defined]
 
     async def list(self, thread_id: str | None = None, limit: int = 50,
-                   before: float | None = None) -> list[TurnRecord]:
+                   before: float | None = None, *, graph: str | None = None,
+                   status: str | None = None) -> list[TurnRecord]:
         return await asyncio.to_thread(self._list, thread_id, limit,  # type: ignore[attr-defined]
-                                       before)
+                                       before, graph, status)
 
     async def mark_interrupted(self) -> int:
         """At start-up: turns that were running when their process died (this instance's,
@@ -277,8 +292,9 @@ class SQLiteTurnStore(ThreadedTurnAPI):
             self._db.execute(f"UPDATE turns SET {sets} WHERE turn_key = ?",
                              [*changes.values(), id_key(turn_id)])
 
-    def _list(self, thread_id: str | None, limit: int, before: float | None) -> list[TurnRecord]:
-        clause, args = list_filter(thread_id, before, "?")
+    def _list(self, thread_id: str | None, limit: int, before: float | None,
+              graph: str | None = None, status: str | None = None) -> list[TurnRecord]:
+        clause, args = list_filter(thread_id, before, "?", graph, status)
         with self._lock:
             rows = self._db.execute(
                 f"SELECT {', '.join(_COLUMNS)} FROM turns {clause} "

@@ -128,6 +128,8 @@ async def test_a_graph_nobody_here_wrote(zoo: LiveServer, case: Case) -> None:
             _check_deltas(run)
 
         turn_id = first[0]["turn_id"]
+        listed = client.get(f"{zoo.url}/turns", params={"graph": case.name}).json()["turns"]
+        assert [(t["turn_id"], t["graph"]) for t in listed] == [(turn_id, case.name)]
         live = events_of(stream_get(client, f"{zoo.url}/turns/{turn_id}/events"))
         replayed = events_of(stream_get(client, f"{zoo.url}/turns/{turn_id}/events",
                                         params={"source": "spans"}))
