@@ -34,7 +34,7 @@ from relay import readiness
 from relay.bus import Bus, open_bus
 from relay.delivery.streaming import Encoder, EventStream
 from relay.delivery.streams import Streams
-from relay.events import RUN_TERMINAL, Event
+from relay.events import RUN_TERMINAL, TURN_TERMINAL, Event
 from relay.export.metrics import CountingExporter, RelayMetrics, prometheus_provider
 from relay.export.otlp import add_otlp_export
 from relay.ingest.processor import RelaySpanProcessor
@@ -317,6 +317,28 @@ class Relay:
         (``encoder``: another frame format, e.g. :class:`relay.delivery.agui.AGUIEncoder`)."""
         return self.streams.live(turn_id, after, media, stop_at=stop_at,
                                  on_disconnect=on_disconnect, encoder=encoder)
+
+    async def subscribe(self, turn_id: str, after: int = 0, *,
+                        until: frozenset[str] = TURN_TERMINAL) -> AsyncIterator[Event]:
+        """A turn's events in-process, after ``after``, live, up to and including the
+        first event whose type is in ``until`` (by default the turn's end: across a pause
+        and its resume). Raises :class:`relay.bus.UnknownTurn` for a turn the bus does
+        not hold and :class:`relay.bus.CursorExpired` for a cursor retention dropped."""
+        record = await self.turns.get(turn_id)  # the id in any spelling: the turn's own
+        turn_id = record.turn_id if record is not None else turn_id
+        await self.bus.lookup(turn_id)
+        reader = self.bus.reader(turn_id, after)
+        try:
+            while True:
+                for event in reader.take():
+                    yield event
+                    if event.type in until:
+                        return
+                if reader.exhausted:
+                    return
+                await reader.wait(None)
+        finally:
+            reader.close()
 
     def outcome_stream(self, record: TurnRecord, after: int, media: str, *,
                        encoder: Encoder | None = None) -> EventStream:
