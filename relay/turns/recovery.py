@@ -35,7 +35,8 @@ def terminal_event(record: TurnRecord, after: int = 0) -> Event:
     elif record.status == "paused" and response is not None:
         event = Event(ev.PAUSED, *envelope, {
             "interrupts": response.get("interrupts", []),
-            "resume": {"method": "POST", "path": "/chat/resume",
+            "resume": {"method": "POST", "path": f"/graphs/{record.graph}/chat/resume"
+                       if record.graph else "/chat/resume",
                        "body": {"thread_id": record.thread_id, "turn_id": record.turn_id,
                                 "resume": "<your answer to the interrupt>"}},
         })

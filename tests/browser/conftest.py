@@ -136,7 +136,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _server_command(port: int) -> list[str]:
+def _server_command(port: int, args: tuple[str, ...] = ()) -> list[str]:
     exe = Path(sys.executable).parent / "span-relay"
     if exe.exists():
         cmd = [str(exe)]
@@ -144,7 +144,7 @@ def _server_command(port: int) -> list[str]:
         cmd = [shutil.which("span-relay")]
     else:
         cmd = [sys.executable, "-m", "relay.cli"]
-    return [*cmd, "serve", "--host", "127.0.0.1", "--port", str(port)]
+    return [*cmd, "serve", "--host", "127.0.0.1", "--port", str(port), *args]
 
 
 def _wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 45.0) -> bool:
@@ -163,8 +163,9 @@ def _wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 45.0) -> b
 
 
 @contextlib.contextmanager
-def running_server(tmp_path_factory, extra_env=None, log_name="server.log"):
-    """Start ``span-relay serve`` on a free port of 127.0.0.1; yield its base URL; stop it."""
+def running_server(tmp_path_factory, extra_env=None, log_name="server.log", args=()):
+    """Start ``span-relay serve [args]`` on a free port of 127.0.0.1; yield its base URL;
+    stop it."""
     last_log = ""
     for _attempt in range(3):  # a free port can be taken between probing and binding
         data = tmp_path_factory.mktemp("relay-data")
@@ -189,7 +190,7 @@ def running_server(tmp_path_factory, extra_env=None, log_name="server.log"):
         log_path = data / "server.log"
         log = open(log_path, "w+b")
         proc = subprocess.Popen(
-            _server_command(port),
+            _server_command(port, tuple(args)),
             cwd=ROOT,
             env=env,
             stdout=log,
