@@ -2,9 +2,11 @@
 use, so a replayed turn is the live one, payload for payload.
 
 Bottom up: ``rules`` (what a span is), ``state`` (what is remembered between spans),
-``summary`` (what a node's children add up to), ``answers`` (how a run ends), ``engine``
-(``map_span``: one span phase -> events) and ``feed`` (phases in order, and the one loop
-that feeds them, which every path uses).
+``summary`` (what a node's children add up to), ``answers`` (how a run ends),
+``placement`` (the node a span runs in, nodes recognised late, and what waits for them),
+``payloads`` (the node and tool events' fields), ``engine`` (``map_span``: one span phase
+-> events) and ``feed`` (phases in order, and the one loop that feeds them, which every
+path uses).
 """
 
 from relay.mapping.engine import map_span, map_span_event

@@ -114,26 +114,13 @@ def message_saved(record: SpanRecord) -> list[Event]:
 
 # -- runs of other instrumentations ------------------------------------------------------
 
-def foreign_node_ended(run: Run, record: SpanRecord, node: str | None, status: str) -> str:
-    """A node of a foreign run ended: note it for the run's response. Returns its status,
-    ``paused`` for a LangGraph interrupt that the instrumentation recorded as an error."""
-    if status == "error" and _interrupted(record):
-        status = "paused"
+def foreign_node_ended(run: Run, record: SpanRecord, node: str | None, status: str) -> None:
+    """A node of a foreign run ended with ``status``: note it for the run's response."""
     if status == "paused":
         run.paused = True
     elif status == "error":
         run.failed_node = node
     run.nodes.append({"name": node, "status": status, "duration_ms": record.duration_ms})
-    return status
-
-
-def _interrupted(record: SpanRecord) -> bool:
-    """A LangGraph interrupt recorded as an exception (it pauses, it does not fail)."""
-    for event in record.events:
-        kind = str((event.get("attributes") or {}).get("exception.type", ""))
-        if kind.endswith(("GraphInterrupt", "NodeInterrupt")):
-            return True
-    return "GraphInterrupt" in record.status_message
 
 
 def foreign_end(run: Run, record: SpanRecord) -> list[Event]:

@@ -13,10 +13,11 @@ to, from :mod:`relay.mapping.summary`; how a run ends, from :mod:`relay.mapping.
   the trace id. It begins at the first span that identifies a graph run (see ``activates``
   in the table) with a ``graph_topology`` (empty unless the root names its nodes) and ends
   at its root span's end with ``turn_completed`` (a ChatResponse built from the spans) or
-  ``error``. Those instrumentations set their attributes only when a span ends, so a span
-  may be recognised only at its end: it then yields its start event and its end event
-  together ("late"), and the facts of children that ended before their node was known
-  wait for it (bounded, per run).
+  ``error``. Those instrumentations set their attributes only when a span ends, so a
+  trace no rule recognises yet is followed tentatively, and a node may be recognised only
+  at its end or at the end of a span inside it (:mod:`relay.mapping.placement`): its
+  ``node_started`` is then late (stamped with the span's own start), but still comes
+  before anything inside it, whose events wait for it, and before its ``node_completed``.
 - A start marker (``relay.start_of``, see :mod:`relay.conventions`) stands for the start
   of the span it names; that span's own start then yields nothing.
 """
@@ -29,7 +30,18 @@ from typing import Any
 from relay import conventions as c
 from relay import events as ev
 from relay.events import Event
-from relay.mapping.answers import foreign_end, foreign_node_ended, message_saved, root_end
+from relay.mapping.answers import foreign_end, message_saved, root_end
+from relay.mapping.payloads import node_completed, node_started, tool_completed_fields, tool_fields
+from relay.mapping.placement import (
+    claim_nodes,
+    emit_or_hold,
+    namespace_attr,
+    namespace_from_parents,
+    place,
+    release,
+    release_all,
+    segments,
+)
 from relay.mapping.rules import (
     NODE,
     ROLE_OPERATION,
@@ -39,10 +51,10 @@ from relay.mapping.rules import (
     classify,
     json_attr,
     marker_attributes,
-    suffix,
+    placement,
 )
 from relay.mapping.state import MappingState, Open, Run
-from relay.mapping.summary import claim, merge, status_of, summarise, to_parent
+from relay.mapping.summary import claim, merge, summarise, to_parent
 from relay.spans import SpanRecord
 
 
@@ -60,10 +72,13 @@ def map_span(state: MappingState, record: SpanRecord, ended: bool) -> list[Event
         return _root_started(state, record)
     run = state.runs.get(record.trace_id)
     if run is None:
-        return _unknown_trace(state, record, ended)
+        run = state.tentative.get(record.trace_id) if state.tentative else None
+        if run is None:
+            return _unknown_trace(state, record, ended)
     if ended and attrs.get(c.TURN_ID) == run.turn_id:
+        held = release_all(run)
         state.forget_run(run.trace_id)
-        return root_end(run, record)
+        return held + root_end(run, record)
     if not ended:
         return _span_started(state, run, record)
     return _span_ended(state, run, record)
@@ -87,7 +102,7 @@ def _marker_started(state: MappingState, marker: SpanRecord) -> list[Event]:
         parent_span_id=str(parent).lower() if parent else None,
         name=marker.name.removeprefix(c.START_PREFIX), start_ns=marker.start_ns, end_ns=None,
         attributes=attributes)
-    run = state.runs.get(marker.trace_id)
+    run = state.run_of(marker.trace_id)
     if run is not None and (run.root_span_id == span_id or span_id in state.spans):
         return []
     return map_span(state, record, False)
@@ -97,6 +112,8 @@ def _marker_started(state: MappingState, marker: SpanRecord) -> list[Event]:
 
 def _root_started(state: MappingState, record: SpanRecord) -> list[Event]:
     attrs = record.attributes
+    if record.trace_id in state.tentative:  # some of its spans came first: start over
+        state.forget_run(record.trace_id)
     run = Run(
         turn_id=str(attrs[c.TURN_ID]),
         thread_id=str(attrs.get(c.CONVERSATION_ID, "")),
@@ -120,41 +137,56 @@ def _root_started(state: MappingState, record: SpanRecord) -> list[Event]:
 # -- foreign runs (another instrumentation's spans) ---------------------------------------
 
 def _unknown_trace(state: MappingState, record: SpanRecord, ended: bool) -> list[Event]:
-    """A span of a trace with no run: it begins a foreign run when a rule says so."""
+    """A span of a trace with no run: it begins a foreign run when a rule says so; else
+    the trace is followed tentatively from this start on (another instrumentation may say
+    only at a span's end that it is a graph run)."""
     if record.trace_id in state.ended:
         return []
     facts = classify(record)
+    run = Run(turn_id=record.trace_id, thread_id="", trace_id=record.trace_id, kind="chat",
+              foreign=True, active=False)
     if facts is None or not facts.activates:
+        if ended or (facts is not None and facts.source == "relay"):
+            return []
+        state.follow(run)
+        return _span_started(state, run, record, facts)
+    if facts.role == ROOT:
+        run.root_span_id = record.span_id
+    events = _activate(state, run, record, facts)
+    if facts.role == ROOT and not ended:
+        return events
+    if ended:
+        return events + _span_ended(state, run, record, facts)
+    return events + _span_started(state, run, record, facts)
+
+
+def _activate(state: MappingState, run: Run, record: SpanRecord, facts: Facts) -> list[Event]:
+    """A foreign run begins: its ``graph_topology``, stamped with its root's start when
+    the root is known (empty unless the root lists the graph's nodes)."""
+    if run.active and run.trace_id in state.runs:
         return []
-    run = Run(turn_id=record.trace_id, thread_id=facts.thread_id or "",
-              trace_id=record.trace_id, kind="chat", foreign=True)
-    state.remember(run)
-    topology = facts.topology or {"nodes": [], "edges": []} if facts.role == ROOT \
-        else {"nodes": [], "edges": []}
-    events = [run.event(ev.GRAPH_TOPOLOGY, record.start_ns, {
-        "graph_id": facts.graph_id or "",
+    state.activate(run)
+    if not run.thread_id and facts.thread_id:
+        run.thread_id = facts.thread_id
+    start, graph_id = record.start_ns, facts.graph_id if facts.role == ROOT else None
+    root = state.spans.get(run.root_span_id or "")
+    if root is not None and run.root_span_id != record.span_id:
+        start, graph_id = root.start_ns, graph_id or root.name
+    topology = facts.topology if facts.role == ROOT and facts.topology else None
+    topology = topology or {"nodes": [], "edges": []}
+    return [run.event(ev.GRAPH_TOPOLOGY, start, {
+        "graph_id": graph_id or "",
         "nodes": topology["nodes"],
         "edges": topology["edges"],
         "run_kind": run.kind,
     })]
-    if facts.role == ROOT and not ended:
-        run.root_span_id = record.span_id
-        return events
-    if ended:
-        if facts.role == ROOT:
-            run.root_span_id = record.span_id
-        return events + _span_ended(state, run, record, facts)
-    return events + _span_started(state, run, record, facts)
 
 
 def _inside(state: MappingState, run: Run, parent_span_id: str | None) -> bool:
     """Whether a span with this parent sits under the run's root or one of its nodes."""
     if parent_span_id is None:
         return False
-    if parent_span_id == run.root_span_id:
-        return True
-    parent = state.spans.get(parent_span_id)
-    return parent is not None and parent.node_span_id is not None
+    return parent_span_id == run.root_span_id or place(state, run, parent_span_id)[0] is not None
 
 
 def _effective(state: MappingState, run: Run, record: SpanRecord,
@@ -165,8 +197,9 @@ def _effective(state: MappingState, run: Run, record: SpanRecord,
     if record.span_id == run.root_span_id:
         return facts
     if _inside(state, run, record.parent_span_id):
-        if facts.source == "genai":  # a sub-agent
-            facts.role = NODE
+        outer = place(state, run, record.parent_span_id)[0]
+        if facts.source == "genai" and (outer is None or outer.node != facts.name):
+            facts.role = NODE  # a sub-agent (not the run of a subgraph its node is named for)
             return facts
         return None
     if run.foreign and run.root_span_id is None:
@@ -181,7 +214,6 @@ def _span_started(state: MappingState, run: Run, record: SpanRecord,
     if record.span_id in state.spans:
         return []  # its start marker came first
     attrs = record.attributes
-    parent = state.spans.get(record.parent_span_id or "")
     if facts is None:
         facts = classify(record)
     facts = _effective(state, run, record, facts)
@@ -190,131 +222,148 @@ def _span_started(state: MappingState, run: Run, record: SpanRecord,
         if not run.thread_id and facts.thread_id:
             run.thread_id = facts.thread_id
         return []
-    if facts is not None and facts.role == NODE and not _same_task(state, parent, facts):
-        node = facts.name if facts.source != "relay" else attrs.get(c.NODE_NAME)
-        opened = Open(run, record.span_id, str(node), is_node=True, task=facts.task)
-        state.spans[record.span_id] = opened
-        claim(state, record.span_id, opened)
-        if not run.thread_id and facts.thread_id:
-            run.thread_id = facts.thread_id
-        return [_node_started(run, record, str(node), facts)]
-    node_span_id = parent.node_span_id if parent else None
-    node_name = parent.node if parent else None
-    opened = Open(run, node_span_id, node_name)
-    state.spans[record.span_id] = opened
-    if facts is not None and facts.role == TOOL:
+    parent = state.spans.get(record.parent_span_id or "")
+    opened = Open(run, record.parent_span_id, record.name, record.start_ns)
+    if parent is not None and parent.firm:  # under one of our nodes: no late nodes
+        opened.firm, opened.owner = True, parent if parent.is_node else parent.owner
+    elif facts is None and c.OPERATION not in attrs:
+        opened.maybe_node = True
+    state.spans[record.span_id] = opened  # state.open, inlined: once per span
+    run.span_ids.add(record.span_id)
+    if facts is None:
+        return []
+    if facts.role == NODE and (facts.source == "relay" or (facts.task is None
+                               and facts.langgraph_node is None)):
+        return _own_node(state, run, record, opened, facts, parent)
+    events: list[Event] = []
+    if facts.role == NODE or (facts.langgraph_node is not None and (
+            not run.active or place(state, run, record.parent_span_id)[1] is not None)):
+        events += _claim(state, run, record, facts, opened if facts.role == NODE else None)
+        if opened.is_node:
+            return events
+    if facts.role == TOOL:
         opened.tool_started = True
-        return [_tool_started(run, record, facts, node_name or facts.langgraph_node)]
-    return []
+        events += emit_or_hold(state, run, record.parent_span_id, ev.TOOL_STARTED,
+                               record.start_ns, tool_fields(record, facts), opened.owner)
+    return events
+
+
+def _own_node(state: MappingState, run: Run, record: SpanRecord, opened: Open,
+              facts: Facts, parent: Open | None) -> list[Event]:
+    """A span that names itself a node (ours: ``relay.node.name``; a sub-agent; a foreign
+    node that gives no LangGraph namespace)."""
+    if not run.active and not facts.activates:
+        return []  # ours, in a trace whose run root was not seen: nothing to follow
+    attrs, relay = record.attributes, facts.source == "relay"
+    opened.is_node, opened.firm = True, relay
+    opened.node = str(attrs.get(c.NODE_NAME)) if relay else str(facts.name)
+    namespace = namespace_attr(attrs) if relay and c.NODE_NAMESPACE in attrs else None
+    if namespace is None and parent is not None:  # else at the top (under the root)
+        namespace = namespace_from_parents(state, run, record.parent_span_id)
+    if namespace:
+        opened.namespace = namespace
+    if state.orphans:
+        claim(state, record.span_id, opened)
+    events = [] if run.active else _activate(state, run, record, facts)
+    if not run.thread_id and facts.thread_id:
+        run.thread_id = facts.thread_id
+    return [*events, node_started(run, record.span_id, opened, facts.step, facts.task_id)]
+
+
+def _claim(state: MappingState, run: Run, record: SpanRecord, facts: Facts,
+           own: Open | None) -> list[Event]:
+    """The nodes a span's LangGraph metadata names (its own, when ``own``), recognised now:
+    the run's ``graph_topology`` when it begins here, their ``node_started`` (outermost
+    first), then what waited for them."""
+    where = segments(facts.task, facts.langgraph_node or facts.name)
+    claimed = claim_nodes(state, run, record.parent_span_id, where, facts.step,
+                          (record.span_id, own) if own is not None else None)
+    events: list[Event] = []
+    if (claimed or facts.activates) and not run.active:
+        events += _activate(state, run, record, facts)
+    if not run.thread_id and facts.thread_id:
+        run.thread_id = facts.thread_id
+    for opened, span_id, step, task_id in claimed:
+        events.append(node_started(run, span_id, opened, step, task_id))
+    if claimed:
+        events += release(state, run, {span_id for _, span_id, _, _ in claimed})
+    return events
 
 
 def _span_ended(state: MappingState, run: Run, record: SpanRecord,
                 facts: Facts | None = None) -> list[Event]:
     attrs = record.attributes
-    opened = state.spans.pop(record.span_id, None)
-    end = record.end_ns or record.start_ns
+    opened = state.spans.get(record.span_id)
     if opened is not None and opened.is_node:
-        claim(state, record.span_id, opened)
-        return [_node_completed(run, record, opened)]
+        state.close(record.span_id)
+        if state.orphans:
+            claim(state, record.span_id, opened)
+        return [node_completed(run, record, opened)]
     if facts is None:
         facts = classify(record)
     facts = _effective(state, run, record, facts)
     if facts is not None and facts.role == ROOT and run.foreign:
+        events = [] if run.active or not facts.activates \
+            else _activate(state, run, record, facts)
+        if not run.active:  # a tentative trace ends: it was no graph run
+            state.forget_run(run.trace_id)
+            return []
+        events += release_all(run)
         state.end_foreign(run.trace_id)
-        return foreign_end(run, record)
+        return events + foreign_end(run, record)
+    if opened is None:  # its start was not seen
+        opened = Open(run, record.parent_span_id, record.name, record.start_ns,
+                      maybe_node=facts is None)
+    events = []
+    node, anchor = (opened.owner, None) if opened.firm \
+        else place(state, run, record.parent_span_id)
     if facts is not None and facts.role == NODE and facts.source != "relay":
-        # recognised only now (attributes set at end): start and end together
-        late = Open(run, record.span_id, str(facts.name), is_node=True, task=facts.task)
-        if opened is not None:
-            merge(late, opened)
-        claim(state, record.span_id, late)
-        if not run.thread_id and facts.thread_id:
-            run.thread_id = facts.thread_id
-        return [_node_started(run, record, str(facts.name), facts),
-                _node_completed(run, record, late)]
+        # recognised only now (attributes set at end): a late start, unless an enclosing
+        # node already has its task (then it is a runnable inside that node)
+        if facts.task is None and facts.langgraph_node is None:
+            events += _own_node(state, run, record, opened, facts,
+                                state.spans.get(record.parent_span_id or ""))
+        else:
+            events += _claim(state, run, record, facts, opened)
+        if opened.is_node:
+            state.close(record.span_id)
+            return [*events, node_completed(run, record, opened)]
+        node = place(state, run, record.parent_span_id)[0]  # an enclosing one, maybe now
+    elif not run.active or anchor is not None:
+        where = facts if facts is not None and facts.langgraph_node else placement(attrs)
+        if where is not None:  # a span inside a node names it (and those around it)
+            events += _claim(state, run, record, where, None)
+            node = place(state, run, record.parent_span_id)[0]
+    if opened.maybe_node:  # it is no node: what waited under it looks further up
+        opened.maybe_node = False
+        events += release(state, run, {record.span_id})
+    state.close(record.span_id)
     operation = attrs.get(c.OPERATION)
     if operation is None and facts is not None:
         operation = ROLE_OPERATION.get(facts.role)
-    events: list[Event] = []
-    node_name = opened.node if opened is not None else None
-    if facts is not None and facts.role == TOOL:
-        node_name = node_name or facts.langgraph_node
-        if opened is None or not opened.tool_started:  # recognised only now: a late start
-            events.append(_tool_started(run, record, facts, node_name))
-    if opened is None or opened.node_span_id is None:
+    tool = facts is not None and facts.role == TOOL
+    if tool and not opened.tool_started:  # recognised only now: a late start
+        assert facts is not None
+        events += emit_or_hold(state, run, record.parent_span_id, ev.TOOL_STARTED,
+                               record.start_ns, tool_fields(record, facts), opened.owner)
+    if node is None:
         # no enclosing node known: keep the facts for it (an ancestor may be recognised
-        # later as a node), and finish a foreign tool
+        # later as a node)
         to_parent(state, run, record, operation, facts, opened)
-        started = opened is not None and opened.tool_started
-        if facts is not None and facts.role == TOOL and (run.foreign or events or started):
-            events.append(_tool_completed(run, record, facts, node_name, end))
-        return events
-    node = state.spans.get(opened.node_span_id)
-    if node is not None:
+    else:
         summarise(node, record, operation, facts)
-    if operation == c.OP_TOOL or (facts is not None and facts.role == TOOL):
-        events.append(_tool_completed(run, record, facts, opened.node, end))
+        if opened.summary or opened.children:  # what waited under it before its node was known
+            merge(node, opened)
+        waiting = state.orphans.pop(record.span_id, None) if state.orphans else None
+        if waiting is not None:
+            merge(node, waiting)
+    if tool:
+        events += emit_or_hold(state, run, record.parent_span_id, ev.TOOL_COMPLETED,
+                               record.end_ns or record.start_ns,
+                               tool_completed_fields(record, facts), opened.owner)
+    if not run.active and not run.span_ids:  # a tentative trace with nothing open: over
+        state.forget_run(run.trace_id)
     return events
-
-
-def _same_task(state: MappingState, parent: Open | None, facts: Facts) -> bool:
-    """A foreign 'node' inside the node of the same LangGraph task is an inner span."""
-    if parent is None or parent.node_span_id is None or facts.task is None:
-        return False
-    node = state.spans.get(parent.node_span_id)
-    return node is not None and node.task == facts.task
-
-
-def _node_started(run: Run, record: SpanRecord, node: str, facts: Facts) -> Event:
-    return run.event(ev.NODE_STARTED, record.start_ns, {
-        "node": node,
-        "span_id": record.span_id,
-        "parent_span_id": record.parent_span_id,
-        "step": facts.step,
-        "task_id": facts.task_id,
-    })
-
-
-def _node_completed(run: Run, record: SpanRecord, opened: Open) -> Event:
-    status = status_of(record, c.NODE_OUTCOME)
-    if run.foreign:
-        status = foreign_node_ended(run, record, opened.node, status)
-    opened.children.sort(key=lambda ch: (ch["start_ts"], ch["span_id"]))  # start order
-    return run.event(ev.NODE_COMPLETED, record.end_ns or record.start_ns, {
-        "node": opened.node,
-        "span_id": record.span_id,
-        "status": status,
-        "duration_ms": record.duration_ms,
-        "summary": opened.summary,
-        "children": opened.children,
-    })
-
-
-def _tool_started(run: Run, record: SpanRecord, facts: Facts, node: str | None) -> Event:
-    fields: dict[str, Any] = {
-        "tool": facts.name,
-        "span_id": record.span_id,
-        "node": node,
-        "call_id": facts.call_id,
-    }
-    if c.TOOL_LABEL in record.attributes:
-        fields["label"] = str(record.attributes[c.TOOL_LABEL])
-    return run.event(ev.TOOL_STARTED, record.start_ns, fields)
-
-
-def _tool_completed(run: Run, record: SpanRecord, facts: Facts | None, node: str | None,
-                    end: int) -> Event:
-    attrs = record.attributes
-    name = facts.name if facts is not None and facts.name is not None \
-        else str(attrs.get(c.TOOL_NAME, suffix(record.name)))
-    return run.event(ev.TOOL_COMPLETED, end, {
-        "tool": name,
-        "span_id": record.span_id,
-        "node": node,
-        "call_id": facts.call_id if facts is not None else attrs.get(c.TOOL_CALL_ID),
-        "duration_ms": record.duration_ms,
-        "status": status_of(record, c.SPAN_OUTCOME),
-    })
 
 
 # -- span events: text as it is written ---------------------------------------------------
@@ -330,15 +379,22 @@ def map_span_event(state: MappingState, record: SpanRecord,
     replay reads it from the stored span."""
     if event.get("name") != c.DELTA_EVENT:
         return []
-    run = state.runs.get(record.trace_id)
+    run = state.run_of(record.trace_id)
     attributes = event.get("attributes") or {}
     text = attributes.get(c.DELTA_TEXT)
     if run is None or not isinstance(text, str) or not text:
         return []
     opened = state.spans.get(record.span_id)
-    return [run.event(ev.TEXT_DELTA, int(event.get("time_ns") or record.start_ns), {
+    time_ns = int(event.get("time_ns") or record.start_ns)
+    fields = {
         "message_id": str(attributes.get(c.DELTA_MESSAGE_ID) or f"msg_{record.span_id}"),
         "delta": text,
-        "node": opened.node if opened is not None else None,
+        "node": None,
         "span_id": record.span_id,
-    })]
+    }
+    if opened is None or opened.is_node or opened.owner is not None:
+        node = opened if opened is None or opened.is_node else opened.owner
+        fields["node"] = node.node if node is not None else None
+        return [run.event(ev.TEXT_DELTA, time_ns, fields)] if run.active else []
+    # the model call's node; held (late nodes) until that is known
+    return emit_or_hold(state, run, opened.parent, ev.TEXT_DELTA, time_ns, fields)

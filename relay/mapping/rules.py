@@ -108,6 +108,7 @@ def _genai_op(op: str, role: str) -> Callable[[Mapping[str, Any], str], Facts | 
             facts.name = str(a.get(c.TOOL_NAME, suffix(name)))
             facts.call_id = a.get(c.TOOL_CALL_ID)
             facts.langgraph_node = _str(a.get(TL_ASSOC + "langgraph_node"))
+            facts.task = _str(a.get(TL_ASSOC + "langgraph_checkpoint_ns"))
         return facts
     return match
 
@@ -129,7 +130,7 @@ def _tl_task(a: Mapping[str, Any], name: str) -> Facts | None:
         return None  # a runnable inside a node, not the node
     ns = _str(a.get(TL_ASSOC + "langgraph_checkpoint_ns"))
     return Facts(NODE, "openllmetry", name=entity, step=a.get(TL_ASSOC + "langgraph_step"),
-                 task_id=_task_id(ns), task=ns, thread_id=_thread(a, None),
+                 task_id=task_id_of(ns), task=ns, thread_id=_thread(a, None),
                  langgraph_node=lg_node, activates=True)
 
 
@@ -138,7 +139,9 @@ def _tl_tool(a: Mapping[str, Any], name: str) -> Facts | None:
         return None
     return Facts(TOOL, "openllmetry", name=_str(a.get(TL_ENTITY)) or suffix(name),
                  thread_id=_thread(a, None),
-                 langgraph_node=_str(a.get(TL_ASSOC + "langgraph_node")))
+                 langgraph_node=_str(a.get(TL_ASSOC + "langgraph_node")),
+                 task=_str(a.get(TL_ASSOC + "langgraph_checkpoint_ns")),
+                 step=a.get(TL_ASSOC + "langgraph_step"))
 
 
 def _oi(kind: str, role: str) -> Callable[[Mapping[str, Any], str], Facts | None]:
@@ -148,7 +151,9 @@ def _oi(kind: str, role: str) -> Callable[[Mapping[str, Any], str], Facts | None
         meta = _metadata(a)
         lg_node = _str(meta.get("langgraph_node"))
         facts = Facts(role, "openinference", thread_id=_thread(a, meta),
-                      langgraph_node=lg_node, activates=lg_node is not None)
+                      langgraph_node=lg_node, activates=lg_node is not None,
+                      task=_str(meta.get("langgraph_checkpoint_ns")),
+                      step=meta.get("langgraph_step"))
         if role == CHAT:
             facts.model = a.get(OI_MODEL)
             facts.input_tokens = _int(a.get(OI_PROMPT_TOKENS))
@@ -171,7 +176,7 @@ def _oi_node(a: Mapping[str, Any], name: str) -> Facts | None:
         return None
     ns = _str(meta.get("langgraph_checkpoint_ns"))
     return Facts(NODE, "openinference", name=lg_node, step=meta.get("langgraph_step"),
-                 task_id=_task_id(ns), task=ns, thread_id=_thread(a, meta),
+                 task_id=task_id_of(ns), task=ns, thread_id=_thread(a, meta),
                  langgraph_node=lg_node, activates=True)
 
 
@@ -250,6 +255,27 @@ def can_start_run(record: SpanRecord) -> bool:
     return facts is not None and facts.activates
 
 
+def placement(attrs: Mapping[str, Any]) -> Facts | None:
+    """Where in the graph a span of another instrumentation runs, when its LangGraph
+    metadata says (OpenInference ``metadata``, OpenLLMetry ``traceloop.association.*``):
+    ``langgraph_node`` (the node it runs in), ``task`` (``langgraph_checkpoint_ns``),
+    ``step``. Any span inside a node says it, a plain chain too; None when none does."""
+    if OI_METADATA in attrs:
+        meta = _metadata(attrs)
+        node, ns, step = (meta.get("langgraph_node"), meta.get("langgraph_checkpoint_ns"),
+                          meta.get("langgraph_step"))
+    else:
+        meta = {}
+        node, ns, step = (attrs.get(TL_ASSOC + "langgraph_node"),
+                          attrs.get(TL_ASSOC + "langgraph_checkpoint_ns"),
+                          attrs.get(TL_ASSOC + "langgraph_step"))
+    if _str(node) is None:
+        return None
+    return Facts(NODE, "placement", name=str(node), step=step, task=_str(ns),
+                 task_id=task_id_of(_str(ns)), thread_id=_thread(attrs, meta),
+                 langgraph_node=str(node), activates=True)
+
+
 def marker_attributes(record: SpanRecord) -> dict[str, Any] | None:
     """The start attributes a start marker (``relay.start_of``) carries for its span."""
     raw = record.attributes.get(c.START_ATTRIBUTES, "{}")
@@ -291,7 +317,8 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def _task_id(ns: str | None) -> str | None:
+def task_id_of(ns: str | None) -> str | None:
+    """The task id in a checkpoint namespace: its last segment's part after ``:``."""
     if not ns:
         return None
     last = ns.split("|")[-1]

@@ -5,11 +5,18 @@ the run's root does), a tool span names no node (its parent does), and ``node_co
 summarises the node's children. So the state keeps, per trace, the run it belongs to and,
 per open span, the node it sits under. Every memory here is bounded (the limits below),
 because a relay follows spans for as long as it runs.
+
+A trace that no rule recognises yet (another instrumentation that sets its attributes only
+when a span ends, as OpenInference does in-process) is followed *tentatively*: its open
+spans are remembered, and what happens under spans that may still turn out to be nodes is
+held (:class:`Held`), until the trace is recognised as a graph run (it becomes a run) or
+its local root ends (it is forgotten).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +26,10 @@ from relay.events import Event
 MAX_OPEN_RUNS = 10_000
 #: How many facts of children whose node is not known yet the state keeps (all runs).
 MAX_ORPHANS = 10_000
+#: How many traces no rule recognised yet the state follows at once (oldest forgotten).
+MAX_TENTATIVE = 10_000
+#: How many events one run holds while their node is not known yet (oldest dropped).
+MAX_HELD = 10_000
 
 
 @dataclass(slots=True)
@@ -32,6 +43,11 @@ class Run:
     nodes: list[dict[str, Any]] = field(default_factory=list)  # foreign: for the response
     failed_node: str | None = None
     paused: bool = False
+    active: bool = True  # False: a tentative run (a trace no rule recognised yet)
+    span_ids: set[str] = field(default_factory=set)  # its open spans, in MappingState.spans
+    held: list[Held] = field(default_factory=list)  # events waiting for their node
+    #: LangGraph task -> the parent of the (foreign) node span that took it
+    tasks: dict[str, str | None] = field(default_factory=dict)
 
     def event(self, type_: str, time_ns: int, fields: dict[str, Any]) -> Event:
         """An event of this run, stamped with a span's time."""
@@ -40,16 +56,35 @@ class Run:
 
 @dataclass(slots=True)
 class Open:
-    """An open span under a run: which node it belongs to, if any."""
+    """An open span of a run (or of a tentative one): what it is, as far as known."""
 
     run: Run
-    node_span_id: str | None  # the enclosing node span (itself, for a node)
-    node: str | None
+    parent: str | None  # the parent span's id
+    name: str  # the span's name
+    start_ns: int
+    node: str | None = None  # the node's name, for a node
     is_node: bool = False
+    #: no rule said what it is at its start: it may turn out to be a node at its end
+    maybe_node: bool = False
+    firm: bool = False  # one of our nodes, or under one: nothing under it is a late node
+    owner: Open | None = None  # under one of our nodes: the nearest (known for good)
     summary: dict[str, Any] = field(default_factory=dict)
     children: list[dict[str, Any]] = field(default_factory=list)
-    task: str | None = None  # a foreign node's LangGraph task
+    task: str | None = None  # a foreign node's LangGraph task (checkpoint namespace)
+    namespace: Sequence[str] = ()  # a node's enclosing nodes' names, outermost first
     tool_started: bool = False
+
+
+@dataclass(slots=True)
+class Held:
+    """An event (``tool_*``, ``text_delta``) of a span whose node is not known yet: it
+    waits under ``anchor``, the nearest enclosing span that may still turn out to be a
+    node, and gets ``fields["node"]`` when that is settled."""
+
+    anchor: str
+    type: str
+    time_ns: int
+    fields: dict[str, Any]
 
 
 @dataclass(slots=True)
@@ -67,6 +102,8 @@ class MappingState:
 
     runs: OrderedDict[str, Run] = field(default_factory=OrderedDict)  # trace_id -> run
     spans: dict[str, Open] = field(default_factory=dict)  # span_id -> open span
+    #: trace_id -> tentative run: a trace no rule recognised yet
+    tentative: OrderedDict[str, Run] = field(default_factory=OrderedDict)
     #: span_id -> facts of its ended descendants, while no enclosing node is known
     orphans: OrderedDict[str, Bag] = field(default_factory=OrderedDict)
     #: foreign runs that ended: their late spans map to nothing
@@ -78,11 +115,40 @@ class MappingState:
         while len(self.runs) > MAX_OPEN_RUNS:
             self.forget_run(next(iter(self.runs)))
 
+    def follow(self, run: Run) -> None:
+        """Follow a trace tentatively; past MAX_TENTATIVE the oldest is forgotten."""
+        self.tentative[run.trace_id] = run
+        while len(self.tentative) > MAX_TENTATIVE:
+            self.forget_run(next(iter(self.tentative)))
+
+    def activate(self, run: Run) -> None:
+        """A tentative run is recognised as a run."""
+        self.tentative.pop(run.trace_id, None)
+        run.active = True
+        self.remember(run)
+
+    def run_of(self, trace_id: str) -> Run | None:
+        run = self.runs.get(trace_id)
+        if run is None and self.tentative:
+            run = self.tentative.get(trace_id)
+        return run
+
+    def open(self, span_id: str, opened: Open) -> None:
+        self.spans[span_id] = opened
+        opened.run.span_ids.add(span_id)
+
+    def close(self, span_id: str) -> Open | None:
+        opened = self.spans.pop(span_id, None)
+        if opened is not None:
+            opened.run.span_ids.discard(span_id)
+        return opened
+
     def forget_run(self, trace_id: str) -> None:
-        self.runs.pop(trace_id, None)
-        stale = [sid for sid, o in self.spans.items() if o.run.trace_id == trace_id]
-        for sid in stale:
-            del self.spans[sid]
+        run = self.runs.pop(trace_id, None) or self.tentative.pop(trace_id, None)
+        if run is not None:
+            for sid in run.span_ids:
+                self.spans.pop(sid, None)
+            run.span_ids.clear()
         if self.orphans:
             for sid in [s for s, b in self.orphans.items() if b.trace_id == trace_id]:
                 del self.orphans[sid]

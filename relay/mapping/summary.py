@@ -34,6 +34,38 @@ def status_of(record: SpanRecord, outcome_key: str | None) -> str:
     return "error" if record.status == "error" else "ok"
 
 
+#: LangGraph's control-flow exceptions, by the status they give the node they leave
+_PAUSES = ("GraphInterrupt", "NodeInterrupt")  # an interrupt: the run waits for a human
+_HANDOFFS = ("ParentCommand",)  # Command(graph=Command.PARENT): a handoff, not a failure
+
+
+def node_status(record: SpanRecord) -> str:
+    """A node span's status: ``relay.node.outcome`` when it says one; else ``paused`` for
+    a LangGraph interrupt and ``ok`` for a handoff to the parent graph, whether the span
+    carries it as an error status or as an exception event on an OK span (OpenInference
+    does the latter); else OTel's status."""
+    outcome = record.attributes.get(c.NODE_OUTCOME)
+    if outcome in ("ok", "error", "paused", "cancelled"):
+        return str(outcome)
+    handoff = False
+    for event in record.events:
+        if event.get("name") != "exception":
+            continue
+        kind = str((event.get("attributes") or {}).get("exception.type", ""))
+        kind = kind.rsplit(".", 1)[-1]
+        if kind in _PAUSES:
+            return "paused"
+        handoff = handoff or kind in _HANDOFFS
+    if record.status == "error":
+        message = record.status_message
+        if any(name in message for name in _PAUSES):
+            return "paused"
+        if handoff or any(name in message for name in _HANDOFFS):
+            return "ok"
+        return "error"
+    return "ok"
+
+
 def summarise(node: Open | Bag, record: SpanRecord, operation: Any,
               facts: Facts | None = None) -> None:
     """Add an ended span to a node's (or a bag's) summary and children. A span of another

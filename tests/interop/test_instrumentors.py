@@ -3,27 +3,40 @@ LangChain instrumentor and OpenLLMetry's, on a real compiled LangGraph graph (a 
 call with token usage, a tool call, a conditional edge), both in-process (the relay's
 span processor in the app's TracerProvider) and over OTLP (the receiver).
 
-The turn id of such a run is its trace id; the thread is LangGraph's ``thread_id``."""
+The turn id of such a run is its trace id; the thread is LangGraph's ``thread_id``.
+
+The last tests run a graph with every LangGraph feature a user reaches for (a conditional
+edge, a parallel fan-out, a ``Send`` map, a compiled subgraph added as a node, a handoff
+to the parent graph, an ``interrupt()``) and check the events against LangGraph's own
+account of the run (``astream(stream_mode="updates", subgraphs=True)``)."""
 
 from __future__ import annotations
 
+import asyncio
+import operator
 import uuid
+from collections import Counter
 from collections.abc import Iterator
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, Send, interrupt
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
+from relay import conventions as c
 from tests.interop.conftest import assert_well_formed, read_turn
+from tests.interop.restore import restored
 
 
 class TinyModel(BaseChatModel):
@@ -119,11 +132,12 @@ def instrumented(request) -> Iterator[tuple[str, Switch]]:
     switch = Switch()
     provider = TracerProvider()
     provider.add_span_processor(switch)
-    instrumentor.instrument(tracer_provider=provider)
-    try:
-        yield request.param, switch
-    finally:
-        instrumentor.uninstrument()
+    with restored():  # OpenLLMetry's uninstrument() leaves its wrappers (restore.py)
+        instrumentor.instrument(tracer_provider=provider)
+        try:
+            yield request.param, switch
+        finally:
+            instrumentor.uninstrument()
 
 
 def run_graph(switch: Switch, target: SpanProcessor, question: str) -> tuple[str, str]:
@@ -206,3 +220,194 @@ def test_the_refusal_branch(relay_server, instrumented) -> None:
     events = read_turn(relay_server.url, turn_id)
     assert [e["node"] for e in events if e["type"] == "node_completed"] == ["triage", "refuse"]
     assert events[-1]["type"] == "turn_completed"
+
+
+# -- a graph with every feature ---------------------------------------------------------
+
+STREAMED = "Refunds take five days."
+
+
+def fake_model(text: str) -> GenericFakeChatModel:
+    return GenericFakeChatModel(messages=iter([AIMessage(content=text)]))
+
+
+class Notes(TypedDict, total=False):
+    question: str
+    item: int
+    notes: Annotated[list[str], operator.add]
+    answer: str
+
+
+def build_full_graph() -> Any:
+    """triage -(conditional)-> plan -> research_a | research_b (parallel) -> join
+    -(Send x2)-> worker -> sub (a compiled subgraph named like its node: inner_a, then
+    inner_b, which hands off to the parent's approve) ; approve calls interrupt()."""
+
+    async def inner_a(state: Notes, config: RunnableConfig) -> Notes:
+        reply = await fake_model("inner notes").ainvoke("summarise", config)
+        return {"notes": [str(reply.content)]}
+
+    async def inner_b(state: Notes, config: RunnableConfig) -> Command:
+        found = await lookup_order.ainvoke({"order_id": "7"}, config)
+        return Command(graph=Command.PARENT, goto="approve", update={"notes": [found]})
+
+    inner = StateGraph(Notes)
+    inner.add_node("inner_a", inner_a)
+    inner.add_node("inner_b", inner_b)
+    inner.add_edge(START, "inner_a")
+    inner.add_edge("inner_a", "inner_b")
+    sub = inner.compile(name="sub")
+
+    def triage(state: Notes) -> Notes:
+        return {"notes": ["triaged"]}
+
+    def plan(state: Notes) -> Notes:
+        return {"notes": ["planned"]}
+
+    async def research_a(state: Notes, config: RunnableConfig) -> Notes:
+        chunks = [str(chunk.content)
+                  async for chunk in fake_model(STREAMED).astream("refunds?", config)]
+        return {"notes": ["".join(chunks)]}
+
+    async def research_b(state: Notes, config: RunnableConfig) -> Notes:
+        return {"notes": [await lookup_order.ainvoke({"order_id": "1234"}, config)]}
+
+    def join(state: Notes) -> Notes:
+        return {"notes": ["joined"]}
+
+    def worker(state: Notes) -> Notes:
+        return {"notes": [f"worked {state['item']}"]}
+
+    def approve(state: Notes) -> Notes:
+        decision = interrupt({"type": "approval"})
+        return {"answer": f"approved: {decision}"}
+
+    def refuse(state: Notes) -> Notes:
+        return {"answer": "no"}
+
+    graph = StateGraph(Notes)
+    for name, fn in (("triage", triage), ("plan", plan), ("research_a", research_a),
+                     ("research_b", research_b), ("join", join), ("worker", worker),
+                     ("approve", approve), ("refuse", refuse)):
+        graph.add_node(name, fn)
+    graph.add_node(sub)  # named "sub" by the subgraph
+    graph.add_edge(START, "triage")
+    graph.add_conditional_edges(
+        "triage", lambda s: "refuse" if "ignore" in s["question"].lower() else "plan",
+        ["plan", "refuse"])
+    graph.add_edge("plan", "research_a")
+    graph.add_edge("plan", "research_b")
+    graph.add_edge(["research_a", "research_b"], "join")
+    graph.add_conditional_edges("join", lambda s: [Send("worker", {"item": i}) for i in (1, 2)],
+                                ["worker"])
+    graph.add_edge("worker", "sub")
+    graph.add_edge("approve", END)
+    graph.add_edge("refuse", END)
+    return graph.compile(checkpointer=InMemorySaver())
+
+
+class HandDeltas(BaseCallbackHandler):
+    """Hands a model's streamed tokens to the relay as text (``add_event`` on the model
+    call's OpenInference span), as a user's model wrapper would."""
+
+    def __init__(self, add_event: Any) -> None:
+        self.add_event = add_event
+
+    def on_llm_new_token(self, token: Any, *, run_id: Any, **kwargs: Any) -> None:
+        from openinference.instrumentation.langchain import LangChainInstrumentor
+
+        span = LangChainInstrumentor().get_span(run_id)  # the instrumentor is a singleton
+        if span is not None and isinstance(token, str) and token:
+            self.add_event(span, c.DELTA_EVENT, {c.DELTA_TEXT: token})
+
+
+def run_full_graph(switch: Switch, target: SpanProcessor,
+                   callbacks: list[Any]) -> tuple[str, list[tuple[tuple[str, ...], str]]]:
+    """Run the graph once; returns the trace id (= turn id) and the nodes LangGraph
+    reports, as (namespace without task ids, node)."""
+    async def run() -> list[tuple[tuple[str, ...], str]]:
+        reported = []
+        config: RunnableConfig = {"configurable": {"thread_id": f"th-{uuid.uuid4().hex[:8]}"},
+                                  "callbacks": callbacks}
+        async for namespace, update in build_full_graph().astream(
+                {"question": "Where is my refund?"}, config, stream_mode="updates",
+                subgraphs=True):
+            names = tuple(part.partition(":")[0] for part in namespace)
+            reported += [(names, node) for node in update if node != "__interrupt__"]
+        return reported
+
+    switch.targets, switch.roots = [target], []
+    try:
+        reported = asyncio.run(run())
+        switch.force_flush()
+    finally:
+        switch.targets = []
+    assert len(switch.roots) == 1, switch.roots
+    return switch.roots[0], reported
+
+
+def check_full_run(events: list[dict[str, Any]], turn_id: str,
+                   reported: list[tuple[tuple[str, ...], str]]) -> None:
+    assert_well_formed(events)
+    assert all(e["turn_id"] == turn_id for e in events)
+    # every node instance LangGraph reports: one node_started, one node_completed; and
+    # those it does not (it reports an interrupt, and a handoff as its parent's update)
+    extra = Counter({((), "approve"): 1, (("sub",), "inner_b"): 1})
+    for kind in ("node_started", "node_completed"):
+        seen = Counter((tuple(e["namespace"]), e["node"]) for e in events if e["type"] == kind)
+        assert seen == Counter(reported) + extra, (kind, seen)
+    # a node starts before anything inside it and completes after; tools and text name it
+    open_nodes: dict[str, str] = {}
+    spans_seen: set[str] = set()
+    for e in events:
+        if e["type"] == "node_started":
+            assert e["span_id"] not in spans_seen
+            spans_seen.add(e["span_id"])
+            open_nodes[e["span_id"]] = e["node"]
+        elif e["type"] == "node_completed":
+            assert open_nodes.pop(e["span_id"]) == e["node"]
+        elif e["type"] in ("tool_started", "tool_completed", "text_delta"):
+            assert e["node"] is not None and e["node"] in open_nodes.values(), e
+    assert open_nodes == {}
+    tools = [(e["type"], e["tool"], e["node"]) for e in events if e["type"].startswith("tool_")]
+    assert sorted(tools) == sorted([
+        ("tool_started", "lookup_order", "research_b"),
+        ("tool_completed", "lookup_order", "research_b"),
+        ("tool_started", "lookup_order", "inner_b"),
+        ("tool_completed", "lookup_order", "inner_b")])
+    status = {e["node"]: e["status"] for e in events if e["type"] == "node_completed"}
+    assert status.pop("approve") == "paused"  # interrupt(): paused, never an error
+    assert set(status.values()) == {"ok"}, status  # the handoff (ParentCommand) included
+    last = events[-1]
+    assert last["type"] == "turn_completed" and last["response"]["status"] == "paused"
+
+
+def test_every_feature_in_process(make_relay, instrumented) -> None:
+    """In the app's TracerProvider, where OpenInference (and OpenLLMetry) say what a span
+    is only when it ends: nodes are late, but each is there once, before what ran in it."""
+    name, switch = instrumented
+    server = make_relay()
+    processor = server.relay.span_processor
+    callbacks = [HandDeltas(processor.add_event)] if name == "openinference" else []
+    turn_id, reported = run_full_graph(switch, processor, callbacks)
+    events = read_turn(server.url, turn_id)
+    check_full_run(events, turn_id, reported)
+    if name == "openinference":  # the streamed text: in its node, in order
+        deltas = [e for e in events if e["type"] == "text_delta"]
+        assert {e["node"] for e in deltas} == {"research_a"}
+        assert "".join(e["delta"] for e in deltas) == STREAMED
+
+
+def test_every_feature_over_otlp_in_one_batch(relay_server, instrumented) -> None:
+    """Over OTLP every attribute is known when the spans arrive: the same nodes, in start
+    order (the first node_started right after graph_topology)."""
+    _, switch = instrumented
+    exporter = BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{relay_server.url}/v1/traces"),
+                                  schedule_delay_millis=60_000)
+    turn_id, reported = run_full_graph(switch, exporter, [])
+    exporter.shutdown()
+    events = read_turn(relay_server.url, turn_id)
+    check_full_run(events, turn_id, reported)
+    started = [e for e in events if e["type"] == "node_started"]
+    assert [e["node"] for e in started[:2]] == ["triage", "plan"]
+    assert started[0]["seq"] == 2

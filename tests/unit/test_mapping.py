@@ -14,8 +14,8 @@ from opentelemetry.sdk.trace import SpanLimits
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 from spanrec import Tracing, feed
 
-from relay.langgraph.spans import child_span, run_span, traced_node
 from relay import conventions as c
+from relay.langgraph.spans import child_span, run_span, traced_node
 from relay.mapping import MappingState, map_span
 from relay.mapping import state as mapping
 from relay.spans import SpanRecord
@@ -168,7 +168,7 @@ def test_node_started_payload(tracing: Tracing) -> None:
     ev = started[2]
     assert ev.fields == {"node": "generate", "span_id": sid(gen),
                          "parent_span_id": sid(rootspan), "step": 3,
-                         "task_id": "task-generate-3"}
+                         "task_id": "task-generate-3", "namespace": []}
     assert ev.ts == ms(gen.start_time)
 
 
@@ -737,7 +737,8 @@ def test_openinference_langgraph_run(tracing: Tracing) -> None:
     assert {e.thread_id for e in events} == {"th-9"}
     started, done, last = events[1], events[2], events[3]
     assert started.fields == {"node": "generate", "span_id": sid(gen),
-                              "parent_span_id": sid(graph), "step": 3, "task_id": "abc"}
+                              "parent_span_id": sid(graph), "step": 3, "task_id": "abc",
+                              "namespace": []}
     assert started.ts == ms(gen.start_time)  # late, but stamped with the span's own start
     assert done.fields["summary"] == {"model": "gpt-x", "input_tokens": 11, "output_tokens": 4}
     assert [ch["operation"] for ch in done.fields["children"]] == ["chat"]

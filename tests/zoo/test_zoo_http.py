@@ -17,6 +17,7 @@ edge, a fan-out, a ``Send`` map, a compiled subgraph and an ``interrupt()``):
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -94,9 +95,9 @@ def _check_deltas(events: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-async def test_a_graph_nobody_here_wrote(zoo: LiveServer, case: Case) -> None:
-    truth = await reference.drive(case.build(InMemorySaver()), case,
-                                  {"configurable": {"thread_id": "reference"}})
+def test_a_graph_nobody_here_wrote(zoo: LiveServer, case: Case) -> None:
+    truth = asyncio.run(reference.drive(case.build(InMemorySaver()), case,
+                                        {"configurable": {"thread_id": "reference"}}))
     with httpx.Client(timeout=30) as client:
         runs = _run(client, zoo.url, case)
         first = runs[0]

@@ -1,0 +1,73 @@
+"""The type fields of the node and tool events, from a span and what the mapping knows.
+
+``node_started`` / ``node_completed`` carry the node's ``namespace`` (its enclosing
+nodes' names, outermost first); a node's status comes from
+:func:`~relay.mapping.summary.node_status` (a LangGraph interrupt is ``paused``, a handoff
+``ok``). ``tool_*`` carry the tool's node as the mapping knows it when they go out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from relay import conventions as c
+from relay import events as ev
+from relay.events import Event
+from relay.mapping.answers import foreign_node_ended
+from relay.mapping.rules import Facts, suffix
+from relay.mapping.state import Open, Run
+from relay.mapping.summary import node_status, status_of
+from relay.spans import SpanRecord
+
+
+def node_started(run: Run, span_id: str, opened: Open, step: Any, task_id: Any) -> Event:
+    return run.event(ev.NODE_STARTED, opened.start_ns, {
+        "node": opened.node,
+        "span_id": span_id,
+        "parent_span_id": opened.parent,
+        "step": step,
+        "task_id": task_id,
+        "namespace": list(opened.namespace),
+    })
+
+
+def node_completed(run: Run, record: SpanRecord, opened: Open) -> Event:
+    status = node_status(record)
+    if run.foreign:
+        foreign_node_ended(run, record, opened.node, status)
+    opened.children.sort(key=lambda ch: (ch["start_ts"], ch["span_id"]))  # start order
+    return run.event(ev.NODE_COMPLETED, record.end_ns or record.start_ns, {
+        "node": opened.node,
+        "span_id": record.span_id,
+        "namespace": list(opened.namespace),
+        "status": status,
+        "duration_ms": record.duration_ms,
+        "summary": opened.summary,
+        "children": opened.children,
+    })
+
+
+def tool_fields(record: SpanRecord, facts: Facts) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "tool": facts.name,
+        "span_id": record.span_id,
+        "node": facts.langgraph_node,  # its node's name, once that is known
+        "call_id": facts.call_id,
+    }
+    if c.TOOL_LABEL in record.attributes:
+        fields["label"] = str(record.attributes[c.TOOL_LABEL])
+    return fields
+
+
+def tool_completed_fields(record: SpanRecord, facts: Facts | None) -> dict[str, Any]:
+    attrs = record.attributes
+    name = facts.name if facts is not None and facts.name is not None \
+        else str(attrs.get(c.TOOL_NAME, suffix(record.name)))
+    return {
+        "tool": name,
+        "span_id": record.span_id,
+        "node": facts.langgraph_node if facts is not None else None,
+        "call_id": facts.call_id if facts is not None else attrs.get(c.TOOL_CALL_ID),
+        "duration_ms": record.duration_ms,
+        "status": status_of(record, c.SPAN_OUTCOME),
+    }
