@@ -29,6 +29,9 @@ TURN_ID = "relay.turn.id"
 RUN_KIND = "relay.run.kind"
 GRAPH_ID = "relay.graph.id"
 GRAPH_TOPOLOGY = "relay.graph.topology"
+#: true at a run root's start when relay.langgraph.instrument spans the graph's nodes,
+#: models and tools: the mapping then reads no other instrumentation's spans of that run
+GRAPH_INSTRUMENTED = "relay.graph.instrumented"
 TURN_MESSAGE = "relay.turn.message"
 TURN_OUTCOME = "relay.turn.outcome"
 TURN_RESPONSE = "relay.turn.response"

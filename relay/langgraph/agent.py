@@ -176,7 +176,7 @@ class GraphAgent:
     def _run_span(self, record: TurnRecord, kind: str, **kwargs: Any) -> Any:
         return run_span(self.bound.tracer, agent=self.name, thread_id=record.thread_id,
                         turn_id=record.turn_id, run_kind=kind, graph_id=self.graph_id,
-                        topology=self.topology, **kwargs)
+                        topology=self.topology, instrumented=True, **kwargs)
 
     async def _remember_root(self, record: TurnRecord, run: RunSpan) -> None:
         """The paused run's root is what a resume links to."""

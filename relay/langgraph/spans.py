@@ -102,6 +102,7 @@ def run_span(
     message: str | None = None,
     link_to: tuple[str, str] | None = None,
     start_markers: bool = False,
+    instrumented: bool = False,
 ) -> Iterator[RunSpan]:
     """The root span of one run. ``link_to`` = (trace_id, span_id) of the paused run.
 
@@ -118,6 +119,8 @@ def run_span(
     }
     if message is not None:
         attributes[c.TURN_MESSAGE] = message
+    if instrumented:  # GraphInstrumentation spans the graph: read no other instrumentation
+        attributes[c.GRAPH_INSTRUMENTED] = True
     links = []
     if link_to is not None:
         links.append(Link(SpanContext(int(link_to[0], 16), int(link_to[1], 16),

@@ -34,6 +34,7 @@ from relay.mapping.answers import foreign_end, message_saved, root_end
 from relay.mapping.payloads import node_completed, node_started, tool_completed_fields, tool_fields
 from relay.mapping.placement import (
     claim_nodes,
+    effective,
     emit_or_hold,
     namespace_attr,
     namespace_from_parents,
@@ -120,6 +121,7 @@ def _root_started(state: MappingState, record: SpanRecord) -> list[Event]:
         trace_id=record.trace_id,
         kind=str(attrs.get(c.RUN_KIND, "chat")),
         root_span_id=record.span_id,
+        instrumented=attrs.get(c.GRAPH_INSTRUMENTED) is True,
     )
     state.remember(run)
     topology, ok = json_attr(attrs, c.GRAPH_TOPOLOGY, {"nodes": [], "edges": []})
@@ -182,31 +184,6 @@ def _activate(state: MappingState, run: Run, record: SpanRecord, facts: Facts) -
     })]
 
 
-def _inside(state: MappingState, run: Run, parent_span_id: str | None) -> bool:
-    """Whether a span with this parent sits under the run's root or one of its nodes."""
-    if parent_span_id is None:
-        return False
-    return parent_span_id == run.root_span_id or place(state, run, parent_span_id)[0] is not None
-
-
-def _effective(state: MappingState, run: Run, record: SpanRecord,
-               facts: Facts | None) -> Facts | None:
-    """Resolve a ``root`` row by where the span sits (see :data:`~relay.mapping.rules.RULES`)."""
-    if facts is None or facts.role != ROOT or facts.source == "relay":
-        return facts
-    if record.span_id == run.root_span_id:
-        return facts
-    if _inside(state, run, record.parent_span_id):
-        outer = place(state, run, record.parent_span_id)[0]
-        if facts.source == "genai" and (outer is None or outer.node != facts.name):
-            facts.role = NODE  # a sub-agent (not the run of a subgraph its node is named for)
-            return facts
-        return None
-    if run.foreign and run.root_span_id is None:
-        return facts
-    return None
-
-
 # -- spans under a run --------------------------------------------------------------------
 
 def _span_started(state: MappingState, run: Run, record: SpanRecord,
@@ -216,7 +193,7 @@ def _span_started(state: MappingState, run: Run, record: SpanRecord,
     attrs = record.attributes
     if facts is None:
         facts = classify(record)
-    facts = _effective(state, run, record, facts)
+    facts = effective(state, run, record, facts)
     if facts is not None and facts.role == ROOT:
         run.root_span_id = record.span_id
         if not run.thread_id and facts.thread_id:
@@ -226,7 +203,7 @@ def _span_started(state: MappingState, run: Run, record: SpanRecord,
     opened = Open(run, record.parent_span_id, record.name, record.start_ns)
     if parent is not None and parent.firm:  # under one of our nodes: no late nodes
         opened.firm, opened.owner = True, parent if parent.is_node else parent.owner
-    elif facts is None and c.OPERATION not in attrs:
+    elif facts is None and c.OPERATION not in attrs and not run.instrumented:
         opened.maybe_node = True
     state.spans[record.span_id] = opened  # state.open, inlined: once per span
     run.span_ids.add(record.span_id)
@@ -301,7 +278,7 @@ def _span_ended(state: MappingState, run: Run, record: SpanRecord,
         return [node_completed(run, record, opened)]
     if facts is None:
         facts = classify(record)
-    facts = _effective(state, run, record, facts)
+    facts = effective(state, run, record, facts)
     if facts is not None and facts.role == ROOT and run.foreign:
         events = [] if run.active or not facts.activates \
             else _activate(state, run, record, facts)
@@ -313,7 +290,7 @@ def _span_ended(state: MappingState, run: Run, record: SpanRecord,
         return events + foreign_end(run, record)
     if opened is None:  # its start was not seen
         opened = Open(run, record.parent_span_id, record.name, record.start_ns,
-                      maybe_node=facts is None)
+                      maybe_node=facts is None and not run.instrumented)
     events = []
     node, anchor = (opened.owner, None) if opened.firm \
         else place(state, run, record.parent_span_id)
@@ -329,7 +306,7 @@ def _span_ended(state: MappingState, run: Run, record: SpanRecord,
             state.close(record.span_id)
             return [*events, node_completed(run, record, opened)]
         node = place(state, run, record.parent_span_id)[0]  # an enclosing one, maybe now
-    elif not run.active or anchor is not None:
+    elif (not run.active or anchor is not None) and not run.instrumented:
         where = facts if facts is not None and facts.langgraph_node else placement(attrs)
         if where is not None:  # a span inside a node names it (and those around it)
             events += _claim(state, run, record, where, None)

@@ -28,9 +28,10 @@ from typing import Any
 from relay import conventions as c
 from relay.events import Event
 from relay.mapping import state as bounds
-from relay.mapping.rules import task_id_of
+from relay.mapping.rules import NODE, ROOT, Facts, task_id_of
 from relay.mapping.state import Held, MappingState, Open, Run
 from relay.mapping.summary import claim
+from relay.spans import SpanRecord
 
 #: how far up a parent chain is followed (a guard against malformed, cyclic parents)
 MAX_DEPTH = 256
@@ -214,3 +215,45 @@ def release_all(run: Run) -> list[Event]:
     """What is still held when the run ends: out now, as it is (no node was found)."""
     held, run.held = run.held, []
     return [run.event(h.type, h.time_ns, h.fields) for h in held] if run.active else []
+
+
+# -- what a span is, where it sits ---------------------------------------------------
+
+def _inside(state: MappingState, run: Run, parent_span_id: str | None) -> bool:
+    """Whether a span with this parent sits under the run's root or one of its nodes."""
+    if parent_span_id is None:
+        return False
+    return parent_span_id == run.root_span_id or place(state, run, parent_span_id)[0] is not None
+
+
+_OTHER_INSTRUMENTATIONS = frozenset({"openinference", "openllmetry"})
+
+
+def _ours(state: MappingState, run: Run, parent_id: str | None) -> bool:
+    """A span under the run's root or under one of our node spans (or what they hold)."""
+    parent = state.spans.get(parent_id or "")
+    return parent_id == run.root_span_id or (parent is not None and parent.firm)
+
+
+def effective(state: MappingState, run: Run, record: SpanRecord,
+               facts: Facts | None) -> Facts | None:
+    """Resolve a ``root`` row by where the span sits (see :data:`~relay.mapping.rules.RULES`);
+    in a run our instrumentation spans, another instrumentation's span is a plain span (the
+    graph is not instrumented twice)."""
+    if facts is not None and run.instrumented and (
+            facts.source in _OTHER_INSTRUMENTATIONS or facts.role == ROOT
+            or not _ours(state, run, record.parent_span_id)):
+        return None  # (GenAI spans of theirs too: ours sit under our root or our nodes)
+    if facts is None or facts.role != ROOT or facts.source == "relay":
+        return facts
+    if record.span_id == run.root_span_id:
+        return facts
+    if _inside(state, run, record.parent_span_id):
+        outer = place(state, run, record.parent_span_id)[0]
+        if facts.source == "genai" and (outer is None or outer.node != facts.name):
+            facts.role = NODE  # a sub-agent (not the run of a subgraph its node is named for)
+            return facts
+        return None
+    if run.foreign and run.root_span_id is None:
+        return facts
+    return None

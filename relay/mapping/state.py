@@ -40,6 +40,9 @@ class Run:
     kind: str
     root_span_id: str | None = None
     foreign: bool = False  # turn id from the trace id: another instrumentation's run
+    #: our instrumentation spans its graph (relay.graph.instrumented): any other
+    #: instrumentation's spans in it (OpenInference, OpenLLMetry in-process) are plain spans
+    instrumented: bool = False
     nodes: list[dict[str, Any]] = field(default_factory=list)  # foreign: for the response
     failed_node: str | None = None
     paused: bool = False
