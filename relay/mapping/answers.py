@@ -70,7 +70,7 @@ def _how_to_resume(run: Run, interrupts: list[dict[str, Any]]) -> dict[str, Any]
         value = {str(i.get("id")): "<your answer>" for i in interrupts}
     return {
         "method": "POST",
-        "path": "/chat/resume",
+        "path": run.resume_path,
         "body": {"thread_id": run.thread_id, "turn_id": run.turn_id, "resume": value},
     }
 

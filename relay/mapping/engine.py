@@ -123,6 +123,8 @@ def _root_started(state: MappingState, record: SpanRecord) -> list[Event]:
         root_span_id=record.span_id,
         instrumented=attrs.get(c.GRAPH_INSTRUMENTED) is True,
     )
+    if run.instrumented and attrs.get(c.GRAPH_ID):  # a GraphAgent: its graph's own route
+        run.resume_path = f"/graphs/{attrs[c.GRAPH_ID]}/chat/resume"
     state.remember(run)
     topology, ok = json_attr(attrs, c.GRAPH_TOPOLOGY, {"nodes": [], "edges": []})
     fields: dict[str, Any] = {

@@ -43,6 +43,8 @@ class Run:
     #: our instrumentation spans its graph (relay.graph.instrumented): any other
     #: instrumentation's spans in it (OpenInference, OpenLLMetry in-process) are plain spans
     instrumented: bool = False
+    #: where the paused event says to resume: a GraphAgent's own route, else /chat/resume
+    resume_path: str = "/chat/resume"
     nodes: list[dict[str, Any]] = field(default_factory=list)  # foreign: for the response
     failed_node: str | None = None
     paused: bool = False

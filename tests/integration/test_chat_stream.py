@@ -85,7 +85,7 @@ def _pause(server: LiveServer, client: httpx.Client, thread_id: str) -> dict:
     assert paused["interrupts"][0]["value"] == {
         "type": "approval", "tool": "issue_refund",
         "args": {"order_id": "1234", "amount": 20.0}}
-    assert paused["resume"]["path"] == "/chat/resume"
+    assert paused["resume"]["path"] == "/graphs/support_agent/chat/resume"  # its graph's
     assert paused["resume"]["body"]["turn_id"] == paused["turn_id"]
     return paused
 

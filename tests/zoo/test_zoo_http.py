@@ -111,6 +111,7 @@ def test_a_graph_nobody_here_wrote(zoo: LiveServer, case: Case) -> None:
         if case.expect_interrupt:
             assert truth.resumed is not None
             paused = first[-1]
+            assert paused["resume"]["path"] == f"/graphs/{case.name}/chat/resume"
             assert len(paused["interrupts"]) == 1
             assert paused["interrupts"][0]["value"] == truth.first.interrupts[0][1]
             assert any(e["type"] == "node_completed" and e["status"] == "paused"
