@@ -179,6 +179,7 @@ class Relay:
                     agent.bind(tracer=tracer, turns=self.turns, messages=self.messages,
                                add_event=self.span_processor.add_event,
                                turn_timeout_s=self.settings.turn_timeout_s,
+                               tool_timeout_s=self.settings.tool_timeout_s,
                                checkpointer=saver)
             await self.start()
             try:

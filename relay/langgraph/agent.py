@@ -69,6 +69,7 @@ class _Binding:
     messages: SQLiteMessageStore | None
     add_event: AddEvent | None
     turn_timeout_s: float
+    tool_timeout_s: float | None = None
 
 
 class GraphAgent:
@@ -111,12 +112,13 @@ class GraphAgent:
 
     def bind(self, *, tracer: Tracer, turns: TurnStore, messages: SQLiteMessageStore | None,
              add_event: AddEvent | None, turn_timeout_s: float,
-             checkpointer: Any = None) -> None:
+             checkpointer: Any = None, tool_timeout_s: float | None = None) -> None:
         """Give the agent the relay's parts; a graph compiled without a checkpointer gets
         the relay's (interrupts and resumes need one)."""
         if checkpointer is not None and getattr(self.graph, "checkpointer", None) is None:
             self.graph = self.graph.copy(update={"checkpointer": checkpointer})
-        self._bound = _Binding(tracer, turns, messages, add_event, turn_timeout_s)
+        self._bound = _Binding(tracer, turns, messages, add_event, turn_timeout_s,
+                               tool_timeout_s)
 
     @property
     def bound(self) -> _Binding:
@@ -188,7 +190,8 @@ class GraphAgent:
     async def _invoke(self, record: TurnRecord, run: RunSpan, graph_input: Any,
                       configurable: Mapping[str, Any] | None) -> ChatResponse:
         bound = self.bound
-        spans = GraphInstrumentation(bound.tracer, bound.add_event, run.node_log)
+        spans = GraphInstrumentation(bound.tracer, bound.add_event, run.node_log,
+                                     tool_timeout_s=bound.tool_timeout_s)
         config: dict[str, Any] = {
             "configurable": {**(configurable or {}), "thread_id": record.thread_id},
             "callbacks": [spans],
@@ -202,10 +205,17 @@ class GraphAgent:
                                 "This took too long and was stopped. Please try again.")
         except asyncio.CancelledError:
             spans.close("cancelled")
-            raise
+            if spans.timed_out is None:
+                raise
+            task = asyncio.current_task()  # the tool ran in this task: our cancel, not theirs
+            if task is not None and task.cancelling():
+                task.uncancel()
+            return self._tool_timed_out(record, run, spans.timed_out)
         except Exception:
-            log.exception("turn %s: the graph raised", record.turn_id)
             spans.close("error")
+            if spans.timed_out is not None:  # LangGraph's NodeCancelledError of our cancel
+                return self._tool_timed_out(record, run, spans.timed_out)
+            log.exception("turn %s: the graph raised", record.turn_id)
             return self._failed(record, run, "node_failed", None)
         spans.close("cancelled")  # nothing is left open by a run that returned
         return self._finished(record, run, values)
@@ -228,6 +238,10 @@ class GraphAgent:
             attributes[c.TURN_INTERRUPTS] = interrupts
         run.finish(status, **attributes)
         return response
+
+    def _tool_timed_out(self, record: TurnRecord, run: RunSpan, tool: str) -> ChatResponse:
+        return self._failed(record, run, "tool_timeout", f"The tool {tool} took too long and "
+                            "was stopped. Please try again.")
 
     def _failed(self, record: TurnRecord, run: RunSpan, code: str,
                 message: str | None) -> ChatResponse:

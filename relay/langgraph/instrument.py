@@ -96,10 +96,15 @@ class GraphInstrumentation(BaseCallbackHandler):
     raise_error = False  # never raise into the graph
 
     def __init__(self, tracer: Tracer, add_event: AddEvent | None = None,
-                 node_log: NodeLog | None = None) -> None:
+                 node_log: NodeLog | None = None, tool_timeout_s: float | None = None) -> None:
         self.tracer = tracer
         self.add_event = add_event
         self.node_log = node_log
+        #: an async tool still running after this is cancelled (RELAY_TOOL_TIMEOUT_S);
+        #: ``timed_out`` then names it, and the run ends with ``tool_timeout``
+        self.tool_timeout_s = tool_timeout_s
+        self.timed_out: str | None = None
+        self._timers: dict[UUID, asyncio.TimerHandle] = {}
         self.root = otel_context.get_current()  # the run's root span, where this is made
         self._parents: dict[UUID, UUID | None] = {}  # every run started, to its parent
         self._open: dict[UUID, _Open | None] = {}
@@ -192,12 +197,41 @@ class GraphInstrumentation(BaseCallbackHandler):
         if kwargs.get("tool_call_id"):
             attributes[c.TOOL_CALL_ID] = str(kwargs["tool_call_id"])
         self._begin(run_id, TOOL, f"execute_tool {name}", attributes)
+        self._bound_tool(run_id, name)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._unbound_tool(run_id)
         self._finish(run_id, "ok", None)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._unbound_tool(run_id)
+        if self.timed_out and isinstance(error, asyncio.CancelledError):  # our cancel
+            error = TimeoutError(f"tool {self.timed_out} ran longer than "
+                                 f"{self.tool_timeout_s:g} s")
         self._finish(run_id, outcome_of(error), error)
+
+    def _bound_tool(self, run_id: UUID, name: str) -> None:
+        """Cancel the task that runs an async tool once it has run ``tool_timeout_s``. A
+        sync tool runs in a worker thread, which nothing can stop: it is not bounded."""
+        if not self.tool_timeout_s:
+            return
+        try:
+            loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        except RuntimeError:
+            return
+        if task is None:
+            return
+
+        def expire() -> None:
+            self.timed_out = name
+            task.cancel(f"tool {name} ran longer than {self.tool_timeout_s:g} s")
+
+        self._timers[run_id] = loop.call_later(self.tool_timeout_s, expire)
+
+    def _unbound_tool(self, run_id: UUID) -> None:
+        timer = self._timers.pop(run_id, None)
+        if timer is not None:
+            timer.cancel()
 
     def on_retriever_start(self, serialized: dict[str, Any] | None, query: str, *,
                            run_id: UUID, parent_run_id: UUID | None = None,
@@ -225,6 +259,9 @@ class GraphInstrumentation(BaseCallbackHandler):
     def close(self, outcome: str = "cancelled") -> None:
         """End every span still open (newest first) with ``outcome``: the run is over and
         their callbacks will not come."""
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
         with self._lock:
             left = [(run_id, o) for run_id, o in self._open.items() if o is not None]
         for run_id, _ in reversed(left):
