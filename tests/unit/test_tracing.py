@@ -259,3 +259,15 @@ def test_child_span_cancel_is_not_an_error(tracing: Tracing) -> None:
         raise asyncio.CancelledError()
     span = tracing.recorder.span("x")
     assert span.status.status_code == StatusCode.UNSET
+
+
+def test_traced_node_takes_a_node_of_state_alone(tracing: Tracing) -> None:
+    """``def node(state)``, sync or async, as LangGraph allows: no TypeError."""
+    async def later(state: dict) -> dict:
+        return {"n": state["n"] + 2}
+
+    assert traced_node(tracing.tracer, "one", lambda state: {"n": state["n"] + 1})(
+        {"n": 1}, CONFIG) == {"n": 2}
+    assert asyncio.run(traced_node(tracing.tracer, "two", later)({"n": 1}, CONFIG)) == {"n": 3}
+    names = [s.name for s in tracing.recorder.ended]
+    assert names == ["node one", "node two"]
