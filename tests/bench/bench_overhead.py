@@ -125,8 +125,12 @@ async def relay_turn(rig: Rig, body: Callable[[str], Awaitable[Any]]) -> int:
         reader.close()
 
 
-def _span_turn(graph: Any, tracer: Any, n: int) -> Callable[[str], Awaitable[Any]]:
+def _span_turn(graph: Any, tracer: Any, n: int,
+               instrument: bool = False) -> Callable[[str], Awaitable[Any]]:
+    """One turn under its run root; ``instrument``: the node spans come from GraphAgent's
+    callback handler (relay/langgraph/instrument.py) instead of ``traced_node``."""
     from relay import conventions as c
+    from relay.langgraph.instrument import GraphInstrumentation
     from relay.langgraph.spans import run_span
 
     topo = topology(n)
@@ -134,7 +138,9 @@ def _span_turn(graph: Any, tracer: Any, n: int) -> Callable[[str], Awaitable[Any
     async def body(turn_id: str) -> Any:
         with run_span(tracer, agent="bench", thread_id="bench-thread", turn_id=turn_id,
                       run_kind="chat", graph_id="bench", topology=topo) as run:
-            out = await graph.ainvoke({"x": 0})
+            config: Any = {"callbacks": [GraphInstrumentation(tracer, None, run.node_log)]} \
+                if instrument else None
+            out = await graph.ainvoke({"x": 0}, config)
             run.finish("answered", **{c.TURN_RESPONSE: {"status": "answered",
                                                          "answer": str(out["x"])}})
         return out
@@ -197,6 +203,8 @@ async def _overhead(quick: bool) -> list[Figure]:
         configs[f"relay{n}"] = lambda b=relay_body: relay_turn(rig, b)
         if n == 4:
             configs["plain4"] = lambda g=plain_g: g.ainvoke({"x": 0})
+            callbacks_body = _span_turn(plain_g, rig.spans_tracer, n, instrument=True)
+            configs["callbacks4"] = lambda b=callbacks_body: b(uuid.uuid4().hex)
             for mode in ("updates", "debug", "tasks"):
                 async def stream(g: Any = plain_g, m: str = mode) -> None:
                     async for _ in g.astream({"x": 0}, stream_mode=m):
@@ -234,6 +242,9 @@ async def _overhead(quick: bool) -> list[Figure]:
                 note="10 span starts/ends -> 10 events per turn"),
         summary("overhead.ainvoke_plain", "  context: ainvoke, no spans",
                 ratio("spans4", "plain4"), "x", **common),
+        summary("overhead.instrument", "  context: the same spans from GraphAgent's "
+                "callbacks, not traced_node", ratio("spans4", "callbacks4"), "x",
+                note="no relay: the instrumentation's own cost", **common),
     ]
     for mode in ("updates", "debug", "tasks"):
         figs.append(summary(f"overhead.astream_{mode}",
