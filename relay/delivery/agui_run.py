@@ -110,7 +110,9 @@ class Run:
         self.steps[key] = (step, node)
         metadata = clean({"node": node, "span_id": span_id,
                           "parent_span_id": f.get("parent_span_id"), "step": f.get("step"),
-                          "task_id": f.get("task_id")})
+                          "task_id": f.get("task_id"),
+                          # a subgraph's node: the enclosing nodes (absent at the top)
+                          "namespace": f.get("namespace") or None})
         return [agui_event("STEP_STARTED", ts, stepName=step, metadata=metadata)]
 
     def node_completed(self, f: Mapping[str, Any], ts: float) -> list[dict[str, Any]]:

@@ -140,6 +140,8 @@ def test_a_graph_nobody_here_wrote(zoo: LiveServer, case: Case) -> None:
 
         agui = stream_get(client, f"{zoo.url}/turns/{turn_id}/events",
                           params={"format": "agui"})
-        steps = [f.json["stepName"].split("#")[0] for f in agui
+        steps = [(tuple(f.json["metadata"].get("namespace", ())),
+                  f.json["stepName"].split("#")[0]) for f in agui
                  if f.json.get("type") == "STEP_STARTED"]
-        assert steps == [e["node"] for e in live if e["type"] == "node_started"]
+        assert steps == [(tuple(e["namespace"]), e["node"]) for e in live
+                         if e["type"] == "node_started"]
