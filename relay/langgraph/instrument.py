@@ -12,7 +12,8 @@ It opens, with their identifying attributes at start:
   inside the right node. The handler declares itself a streaming handler, so a model
   invoked with ``ainvoke`` streams too;
 - an ``execute_tool {tool}`` span for every tool call, a ``retrieval {name}`` span for
-  every retriever.
+  every retriever. An async tool still running after ``tool_timeout_s``
+  (RELAY_TOOL_TIMEOUT_S) is cancelled; the GraphAgent then ends the turn ``tool_timeout``.
 
 An interrupt (``GraphInterrupt``) ends a node ``paused``; a handoff to the parent graph
 (``ParentCommand``) ends it ``ok``; a cancellation ``cancelled``; anything else raised
