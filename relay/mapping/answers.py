@@ -168,6 +168,13 @@ def _answer_in(value: Any) -> str | None:
         for key in ("answer", "output", "content"):
             if isinstance(value.get(key), str):
                 return value[key]
+        if isinstance(value.get("content"), list):  # content blocks
+            texts = [b.get("text", "") if isinstance(b, dict) else str(b)
+                     for b in value["content"] if isinstance(b, dict | str)]
+            if any(texts):
+                return "".join(texts)
+        if isinstance(value.get("data"), dict):  # LangChain's message_to_dict: {type, data}
+            return _answer_in(value["data"])
         messages = value.get("messages")
         if isinstance(messages, list) and messages:
             return _answer_in(messages[-1])
