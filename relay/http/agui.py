@@ -33,7 +33,13 @@ from relay.delivery.agui import AGUIEncoder
 from relay.delivery.negotiation import SSE
 from relay.errors import ApiError
 from relay.events import RUN_TERMINAL
-from relay.http.chat import configurable_of, on_disconnect_of, start_run, thread_spelling
+from relay.http.chat import (
+    check_graph,
+    configurable_of,
+    on_disconnect_of,
+    start_run,
+    thread_spelling,
+)
 from relay.http.chat_input import ID, digest, match_interrupts
 from relay.http.openapi import AGUI_OPENAPI
 from relay.http.parts import RelayParts
@@ -81,12 +87,13 @@ def agui_router(relay: RelayParts, agent: GraphAgent, starting: asyncio.Lock,
         async with starting:  # one check-and-start at a time, shared with /chat
             existing = await relay.turns.get(turn_id)
             if existing is not None:
-                if existing.request_hash != request_hash:
+                if existing.request_hash != request_hash or (
+                        existing.graph and existing.graph != agent.name):
                     raise ApiError(409, "run_conflict",
                                    f"Run {run_id} of thread {thread_id} exists with a "
                                    "different input; send a new runId for a new run.")
                 return await answer(request, existing, 0, run_id)
-            thread_id = await thread_spelling(relay, thread_id) or thread_id
+            thread_id = await thread_spelling(relay, thread_id, agent) or thread_id
             if await agent.pending_interrupts(thread_id):
                 raise ApiError(409, "thread_paused",
                                f"Thread {thread_id} has a run waiting for its interrupts; "
@@ -109,6 +116,7 @@ def agui_router(relay: RelayParts, agent: GraphAgent, starting: asyncio.Lock,
                 raise ApiError(404, "unknown_thread",
                                f"Thread {thread_id} has no run to resume.")
             record = latest[0]
+            check_graph(record, agent)
             thread_id = record.thread_id  # the thread's own spelling
             if relay.runs.running(record.turn_id):
                 # a run that has just paused: its record can already say "paused" while

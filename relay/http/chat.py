@@ -55,14 +55,27 @@ def configurable_of(agent: GraphAgent, request: Request) -> dict[str, Any]:
     return agent.request_config(request.headers)
 
 
-async def thread_spelling(relay: RelayParts, thread_id: str | None) -> str | None:
+async def thread_spelling(relay: RelayParts, thread_id: str | None,
+                          agent: GraphAgent) -> str | None:
     """A thread is one thread in every spelling of its id (a UUID with or without
     hyphens, any case): its turns run under the spelling it began with, which is the key
-    of its checkpoints and of its lock."""
+    of its checkpoints and of its lock. A thread belongs to the graph it began on (the
+    checkpoints of one graph are not another's state): elsewhere it is a 409."""
     if thread_id is None:
         return None
     latest = await relay.turns.list(thread_id, 1)
+    if latest and latest[0].graph and latest[0].graph != agent.name:
+        raise ApiError(409, "thread_conflict", f"Thread {latest[0].thread_id} belongs to "
+                       f"graph {latest[0].graph}; send its turns to /graphs/"
+                       f"{latest[0].graph}/chat, or start a new thread here.")
     return latest[0].thread_id if latest else thread_id
+
+
+def check_graph(record: TurnRecord, agent: GraphAgent) -> None:
+    """A turn is found only through the graph it ran on."""
+    if record.graph and record.graph != agent.name:
+        raise ApiError(404, "unknown_turn", f"There is no such turn in graph {agent.name} "
+                       f"(it ran on graph {record.graph}).")
 
 
 async def start_run(relay: RelayParts, record: TurnRecord, kind: str, runner: Any,
@@ -132,12 +145,13 @@ def chat_router(relay: RelayParts, agent: GraphAgent, starting: asyncio.Lock,
             if client_turn_id is not None:
                 existing = await relay.turns.get(client_turn_id)
                 if existing is not None:
-                    if existing.request_hash != request_hash:
+                    if existing.request_hash != request_hash or (
+                            existing.graph and existing.graph != agent.name):
                         raise ApiError(409, "turn_conflict",
                                        f"Turn {client_turn_id} exists with a different "
                                        "request; send a new turn_id for a new turn.")
                     return await respond(request, existing, 0, media)
-            thread_id = await thread_spelling(relay, thread_id) or secrets.token_hex(16)
+            thread_id = await thread_spelling(relay, thread_id, agent) or secrets.token_hex(16)
             if await agent.pending_interrupts(thread_id):
                 raise ApiError(409, "thread_paused",
                                f"Thread {thread_id} has a turn waiting for an answer; resume "
@@ -174,6 +188,7 @@ def chat_router(relay: RelayParts, agent: GraphAgent, starting: asyncio.Lock,
             record = await relay.turns.get(turn_id)
             if record is None or record.thread_key != id_key(thread_id):
                 raise ApiError(404, "unknown_turn", "There is no such turn in that thread.")
+            check_graph(record, agent)
             if record.resume_hash == request_hash and record.status != PAUSED:
                 # the same resume again: attach to that run (running or over), never rerun
                 return await respond(request, record, record.run_after_seq, media)

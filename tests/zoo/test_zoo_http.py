@@ -145,3 +145,25 @@ def test_a_graph_nobody_here_wrote(zoo: LiveServer, case: Case) -> None:
                  if f.json.get("type") == "STEP_STARTED"]
         assert steps == [(tuple(e["namespace"]), e["node"]) for e in live
                          if e["type"] == "node_started"]
+
+
+def test_a_thread_and_its_turns_belong_to_their_graph(zoo: LiveServer) -> None:
+    """Several graphs on one server share the checkpointer: a thread begun on one graph is
+    not another graph's state, and a turn is found only through its own graph."""
+    custom = next(c for c in CASES if c.name == "custom")
+    with httpx.Client(timeout=30) as client:
+        first = events_of(stream_post(client, f"{zoo.url}/graphs/custom/chat",
+                                      {"message": custom.message, "thread_id": "shared-1"}))
+        assert first[-1]["type"] == "paused"
+        turn_id = first[0]["turn_id"]
+        other = client.post(f"{zoo.url}/graphs/react/chat",
+                            json={"message": "Weather?", "thread_id": "shared-1"})
+        assert other.status_code == 409, other.text
+        assert other.json()["error"]["code"] == "thread_conflict"
+        assert "/graphs/custom/chat" in other.json()["error"]["message"]
+        wrong = client.post(f"{zoo.url}/graphs/react/chat/resume", json={
+            "thread_id": "shared-1", "turn_id": turn_id, "resume": custom.resume})
+        assert wrong.status_code == 404 and wrong.json()["error"]["code"] == "unknown_turn"
+        right = client.post(f"{zoo.url}/graphs/custom/chat/resume", json={
+            "thread_id": "shared-1", "turn_id": turn_id, "resume": custom.resume})
+        assert right.status_code == 200 and right.json()["status"] == "answered"
