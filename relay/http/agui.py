@@ -36,6 +36,7 @@ from relay.events import RUN_TERMINAL
 from relay.http.chat import (
     check_graph,
     configurable_of,
+    known_turn,
     on_disconnect_of,
     start_run,
     thread_spelling,
@@ -85,13 +86,10 @@ def agui_router(relay: RelayParts, agent: GraphAgent, starting: asyncio.Lock,
                    request_hash: str, configurable: dict[str, Any]) -> Response:
         turn_id = turn_id_for(thread_id, run_id)
         async with starting:  # one check-and-start at a time, shared with /chat
-            existing = await relay.turns.get(turn_id)
+            existing = await known_turn(relay, turn_id, request_hash, agent, ApiError(
+                409, "run_conflict", f"Run {run_id} of thread {thread_id} exists with a "
+                "different input; send a new runId for a new run."))
             if existing is not None:
-                if existing.request_hash != request_hash or (
-                        existing.graph and existing.graph != agent.name):
-                    raise ApiError(409, "run_conflict",
-                                   f"Run {run_id} of thread {thread_id} exists with a "
-                                   "different input; send a new runId for a new run.")
                 return await answer(request, existing, 0, run_id)
             thread_id = await thread_spelling(relay, thread_id, agent) or thread_id
             if await agent.pending_interrupts(thread_id):

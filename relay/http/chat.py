@@ -71,6 +71,17 @@ async def thread_spelling(relay: RelayParts, thread_id: str | None,
     return latest[0].thread_id if latest else thread_id
 
 
+async def known_turn(relay: RelayParts, turn_id: str, request_hash: str, agent: GraphAgent,
+                     conflict: ApiError) -> TurnRecord | None:
+    """The turn a retried request names, when it exists: the same request (same body,
+    same graph) attaches to it; another one is ``conflict`` (a 409)."""
+    existing = await relay.turns.get(turn_id)
+    if existing is not None and (existing.request_hash != request_hash or (
+            existing.graph and existing.graph != agent.name)):
+        raise conflict
+    return existing
+
+
 def check_graph(record: TurnRecord, agent: GraphAgent) -> None:
     """A turn is found only through the graph it ran on."""
     if record.graph and record.graph != agent.name:
@@ -142,15 +153,12 @@ def chat_router(relay: RelayParts, agent: GraphAgent, starting: asyncio.Lock,
                               if graph_input is None else
                               {"input": graph_input, "thread_id": thread_key})
         async with starting:  # one check-and-start at a time: duplicates attach, never rerun
-            if client_turn_id is not None:
-                existing = await relay.turns.get(client_turn_id)
-                if existing is not None:
-                    if existing.request_hash != request_hash or (
-                            existing.graph and existing.graph != agent.name):
-                        raise ApiError(409, "turn_conflict",
-                                       f"Turn {client_turn_id} exists with a different "
-                                       "request; send a new turn_id for a new turn.")
-                    return await respond(request, existing, 0, media)
+            existing = None if client_turn_id is None else await known_turn(
+                relay, client_turn_id, request_hash, agent, ApiError(
+                    409, "turn_conflict", f"Turn {client_turn_id} exists with a different "
+                    "request; send a new turn_id for a new turn."))
+            if existing is not None:
+                return await respond(request, existing, 0, media)
             thread_id = await thread_spelling(relay, thread_id, agent) or secrets.token_hex(16)
             if await agent.pending_interrupts(thread_id):
                 raise ApiError(409, "thread_paused",

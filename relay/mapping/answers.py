@@ -76,28 +76,22 @@ def _how_to_resume(run: Run, interrupts: list[dict[str, Any]]) -> dict[str, Any]
 
 
 def _missing(run: Run, end_ns: int, attribute: str) -> Event:
-    return run.event(ev.ERROR, end_ns, {
-        "code": "attribute_missing",
-        "message": (
-            f"The span attribute {attribute} is not there: the spans were probably exported "
-            "with RELAY_CAPTURE_CONTENT=false, which drops the answer; the turn's outcome "
-            "is in relay.turn.outcome."
-        ),
-        "node": None,
-        "retryable": False,
-    })
+    return _unreadable(run, end_ns, "attribute_missing",
+                       f"The span attribute {attribute} is not there: the spans were probably "
+                       "exported with RELAY_CAPTURE_CONTENT=false, which drops the answer; the "
+                       "turn's outcome is in relay.turn.outcome.")
 
 
 def _truncated(run: Run, end_ns: int, attribute: str) -> Event:
-    return run.event(ev.ERROR, end_ns, {
-        "code": "attribute_truncated",
-        "message": (
-            f"The span attribute {attribute} arrived cut short, probably by "
-            "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT; raise or unset that limit."
-        ),
-        "node": None,
-        "retryable": False,
-    })
+    return _unreadable(run, end_ns, "attribute_truncated",
+                       f"The span attribute {attribute} arrived cut short, probably by "
+                       "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT; raise or unset that limit.")
+
+
+def _unreadable(run: Run, end_ns: int, code: str, message: str) -> Event:
+    """The run's ``error`` when its root's answer cannot be read (not retryable)."""
+    return run.event(ev.ERROR, end_ns, {"code": code, "message": message, "node": None,
+                                        "retryable": False})
 
 
 def message_saved(record: SpanRecord) -> list[Event]:

@@ -130,12 +130,17 @@ def test_parser_comment_kinds_and_bom():
 
 
 def test_streamed_turn_is_incremental():
-    j = judge(streamed())
+    frames = streamed()
+    j = judge(frames)
     assert j.delivery == "incremental", j.evidence
     assert j.max_hold_s < 0.01
     gap = j.largest_ts_gap
     assert (gap.from_type, gap.to_type) == ("node_started", "node_completed")
-    assert abs(gap.arrival_gap_ms - gap.ts_gap_ms) < 5
+    # the gap as the frames say it: their own arrival times and stamps, nothing measured
+    by_seq = {f.seq: f for f in frames}
+    first, then = by_seq[gap.from_seq], by_seq[gap.to_seq]
+    assert gap.arrival_gap_ms == pytest.approx((then.arrival_s - first.arrival_s) * 1000)
+    assert gap.ts_gap_ms == pytest.approx(then.ts - first.ts)
 
 
 def test_late_start_of_the_stream_is_not_buffering():

@@ -49,11 +49,13 @@ def test_driver_errors_become_store_unavailable_and_others_pass() -> None:
             raise psycopg.errors.UniqueViolation("duplicate key")
 
 
-async def test_every_route_of_an_app_answers_503_for_a_driver_error(tmp_path: Path) -> None:
-    """Relay.install registers the handler: the app's own routes get it too."""
+def test_every_route_of_an_app_answers_503_for_a_driver_error(tmp_path: Path) -> None:
+    """Relay.install registers the handler: the app's own routes get it too (a real
+    uvicorn on 127.0.0.1, as every HTTP test here)."""
     import httpx
 
     from relay.cli.relay_only import create_relay_app
+    from tests.conftest import LiveServer
 
     app = create_relay_app({"RELAY_DATA_DIR": str(tmp_path), "OTEL_TRACES_EXPORTER": "none"})
 
@@ -61,9 +63,11 @@ async def test_every_route_of_an_app_answers_503_for_a_driver_error(tmp_path: Pa
     async def chat() -> None:  # as the checkpointer's connection dies under a request
         raise psycopg.OperationalError("the connection is closed")
 
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://relay") as client:
-        response = await client.post("/chat")
+    server = LiveServer(app).start()
+    try:
+        response = httpx.post(f"{server.url}/chat", timeout=30)
+    finally:
+        server.stop()
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "store_unavailable"
     assert response.headers["retry-after"]
