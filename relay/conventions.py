@@ -27,6 +27,9 @@ OP_SAVE_MESSAGE = "save_message"
 # relay.* fills the gaps
 TURN_ID = "relay.turn.id"
 RUN_KIND = "relay.run.kind"
+#: on a run root, for a receiver: how many spans its trace has in all (the root
+#: included), so that the receiver knows when the last has come (RELAY_OTLP_SETTLE_MS)
+RUN_SPAN_COUNT = "relay.run.span_count"
 GRAPH_ID = "relay.graph.id"
 GRAPH_TOPOLOGY = "relay.graph.topology"
 #: true at a run root's start when relay.langgraph.instrument spans the graph's nodes,

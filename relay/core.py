@@ -43,6 +43,7 @@ from relay.langgraph.checkpoints import check_checkpointer, open_checkpointer
 from relay.settings import RelaySettings
 from relay.store import SpanStore, open_store
 from relay.store.exporter import add_span_store
+from relay.turns.feed import TurnFeed, WatchedTurns
 from relay.turns.messages import SQLiteMessageStore
 from relay.turns.postgres import open_turn_store
 from relay.turns.records import TurnRecord, TurnStore
@@ -68,10 +69,13 @@ class Relay:
         self.environ = dict(os.environ if environ is None else environ)
         self.bus: Bus = open_bus(settings)  # memory, or Redis Streams
         self.span_processor = RelaySpanProcessor(self._publish)
+        self.span_processor.state.resume_route = self.resume_route
         self.metrics = RelayMetrics(
             prometheus_provider() if settings.metrics == "prometheus" else None,
             dropped=lambda: self.span_processor.dropped, bus=self.bus)
-        self.turns: TurnStore = open_turn_store(settings)  # SQLite or Postgres
+        #: every change of a turn's status, for watchers (GET /turns as a stream, ?wait=)
+        self.feed = TurnFeed()
+        self.turns: TurnStore = WatchedTurns(open_turn_store(settings), self.feed)
         self.messages = SQLiteMessageStore(settings.data_dir / "messages.db")
         #: finished spans, for replay (RELAY_STORE); written by add_span_store's processor
         self.store: SpanStore = open_store(settings)
@@ -108,10 +112,18 @@ class Relay:
                 self.bus, self.turns, self.store, self.runs.running,
                 pending_spans=settings.otlp_pending_spans,
                 pending_s=settings.otlp_pending_s, dedup_spans=settings.otlp_dedup_spans,
-                store_backlog=settings.otlp_store_backlog)
+                store_backlog=settings.otlp_store_backlog,
+                settle_s=settings.otlp_settle_ms / 1000, resume_route=self.resume_route)
+            self.metrics.observe_receiver(lambda: self.receiver.stats if self.receiver else {})
         self.grpc_receiver: GrpcReceiver | None = None
         #: what GET /readyz checks besides the relay's own stores (add_readiness_check)
         self._readiness_checks: list[tuple[str, readiness.Check]] = []
+
+    def resume_route(self, graph_id: str) -> str | None:
+        """The resume route this server offers for a run of ``graph_id`` (what a
+        ``paused`` event's hint names, live, received or replayed): that graph's, when it
+        is mounted here; else none (a relay-only server; the agent runs elsewhere)."""
+        return f"/graphs/{graph_id}/chat/resume" if graph_id in self.agents else None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Relay:

@@ -16,6 +16,7 @@ import orjson
 VERSION = 1
 
 GRAPH_TOPOLOGY = "graph_topology"
+GRAPH_DISCOVERED = "graph_discovered"  # a run without a topology: the graph seen so far
 NODE_STARTED = "node_started"
 NODE_COMPLETED = "node_completed"
 TOOL_STARTED = "tool_started"

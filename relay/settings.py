@@ -58,6 +58,7 @@ class RelaySettings:
     otlp_pending_s: float = 600.0
     otlp_dedup_spans: int = 200_000
     otlp_store_backlog: int = 50_000
+    otlp_settle_ms: float = 250.0
     bus_max_events_per_turn: int = 10_000
     instance_id: str | None = None
 
@@ -100,6 +101,7 @@ class RelaySettings:
             otlp_pending_s=_float(env, "RELAY_OTLP_PENDING_S", 600.0),
             otlp_dedup_spans=int(_float(env, "RELAY_OTLP_DEDUP_SPANS", 200_000)),
             otlp_store_backlog=int(_float(env, "RELAY_OTLP_STORE_BACKLOG", 50_000)),
+            otlp_settle_ms=_float(env, "RELAY_OTLP_SETTLE_MS", 250.0),
             bus_max_events_per_turn=int(_float(env, "RELAY_BUS_MAX_EVENTS", 10_000)),
             instance_id=env.get("RELAY_INSTANCE_ID") or None,
         )
@@ -171,6 +173,9 @@ class RelaySettings:
         if not self.otlp_pending_s > 0:
             raise ConfigError("RELAY_OTLP_PENDING_S must be > 0 (seconds received spans wait "
                               "for their run's root)")
+        if not 0 <= self.otlp_settle_ms <= 60_000:
+            raise ConfigError("RELAY_OTLP_SETTLE_MS must be between 0 and 60000 (how long "
+                              "received spans wait for the spans racing them; 0: no wait)")
 
     def resolved_spa_dir(self) -> Path | None:
         """The SPA folder: RELAY_SPA_DIR, else ``spa/`` beside the package, else ./spa."""

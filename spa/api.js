@@ -166,16 +166,11 @@ export function resumeBody(threadId, turnId, interrupts, value) {
 }
 
 /**
- * Replay a past turn from its stored spans: GET /turns/{id}/events?source=spans&speed=S.
- * Unlike a run, a replay reads on through a pause into the resumed run, to the end of the
- * body; `reconnect`/`reset` frames are not events of the turn and are skipped.
+ * Read a turn's event stream (a fetch response) to its end, calling onEvent(ev) for each event;
+ * `reconnect`/`reset` frames are not events of the turn and are skipped. Resolves to {count}.
  */
-export async function replayTurn(turnId, speed, { headers = {}, signal, onEvent, fetchImpl } = {}) {
-  const f = fetchImpl || globalThis.fetch;
-  const url = `/turns/${encodeURIComponent(turnId)}/events?source=spans&speed=${encodeURIComponent(speed)}`;
-  const res = await f(url, { headers: { Accept: 'text/event-stream', ...headers }, signal, cache: 'no-store' });
-  if (!res.ok) throw await errorFromResponse(res);
-  if (!res.body || typeof res.body.getReader !== 'function') throw new StreamUnavailable('The replay cannot be read as a stream.');
+export async function readTurnEvents(res, { onEvent } = {}) {
+  if (!res.body || typeof res.body.getReader !== 'function') throw new StreamUnavailable('The response cannot be read as a stream.');
   let count = 0;
   for await (const sse of readEventStream(res.body, { parser: new SSEParser() })) {
     let ev;
@@ -191,4 +186,18 @@ export async function replayTurn(turnId, speed, { headers = {}, signal, onEvent,
     if (onEvent) onEvent(ev, sse);
   }
   return { count };
+}
+
+/**
+ * Replay a past turn from its stored spans: GET /turns/{id}/events?source=spans&speed=S.
+ * Unlike a run, a replay reads on through a pause into the resumed run, to the end of the
+ * body. A refusal (404, 410...) is an ApiError with the server's message.
+ */
+export async function replayTurn(turnId, speed, { headers = {}, signal, onEvent, fetchImpl } = {}) {
+  const f = fetchImpl || globalThis.fetch;
+  const url = `/turns/${encodeURIComponent(turnId)}/events?source=spans&speed=${encodeURIComponent(speed)}`;
+  const res = await f(url, { headers: { Accept: 'text/event-stream', ...headers }, signal, cache: 'no-store' });
+  if (!res.ok) throw await errorFromResponse(res);
+  if (!res.body || typeof res.body.getReader !== 'function') throw new StreamUnavailable('The replay cannot be read as a stream.');
+  return readTurnEvents(res, { onEvent });
 }

@@ -1,19 +1,22 @@
 // span-relay SPA: chat + live Agent Execution Graph + timeline, for any graph the server serves
-// (GET /graphs). No framework, no build step. Every piece of data reaches the page through
-// textContent and attributes, never parsed as HTML.
+// (GET /graphs); on a server with no graph (a relay-only one) no chat: the turns its agents send
+// it over OTLP, listed live and followed live. No framework, no build step. Every piece of data
+// reaches the page through textContent and attributes, never parsed as HTML.
 
 import { TurnModel } from './turn.js';
 import { GraphView } from './graph-view.js';
 import { renderTimeline } from './timeline-view.js';
 import { ApiError, StreamUnavailable, streamRun, resumeStream, replayTurn, postJson, getJson, faultFromLocation, streamingSupported } from './api.js';
-import { renderHistory, isLive } from './history.js';
+import { renderHistory, renderFeedState, markCurrent, isLive, turnTitle } from './history.js';
+import { TurnFeed } from './turn-feed.js';
+import { followTurnEvents, turnEventsUrl, waitFromLocation } from './follow.js';
 import { formatMs, formatClock, LATENCY_BINS, OUTCOME_TEXT, toolActivityText } from './format.js';
 import { ChatLog } from './chat-log.js';
-import { renderInterruptCard } from './interrupt-card.js';
+import { renderInterruptCard, renderInterruptNotice } from './interrupt-card.js';
 import { drawnGraph } from './subgraphs.js';
 import { outcomeLine, waitedFor, pauseKindOf } from './outcome.js';
 import { renderDetails } from './details.js';
-import { LEGACY_ROUTES, loadCatalog, loadGraph, loadLegacyGraph, chooseGraph, searchWithGraph, turnsListUrl } from './graphs.js';
+import { LEGACY_ROUTES, loadCatalog, loadGraph, loadLegacyGraph, chooseGraph, searchWithGraph, turnsListUrl, safePath } from './graphs.js';
 import { applyGraphSettings, fillPicker, showServerNote } from './graph-settings.js';
 
 const $ = (id) => document.getElementById(id);
@@ -64,6 +67,20 @@ const ui = {
   serverNote: $('server-note'),
   graphPick: $('graph-pick'),
   graphPicker: $('graph-picker'),
+  graphCaption: $('graph-caption'),
+  legendDiscovered: $('legend-discovered'),
+  historyFeed: $('history-feed'),
+  historyFeedNote: $('history-feed-note'),
+  watch: $('watch'),
+  followTurn: $('follow-turn'),
+  followTurnId: $('follow-turn-id'),
+  followTurnNote: $('follow-turn-note'),
+  watchList: $('watch-list'),
+  watchEmpty: $('watch-empty'),
+  watchFeed: $('watch-feed'),
+  watchFeedNote: $('watch-feed-note'),
+  watchRefresh: $('watch-refresh'),
+  historyRefresh: $('history-refresh'),
   settings: {
     subtitle: $('subtitle'),
     description: $('graph-description'),
@@ -72,6 +89,8 @@ const ui = {
     composer: $('composer'),
     input: $('message'),
     inputLabel: $('message-label'),
+    watch: $('watch'),
+    chatTitle: $('chat-title'),
   },
 };
 
@@ -97,6 +116,11 @@ const app = {
   token: null, // API bearer token (kept for this tab only: sessionStorage)
   replaying: null, // {turnId, speed} while a past turn is replayed from its spans
   replayed: null, // {turnId} once a replay is over, while its turn is what is shown
+  following: null, // {turnId, controller} while a turn is followed (GET /turns/{id}/events, EventSource)
+  status: null, // {kind: 'waiting' | 'failed', text, detail}: a turn being opened, or why it could not be
+  feed: null, // the live list of turns (turn-feed.js), while a list shows it
+  markedTurn: null, // the turn whose row the lists mark as shown
+  followWait: waitFromLocation(location.search), // s to wait for a turn followed by id that has not arrived
 };
 try {
   app.token = sessionStorage.getItem('span-relay-token') || null;
@@ -146,15 +170,36 @@ function graphDirection() {
   return w < 640 ? 'TB' : 'LR';
 }
 
+/** What the graph area says while it draws nothing: why, or what it waits for. */
+function emptyGraphText() {
+  if (app.status && app.status.kind === 'failed') return `${app.status.text}: ${app.status.detail}`;
+  if (app.status) return `${app.status.text}${app.status.detail ? ` (${app.status.detail})` : ''}…`;
+  if (app.model.discovered) return 'This agent sends no topology: its graph is discovered from the spans, and its nodes appear as the turn reaches them.';
+  if (app.model.outcome) return 'This turn shows no node.';
+  return app.mode === 'chat' ? 'The graph appears with the first turn.' : 'The graph appears when a turn is opened.';
+}
+
 function render() {
   app.drawn = drawnGraph(currentTopology(), app.model.instances);
   graphView.setTopology(app.drawn.topology, graphDirection(), app.drawn.groups);
-  ui.graphEmpty.hidden = app.drawn.topology.nodes.length > 0;
+  const drawnNothing = app.drawn.topology.nodes.length === 0;
+  ui.graphEmpty.hidden = !drawnNothing;
+  if (drawnNothing && document.body.dataset.ready === 'true') ui.graphEmpty.textContent = emptyGraphText();
+  ui.graphEmpty.dataset.kind = app.status ? app.status.kind : '';
+  ui.graphCaption.hidden = !app.model.discovered;
+  ui.legendDiscovered.hidden = !app.model.discovered;
   graphView.update(app.model, app.selected);
   renderOutcome();
   renderTimeline(ui.timeline, app.model, { traceUrl: app.traceUrl, now: app.busy ? serverNow() : null });
   renderDetails(ui.details, app.model, app.drawn, app.selected);
   ui.degradedNote.hidden = !app.model.degraded;
+  const shown = shownTurnId();
+  ui.watch.dataset.compact = shown || app.status ? 'true' : 'false'; // a turn is shown: room for it
+  if (shown !== app.markedTurn) {
+    app.markedTurn = shown;
+    markCurrent(ui.historyList, shown);
+    markCurrent(ui.watchList, shown);
+  }
   if (app.replaying) {
     ui.modeBadge.dataset.mode = 'replay';
     ui.modeBadge.textContent = `Replay ${app.replaying.speed === 0 ? '(instant)' : `${app.replaying.speed}×`}`;
@@ -168,7 +213,7 @@ function render() {
 }
 
 function renderOutcome() {
-  const line = outcomeLine(app.model, { pausedAt: app.pausedAt, pauseKind: app.pauseKind });
+  const line = outcomeLine(app.model, { pausedAt: app.pausedAt, pauseKind: app.pauseKind, status: app.status });
   ui.outcome.dataset.outcome = line.outcome;
   ui.outcomeText.textContent = line.text;
   ui.outcomeDetail.textContent = line.detail;
@@ -223,8 +268,23 @@ function setBusy(busy) {
 
 // ---------------------------------------------------------------- the pause card
 
+/**
+ * Can this page resume the paused turn? Its own turn, yes (the graph's route). A turn opened
+ * from the list or by id only when its paused event names a path (null: the agent runs in
+ * another process and is resumed there) and this server runs graphs (a relay-only server has
+ * no route to resume anything). Else the card shows what is asked and where to answer it.
+ */
+function resumeHere() {
+  if (app.turnRoutes) return { ok: true, message: '' };
+  const hint = app.model.resumeHint;
+  const message = app.model.resumeMessage || '';
+  const path = hint && typeof hint.path === 'string' ? safePath(hint.path, null) : null;
+  return { ok: !!path && app.mode === 'chat', message };
+}
+
 function showInterrupts(interrupts) {
-  const handle = renderInterruptCard(interrupts, { onResume: resumeTurn });
+  const where = resumeHere();
+  const handle = where.ok ? renderInterruptCard(interrupts, { onResume: resumeTurn }) : renderInterruptNotice(interrupts, { message: where.message });
   app.approvalCard = handle;
   chat.append(handle.card);
   handle.card.focus({ preventScroll: true });
@@ -276,8 +336,9 @@ function onEvent(ev) {
         chat.add('system', `The turn paused here for a person’s ${app.pauseKind === 'input' ? 'answer' : 'approval'}.`, { variant: 'paused' });
         break;
       }
-      announce(app.pauseKind === 'input' ? 'Paused: the agent is waiting for your answer.' : 'Paused: the agent needs your approval.');
       showInterrupts(app.model.interrupts);
+      if (app.approvalCard && app.approvalCard.card.dataset.resumable === 'false') announce('Paused: the agent waits for a person, who answers it where the agent runs.');
+      else announce(app.pauseKind === 'input' ? 'Paused: the agent is waiting for your answer.' : 'Paused: the agent needs your approval.');
       break;
     case 'turn_completed': {
       setActivity(null);
@@ -340,7 +401,12 @@ function applySettings() {
   chat.agentName = (app.graph && app.graph.title) || 'Agent';
   applyGraphSettings(ui.settings, app.graph, { onExample, mode: app.mode });
   fillPicker(ui.graphPick, ui.graphPicker, app.catalog, app.graph && app.graph.name);
-  if (!currentTopology()) ui.graphEmpty.textContent = app.mode === 'chat' ? 'The graph appears with the first turn.' : 'The graph appears when a turn is opened.';
+  if (!currentTopology()) ui.graphEmpty.textContent = emptyGraphText();
+  ui.newChat.textContent = app.mode === 'watch' ? 'Clear' : 'New chat';
+  ui.newChat.title = app.mode === 'watch' ? 'Stop following the shown turn and clear the view' : 'Start a new conversation (a new thread)';
+  // the list of turns is of the shown graph: (re)opened for it when a list shows it
+  stopFeed();
+  if (feedNeeded()) startFeed();
 }
 
 /** A failed load: 'auth' (a token is needed), else the note says what failed. */
@@ -367,9 +433,10 @@ async function loadGraphs() {
     app.catalog = await loadCatalog(getJson, opts);
     if (app.catalog.legacy) {
       const e = app.catalog.error;
-      showServerNote(ui.serverNote, `This server does not list its graphs (GET /graphs answered ${e.status}: ${e.message}): it is older than this page. The page uses its one graph (GET /graph, POST /chat), without a title or example messages.`, 'error');
       app.graph = await loadLegacyGraph(getJson, opts);
       app.mode = app.graph.watchOnly ? 'watch' : 'chat';
+      if (app.graph.watchOnly) showServerNote(ui.serverNote, `This server does not list its graphs (GET /graphs answered ${e.status}: ${e.message}) and serves none (GET /graph answered 404): it is older than this page, and it watches turns only.`, 'warn');
+      else showServerNote(ui.serverNote, `This server does not list its graphs (GET /graphs answered ${e.status}: ${e.message}): it is older than this page. The page uses its one graph (GET /graph, POST /chat), without a title or example messages.`, 'error');
     } else {
       const { name, unknown } = chooseGraph(app.catalog, location.search);
       const entry = app.catalog.graphs.find((g) => g.name === name);
@@ -561,6 +628,12 @@ function resumePath() {
 /** The card was answered: POST the resume (its value from interrupts.js) and stream the run. */
 async function resumeTurn(resume, announcement) {
   stopWaitClock();
+  if (app.following) {
+    // a followed turn: the resume run streams on its POST, not on the followed stream
+    const { controller } = app.following;
+    app.following = null;
+    controller.abort();
+  }
   const m = app.model;
   announce(announcement);
   m.outcome = 'running';
@@ -585,28 +658,71 @@ async function stopTurn() {
   }
 }
 
-// ---------------------------------------------------------------- past turns, any turn
+// ---------------------------------------------------------------- the turns: a live list, any turn
 
 function selectedSpeed() {
   const checked = ui.history.querySelector('input[name="replay-speed"]:checked');
   return checked ? Number(checked.value) : 1;
 }
 
-async function openHistory() {
+/** A run this page started is streaming (a followed or replayed turn gives way to another). */
+function ownRunBusy() {
+  return app.busy && !app.following && !app.replaying;
+}
+
+/** Draw the feed's state in every list that shows it: the panel of Turns, and the relay-only box. */
+function renderTurnLists(state) {
+  const lists = [[ui.historyList, ui.historyEmpty, ui.historyFeed, ui.historyFeedNote, ui.historyRefresh]];
+  if (app.mode === 'watch') lists.push([ui.watchList, ui.watchEmpty, ui.watchFeed, ui.watchFeedNote, ui.watchRefresh]);
+  for (const [list, empty, badge, note, refresh] of lists) {
+    renderHistory(list, state.turns, openTurn, { showGraph: !app.graph });
+    markCurrent(list, shownTurnId());
+    renderFeedState(badge, note, state, refresh);
+    empty.hidden = state.turns.length > 0 || state.status === 'connecting' || state.status === 'failed';
+  }
+}
+
+/** The turn the page shows (or is opening), for its row in the lists. */
+function shownTurnId() {
+  return (app.following && app.following.turnId) || (app.replaying && app.replaying.turnId) || app.model.turnId || null;
+}
+
+/** Read the list again (a list that is not live: the stream is tried first, again). */
+function refreshFeed() {
+  stopFeed();
+  startFeed();
+}
+
+/** The live list of the server's turns (of the shown graph): GET /turns as an event stream. */
+function startFeed() {
+  if (app.feed && app.feed.running) return;
+  if (app.feed) app.feed.stop();
+  const url = turnsListUrl(app.graph && app.graph.name);
+  app.feed = new TurnFeed(url, {
+    onChange: renderTurnLists,
+    getJson,
+    headers: authHeaders,
+    // EventSource cannot send the Authorization header: with a token, one JSON read
+    live: !app.token,
+    liveReason: 'this server needs a token, which a browser’s EventSource cannot send',
+  }).start();
+}
+
+function stopFeed() {
+  if (app.feed) app.feed.stop();
+  app.feed = null;
+}
+
+/** The list is needed while the panel of Turns is open, and always on a relay-only server. */
+function feedNeeded() {
+  return app.mode === 'watch' || !ui.history.hidden;
+}
+
+function openHistory() {
   ui.history.hidden = false;
   ui.historyOpen.setAttribute('aria-expanded', 'true');
-  ui.historyList.replaceChildren();
-  ui.historyEmpty.hidden = true;
-  try {
-    const data = await getJson(turnsListUrl(app.graph && app.graph.name), { headers: authHeaders() });
-    const turns = data && Array.isArray(data.turns) ? data.turns : [];
-    renderHistory(ui.historyList, turns, openTurn);
-    ui.historyEmpty.textContent = 'No turns yet.';
-    ui.historyEmpty.hidden = turns.length > 0;
-  } catch (e) {
-    ui.historyEmpty.hidden = false;
-    ui.historyEmpty.textContent = `The past turns could not be loaded: ${e.message}`;
-  }
+  if (app.feed && !app.feed.live) stopFeed(); // a list that is not live is read again
+  startFeed();
   const first = ui.historyList.querySelector('button');
   (first || ui.openTurnId).focus();
 }
@@ -614,6 +730,7 @@ async function openHistory() {
 function hideHistory() {
   ui.history.hidden = true;
   ui.historyOpen.setAttribute('aria-expanded', 'false');
+  if (!feedNeeded()) stopFeed();
 }
 
 function closeHistory() {
@@ -627,89 +744,185 @@ function openTurn(turn) {
   return replayPastTurn(turn);
 }
 
-/** The id box of the history panel: GET /turns/{id}, then open it. */
-async function openTurnById(ev) {
-  ev.preventDefault();
-  const id = ui.openTurnId.value.trim();
-  if (!id || app.busy) return;
-  ui.openTurnNote.textContent = 'Looking it up…';
-  let record;
+/** What the conversation shows of an opened turn: its message, else which turn it is. */
+function introduce(turn) {
+  const title = turnTitle(turn);
+  if (!title.untitled) chat.add('user', title.text);
+  else chat.add('system', `Turn ${turn.turn_id}${turn.thread_id ? ` on thread ${turn.thread_id}` : ''} (it sent no message)`, { variant: 'info' });
+}
+
+/** The line above the graph (and the graph area) says why a turn could not be shown. */
+function showOpenFailure(text, e, noteEl = null) {
+  const message = e && e.message ? e.message : String(e || 'unknown error');
+  app.status = { kind: 'failed', text, detail: message };
+  setActivity(null);
+  if (noteEl) noteEl.textContent = `${text}: ${message}`;
+  if (e instanceof ApiError && e.status === 401) showTokenForm(message);
+  alertText(`${text}: ${message}`);
+  render();
+}
+
+/**
+ * The id boxes (the panel of Turns, and the relay-only box): GET /turns/{id}, then open it. On a
+ * relay-only server a turn not known yet may still arrive (its agent has not sent its first spans):
+ * then it is followed with ?wait=, and the server says, after the wait, if it never came.
+ */
+async function openTurnById(input, noteEl) {
+  const id = input.value.trim();
+  if (!id || ownRunBusy()) return;
+  noteEl.textContent = 'Looking it up…';
+  let record = null;
   try {
     record = await getJson(`/turns/${encodeURIComponent(id)}`, { headers: authHeaders() });
   } catch (e) {
-    ui.openTurnNote.textContent = e instanceof ApiError && e.status === 404 ? `There is no turn with the id “${id}”.` : `That turn could not be opened: ${e.message}`;
-    ui.openTurnId.focus();
+    if (!(e instanceof ApiError && e.status === 404)) {
+      noteEl.textContent = `That turn could not be opened: ${e.message}`;
+      input.focus();
+      return;
+    }
+    if (app.mode !== 'watch' || !app.followWait) {
+      noteEl.textContent = `There is no turn with the id “${id}”.`;
+      input.focus();
+      return;
+    }
+  }
+  if (record) {
+    input.value = '';
+    noteEl.textContent = '';
+    await openTurn({ ...record, turn_id: record.turn_id || id });
     return;
   }
-  ui.openTurnNote.textContent = '';
-  ui.openTurnId.value = '';
-  await openTurn({ ...record, turn_id: record.turn_id || id });
+  noteEl.textContent = `Not here yet: waiting up to ${app.followWait} s for turn “${id}” to arrive…`;
+  await followTurn({ turn_id: id, status: 'running', message: '' }, { wait: app.followWait, noteEl, input, byId: true });
 }
 
-/** Follow a running (or paused) turn live: GET /turns/{id}/events from its start, resumed on a cut. */
-async function followTurn(turn) {
-  if (app.busy) return;
+/**
+ * Follow a turn with EventSource: GET /turns/{id}/events from its first event. A running turn
+ * draws node by node; a finished one is drawn from its log; a paused one waits on (resumed
+ * elsewhere, its next run comes on the same stream). `wait`: seconds for a turn not arrived yet.
+ */
+async function followTurn(turn, { wait = 0, noteEl = null, input = null, byId = false, instead = null } = {}) {
+  if (ownRunBusy()) return;
   newConversation({ quiet: true });
   hideHistory();
-  if (turn.message) chat.add('user', turn.message);
-  app.model.outcome = 'running';
+  const id = turn.turn_id;
+  if (!byId) introduce(turn);
+  if (instead) chat.add('system', instead, { variant: 'info' });
+  app.status = wait ? { kind: 'waiting', text: 'Waiting for the turn to arrive', detail: `up to ${wait} s for the first spans of ${id}` } : { kind: 'waiting', text: 'Opening the turn', detail: id };
   setBusy(true);
-  setActivity('Following the turn…');
-  announce(turn.status === 'paused' ? 'Opening a paused turn.' : 'Following a running turn live.');
+  setActivity(wait ? 'Waiting for the turn…' : 'Following the turn…');
+  announce(wait ? 'Waiting for the turn to arrive.' : turn.status === 'paused' ? 'Opening a paused turn.' : 'Following the turn live.');
   const controller = new AbortController();
   app.controller = controller;
+  app.following = { turnId: id, controller };
+  render();
   let replayInstead = false;
+  const mine = () => app.following && app.following.controller === controller;
   try {
-    const result = await resumeStream(turn.turn_id, '', { headers: authHeaders(), signal: controller.signal, onEvent });
-    if (!result.terminal) await reattach(result.lastEventId, result.retry, controller);
+    const result = await followTurnEvents(turnEventsUrl(id, { wait }), {
+      headers: authHeaders(),
+      signal: controller.signal,
+      onEvent: (ev) => {
+        if (!mine()) return;
+        if (app.status) {
+          app.status = null;
+          if (noteEl) noteEl.textContent = '';
+          if (input && input.value.trim() === id) input.value = ''; // it came: the box is free again
+          if (byId) setActivity('Following the turn…');
+        }
+        onEvent(ev);
+        followedState();
+      },
+      onState: (state) => {
+        if (!mine() || app.model.outcome !== 'running') return;
+        if (state === 'reconnecting') {
+          announce('Connection interrupted: reconnecting…');
+          setActivity('Connection interrupted: reconnecting…');
+        } else {
+          setActivity('Following the turn…');
+        }
+      },
+    });
+    if (result.ended === 'aborted' || !mine()) return;
+    if (result.ended === 'reset') replayInstead = true; // the log no longer has what we lack
+    else if (!result.count) showOpenFailure('Nothing to show', new Error('the server sent no event of this turn'), noteEl);
+    else if (app.model.outcome === 'running') showOpenFailure('The stream closed', new Error('the turn’s events stopped before it ended; open it again to read on'));
   } catch (e) {
-    if (controller.signal.aborted) {
-      /* a new conversation took over */
-    } else if ((e instanceof ApiError && (e.status === 409 || e.status === 410)) || (e instanceof StreamUnavailable && !app.model.lastSeq)) {
-      replayInstead = true; // its live log is gone (or it just ended): its stored spans tell it
-    } else if (e instanceof ApiError) {
-      showRequestError(e);
-    } else if (app.model.turnId) {
-      await reattach(e.lastEventId || String(app.model.lastSeq), null, controller);
-    } else {
-      showRequestError(new ApiError(0, 'network', `The turn could not be followed: ${e.message}`));
-    }
+    if (controller.signal.aborted || !mine()) return;
+    if (e instanceof ApiError && (e.status === 409 || e.status === 410) && !instead) replayInstead = true; // its live log is gone: its spans tell it
+    else showOpenFailure(wait ? 'The turn did not arrive' : 'The turn could not be followed', e, noteEl);
   } finally {
-    endRun(controller);
+    if (mine()) {
+      app.following = null;
+      endRun(controller);
+    }
   }
-  if (replayInstead) await replayPastTurn(turn);
+  if (replayInstead) await replayPastTurn(turn, { instead: 'The turn’s live log no longer holds its events: it is replayed from its stored spans.' });
 }
 
-/** Replay a past turn into the same graph, timeline and chat, from its stored spans. */
-async function replayPastTurn(turn) {
-  if (app.busy) return;
+/** While a followed turn is paused (or over) nothing runs: the page is not busy until it resumes. */
+function followedState() {
+  if (app.model.outcome !== 'running') {
+    if (app.busy) setBusy(false);
+    setActivity(null);
+  } else if (!app.busy) {
+    setBusy(true); // resumed (elsewhere): it runs again
+    setActivity('Following the turn…');
+  }
+}
+
+/**
+ * Replay a past turn into the same graph, timeline and chat, from its stored spans. When the
+ * replay is refused before any event (no stored spans, an unknown turn) the turn is followed
+ * from its event log instead, and if that fails too the line above the graph says why.
+ */
+async function replayPastTurn(turn, { instead = null } = {}) {
+  if (ownRunBusy()) return;
   const speed = selectedSpeed();
   newConversation({ quiet: true });
   hideHistory();
-  app.replaying = { turnId: turn.turn_id, speed };
-  if (turn.message) chat.add('user', turn.message);
+  const controller = new AbortController();
+  app.replaying = { turnId: turn.turn_id, speed, controller };
+  introduce(turn);
+  if (instead) chat.add('system', instead, { variant: 'info' });
+  app.status = { kind: 'waiting', text: 'Opening the turn', detail: `replaying ${turn.turn_id} from its stored spans` };
   setBusy(true);
   setActivity('Replaying…');
   announce(`Replaying a past turn${speed === 0 ? '' : ` at ${speed}×`}.`);
-  const controller = new AbortController();
   app.controller = controller;
+  render();
+  let count = 0;
+  let followInstead = null;
   try {
-    const { count } = await replayTurn(turn.turn_id, speed, { headers: authHeaders(), signal: controller.signal, onEvent });
-    if (!count) alertText('That turn has no stored events to replay.');
+    const result = await replayTurn(turn.turn_id, speed, {
+      headers: authHeaders(),
+      signal: controller.signal,
+      onEvent: (ev) => {
+        count++;
+        app.status = null;
+        onEvent(ev);
+      },
+    });
+    if (!controller.signal.aborted && !result.count) showOpenFailure('Nothing to replay', new Error('that turn has no stored events to replay'));
   } catch (e) {
     if (!controller.signal.aborted) {
-      alertText(`The replay failed: ${e.message}`);
-      chat.add('system', `The replay failed: ${e.message}`, { variant: 'error' });
+      if (!count && !instead && e instanceof ApiError && e.status !== 401) followInstead = `The replay from stored spans failed (${e.message}): reading the turn’s event log instead.`;
+      else showOpenFailure(count ? 'The replay stopped' : 'The replay failed', e);
     }
   } finally {
-    if (app.controller === controller) app.controller = null;
-    setBusy(false);
-    setActivity(null);
+    if (app.controller === controller) {
+      app.controller = null;
+      setBusy(false);
+      setActivity(null);
+    }
     // still this replay's turn on screen (not a new conversation started meanwhile)
-    if (app.replaying && app.replaying.turnId === turn.turn_id) app.replayed = { turnId: turn.turn_id };
-    app.replaying = null;
-    render();
+    if (app.replaying && app.replaying.controller === controller) {
+      if (!followInstead) app.replayed = { turnId: turn.turn_id };
+      app.replaying = null;
+      render();
+    }
   }
+  if (followInstead) await followTurn(turn, { instead: followInstead });
 }
 
 function newConversation({ quiet = false } = {}) {
@@ -725,6 +938,8 @@ function newConversation({ quiet = false } = {}) {
   setBusy(false);
   app.replaying = null;
   app.replayed = null;
+  app.following = null;
+  app.status = null;
   render();
   if (quiet) return;
   announce('New conversation.');
@@ -778,7 +993,16 @@ function bind() {
   ui.history.addEventListener('keydown', (ev) => {
     if (ev.key === 'Escape') closeHistory();
   });
-  ui.openTurn.addEventListener('submit', openTurnById);
+  ui.openTurn.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    openTurnById(ui.openTurnId, ui.openTurnNote);
+  });
+  ui.watchRefresh.addEventListener('click', refreshFeed);
+  ui.historyRefresh.addEventListener('click', refreshFeed);
+  ui.followTurn.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    openTurnById(ui.followTurnId, ui.followTurnNote);
+  });
 }
 
 async function init() {

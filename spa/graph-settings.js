@@ -12,7 +12,7 @@ function h(tag, cls, text) {
 }
 
 /**
- * @param ui {subtitle, description, emptyText, suggestions, composer, input, inputLabel}
+ * @param ui {subtitle, description, emptyText, suggestions, composer, input, inputLabel, watch?, chatTitle?}
  * @param graph the normalised graph (graphs.js), or null when the server serves none
  * @param mode 'chat' (a graph to talk to), 'watch' (a relay-only server: no graph, turns only),
  *   'auth' (a token is needed first) or 'none' (the graphs could not be loaded)
@@ -26,6 +26,9 @@ export function applyGraphSettings(ui, graph, { onExample, mode = 'chat' } = {})
   ui.description.textContent = (graph && graph.description) || '';
   ui.description.hidden = !(graph && graph.description);
   ui.composer.hidden = mode !== 'chat';
+  // no graph to talk to (a relay-only server): no message box; the turns its agents send instead
+  if (ui.watch) ui.watch.hidden = !watchOnly;
+  if (ui.chatTitle) ui.chatTitle.textContent = watchOnly ? 'Turns' : 'Chat';
   ui.inputLabel.textContent = title ? `Message to ${title}` : 'Message to the agent';
   ui.input.placeholder = title ? `Message ${title}…` : 'Write a message…';
   const chips = [];
@@ -42,9 +45,9 @@ export function applyGraphSettings(ui, graph, { onExample, mode = 'chat' } = {})
   if (mode === 'auth') {
     ui.emptyText.textContent = 'This server needs an API token: enter it above.';
   } else if (mode === 'none') {
-    ui.emptyText.textContent = 'The graph could not be loaded (the note above says why). Turns can still be opened from Past turns.';
+    ui.emptyText.textContent = 'The graph could not be loaded (the note above says why). Turns can still be opened from Turns.';
   } else if (watchOnly) {
-    ui.emptyText.textContent = 'This server runs no graph of its own: it watches turns only (spans it receives over OTLP). Open a turn from Past turns, or by its id.';
+    ui.emptyText.textContent = 'This server runs no graph of its own: it watches turns only. Open one above: its graph, messages and timeline appear as its spans arrive.';
   } else if (chips.length) {
     ui.emptyText.textContent = `Ask ${title || 'the agent'} something, or try an example:`;
   } else {

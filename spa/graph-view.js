@@ -65,6 +65,8 @@ export class GraphView {
   setTopology(topology, direction = 'LR', groups = null) {
     const groupKeys = groups ? [...groups].map(([id, list]) => [id, list.map((e) => e.key)]) : [];
     const key = JSON.stringify(topology ? [topology.nodes, topology.edges, direction, groupKeys] : null);
+    // a graph discovered from the spans (no topology was sent): drawn as such (dashed edges)
+    this.svg.classList.toggle('graph-discovered', !!(topology && topology.discovered));
     if (key === this.key) return false;
     this.key = key;
     const svg = this.svg;
@@ -78,6 +80,7 @@ export class GraphView {
     const l = layoutGraph(topology, { direction, groups });
     this.layout = l;
     svg.dataset.direction = l.direction || direction;
+    svg.dataset.empty = l.nodes.length ? 'false' : 'true'; // nothing to draw: no box of the graph's size
     if (!l.nodes.length) {
       svg.setAttribute('viewBox', '0 0 10 10');
       svg.setAttribute('width', '0');

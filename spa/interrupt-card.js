@@ -281,3 +281,67 @@ export function renderInterruptCard(interrupts, { onResume }) {
   });
   return handle;
 }
+
+/** What one interrupt asks, without any control to answer it (a read-only card). */
+function askedPart(desc, index, count) {
+  const part = h('section', 'interrupt-part');
+  part.dataset.kind = desc.kind;
+  if (count > 1) part.appendChild(h('h4', 'interrupt-head', `Request ${index + 1} of ${count}`));
+  if (desc.kind === 'approval') {
+    part.appendChild(approvalBlock(desc));
+  } else if (desc.actions) {
+    const n = desc.actions.length;
+    part.appendChild(h('p', 'approval-lead', n > 1 ? `The agent wants to run ${n} actions:` : 'The agent wants to run this action:'));
+    desc.actions.forEach((a, k) => {
+      const box = h('div', 'hitl-action');
+      box.dataset.action = a.name;
+      const head = h('p', 'hitl-legend');
+      if (n > 1) head.appendChild(document.createTextNode(`Action ${k + 1} of ${n}: `));
+      head.appendChild(h('code', 'tool-name', a.name));
+      box.appendChild(head);
+      if (a.description) box.appendChild(h('p', 'approval-note hitl-description', a.description));
+      const dl = argsList(a.args);
+      if (dl) box.appendChild(dl);
+      box.appendChild(h('p', 'approval-note', `Allowed: ${a.decisions.map((d) => (DECISION_TEXT[d] || d).toLowerCase()).join(', ')}`));
+      part.appendChild(box);
+    });
+  } else {
+    part.appendChild(h('p', 'approval-lead', 'The agent is waiting for an answer to:'));
+    part.appendChild(h('pre', 'approval-raw', pretty(desc.value)));
+  }
+  return part;
+}
+
+/** The words of a pause this page cannot answer, when the server gave none. */
+export const RESUME_ELSEWHERE = 'The agent that runs this turn is in another process: answer it there (this page cannot resume it). This view goes on when the turn resumes.';
+
+/**
+ * The card of a pause that this page cannot resume (the paused event's resume.path is null: the
+ * agent runs in another process, or the server has no route to resume it): what the graph asks,
+ * and `message` (the server's words on where to resume), no button and no form.
+ * Returns {card, wait, progress: null} like renderInterruptCard.
+ */
+export function renderInterruptNotice(interrupts, { message } = {}) {
+  const descs = describeInterrupts(interrupts);
+  const n = ++serial;
+  const card = h('article', 'msg msg-agent approval-card approval-elsewhere');
+  card.tabIndex = -1;
+  card.dataset.kind = descs.length === 1 ? descs[0].kind : 'several';
+  card.dataset.resumable = 'false';
+  const heading = h('h3', 'approval-title', asksApproval(descs) ? 'Approval needed' : 'Input needed');
+  heading.id = `interrupt-${n}-title`;
+  card.setAttribute('aria-labelledby', heading.id);
+  card.appendChild(heading);
+  descs.forEach((d, i) => card.appendChild(askedPart(d, i, descs.length)));
+  if (!descs.length) card.appendChild(h('p', 'approval-lead', 'The turn paused for a person.'));
+  const text = typeof message === 'string' && message.trim() ? message.trim() : RESUME_ELSEWHERE;
+  const note = h('p', 'resume-elsewhere', text);
+  note.id = `interrupt-${n}-where`;
+  card.setAttribute('aria-describedby', note.id);
+  const row = h('div', 'approval-buttons');
+  const wait = h('span', 'approval-wait');
+  wait.setAttribute('aria-hidden', 'true');
+  row.append(wait);
+  card.append(note, row);
+  return { card, wait, progress: null, descs };
+}

@@ -6,11 +6,16 @@ import { describeInterrupts, asksApproval, pauseDetail } from './interrupts.js';
 
 /**
  * @param model a TurnModel
- * @param opts {pausedAt (client ms when the pause began, or null), pauseKind ('approval' | 'input'), now}
+ * @param opts {pausedAt (client ms when the pause began, or null), pauseKind ('approval' | 'input'), now,
+ *   status: what the page is doing about a turn it opens, or why it could not: {kind: 'waiting' | 'failed',
+ *   text, detail} (or null). It is the line while the turn has shown nothing, and while it is unfinished.}
  * @returns {outcome, text, detail}
  */
-export function outcomeLine(model, { pausedAt = null, pauseKind = 'approval', now = Date.now() } = {}) {
+export function outcomeLine(model, { pausedAt = null, pauseKind = 'approval', now = Date.now(), status = null } = {}) {
   const m = model;
+  if (status && status.text && (!m.runs.length || m.outcome === null || (m.outcome === 'running' && status.kind === 'failed'))) {
+    return { outcome: status.kind === 'waiting' ? 'waiting' : 'error', text: status.text, detail: status.detail || '' };
+  }
   const outcome = m.outcome || 'none';
   let text = OUTCOME_TEXT[outcome] || outcome;
   let detail = '';

@@ -18,7 +18,7 @@ function nsOf(inst) {
 }
 
 /**
- * @returns {{topology: {graph_id, nodes, edges}, groups: Map<string, Array<{key, node, namespace, path,
+ * @returns {{topology: {graph_id, nodes, edges, discovered?}, groups: Map<string, Array<{key, node, namespace, path,
  *   label, depth}>>, discovered: string[]}}
  *   groups: per top-level node, its inner nodes depth first (an inner subgraph's nodes right after
  *   the node that holds them), siblings in the order they first started; `depth` is 0 for a direct
@@ -67,7 +67,11 @@ export function drawnGraph(topology, instances) {
     groups.set(top, list);
   }
   for (const id of discovered) nodes.push({ id, label: id, discovered: true });
-  return { topology: { graph_id: topo ? topo.graph_id ?? null : null, nodes, edges }, groups, discovered };
+  // `discovered` on the topology: the whole graph is what the spans showed so far (no topology
+  // was sent); `discovered` of the result: the nodes this drawing adds to the topology.
+  const drawn = { graph_id: topo ? topo.graph_id ?? null : null, nodes, edges };
+  if (topo && topo.discovered) drawn.discovered = true;
+  return { topology: drawn, groups, discovered };
 }
 
 /** The label of an inner node with its enclosing nodes: "research › agent › tools". */

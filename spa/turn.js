@@ -30,7 +30,8 @@ export class TurnModel {
   reset() {
     this.turnId = null;
     this.threadId = null;
-    this.topology = null; // {graph_id, nodes, edges}
+    this.topology = null; // {graph_id, nodes, edges, discovered}
+    this.discovered = false; // the topology is what the spans showed so far (no topology was sent)
     this.instances = []; // every node execution, in start order
     this.bySpan = new Map(); // span_id -> instance
     this.runs = []; // {kind, traceId, startTs, endTs, terminal}
@@ -39,6 +40,7 @@ export class TurnModel {
     this.response = null; // the last ChatResponse
     this.interrupts = [];
     this.resumeHint = null;
+    this.resumeMessage = null; // the paused event's words on where to resume, when it gave some
     this.error = null; // {code, message, node, retryable}
     this.humanWaitMs = null;
     this.tools = new Map(); // span_id -> {tool, label, node, call_id, running, status, duration_ms, ts}
@@ -93,6 +95,8 @@ export class TurnModel {
     switch (ev.type) {
       case 'graph_topology':
         return this._topology(ev);
+      case 'graph_discovered':
+        return this._discoveredGraph(ev);
       case 'node_started':
         return this._nodeStarted(ev);
       case 'node_completed':
@@ -133,6 +137,8 @@ export class TurnModel {
       for (const e of edges) if (!keys.has(`${e.source}\u0000${e.target}`)) this.topology.edges.push(e);
       if (ev.graph_id != null) this.topology.graph_id = ev.graph_id;
     }
+    if (ev.discovered === true) this.discovered = true;
+    this.topology.discovered = this.discovered;
     const current = this.currentRun();
     if (!current || current.terminal !== null || current.traceId !== (ev.trace_id || null)) {
       this._startRun(ev.run_kind || (this.runs.length ? 'resume' : 'chat'), ev.trace_id, ev.ts);
@@ -141,6 +147,21 @@ export class TurnModel {
     this.terminal = false;
     this.error = null;
     this.interrupts = [];
+    return true;
+  }
+
+  /**
+   * graph_discovered: the whole graph the spans have shown so far (an agent that sends no
+   * topology). It replaces the drawn topology; node states live in the instances, so every
+   * node keeps the state it has. A node the new graph lacks but that ran is still drawn
+   * (subgraphs.js adds nodes seen in events).
+   */
+  _discoveredGraph(ev) {
+    const nodes = Array.isArray(ev.nodes) ? ev.nodes.filter((n) => n && typeof n === 'object' && n.id !== undefined && n.id !== null) : [];
+    const edges = Array.isArray(ev.edges) ? ev.edges.filter((e) => e && typeof e === 'object' && e.source != null && e.target != null) : [];
+    const graphId = ev.graph_id ?? (this.topology ? this.topology.graph_id : null);
+    this.discovered = true;
+    this.topology = { graph_id: graphId, nodes: nodes.slice(), edges: edges.slice(), discovered: true };
     return true;
   }
 
@@ -247,6 +268,9 @@ export class TurnModel {
     this.terminal = false;
     this.interrupts = Array.isArray(ev.interrupts) ? ev.interrupts : [];
     this.resumeHint = ev.resume && typeof ev.resume === 'object' ? ev.resume : null;
+    // why (and where) to resume, when the page cannot: the resume's own words, else the event's
+    const said = [this.resumeHint && this.resumeHint.message, ev.message].find((x) => typeof x === 'string' && x.trim());
+    this.resumeMessage = said ? said.trim() : null;
     return true;
   }
 

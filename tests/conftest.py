@@ -87,7 +87,7 @@ def lag_after_end_recorded(server: LiveServer, seconds: float,
     turn record and its task letting go of the thread: the record's worker thread sleeps
     after the write. A client that acts the moment it reads the run's terminal event (a
     resume, the thread's next message) lands in that window every time."""
-    store = server.relay.turns
+    store = server.relay.turns.inner  # the store under the turn feed (relay/turns/feed.py)
     write = store._update
 
     def update(turn_id: str, changes: dict[str, Any]) -> None:

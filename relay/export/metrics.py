@@ -11,6 +11,9 @@ instrument is a no-op (no cost on the hot path). The instruments:
   ``handoff`` (told to reconnect);
 - ``relay.spans.dropped`` (observable counter): spans the processor could not hand on;
 - ``relay.export.failures`` (counter): OTLP export batches that failed;
+- with the OTLP receiver, ``relay.otlp.spans`` (observable counter, by ``outcome``):
+  spans ``received``, ``accepted``, ``duplicates``, ``rejected``, ``expired`` (never met
+  their run's root), ``late`` (came after their run ended), ``stored``, ...;
 - with the Redis bus, ``relay.bus.unwritten`` (observable gauge): events published here
   and not in Redis yet, and ``relay.bus.lost`` (observable counter): events that left the
   local log before they reached Redis (other instances' readers meet them as a gap).
@@ -19,7 +22,7 @@ instrument is a no-op (no cost on the hot path). The instruments:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, NoOpMeterProvider, Observation
@@ -37,7 +40,7 @@ class RelayMetrics:
     def __init__(self, provider: MeterProvider | None = None,
                  dropped: Callable[[], int] = lambda: 0, bus: Bus | None = None) -> None:
         self.enabled = provider is not None
-        meter = (provider or NoOpMeterProvider()).get_meter("span-relay")
+        meter = self._meter = (provider or NoOpMeterProvider()).get_meter("span-relay")
         self.open_streams = meter.create_up_down_counter(
             "relay.streams.open", description="streams open now")
         self.events = meter.create_counter(
@@ -65,6 +68,16 @@ class RelayMetrics:
                                           description="events not in Redis yet")
             meter.create_observable_counter("relay.bus.lost", callbacks=[observe_lost],
                                             description="events that never reached Redis")
+
+    def observe_receiver(self, stats: Callable[[], Mapping[str, int]]) -> None:
+        """``relay.otlp.spans``: the OTLP receiver's span counts, by outcome."""
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            for outcome, count in stats().items():
+                yield Observation(count, {"outcome": outcome})
+
+        self._meter.create_observable_counter(
+            "relay.otlp.spans", callbacks=[observe],
+            description="spans the OTLP receiver took, by outcome (late: after their run)")
 
     def published(self, event: Event) -> None:
         if self.enabled:

@@ -14,6 +14,7 @@ from relay.export.metrics import RelayMetrics
 from relay.langgraph.agent import GraphAgent
 from relay.settings import RelaySettings
 from relay.store import SpanStore
+from relay.turns.feed import TurnFeed
 from relay.turns.messages import SQLiteMessageStore
 from relay.turns.records import TurnStore
 from relay.turns.runs import RunManager
@@ -28,6 +29,8 @@ class RelayParts(Protocol):
     settings: RelaySettings
     bus: Bus
     turns: TurnStore
+    #: every change of a turn's status (GET /turns as a stream, ?wait=)
+    feed: TurnFeed
     runs: RunManager
     streams: Streams
     store: SpanStore
@@ -47,3 +50,7 @@ class RelayParts(Protocol):
     require_bus: Callable[..., Any]
 
     async def readiness_problems(self) -> list[str]: ...
+
+    def resume_route(self, graph_id: str) -> str | None:
+        """The resume route this server offers for a run of ``graph_id`` (None: none)."""
+        ...

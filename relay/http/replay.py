@@ -59,7 +59,7 @@ async def load_turn_events(relay: RelayParts, turn_id: str) -> list[Event]:
         await asyncio.to_thread(processor.force_flush, 5000)
     state, spans = await asyncio.to_thread(store.turn_spans, turn_id)
     if state == "stored":
-        return replay_events(spans)
+        return replay_events(spans, relay.resume_route)
     retention = (f"RELAY_STORE_RETENTION_S={relay.settings.store_retention_s:g}, "
                  f"RELAY_STORE_MAX_TURNS={relay.settings.store_max_turns}")
     if state == "expired":

@@ -10,7 +10,9 @@ receiver is on) and the SPA's files at ``/``. The run endpoints (``POST /chat``,
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import JSONResponse, Response
@@ -28,9 +30,35 @@ from relay.http.parts import RelayParts
 from relay.http.replay import replay_response
 from relay.http.requests import parse_cursor, read_json_object
 from relay.http.spa import add_spa_routes
+from relay.http.turn_feed import feed_response
 from relay.turns.messages import RATINGS
-from relay.turns.records import PAUSED
+from relay.turns.records import PAUSED, TurnRecord, id_key
 from relay.turns.recovery import outcome_delivered, settle_outcome, terminal_event
+
+#: the longest ``?wait=`` of ``GET /turns/{id}/events``, in seconds
+MAX_WAIT_S = 300.0
+#: how often a waiting reader looks again for a turn another instance may have begun
+WAIT_RECHECK_S = 0.5
+
+
+async def turn_arrival(relay: RelayParts, turn_id: str, wait_s: float) -> None:
+    """Return once the turn exists (its record, or its log on the bus), or after
+    ``wait_s``. Woken by the turn feed as this instance records the turn; looks again
+    every :data:`WAIT_RECHECK_S` for one another instance records (a shared store)."""
+    key = id_key(turn_id)
+    deadline = asyncio.get_running_loop().time() + wait_s
+    with relay.feed.watch(lambda record: record.turn_key == key) as watcher:
+        while True:
+            if relay.bus.has_turn(turn_id):
+                return
+            with contextlib.suppress(StoreUnavailable):
+                if await relay.turns.get(turn_id) is not None:
+                    return
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return
+            await watcher.next(min(left, WAIT_RECHECK_S))
+
 
 # -- the router ------------------------------------------------------------------------
 
@@ -47,9 +75,12 @@ def build_router(relay: RelayParts) -> APIRouter:
                                  "reconnecting"},
                            **error_responses(400, 401, 404, 410, 422)})
     async def turn_events(request: Request, turn_id: str,
-                          after: int | None = Query(default=None, ge=0)) -> Response:
+                          after: int | None = Query(default=None, ge=0),
+                          wait: float = Query(default=0, ge=0, le=MAX_WAIT_S)) -> Response:
         cursor = parse_cursor(request, after)
         agui = agui_query(request)  # ?format=agui: AG-UI 1.0 events (relay/agui.py)
+        if wait:  # ?wait=S: a turn that has not arrived yet (its spans are on their way)
+            await turn_arrival(relay, turn_id, wait)
         try:
             record = await relay.turns.get(turn_id)  # the id in any spelling of a UUID
         except StoreUnavailable:
@@ -74,7 +105,10 @@ def build_router(relay: RelayParts) -> APIRouter:
                            headers={"Retry-After": "2"}) from None
         if not relay.bus.has_turn(turn_id):
             if record is None:
-                raise ApiError(404, "unknown_turn", "There is no such turn.")
+                raise ApiError(404, "unknown_turn",
+                               "There is no such turn. (A turn received over OTLP appears "
+                               "when its first spans have come and settled: ?wait=S waits "
+                               "up to S seconds for it.)")
             if record.status != PAUSED:  # over, or died with its process: say how it ended
                 record = await settle_outcome(relay.turns, record, cursor)
                 if outcome_delivered(record, cursor):
@@ -118,15 +152,32 @@ def build_router(relay: RelayParts) -> APIRouter:
         return JSONResponse(record.public())
 
     @router.get("/turns", dependencies=auth, tags=["turns"],
-                responses=error_responses(401, 422))
-    async def turns(thread_id: str | None = None,
+                responses={200: {"description": "The turns (JSON); with Accept: "
+                                 "text/event-stream, the list and then each change, live",
+                                 "content": {SSE: {"schema": {"type": "string"}}}},
+                           **error_responses(401, 422)})
+    async def turns(request: Request, thread_id: str | None = None,
                     limit: int = Query(default=20, ge=1, le=200),
                     before: float | None = None, graph: str | None = None,
                     status: str | None = Query(default=None, pattern="^(running|paused|"
                                                "answered|refused|error|cancelled|"
-                                               "interrupted)$")) -> JSONResponse:
-        records = await relay.turns.list(thread_id, limit, before, graph=graph or None,
-                                         status=status)
+                                               "interrupted)$")) -> Response:
+        """The turns, newest first; with ``Accept: text/event-stream``, the same list and
+        then every change of a turn's status, live (relay/delivery/turn_feed.py)."""
+        def listed() -> Any:
+            return relay.turns.list(thread_id, limit, before, graph=graph or None,
+                                    status=status)
+
+        if SSE in (request.headers.get("accept") or ""):
+            def accepts(record: TurnRecord) -> bool:
+                return ((thread_id is None or record.thread_key == id_key(thread_id))
+                        and (not graph or record.graph == graph)
+                        and (status is None or record.status == status))
+
+            return feed_response(relay.feed, listed, accepts,
+                                 heartbeat_s=relay.settings.heartbeat_s,
+                                 retry_ms=relay.settings.retry_ms, closing=relay.closing)
+        records = await listed()
         return JSONResponse({"turns": [r.public() for r in records],
                              # the next page: ?before=next_before (None on the last page)
                              "next_before": records[-1].started_at

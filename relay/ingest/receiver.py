@@ -22,6 +22,17 @@ markers").
 - A turn that this relay runs itself (the in-process processor publishes it) is never
   published again from received spans: an agent that exports its spans to the relay
   that also runs it in-process would otherwise stream every event twice.
+- Settle window (``settle_s``, RELAY_OTLP_SETTLE_MS): exporters race (one request per
+  span, sent concurrently, as the Node.js SDK's ``SimpleSpanProcessor`` does), so spans
+  of a trace wait ``settle_s`` from the first one's arrival and are then fed together in
+  the order they ran. A run root also waits ``settle_s`` from its own arrival, for the
+  children that are still on their way, unless it says how many spans its trace has
+  (``relay.run.span_count``) and that many have come. Spans of a trace whose run has
+  ended are late: counted in ``stats["late"]`` (the ``relay.otlp.spans`` metric) and
+  logged; they are stored, and streamed no more.
+- Runs of other instrumentations are keyed by trace id (or continue the paused turn they
+  resume, :mod:`relay.mapping.links`); the store indexes them as the mapping reports them
+  (:meth:`relay.store.SpanStore.index_runs`), so replay and ``GET /turns`` find them.
 """
 
 from __future__ import annotations
@@ -38,9 +49,12 @@ from typing import TYPE_CHECKING
 from relay import conventions as c
 from relay import events as ev
 from relay.events import Event
+from relay.ingest.bounded import Seen, bounded_add
+from relay.ingest.store_writer import StoreWriter
 from relay.mapping import MappingState, can_start_run
 from relay.mapping.feed import END, Phase, as_live, feed, ordered_phases
 from relay.spans import SpanRecord
+from relay.store import RunIndex
 
 if TYPE_CHECKING:
     from relay.bus.base import Bus
@@ -49,29 +63,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("relay.receiver")
 
-#: how many spans one store write takes at most
-STORE_BATCH = 2000
-
-
-class _Seen:
-    """A bounded set: two generations, the older dropped when the newer fills."""
-
-    def __init__(self, capacity: int) -> None:
-        self.half = max(1, capacity // 2)
-        self.new: set[str] = set()
-        self.old: set[str] = set()
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.new or key in self.old
-
-    def add(self, key: str) -> None:
-        self.new.add(key)
-        if len(self.new) >= self.half:
-            self.old, self.new = self.new, set()
-
-    def __len__(self) -> int:
-        return len(self.new) + len(self.old)
-
 
 @dataclasses.dataclass(slots=True)
 class _Pending:
@@ -79,28 +70,44 @@ class _Pending:
     spans: list[SpanRecord] = dataclasses.field(default_factory=list)
 
 
+@dataclasses.dataclass(slots=True)
+class _Window:
+    """Spans of one trace waiting out the settle window."""
+
+    deadline: float
+    spans: list[SpanRecord] = dataclasses.field(default_factory=list)
+    expected: int | None = None  # the root's relay.run.span_count
+    timer: asyncio.TimerHandle | None = None
+
+
 class OTLPReceiver:
     def __init__(self, bus: Bus, turns: TurnStore, store: SpanStore,
                  running: Callable[[str], bool], *, pending_spans: int = 10_000,
                  pending_s: float = 600.0, dedup_spans: int = 200_000,
                  store_backlog: int = 50_000, max_turns: int = 10_000,
-                 root_wait_s: float = 10.0) -> None:
+                 root_wait_s: float = 10.0, settle_s: float = 0.25,
+                 resume_route: Callable[[str], str | None] | None = None) -> None:
         self.bus = bus
         self.turns = turns
         self.store = store
         self.running = running  # is this turn run by this relay itself?
         self.state = MappingState()
+        self.state.resume_route = resume_route or (lambda graph_id: None)
+        self.state.notes = []  # foreign runs begun and ended: the store's index
+        self.settle_s = settle_s
+        self._windows: dict[str, _Window] = {}
+        self._counts: OrderedDict[str, int] = OrderedDict()  # spans received, per trace
+        self._finished: OrderedDict[str, None] = OrderedDict()  # traces whose run ended
+        #: turn -> its user message, for its record (bounded, oldest dropped)
+        self._messages: OrderedDict[str, str] = OrderedDict()
+        self._records: deque[list[Event]] = deque()  # for the turn records, in order
+        self._records_task: asyncio.Task[None] | None = None
         self.pending_spans = pending_spans
         self.pending_s = pending_s
-        self.store_backlog = store_backlog
         self.max_turns = max_turns
-        self._seen = _Seen(dedup_spans)
+        self._seen = Seen(dedup_spans)
         self._pending: OrderedDict[str, _Pending] = OrderedDict()
         self._pending_count = 0
-        self._store_queue: deque[SpanRecord] = deque()
-        self._store_wake: asyncio.Event | None = None
-        self._store_task: asyncio.Task[None] | None = None
-        self._storing = 0
         self.root_wait_s = root_wait_s
         self._deferred: dict[str, tuple[float, SpanRecord]] = {}  # trace -> its root's end
         self._sweeper: asyncio.Task[None] | None = None
@@ -108,13 +115,13 @@ class OTLPReceiver:
         self._ignored: OrderedDict[str, None] = OrderedDict()  # traces of turns run here
         self.stats = {"received": 0, "accepted": 0, "duplicates": 0, "rejected": 0,
                       "expired": 0, "events": 0, "stored": 0, "store_failures": 0,
-                      "mapping_failures": 0}
+                      "mapping_failures": 0, "late": 0}
+        self._writer = StoreWriter(store, store_backlog, self.stats)
 
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._store_wake = asyncio.Event()
-        self._store_task = asyncio.create_task(self._store_writer(), name="otlp store writer")
+        self._writer.start()
         self._sweeper = asyncio.create_task(self._sweep_loop(), name="otlp receiver sweep")
 
     async def _sweep_loop(self) -> None:
@@ -125,34 +132,32 @@ class OTLPReceiver:
                 await self.remember(self._publish(events))
 
     async def stop(self, timeout: float = 5.0) -> None:
-        task, self._store_task = self._store_task, None
-        if task is None:
+        if not self._writer.started:
             return
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
             self._sweeper = None
+        for trace_id in list(self._windows):  # what waits out its window goes out now
+            self._flush(trace_id)
         deadline = time.monotonic() + timeout
-        while (self._store_queue or self._storing) and time.monotonic() < deadline:
-            assert self._store_wake is not None
-            self._store_wake.set()
-            await asyncio.sleep(0.02)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        if self._records_task is not None:  # the turn records of what went out
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._records_task), timeout)
+        await self._writer.stop(max(0.0, deadline - time.monotonic()))
 
     # -- admission ------------------------------------------------------------------------
 
     def unavailable(self) -> str | None:
         """Why the relay cannot take spans now (HTTP 503 / gRPC UNAVAILABLE), or None."""
-        if self._store_task is None:
+        if not self._writer.started:
             return "the OTLP receiver is not started"
         return self.bus.unavailable()
 
     def busy(self, count: int) -> bool:
         """True when ``count`` more spans would overflow the store queue (HTTP 429)."""
-        return len(self._store_queue) + count > self.store_backlog
+        return self._writer.busy(count)
 
     # -- the work (on the event loop, no I/O) ---------------------------------------------
 
@@ -170,9 +175,7 @@ class OTLPReceiver:
         if not fresh:
             return []
         self.stats["accepted"] += len(fresh)
-        self._store_queue.extend(fresh)
-        if self._store_wake is not None:
-            self._store_wake.set()
+        self._writer.put(fresh)
         by_trace: dict[str, list[SpanRecord]] = {}
         for record in fresh:
             if c.START_OF in record.attributes:  # a marker after its span: nothing to add
@@ -181,10 +184,82 @@ class OTLPReceiver:
                         not any(r.span_id == started for r in fresh):
                     continue
             by_trace.setdefault(record.trace_id, []).append(record)
+        if self.settle_s <= 0:
+            return self._publish(self._take(by_trace) + self.sweep())
+        now = time.monotonic()
+        for trace_id, spans in by_trace.items():
+            if trace_id in self._ignored:
+                continue
+            self._wait(trace_id, spans, now)
+        return []
+
+    def _wait(self, trace_id: str, spans: list[SpanRecord], now: float) -> None:
+        """Spans of a trace into its settle window; the window goes out at its deadline,
+        or at once when the root's span count is reached."""
+        window = self._windows.get(trace_id)
+        if window is None:
+            window = self._windows[trace_id] = _Window(now + self.settle_s)
+        window.spans += spans
+        received = self._counts.pop(trace_id, 0) + len(spans)
+        self._counts[trace_id] = received
+        while len(self._counts) > self.max_turns:
+            self._counts.popitem(last=False)
+        for record in spans:
+            if record.parent_span_id is None or c.TURN_ID in record.attributes:
+                window.deadline = max(window.deadline, now + self.settle_s)
+                count = record.attributes.get(c.RUN_SPAN_COUNT)
+                if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+                    window.expected = count
+        if window.expected is not None and received >= window.expected:
+            self._flush(trace_id)
+            return
+        if window.timer is not None:
+            window.timer.cancel()
+        loop = asyncio.get_running_loop()
+        window.timer = loop.call_at(loop.time() + max(0.0, window.deadline - now),
+                                    self._flush, trace_id)
+
+    def _flush(self, trace_id: str) -> None:
+        """A window is over: its spans are mapped and published, their records kept."""
+        window = self._windows.pop(trace_id, None)
+        if window is None:
+            return
+        if window.timer is not None:
+            window.timer.cancel()
+        published = self._publish(self._take({trace_id: window.spans}) + self.sweep())
+        self._queue_records(published)
+
+    def _queue_records(self, events: list[Event]) -> None:
+        if not events:
+            return
+        self._records.append(events)
+        if self._records_task is None:
+            self._records_task = asyncio.get_running_loop().create_task(
+                self._write_records(), name="otlp turn records")
+
+    async def _write_records(self) -> None:
+        try:
+            while self._records:
+                await self.remember(self._records.popleft())
+        finally:
+            self._records_task = None
+
+    def _take(self, by_trace: dict[str, list[SpanRecord]]) -> list[Event]:
+        """Map spans, trace by trace: fed when their trace's run is followed, else kept
+        until a span that starts a run arrives."""
         events: list[Event] = []
         for trace_id, spans in by_trace.items():
-            if trace_id in self._ignored or trace_id in self.state.ended:
+            if trace_id in self._ignored:
                 continue
+            if trace_id in self._finished or trace_id in self.state.ended:
+                late = [s for s in spans if s.attributes.get(c.OPERATION) != c.OP_SAVE_MESSAGE]
+                if late:
+                    self.stats["late"] += len(late)
+                    log.warning("relay: %d span(s) of trace %s arrived after its run ended "
+                                "(stored, not streamed): raise RELAY_OTLP_SETTLE_MS, or "
+                                "export sooner", len(late), trace_id)
+                if trace_id in self.state.ended:
+                    continue
             if trace_id in self.state.runs:
                 events += self._feed(spans)
                 continue
@@ -198,8 +273,33 @@ class OTLPReceiver:
                 del self._pending[trace_id]
                 self._pending_count -= len(pending.spans)
                 events += self._feed(pending.spans)
-        events += self.sweep()
-        return self._publish(events)
+        self._index_noted()
+        return events
+
+    def _index_noted(self) -> None:
+        """The foreign runs the mapping began or ended: into the store's index queue."""
+        notes = self.state.notes
+        if not notes:
+            return
+        for what, run, record in notes:
+            if run.message:
+                self._messages[run.turn_id] = run.message
+                while len(self._messages) > self.max_turns:
+                    self._messages.popitem(last=False)
+            if not run.foreign:  # our roots say it themselves: indexed as they are stored
+                continue
+            ended = what == "end"
+            outcome = None
+            if ended:
+                outcome = "paused" if run.paused else \
+                    "error" if record.status == "error" else "answered"
+            self._writer.index(RunIndex(
+                turn_id=run.turn_id, trace_id=run.trace_id, root_span_id=run.root_span_id,
+                run_kind=run.kind, thread_id=run.thread_id, message=run.message,
+                start_ns=run.started_ns or record.start_ns,
+                end_ns=(record.end_ns or record.start_ns) if ended else None,
+                outcome=outcome))
+        notes.clear()
 
     def _feed(self, spans: list[SpanRecord]) -> list[Event]:
         trace_id = spans[0].trace_id if spans else ""
@@ -251,6 +351,7 @@ class OTLPReceiver:
                 log.warning("relay: run of trace %s ends without spans it announced "
                             "(never received)", trace_id)
                 events += self._mapped([(record, END, None)])
+        self._index_noted()
         while self._pending:
             trace_id, pending = next(iter(self._pending.items()))
             if self._pending_count <= self.pending_spans and now - pending.since < self.pending_s:
@@ -273,9 +374,11 @@ class OTLPReceiver:
                 if self.running(event.turn_id) or bus.has_turn(event.turn_id):
                     log.warning("relay: received spans of turn %s, which this relay runs "
                                 "itself; not published twice", event.turn_id)
-                    _bounded_add(self._ignored, event.trace_id, self.max_turns)
+                    bounded_add(self._ignored, event.trace_id, self.max_turns)
                     continue
-                _bounded_add(self._owned, event.turn_id, self.max_turns)
+                bounded_add(self._owned, event.turn_id, self.max_turns)
+            if event.is_run_terminal:
+                bounded_add(self._finished, event.trace_id, self.max_turns)
             published.append(bus.publish(event))
         self.stats["events"] += len(published)
         return published
@@ -286,32 +389,4 @@ class OTLPReceiver:
         """Keep GET /turns/{id} in step with received turns."""
         from relay.turns.foreign import record_received_events
 
-        await record_received_events(self.turns, events)
-
-    # -- the store ------------------------------------------------------------------------
-
-    async def _store_writer(self) -> None:
-        assert self._store_wake is not None
-        store = self.store
-        while True:
-            await self._store_wake.wait()
-            self._store_wake.clear()
-            while self._store_queue:
-                batch = [self._store_queue.popleft()
-                         for _ in range(min(STORE_BATCH, len(self._store_queue)))]
-                self._storing = len(batch)
-                try:
-                    await asyncio.to_thread(store.write, batch)
-                    self.stats["stored"] += len(batch)
-                except Exception:
-                    self.stats["store_failures"] += len(batch)
-                    log.exception("relay: could not store %d received span(s)", len(batch))
-                finally:
-                    self._storing = 0
-
-
-def _bounded_add(items: OrderedDict[str, None], key: str, limit: int) -> None:
-    items[key] = None
-    items.move_to_end(key)
-    while len(items) > limit:
-        items.popitem(last=False)
+        await record_received_events(self.turns, events, self._messages)

@@ -9,7 +9,8 @@ Bottom up: ``rules`` (what a span is), ``state`` (what is remembered between spa
 path uses).
 """
 
-from relay.mapping.engine import map_span, map_span_event
+from relay.mapping.deltas import map_span_event
+from relay.mapping.engine import map_span
 from relay.mapping.feed import feed
 from relay.mapping.rules import can_start_run, classify
 from relay.mapping.state import MappingState

@@ -19,8 +19,18 @@ from typing import Any
 from relay import conventions as c
 from relay import events as ev
 from relay.events import Event
-from relay.mapping.rules import GENAI_OUTPUT_MESSAGES, OI_OUTPUT, TL_OUTPUT, json_attr
-from relay.mapping.state import Run, ms
+from relay.mapping.discovery import discovered
+from relay.mapping.interrupts import interrupts_in
+from relay.mapping.rules import (
+    GENAI_INPUT_MESSAGES,
+    GENAI_OUTPUT_MESSAGES,
+    OI_INPUT,
+    OI_OUTPUT,
+    TL_INPUT,
+    TL_OUTPUT,
+    json_attr,
+)
+from relay.mapping.state import MappingState, Open, PausedTurn, Run, ms
 from relay.spans import SpanRecord
 
 # -- our runs ----------------------------------------------------------------------------
@@ -63,16 +73,41 @@ def root_end(run: Run, record: SpanRecord) -> list[Event]:
     })]
 
 
+def discovery_end(state: MappingState, run: Run, record: SpanRecord) -> list[Event]:
+    """At one of our run roots' end: a discovered graph gets its ``__end__`` when the run
+    answered; when it paused, the graph waits on the thread for the resume (which carries
+    the same turn id). (A foreign run's end: :func:`foreign_end`.)"""
+    discovery = run.discovery
+    if discovery is None:
+        return []
+    outcome = record.attributes.get(c.TURN_OUTCOME)
+    end = record.end_ns or record.start_ns
+    if outcome == "paused":
+        state.pause(run.thread_id, PausedTurn(run.turn_id, set(), discovery, end, ""))
+        return []
+    if outcome in ("answered", "refused") and discovery.ended():
+        return [discovered(discovery, run.event, end)]
+    return []
+
+
 def _how_to_resume(run: Run, interrupts: list[dict[str, Any]]) -> dict[str, Any]:
+    """How to resume: the route the serving process offers, or, where it offers none
+    (the agent runs in another process), ``path: null`` and a ``message`` that says so."""
     if len(interrupts) == 1:
         value: Any = "<your answer to the interrupt>"
     else:
         value = {str(i.get("id")): "<your answer>" for i in interrupts}
-    return {
-        "method": "POST",
+    hint: dict[str, Any] = {
+        "method": "POST" if run.resume_path else None,
         "path": run.resume_path,
         "body": {"thread_id": run.thread_id, "turn_id": run.turn_id, "resume": value},
     }
+    if run.resume_path is None:
+        hint["message"] = (
+            "This server offers no route to resume this turn: its agent runs in another "
+            "process. Resume it there (LangGraph: invoke the graph with Command(resume=...) "
+            f"on thread {run.thread_id!r}); its spans continue this turn here.")
+    return hint
 
 
 def _missing(run: Run, end_ns: int, attribute: str) -> Event:
@@ -108,36 +143,90 @@ def message_saved(record: SpanRecord) -> list[Event]:
 
 # -- runs of other instrumentations ------------------------------------------------------
 
-def foreign_node_ended(run: Run, record: SpanRecord, node: str | None, status: str) -> None:
-    """A node of a foreign run ended with ``status``: note it for the run's response."""
+def foreign_node_ended(run: Run, record: SpanRecord, opened: Open, status: str) -> None:
+    """A node of a foreign run ended with ``status``: note it for the run's response, its
+    interrupts and the task a resume reruns (paused), and the discovered graph."""
     if status == "paused":
         run.paused = True
+        known = {i["id"] for i in run.interrupts}
+        found = interrupts_in(record) or [{"id": record.span_id, "value": None}]
+        run.interrupts += [i for i in found if i["id"] not in known]
+        if opened.task:
+            run.paused_tasks.add(opened.task.split("|", 1)[0])
     elif status == "error":
-        run.failed_node = node
-    run.nodes.append({"name": node, "status": status, "duration_ms": record.duration_ms})
+        run.failed_node = opened.node
+    run.nodes.append({"name": opened.node, "status": status,
+                      "duration_ms": record.duration_ms})
 
 
-def foreign_end(run: Run, record: SpanRecord) -> list[Event]:
-    """The terminal event of a foreign run: ``error`` when its root failed, else a
-    ``turn_completed`` whose response is built from the spans."""
+def foreign_end(state: MappingState, run: Run, record: SpanRecord) -> list[Event]:
+    """The terminal event of a foreign run: ``error`` when its root failed, ``paused``
+    when a node stopped on an interrupt (the thread then waits for its resume), else a
+    ``turn_completed`` whose response is built from the spans. A discovered graph gets
+    its ``__end__`` first."""
     end = record.end_ns or record.start_ns
-    if record.status == "error":
+    state.note("end", run, record)
+    if record.status == "error" and not run.paused:
         return [run.event(ev.ERROR, end, {
             "code": "node_failed" if run.failed_node else "turn_failed",
             "message": "The agent could not finish this turn.",
             "node": run.failed_node,
             "retryable": True,
         })]
+    if run.paused:
+        interrupts = run.interrupts
+        state.pause(run.thread_id, PausedTurn(run.turn_id, run.paused_tasks, run.discovery,
+                                              end, run.message, run.topology, run.graph_id))
+        return [run.event(ev.PAUSED, end, {"interrupts": interrupts,
+                                           "resume": _how_to_resume(run, interrupts)})]
+    events = []
+    if run.discovery is not None and run.discovery.ended():
+        events.append(discovered(run.discovery, run.event, end))
     response = {
         "thread_id": run.thread_id, "turn_id": run.turn_id, "trace_id": run.trace_id,
-        "status": "paused" if run.paused else "answered",
-        "answer": _answer_of(record.attributes), "citations": [], "interrupts": [],
-        "nodes": run.nodes,
+        "status": "answered", "answer": answer_of(record.attributes) or run.output,
+        "citations": [],
+        "interrupts": [], "nodes": run.nodes,
     }
-    return [run.event(ev.TURN_COMPLETED, end, {"response": response})]
+    fields: dict[str, Any] = {"response": response}
+    if run.kind == "resume" and run.paused_ns is not None:
+        fields["human_wait_ms"] = round(max(0, run.started_ns - run.paused_ns) / 1e6, 3)
+    return [*events, run.event(ev.TURN_COMPLETED, end, fields)]
 
 
-def _answer_of(attrs: Mapping[str, Any]) -> str:
+def message_of(attrs: Mapping[str, Any]) -> str:
+    """The user's message in a span's input (its last user message), or ''."""
+    for key in (OI_INPUT, TL_INPUT, GENAI_INPUT_MESSAGES):
+        raw = attrs.get(key)
+        if not isinstance(raw, str) or raw[:1] not in "{[":
+            continue
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and isinstance(value.get("inputs"), dict):
+            value = value["inputs"]
+        messages = value.get("messages") if isinstance(value, dict) else value
+        if not isinstance(messages, list):
+            continue
+        for message in reversed(messages):
+            if isinstance(message, dict) and _is_user(message):
+                text = _answer_in(message)
+                if text:
+                    return text
+    return ""
+
+
+def _is_user(message: Mapping[str, Any]) -> bool:
+    for where in (message, message.get("data"), message.get("kwargs")):
+        if isinstance(where, Mapping) and (where.get("role") == "user"
+                                           or where.get("type") == "human"):
+            return True
+    ids = message.get("id")
+    return isinstance(ids, list) and bool(ids) and ids[-1] == "HumanMessage"
+
+
+def answer_of(attrs: Mapping[str, Any]) -> str:
     """The answer of a foreign run: its root's output, as far as it says one."""
     for key in (OI_OUTPUT, TL_OUTPUT, GENAI_OUTPUT_MESSAGES):
         raw = attrs.get(key)

@@ -24,13 +24,21 @@ to, from :mod:`relay.mapping.summary`; how a run ends, from :mod:`relay.mapping.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from relay import conventions as c
 from relay import events as ev
 from relay.events import Event
-from relay.mapping.answers import foreign_end, message_saved, root_end
+from relay.mapping.answers import (
+    answer_of,
+    discovery_end,
+    foreign_end,
+    message_of,
+    message_saved,
+    root_end,
+)
+from relay.mapping.discovery import Discovery, discovered
+from relay.mapping.links import awaits_resume, link_resume
 from relay.mapping.payloads import node_completed, node_started, tool_completed_fields, tool_fields
 from relay.mapping.placement import (
     claim_nodes,
@@ -79,7 +87,7 @@ def map_span(state: MappingState, record: SpanRecord, ended: bool) -> list[Event
     if ended and attrs.get(c.TURN_ID) == run.turn_id:
         held = release_all(run)
         state.forget_run(run.trace_id)
-        return held + root_end(run, record)
+        return held + discovery_end(state, run, record) + root_end(run, record)
     if not ended:
         return _span_started(state, run, record)
     return _span_ended(state, run, record)
@@ -123,8 +131,13 @@ def _root_started(state: MappingState, record: SpanRecord) -> list[Event]:
         root_span_id=record.span_id,
         instrumented=attrs.get(c.GRAPH_INSTRUMENTED) is True,
     )
-    if run.instrumented and attrs.get(c.GRAPH_ID):  # a GraphAgent: its graph's own route
-        run.resume_path = f"/graphs/{attrs[c.GRAPH_ID]}/chat/resume"
+    run.graph_id = str(attrs.get(c.GRAPH_ID, ""))
+    run.message = str(attrs.get(c.TURN_MESSAGE, ""))
+    state.note("start", run, record)
+    if run.instrumented and run.graph_id:  # a GraphAgent: its graph's own route
+        run.resume_path = f"/graphs/{run.graph_id}/chat/resume"
+    if state.resume_route is not None and state.resume_route(run.graph_id) is None:
+        run.resume_path = None  # the serving process offers none (a relay-only server)
     state.remember(run)
     topology, ok = json_attr(attrs, c.GRAPH_TOPOLOGY, {"nodes": [], "edges": []})
     fields: dict[str, Any] = {
@@ -133,6 +146,14 @@ def _root_started(state: MappingState, record: SpanRecord) -> list[Event]:
         "edges": topology.get("edges", []),
         "run_kind": run.kind,
     }
+    if c.GRAPH_TOPOLOGY not in attrs:  # none sent: discovered as its nodes run
+        paused = state.paused.get(run.thread_id) if run.kind == "resume" else None
+        if paused is not None and paused.turn_id == run.turn_id:
+            del state.paused[run.thread_id]
+        run.discovery = paused.discovery if paused is not None and paused.discovery \
+            else Discovery(fields["graph_id"])
+        fields.update(nodes=run.discovery.topology()["nodes"],
+                      edges=run.discovery.topology()["edges"], discovered=True)
     if not ok:
         fields["truncated"] = True
     return [run.event(ev.GRAPH_TOPOLOGY, record.start_ns, fields)]
@@ -156,6 +177,12 @@ def _unknown_trace(state: MappingState, record: SpanRecord, ended: bool) -> list
         return _span_started(state, run, record, facts)
     if facts.role == ROOT:
         run.root_span_id = record.span_id
+        if not ended and awaits_resume(state, facts.thread_id, record.attributes):
+            # its thread waits on a resume and this root says nothing of its input: the
+            # first node says (its task) whether it is that resume
+            run.thread_id = facts.thread_id or ""
+            state.follow(run)
+            return []
     events = _activate(state, run, record, facts)
     if facts.role == ROOT and not ended:
         return events
@@ -172,18 +199,27 @@ def _activate(state: MappingState, run: Run, record: SpanRecord, facts: Facts) -
     state.activate(run)
     if not run.thread_id and facts.thread_id:
         run.thread_id = facts.thread_id
+    run.resume_path = None  # its agent runs elsewhere: resumed there, not here
     start, graph_id = record.start_ns, facts.graph_id if facts.role == ROOT else None
     root = state.spans.get(run.root_span_id or "")
     if root is not None and run.root_span_id != record.span_id:
         start, graph_id = root.start_ns, graph_id or root.name
-    topology = facts.topology if facts.role == ROOT and facts.topology else None
-    topology = topology or {"nodes": [], "edges": []}
-    return [run.event(ev.GRAPH_TOPOLOGY, start, {
-        "graph_id": graph_id or "",
-        "nodes": topology["nodes"],
-        "edges": topology["edges"],
-        "run_kind": run.kind,
-    })]
+    run.graph_id, run.started_ns = graph_id or "", start
+    run.message = run.message or message_of(record.attributes)  # (or its root's, seen)
+    link_resume(state, run, record, facts)
+    topology = facts.topology if facts.role == ROOT and facts.topology else run.topology
+    run.topology = topology
+    fields: dict[str, Any] = {"graph_id": run.graph_id}
+    if topology is None:  # nodes as they run (relay/mapping/discovery.py)
+        if run.discovery is None:
+            run.discovery = Discovery(run.graph_id)
+        fields.update(run.discovery.topology())
+        fields["graph_id"] = run.graph_id or run.discovery.graph_id
+    else:
+        fields.update(nodes=topology["nodes"], edges=topology["edges"])
+    fields["run_kind"] = run.kind
+    state.note("start", run, record)
+    return [run.event(ev.GRAPH_TOPOLOGY, start, fields)]
 
 
 # -- spans under a run --------------------------------------------------------------------
@@ -200,6 +236,10 @@ def _span_started(state: MappingState, run: Run, record: SpanRecord,
         run.root_span_id = record.span_id
         if not run.thread_id and facts.thread_id:
             run.thread_id = facts.thread_id
+        if run.foreign:  # (it may come after a node began the run)
+            if run.active:
+                run.started_ns = min(run.started_ns or record.start_ns, record.start_ns)
+            run.message = run.message or message_of(attrs)
         return []
     parent = state.spans.get(record.parent_span_id or "")
     opened = Open(run, record.parent_span_id, record.name, record.start_ns)
@@ -246,7 +286,17 @@ def _own_node(state: MappingState, run: Run, record: SpanRecord, opened: Open,
     events = [] if run.active else _activate(state, run, record, facts)
     if not run.thread_id and facts.thread_id:
         run.thread_id = facts.thread_id
-    return [*events, node_started(run, record.span_id, opened, facts.step, facts.task_id)]
+    return [*events, *_discovered(run, opened),
+            node_started(run, record.span_id, opened, facts.step, facts.task_id)]
+
+
+def _discovered(run: Run, opened: Open) -> list[Event]:
+    """A ``graph_discovered`` when this top-level node adds to a discovered graph."""
+    discovery = run.discovery
+    if discovery is None or opened.namespace or not opened.node \
+            or not discovery.started(opened.node):
+        return []
+    return [discovered(discovery, run.event, opened.start_ns)]
 
 
 def _claim(state: MappingState, run: Run, record: SpanRecord, facts: Facts,
@@ -263,6 +313,7 @@ def _claim(state: MappingState, run: Run, record: SpanRecord, facts: Facts,
     if not run.thread_id and facts.thread_id:
         run.thread_id = facts.thread_id
     for opened, span_id, step, task_id in claimed:
+        events += _discovered(run, opened)
         events.append(node_started(run, span_id, opened, step, task_id))
     if claimed:
         events += release(state, run, {span_id for _, span_id, _, _ in claimed})
@@ -280,6 +331,9 @@ def _span_ended(state: MappingState, run: Run, record: SpanRecord,
         return [node_completed(run, record, opened)]
     if facts is None:
         facts = classify(record)
+    if facts is not None and facts.role == ROOT and run.foreign:
+        run.output = answer_of(attrs) or run.output  # a graph's root inside the run's
+        run.message = run.message or message_of(attrs)
     facts = effective(state, run, record, facts)
     if facts is not None and facts.role == ROOT and run.foreign:
         events = [] if run.active or not facts.activates \
@@ -289,7 +343,7 @@ def _span_ended(state: MappingState, run: Run, record: SpanRecord,
             return []
         events += release_all(run)
         state.end_foreign(run.trace_id)
-        return events + foreign_end(run, record)
+        return events + foreign_end(state, run, record)
     if opened is None:  # its start was not seen
         opened = Open(run, record.parent_span_id, record.name, record.start_ns,
                       maybe_node=facts is None and not run.instrumented)
@@ -343,37 +397,3 @@ def _span_ended(state: MappingState, run: Run, record: SpanRecord,
     if not run.active and not run.span_ids:  # a tentative trace with nothing open: over
         state.forget_run(run.trace_id)
     return events
-
-
-# -- span events: text as it is written ---------------------------------------------------
-
-def map_span_event(state: MappingState, record: SpanRecord,
-                   event: Mapping[str, Any]) -> list[Event]:
-    """The events for one span event (``{name, time_ns, attributes}``) of an open span.
-
-    A ``gen_ai.content.delta`` event on a model-call span is a ``text_delta``: the chunk,
-    the message it belongs to (one per model call unless the event names one), and the
-    node the call runs in. A processor never sees ``add_event``; the live path hands the
-    event over with :meth:`relay.ingest.processor.RelaySpanProcessor.add_event`, the
-    replay reads it from the stored span."""
-    if event.get("name") != c.DELTA_EVENT:
-        return []
-    run = state.run_of(record.trace_id)
-    attributes = event.get("attributes") or {}
-    text = attributes.get(c.DELTA_TEXT)
-    if run is None or not isinstance(text, str) or not text:
-        return []
-    opened = state.spans.get(record.span_id)
-    time_ns = int(event.get("time_ns") or record.start_ns)
-    fields = {
-        "message_id": str(attributes.get(c.DELTA_MESSAGE_ID) or f"msg_{record.span_id}"),
-        "delta": text,
-        "node": None,
-        "span_id": record.span_id,
-    }
-    if opened is None or opened.is_node or opened.owner is not None:
-        node = opened if opened is None or opened.is_node else opened.owner
-        fields["node"] = node.node if node is not None else None
-        return [run.event(ev.TEXT_DELTA, time_ns, fields)] if run.active else []
-    # the model call's node; held (late nodes) until that is known
-    return emit_or_hold(state, run, opened.parent, ev.TEXT_DELTA, time_ns, fields)

@@ -28,13 +28,15 @@ from typing import Any, TypeVar
 
 from relay import conventions as c
 from relay.events import Event
-from relay.mapping import engine
+from relay.mapping import deltas, engine
 from relay.mapping.state import MappingState
 from relay.spans import SpanRecord
 
 #: how far a child's end may pass its parent's and still count as nested (time cut to
 #: microseconds, as Jaeger's UI JSON does, moves an end back by up to 2 us)
 NESTING_SLACK_NS = 2_000
+#: a whole-millisecond start may lie anywhere in its millisecond (:func:`_coarse_traces`)
+MS_SLACK_NS = 999_999
 
 START, EVENT, END = "start", "event", "end"
 #: (span, kind, the span event for an EVENT phase): what the live processor handed over
@@ -64,7 +66,7 @@ def feed(state: MappingState, phases: Iterable[tuple[S, str, dict[str, Any] | No
     for span, kind, span_event in phases:
         try:
             if kind == EVENT:
-                events = engine.map_span_event(state, read(span, False), span_event or {})
+                events = deltas.map_span_event(state, read(span, False), span_event or {})
             else:
                 ended = kind == END
                 events = engine.map_span(state, read(span, ended), ended)
@@ -90,10 +92,13 @@ def ordered_phases(records: Sequence[SpanRecord]) -> list[Phase]:
     index = {(r.trace_id, r.span_id): i for i, r in enumerate(spans)}
     parent = [index.get((r.trace_id, r.parent_span_id or "")) for r in spans]
     depth = [_depth(i, parent) for i in range(len(spans))]
-    ends = _nested_ends(spans, parent, depth)
+    coarse = _coarse_traces(spans)
+    starts = [r.start_ns + MS_SLACK_NS if r.trace_id in coarse else r.start_ns
+              for r in spans]
+    ends = _nested_ends(spans, parent, depth, starts, coarse)
     groups: dict[int, list[_Key]] = {}
     for i, r in enumerate(spans):
-        groups.setdefault(r.start_ns, []).append((i, 0, 0))
+        groups.setdefault(starts[i], []).append((i, 0, 0))
         end = ends[i]
         for k, event in enumerate(r.events):  # within the span's life, as live
             t = max(int(event.get("time_ns") or r.start_ns), r.start_ns)
@@ -111,18 +116,58 @@ def ordered_phases(records: Sequence[SpanRecord]) -> list[Phase]:
     return phases
 
 
-def _nested_ends(spans: list[SpanRecord], parent: list[int | None],
-                 depth: list[int]) -> list[int | None]:
-    """End times for ordering: a child that ends at most NESTING_SLACK_NS after its parent
-    (microsecond times cut separately, as in Jaeger's JSON) is taken to end with it."""
-    ends: list[int | None] = [None if r.end_ns is None else max(r.end_ns, r.start_ns)
-                              for r in spans]
-    for i in sorted(range(len(spans)), key=lambda k: depth[k]):
+def _coarse_traces(spans: list[SpanRecord]) -> set[str]:
+    """Traces whose every start is a whole millisecond: the OpenTelemetry JS SDK stamps
+    starts with ``Date.now()`` and ends from a finer clock. Such a span began somewhere in
+    its start's millisecond, after whatever ended in it: for ordering, its start is taken
+    at that millisecond's end (an end precedes a start at the same instant)."""
+    fine: set[str] = set()
+    traces: set[str] = set()
+    for r in spans:
+        traces.add(r.trace_id)
+        if r.start_ns % 1_000_000:
+            fine.add(r.trace_id)
+    return traces - fine
+
+
+def _step(record: SpanRecord) -> int:
+    """A node's step, where its span says one (ours, OpenLLMetry's, OpenInference's
+    LangGraph metadata): of spans that start at one instant, the earlier step ran first."""
+    attrs = record.attributes
+    for key in (c.NODE_STEP, "traceloop.association.properties.langgraph_step"):
+        step = attrs.get(key)
+        if isinstance(step, int) and not isinstance(step, bool):
+            return step
+    meta = attrs.get("metadata")
+    if isinstance(meta, str) and '"langgraph_step": ' in meta:
+        tail = meta.split('"langgraph_step": ', 1)[1]
+        digits = tail[:len(tail) - len(tail.lstrip("0123456789"))]
+        if digits:
+            return int(digits)
+    return 1 << 62
+
+
+def _nested_ends(spans: list[SpanRecord], parent: list[int | None], depth: list[int],
+                 starts: list[int], coarse: set[str]) -> list[int | None]:
+    """End times for ordering: never before the span's start (for ordering); a child that
+    ends at most NESTING_SLACK_NS after its parent (microsecond times cut separately, as
+    in Jaeger's JSON) is taken to end with it; and in a ``coarse`` trace (the JS SDK's
+    clock, :func:`_coarse_traces`) a parent ends no earlier than its children."""
+    ends: list[int | None] = [None if r.end_ns is None else max(r.end_ns, starts[i])
+                              for i, r in enumerate(spans)]
+    by_depth = sorted(range(len(spans)), key=lambda k: depth[k])
+    for i in by_depth:
         p = parent[i]
         end, parent_end = ends[i], ends[p] if p is not None else None
         if end is not None and parent_end is not None \
                 and 0 < end - parent_end <= NESTING_SLACK_NS:
-            ends[i] = max(parent_end, spans[i].start_ns)
+            ends[i] = max(parent_end, starts[i])
+    for i in reversed(by_depth) if coarse else ():  # deepest first
+        p = parent[i]
+        end = ends[i]
+        if p is not None and end is not None and ends[p] is not None \
+                and spans[i].trace_id in coarse:
+            ends[p] = max(ends[p] or 0, end)
     return ends
 
 
@@ -174,7 +219,9 @@ def _order_group(group: list[_Key], spans: list[SpanRecord], parent: list[int | 
             return (1, i, k)  # then span events
         end = spans[i].end_ns
         zero = end is not None and end <= spans[i].start_ns
-        return (2, 0 if zero else 1, depth[i], i)  # then starts, shallowest first
+        # then starts, shallowest first; of siblings that start at one instant, the one
+        # that ends first (one after the other at a coarse clock: it ran first)
+        return (2, 0 if zero else 1, depth[i], _step(spans[i]), end or 0, i)
 
     ready = [(priority(p), p) for p in group if waiting[p] == 0]
     heapq.heapify(ready)
@@ -194,11 +241,15 @@ def _order_group(group: list[_Key], spans: list[SpanRecord], parent: list[int | 
 
 # -- the replay ---------------------------------------------------------------------------
 
-def replay_events(records: Sequence[SpanRecord]) -> list[Event]:
+def replay_events(records: Sequence[SpanRecord],
+                  resume_route: Callable[[str], str | None] | None = None) -> list[Event]:
     """The events of these spans (one turn's), numbered from 1. A mapping failure
-    propagates: a replay that cannot be derived is an error, not a shorter turn."""
+    propagates: a replay that cannot be derived is an error, not a shorter turn.
+    ``resume_route``: the serving process's (:attr:`MappingState.resume_route`), so that
+    a ``paused`` event's hint is the live one."""
     events: list[Event] = []
-    feed(MappingState(), ordered_phases(records), events.append, read=as_live)
+    feed(MappingState(resume_route=resume_route), ordered_phases(records), events.append,
+         read=as_live)
     return [event.with_seq(seq) for seq, event in enumerate(events, 1)]
 
 

@@ -34,7 +34,9 @@ def node_started(run: Run, span_id: str, opened: Open, step: Any, task_id: Any) 
 def node_completed(run: Run, record: SpanRecord, opened: Open) -> Event:
     status = node_status(record)
     if run.foreign:
-        foreign_node_ended(run, record, opened.node, status)
+        foreign_node_ended(run, record, opened, status)
+    if run.discovery is not None and not opened.namespace and opened.node:
+        run.discovery.finished(opened.node, status)
     opened.children.sort(key=lambda ch: (ch["start_ts"], ch["span_id"]))  # start order
     return run.event(ev.NODE_COMPLETED, record.end_ns or record.start_ns, {
         "node": opened.node,

@@ -42,16 +42,19 @@ OI_COMPLETION_TOKENS = "llm.token_count.completion"
 OI_TOOL_NAME = "tool.name"
 OI_TOOL_CALL_ID = "tool_call.id"
 OI_OUTPUT = "output.value"
+OI_INPUT = "input.value"
 TL_KIND = "traceloop.span.kind"
 TL_ENTITY = "traceloop.entity.name"
 TL_WORKFLOW = "traceloop.workflow.name"
 TL_OUTPUT = "traceloop.entity.output"
+TL_INPUT = "traceloop.entity.input"
 TL_ASSOC = "traceloop.association.properties."
 GENAI_PROMPT_TOKENS = "gen_ai.usage.prompt_tokens"  # older GenAI / OpenLLMetry names
 GENAI_COMPLETION_TOKENS = "gen_ai.usage.completion_tokens"
 GENAI_WORKFLOW_NODES = "gen_ai.workflow.nodes"
 GENAI_WORKFLOW_EDGES = "gen_ai.workflow.edges"
 GENAI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GENAI_INPUT_MESSAGES = "gen_ai.input.messages"
 
 
 @dataclass(slots=True)

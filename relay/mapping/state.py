@@ -16,11 +16,12 @@ its local root ends (it is forgotten).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from relay.events import Event
+from relay.mapping.discovery import Discovery
 
 #: How many runs (traces) the state follows at once before it forgets the oldest.
 MAX_OPEN_RUNS = 10_000
@@ -43,11 +44,22 @@ class Run:
     #: our instrumentation spans its graph (relay.graph.instrumented): any other
     #: instrumentation's spans in it (OpenInference, OpenLLMetry in-process) are plain spans
     instrumented: bool = False
-    #: where the paused event says to resume: a GraphAgent's own route, else /chat/resume
-    resume_path: str = "/chat/resume"
+    #: where the paused event says to resume: a GraphAgent's own route, else /chat/resume;
+    #: None where the serving process offers none (the agent runs elsewhere)
+    resume_path: str | None = "/chat/resume"
+    graph_id: str = ""
     nodes: list[dict[str, Any]] = field(default_factory=list)  # foreign: for the response
     failed_node: str | None = None
     paused: bool = False
+    # -- foreign runs -------------------------------------------------------------------
+    interrupts: list[dict[str, Any]] = field(default_factory=list)  # from paused nodes
+    paused_tasks: set[str] = field(default_factory=set)  # their top-level LangGraph tasks
+    discovery: Discovery | None = None  # the graph seen so far, when the agent sent none
+    topology: dict[str, Any] | None = None  # the graph a foreign root named
+    message: str = ""  # the user's message, from the run's input
+    output: str = ""  # the answer a graph root inside the run wrote (OpenLLMetry)
+    started_ns: int = 0
+    paused_ns: int | None = None  # a resume: when the turn it resumes paused
     active: bool = True  # False: a tentative run (a trace no rule recognised yet)
     span_ids: set[str] = field(default_factory=set)  # its open spans, in MappingState.spans
     held: list[Held] = field(default_factory=list)  # events waiting for their node
@@ -78,6 +90,20 @@ class Open:
     task: str | None = None  # a foreign node's LangGraph task (checkpoint namespace)
     namespace: Sequence[str] = ()  # a node's enclosing nodes' names, outermost first
     tool_started: bool = False
+
+
+@dataclass(slots=True)
+class PausedTurn:
+    """A foreign turn that paused on its thread: what a later run must show to resume it
+    (one of its interrupted tasks, or a resume command as its input)."""
+
+    turn_id: str
+    tasks: set[str]
+    discovery: Discovery | None
+    paused_ns: int
+    message: str
+    topology: dict[str, Any] | None = None
+    graph_id: str = ""
 
 
 @dataclass(slots=True)
@@ -113,6 +139,25 @@ class MappingState:
     orphans: OrderedDict[str, Bag] = field(default_factory=OrderedDict)
     #: foreign runs that ended: their late spans map to nothing
     ended: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    #: thread -> its foreign turn that paused (a resume on the thread continues it)
+    paused: OrderedDict[str, PausedTurn] = field(default_factory=OrderedDict)
+    #: the resume route the serving process offers for a graph id (None: none); unset,
+    #: a run's root says it (the in-process path: the run was started here)
+    resume_route: Callable[[str], str | None] | None = None
+    #: when a list: each run that begins (and each foreign run that ends) is appended
+    #: ("start"/"end", run, the span), for whoever keeps the store's index and the turn
+    #: records
+    notes: list[tuple[str, Run, Any]] | None = None
+
+    def pause(self, thread_id: str, turn: PausedTurn) -> None:
+        self.paused[thread_id] = turn
+        self.paused.move_to_end(thread_id)
+        while len(self.paused) > MAX_OPEN_RUNS:
+            self.paused.popitem(last=False)
+
+    def note(self, what: str, run: Run, record: Any) -> None:
+        if self.notes is not None:
+            self.notes.append((what, run, record))
 
     def remember(self, run: Run) -> None:
         """Follow a new run; past MAX_OPEN_RUNS the oldest is forgotten."""

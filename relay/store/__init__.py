@@ -19,6 +19,7 @@ serving path through ``asyncio.to_thread``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from relay.spans import SpanRecord
@@ -31,6 +32,24 @@ EXPIRED = "expired"
 UNKNOWN = "unknown"
 
 
+@dataclass(frozen=True, slots=True)
+class RunIndex:
+    """One run (a trace) of a turn, as the store indexes it: our run roots say it in their
+    attributes (``relay.turn.id``, ...) and are indexed as they are written; the runs of
+    another instrumentation (keyed by trace id, or a resume linked to its paused turn)
+    are indexed by whoever mapped them (:meth:`SpanStore.index_runs`)."""
+
+    turn_id: str
+    trace_id: str
+    root_span_id: str | None
+    run_kind: str
+    thread_id: str
+    message: str
+    start_ns: int
+    end_ns: int | None
+    outcome: str | None
+
+
 class SpanStore(Protocol):
     def write(self, records: Sequence[SpanRecord], *, source: str = "live") -> int:
         """Store finished spans, all or nothing (one transaction). ``source``:
@@ -40,6 +59,11 @@ class SpanStore(Protocol):
     def turn_spans(self, turn_id: str) -> tuple[str, list[SpanRecord]]:
         """All spans of the turn's traces: ``(STORED, spans)``, ``(EXPIRED, [])`` when
         retention dropped them, ``(UNKNOWN, [])`` when the store never had the turn."""
+        ...
+
+    def index_runs(self, runs: Sequence[RunIndex], *, source: str = "live") -> None:
+        """Index runs under their turns (a run indexed again is updated): afterwards
+        :meth:`turn_spans` finds their traces' spans, stored before or after."""
         ...
 
     def trace_spans(self, trace_id: str) -> list[SpanRecord]: ...
@@ -77,4 +101,4 @@ def open_store(settings: RelaySettings) -> SpanStore:
                            max_turns=max_turns)
 
 
-__all__ = ["EXPIRED", "STORED", "UNKNOWN", "SpanStore", "open_store"]
+__all__ = ["EXPIRED", "STORED", "UNKNOWN", "RunIndex", "SpanStore", "open_store"]

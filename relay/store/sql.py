@@ -26,6 +26,7 @@ from typing import Any
 
 from relay import conventions as c
 from relay.spans import SpanRecord
+from relay.store import RunIndex
 from relay.store.codec import COLUMNS, from_row, to_row
 
 #: how often retention runs when no run root arrives (a root always triggers it)
@@ -82,36 +83,41 @@ class SQLSpanStore:
         with self._write_cursor() as cur:
             cur.executemany(span_sql, [(*to_row(r), now) for r in records])
             for root in roots:
-                self._write_root(cur, root, now, source)
+                self._index(cur, _our_run(root), now, source)
         if roots:
             self.expire()
         else:
             self.maybe_expire()
         return len(records)
 
-    def _write_root(self, cur: Any, root: SpanRecord, now: int, source: str) -> None:
-        attrs = root.attributes
-        turn_id = str(attrs[c.TURN_ID])
-        outcome = attrs.get(c.TURN_OUTCOME)
+    def index_runs(self, runs: Sequence[RunIndex], *, source: str = "live") -> None:
+        if not runs:
+            return
+        now = self.clock()
+        with self._write_cursor() as cur:
+            for run in runs:
+                self._index(cur, run, now, source)
+
+    def _index(self, cur: Any, run: RunIndex, now: int, source: str) -> None:
         cur.execute(self._q(
             "INSERT INTO turn_traces (turn_id, trace_id, root_span_id, run_kind, start_ns, "
             "end_ns, outcome) VALUES (?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (turn_id, trace_id) DO UPDATE SET root_span_id = excluded.root_span_id, "
             "run_kind = excluded.run_kind, start_ns = excluded.start_ns, "
             "end_ns = excluded.end_ns, outcome = excluded.outcome"),
-            (turn_id, root.trace_id, root.span_id, str(attrs.get(c.RUN_KIND, "chat")),
-             root.start_ns, root.end_ns, None if outcome is None else str(outcome)))
-        message = attrs.get(c.TURN_MESSAGE)
+            (run.turn_id, run.trace_id, run.root_span_id, run.run_kind, run.start_ns,
+             run.end_ns, run.outcome))
         cur.execute(self._q(
             "INSERT INTO span_turns (turn_id, thread_id, message, started_ns, stored_ns, "
             "source, expired_ns) VALUES (?, ?, ?, ?, ?, ?, NULL) "
             "ON CONFLICT (turn_id) DO UPDATE SET "
             f"started_ns = {self.least}(span_turns.started_ns, excluded.started_ns), "
             "stored_ns = excluded.stored_ns, expired_ns = NULL, "
+            "thread_id = CASE WHEN excluded.thread_id <> '' THEN excluded.thread_id "
+            "ELSE span_turns.thread_id END, "
             "message = CASE WHEN excluded.message <> '' THEN excluded.message "
             "ELSE span_turns.message END"),
-            (turn_id, str(attrs.get(c.CONVERSATION_ID, "")),
-             "" if message is None else str(message), root.start_ns, now, source))
+            (run.turn_id, run.thread_id, run.message, run.start_ns, now, source))
 
     # -- retention ----------------------------------------------------------------------
 
@@ -213,3 +219,15 @@ class SQLSpanStore:
                     "ended_ns": ended_ns, "runs": runs, "source": source,
                 })
         return result
+
+
+def _our_run(root: SpanRecord) -> RunIndex:
+    """The index entry of one of our run roots, from its attributes."""
+    attrs = root.attributes
+    outcome, message = attrs.get(c.TURN_OUTCOME), attrs.get(c.TURN_MESSAGE)
+    return RunIndex(
+        turn_id=str(attrs[c.TURN_ID]), trace_id=root.trace_id, root_span_id=root.span_id,
+        run_kind=str(attrs.get(c.RUN_KIND, "chat")),
+        thread_id=str(attrs.get(c.CONVERSATION_ID, "")),
+        message="" if message is None else str(message), start_ns=root.start_ns,
+        end_ns=root.end_ns, outcome=None if outcome is None else str(outcome))

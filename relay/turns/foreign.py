@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from relay import conventions as c
@@ -37,9 +37,13 @@ async def record_received_turn(turns: TurnStore, turn_id: str,
     return None
 
 
-async def record_received_events(turns: TurnStore, events: Sequence[Event]) -> None:
+async def record_received_events(turns: TurnStore, events: Sequence[Event],
+                                 messages: Mapping[str, str] | None = None) -> None:
     """Keep GET /turns/{id} in step with turns received over OTLP: a run's start (its
-    topology) creates or reopens the record, its terminal event ends it."""
+    topology) creates or reopens the record, its terminal event ends it. ``messages``:
+    the user's message of a turn whose spans carry no ``relay.turn.message`` (another
+    instrumentation's, read from its input by the mapping)."""
+    messages = messages or {}
     for event in events:
         try:
             if event.type == ev.GRAPH_TOPOLOGY:
@@ -47,12 +51,15 @@ async def record_received_events(turns: TurnStore, events: Sequence[Event]) -> N
                     turns, event.turn_id, functools.partial(
                         TurnRecord, turn_id=event.turn_id, thread_id=event.thread_id,
                         status=RUNNING, started_at=event.ts, last_seq=event.seq,
-                        root_trace_id=event.trace_id))
+                        root_trace_id=event.trace_id,
+                        message=messages.get(event.turn_id, "")))
                 if known is not None:
                     await turns.update(event.turn_id, status=RUNNING, ended_at=None,
                                        root_trace_id=event.trace_id)
             elif event.is_run_terminal:
                 changes: dict[str, Any] = {"last_seq": event.seq}
+                if messages.get(event.turn_id):  # known only at its root, maybe
+                    changes["message"] = messages[event.turn_id]
                 if event.type == ev.TURN_COMPLETED:
                     response = event.fields.get("response") or {}
                     changes["status"] = str(response.get("status", "answered"))

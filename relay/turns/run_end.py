@@ -15,7 +15,7 @@ from typing import Any
 
 from relay.bus.base import Bus
 from relay.events import ERROR, Event
-from relay.turns.records import PAUSED, SQLiteTurnStore
+from relay.turns.records import PAUSED, TurnStore
 from relay.turns.response import STATUSES, ChatResponse
 
 log = logging.getLogger("relay.runs")
@@ -137,7 +137,7 @@ def end_changes(outcome: Outcome, last_seq: int, shutting_down: bool) -> dict[st
     return changes
 
 
-async def record_end(turns: SQLiteTurnStore, turn_id: str, changes: dict[str, Any]) -> bool:
+async def record_end(turns: TurnStore, turn_id: str, changes: dict[str, Any]) -> bool:
     """Write the run's end to its turn record; a failed write is retried twice. False when
     it was not written: the caller goes on (a turn store that is down must not keep the
     thread reserved) and leaves the write to :func:`record_end_eventually`."""
@@ -154,7 +154,7 @@ async def record_end(turns: SQLiteTurnStore, turn_id: str, changes: dict[str, An
     return False
 
 
-async def record_end_eventually(turns: SQLiteTurnStore, turn_id: str,
+async def record_end_eventually(turns: TurnStore, turn_id: str,
                                 changes: dict[str, Any]) -> None:
     """Go on writing a run's end while its turn store is away (a database restarting):
     with backoff up to ``LATE_RECORD_MAX_DELAY_S``, for ``LATE_RECORD_WINDOW_S`` at most.

@@ -28,7 +28,7 @@ from typing import Any
 from relay.bus.base import Bus
 from relay.ingest.processor import RelaySpanProcessor
 from relay.logs import current_turn
-from relay.turns.records import RUNNING, SQLiteTurnStore, TurnRecord
+from relay.turns.records import RUNNING, TurnRecord, TurnStore
 from relay.turns.response import ChatResponse
 from relay.turns.run_end import (
     CANCELLED,
@@ -103,7 +103,7 @@ class RunManager:
     def __init__(
         self,
         bus: Bus,
-        turns: SQLiteTurnStore,
+        turns: TurnStore,
         processor: RelaySpanProcessor,
         *,
         disconnect_grace_s: float,

@@ -206,11 +206,16 @@ def test_over_otlp_in_one_batch(relay_server, instrumented) -> None:
     exporter.shutdown()
     events = read_turn(relay_server.url, turn_id)
     check_answered(events, thread, turn_id)
-    types = [e["type"] for e in events]
+    types = [e["type"] for e in events if e["type"] != "graph_discovered"]
     assert types == ["graph_topology", "node_started", "node_completed", "node_started",
                      "tool_started", "tool_completed", "node_completed", "turn_completed"]
     if name == "openllmetry":  # its root names the graph's nodes and edges
         assert {n["id"] for n in events[0]["nodes"]} >= {"triage", "answer", "refuse"}
+    else:  # OpenInference names none: the graph is discovered as it runs
+        assert events[0]["discovered"] is True
+        last = [e for e in events if e["type"] == "graph_discovered"][-1]
+        assert [(e["source"], e["target"]) for e in last["edges"]] == [
+            ("__start__", "triage"), ("triage", "answer"), ("answer", "__end__")]
 
 
 def test_the_refusal_branch(relay_server, instrumented) -> None:
@@ -379,7 +384,8 @@ def check_full_run(events: list[dict[str, Any]], turn_id: str,
     assert status.pop("approve") == "paused"  # interrupt(): paused, never an error
     assert set(status.values()) == {"ok"}, status  # the handoff (ParentCommand) included
     last = events[-1]
-    assert last["type"] == "turn_completed" and last["response"]["status"] == "paused"
+    assert last["type"] == "paused"  # the run waits for its human, as ours do
+    assert [i["value"] for i in last["interrupts"]] == [{"type": "approval"}]
 
 
 def test_every_feature_in_process(make_relay, instrumented) -> None:
@@ -390,7 +396,7 @@ def test_every_feature_in_process(make_relay, instrumented) -> None:
     processor = server.relay.span_processor
     callbacks = [HandDeltas(processor.add_event)] if name == "openinference" else []
     turn_id, reported = run_full_graph(switch, processor, callbacks)
-    events = read_turn(server.url, turn_id)
+    events = read_turn(server.url, turn_id, stop_at=("paused",))
     check_full_run(events, turn_id, reported)
     if name == "openinference":  # the streamed text: in its node, in order
         deltas = [e for e in events if e["type"] == "text_delta"]
@@ -401,13 +407,14 @@ def test_every_feature_in_process(make_relay, instrumented) -> None:
 def test_every_feature_over_otlp_in_one_batch(relay_server, instrumented) -> None:
     """Over OTLP every attribute is known when the spans arrive: the same nodes, in start
     order (the first node_started right after graph_topology)."""
-    _, switch = instrumented
+    name, switch = instrumented
     exporter = BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{relay_server.url}/v1/traces"),
                                   schedule_delay_millis=60_000)
     turn_id, reported = run_full_graph(switch, exporter, [])
     exporter.shutdown()
-    events = read_turn(relay_server.url, turn_id)
+    events = read_turn(relay_server.url, turn_id, stop_at=("paused",))
     check_full_run(events, turn_id, reported)
     started = [e for e in events if e["type"] == "node_started"]
     assert [e["node"] for e in started[:2]] == ["triage", "plan"]
-    assert started[0]["seq"] == 2
+    # right after graph_topology (OpenInference: and the discovered graph that names it)
+    assert started[0]["seq"] == (3 if name == "openinference" else 2)

@@ -241,7 +241,8 @@ def test_the_receiver_requires_the_token_when_set(make_relay) -> None:
     provider = provider_with(exporter)
     second = made_up_run(provider)
     provider.shutdown()
-    with httpx.stream("GET", f"{server.url}/turns/{second}/events", timeout=10,
+    # ?wait: the spans settle for a moment (RELAY_OTLP_SETTLE_MS) before the turn exists
+    with httpx.stream("GET", f"{server.url}/turns/{second}/events?wait=10", timeout=10,
                       headers={"Authorization": "Bearer s3cret"}) as response:
         assert response.status_code == 200
         text = response.read().decode()

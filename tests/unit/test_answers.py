@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from relay.mapping.answers import _answer_of
+from relay.mapping.answers import answer_of
 
 AI = "It is sunny in Paris."
 
@@ -23,8 +23,8 @@ AI = "It is sunny in Paris."
     {"answer": AI},
 ])
 def test_answers_from_every_message_format(output: dict) -> None:
-    assert _answer_of({"output.value": json.dumps(output)}) == AI
+    assert answer_of({"output.value": json.dumps(output)}) == AI
 
 
 def test_no_output_is_no_answer() -> None:
-    assert _answer_of({}) == ""
+    assert answer_of({}) == ""

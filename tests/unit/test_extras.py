@@ -238,7 +238,8 @@ _CORE_ONLY = textwrap.dedent("""
             await relay.check_checkpointer(saver)
             out["checkpointer"] = type(saver).__name__
         await r.stop()
-        out["parts"] = [type(r.bus).__name__, type(r.turns).__name__, type(r.store).__name__]
+        out["parts"] = [type(r.bus).__name__, type(r.turns.inner).__name__,
+                        type(r.store).__name__]
 
     asyncio.run(embedded())
     with TestClient(create_relay_app(env)) as client:

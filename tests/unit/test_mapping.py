@@ -444,7 +444,9 @@ def test_missing_outcome_is_turn_failed(tracing: Tracing) -> None:
     span.end()
     events = tracing.events()
     assert [e.type for e in events] == ["graph_topology", "error"]
-    assert events[0].fields == {"graph_id": "", "nodes": [], "edges": [], "run_kind": "chat"}
+    # no topology sent: discovered (none yet)
+    assert events[0].fields == {"graph_id": "", "nodes": [], "edges": [], "run_kind": "chat",
+                                "discovered": True}
     assert events[1].fields["code"] == "turn_failed"
     assert events[1].turn_id == "turn-raw" and events[1].thread_id == "th-raw"
 
@@ -729,10 +731,17 @@ def test_openinference_langgraph_run(tracing: Tracing) -> None:
                           "output.value": json.dumps({"messages": [{"content": "q"},
                                                                    {"content": "the answer"}]})})
     graph.end()
-    events = tracing.events()
+    everything = tracing.events()
     trace_id = tid(graph)
-    assert [e.type for e in events] == ["graph_topology", "node_started", "node_completed",
-                                        "turn_completed"]
+    # no topology sent: the graph is discovered as it runs (relay/mapping/discovery.py)
+    assert [e.type for e in everything] == [
+        "graph_topology", "graph_discovered", "node_started", "node_completed",
+        "graph_discovered", "turn_completed"]
+    assert everything[0].fields["discovered"] is True and everything[0].fields["nodes"] == []
+    assert everything[4].fields["edges"] == [
+        {"source": "__start__", "target": "generate", "conditional": False},
+        {"source": "generate", "target": "__end__", "conditional": False}]
+    events = [e for e in everything if e.type != "graph_discovered"]
     assert {e.turn_id for e in events} == {trace_id}  # a foreign turn is keyed by its trace
     assert {e.thread_id for e in events} == {"th-9"}
     started, done, last = events[1], events[2], events[3]
@@ -759,10 +768,12 @@ def test_openinference_interrupt_is_paused(tracing: Tracing) -> None:
     approval.end()
     graph.set_attributes({"openinference.span.kind": "CHAIN"})
     graph.end()
-    events = tracing.events()
+    events = [e for e in tracing.events() if e.type != "graph_discovered"]
     assert events[2].type == "node_completed" and events[2].fields["status"] == "paused"
-    assert events[-1].type == "turn_completed"
-    assert events[-1].fields["response"]["status"] == "paused"
+    assert events[-1].type == "paused"  # the run waits: a paused event, as for our runs
+    # GraphInterrupt(()) names no interrupt: the paused node stands for it
+    assert events[-1].fields["interrupts"] == [{"id": sid(approval), "value": None}]
+    assert events[-1].fields["resume"]["path"] is None  # its agent runs elsewhere
 
 
 def test_openllmetry_workflow_run(tracing: Tracing) -> None:
@@ -782,7 +793,7 @@ def test_openllmetry_workflow_run(tracing: Tracing) -> None:
     task.end()
     wf.set_attribute("traceloop.entity.output", json.dumps({"answer": "done"}))
     wf.end()
-    events = tracing.events()
+    events = [e for e in tracing.events() if e.type != "graph_discovered"]
     assert [e.type for e in events] == ["graph_topology", "node_started", "node_completed",
                                         "turn_completed"]
     assert events[0].fields["graph_id"] == "LangGraph"
@@ -805,7 +816,7 @@ def test_foreign_failed_run_is_error_naming_the_node(tracing: Tracing) -> None:
     task.end()
     wf.set_status(Status(StatusCode.ERROR, "boom"))
     wf.end()
-    events = tracing.events()
+    events = [e for e in tracing.events() if e.type != "graph_discovered"]
     assert events[2].fields["status"] == "error"
     assert events[-1].type == "error"
     assert events[-1].fields["code"] == "node_failed" and events[-1].fields["node"] == "generate"

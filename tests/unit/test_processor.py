@@ -29,7 +29,8 @@ class Pipeline:
 
     def root(self, turn_id: str = "turn-1") -> Span:
         return self.tracer.start_span("invoke_agent a", attributes={
-            c.TURN_ID: turn_id, c.CONVERSATION_ID: "th", c.RUN_KIND: "chat"})
+            c.TURN_ID: turn_id, c.CONVERSATION_ID: "th", c.RUN_KIND: "chat",
+            c.GRAPH_TOPOLOGY: '{"nodes": [], "edges": []}'})  # sent: none discovered
 
     def node(self, parent: Span, name: str) -> None:
         span = self.tracer.start_span(f"node {name}", context=set_span_in_context(parent),

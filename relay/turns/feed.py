@@ -1,0 +1,124 @@
+"""The turn feed: every change of a turn's status, as it is written, for whoever watches.
+
+:class:`WatchedTurns` wraps a :class:`~relay.turns.records.TurnStore`: a record created,
+or updated with a new ``status``, is read back once and handed to :class:`TurnFeed`, which
+gives it to every watcher (``GET /turns`` with ``Accept: text/event-stream``, the SPA's
+live list of turns; ``GET /turns/{id}/events?wait=S``, which waits for a turn to appear).
+A store write costs nothing more while nobody watches.
+
+A watcher's queue is bounded (:data:`QUEUE`): one that stops reading loses the oldest
+changes and is told so (``overflowed``), never slowing a writer. The feed is this
+instance's: with several replicas a watcher sees the turns its own instance writes
+(runs it started, spans it received); docs/events.md ("The turn feed") says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from relay.turns.records import HeldThread, TurnRecord, TurnStore
+
+#: changes a watcher may fall behind by before the oldest are dropped
+QUEUE = 256
+
+
+class Watcher:
+    """One reader of the feed: changes as they come, a bounded queue."""
+
+    def __init__(self, feed: TurnFeed, accepts: Callable[[TurnRecord], bool]) -> None:
+        self._feed = feed
+        self.accepts = accepts
+        self._items: deque[TurnRecord] = deque(maxlen=QUEUE)
+        self._wake = asyncio.Event()
+        self.overflowed = False
+
+    def put(self, record: TurnRecord) -> None:
+        if not self.accepts(record):
+            return
+        if len(self._items) == QUEUE:
+            self.overflowed = True
+        self._items.append(record)
+        self._wake.set()
+
+    async def next(self, timeout: float | None) -> list[TurnRecord]:
+        """The changes since the last call; [] when ``timeout`` passed without one."""
+        if not self._items:
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                return []
+        items = list(self._items)
+        self._items.clear()
+        return items
+
+    def close(self) -> None:
+        self._feed._watchers.discard(self)
+
+    def __enter__(self) -> Watcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class TurnFeed:
+    def __init__(self) -> None:
+        self._watchers: set[Watcher] = set()
+
+    def watch(self, accepts: Callable[[TurnRecord], bool] = lambda _: True) -> Watcher:
+        watcher = Watcher(self, accepts)
+        self._watchers.add(watcher)
+        return watcher
+
+    @property
+    def watched(self) -> bool:
+        return bool(self._watchers)
+
+    def publish(self, record: TurnRecord) -> None:
+        for watcher in list(self._watchers):
+            watcher.put(record)
+
+
+class WatchedTurns:
+    """A turn store whose status changes reach a :class:`TurnFeed`; every call is the
+    wrapped store's."""
+
+    def __init__(self, inner: TurnStore, feed: TurnFeed) -> None:
+        self.inner = inner
+        self.feed = feed
+
+    async def create(self, record: TurnRecord) -> None:
+        await self.inner.create(record)
+        if self.feed.watched:
+            self.feed.publish(record)
+
+    async def get(self, turn_id: str) -> TurnRecord | None:
+        return await self.inner.get(turn_id)
+
+    async def update(self, turn_id: str, **changes: Any) -> None:
+        await self.inner.update(turn_id, **changes)
+        if self.feed.watched and ("status" in changes or "message" in changes):
+            record = await self.inner.get(turn_id)
+            if record is not None:
+                self.feed.publish(record)
+
+    async def list(self, thread_id: str | None = None, limit: int = 50,
+                   before: float | None = None, *, graph: str | None = None,
+                   status: str | None = None) -> list[TurnRecord]:
+        return await self.inner.list(thread_id, limit, before, graph=graph, status=status)
+
+    async def mark_interrupted(self) -> int:
+        return await self.inner.mark_interrupted()
+
+    async def lock_thread(self, thread_id: str) -> HeldThread | None:
+        return await self.inner.lock_thread(thread_id)
+
+    async def ping(self) -> None:
+        await self.inner.ping()
+
+    def close(self) -> None:
+        self.inner.close()
