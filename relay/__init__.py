@@ -7,7 +7,8 @@ The public surface, curated: what an app that serves its own graph writes agains
   ``/chat/resume``, ``/agui``, the turn API, the SPA) with ``lifespan=relay.lifespan``.
 - :class:`GraphAgent`: a compiled graph as turns, instrumented; its hooks say what its
   values mean. The span helpers for a graph's own spans: :mod:`relay.langgraph.spans`
-  (``child_span``, ``traced_node``, ``run_span``).
+  (``child_span``, ``traced_node``, ``run_span``); :func:`topology_metadata`, the one
+  line that gives a graph another instrumentation traces its real topology.
 - :class:`RelaySpanProcessor`: spans -> events (``relay.span_processor`` of a Relay).
 - the turn: :class:`TurnRecord` (found by any spelling of its id: :func:`id_key`),
   :class:`ChatResponse`, the run manager's :class:`ThreadBusy`.
@@ -30,6 +31,7 @@ from relay.langgraph.agent import GraphAgent, PendingInterrupt
 from relay.langgraph.checkpoints import check_checkpointer, open_checkpointer, read_checkpoints
 from relay.langgraph.instrument import GraphInstrumentation
 from relay.langgraph.spans import child_span, run_span, traced_node
+from relay.langgraph.topology import topology_metadata
 from relay.settings import ConfigError, RelaySettings
 from relay.turns.messages import Message, SQLiteMessageStore
 from relay.turns.records import PAUSED, RUNNING, TurnRecord, TurnStore, id_key
@@ -73,5 +75,6 @@ __all__ = [
     "read_checkpoints",
     "read_json_object",
     "run_span",
+    "topology_metadata",
     "traced_node",
 ]

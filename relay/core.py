@@ -34,7 +34,7 @@ from relay import readiness
 from relay.bus import Bus, open_bus
 from relay.delivery.streaming import Encoder, EventStream
 from relay.delivery.streams import Streams
-from relay.events import RUN_TERMINAL, TURN_TERMINAL, Event
+from relay.events import GRAPH_TOPOLOGY, RUN_TERMINAL, TURN_TERMINAL, Event
 from relay.export.metrics import CountingExporter, RelayMetrics, prometheus_provider
 from relay.export.otlp import add_otlp_export
 from relay.ingest.processor import RelaySpanProcessor
@@ -44,6 +44,7 @@ from relay.settings import RelaySettings
 from relay.store import SpanStore, open_store
 from relay.store.exporter import add_span_store
 from relay.turns.feed import TurnFeed, WatchedTurns
+from relay.turns.foreign import NotedRuns, RecordWriter
 from relay.turns.messages import SQLiteMessageStore
 from relay.turns.postgres import open_turn_store
 from relay.turns.records import TurnRecord, TurnStore
@@ -70,12 +71,17 @@ class Relay:
         self.bus: Bus = open_bus(settings)  # memory, or Redis Streams
         self.span_processor = RelaySpanProcessor(self._publish)
         self.span_processor.state.resume_route = self.resume_route
+        #: runs of other instrumentations in the app's provider (OpenInference in-process):
+        #: the store's index and their turn records, as the receiver keeps them
+        self.span_processor.state.notes = []
+        self._noted = NotedRuns()
         self.metrics = RelayMetrics(
             prometheus_provider() if settings.metrics == "prometheus" else None,
             dropped=lambda: self.span_processor.dropped, bus=self.bus)
         #: every change of a turn's status, for watchers (GET /turns as a stream, ?wait=)
         self.feed = TurnFeed()
         self.turns: TurnStore = WatchedTurns(open_turn_store(settings), self.feed)
+        self._foreign_records = RecordWriter(self.turns, self._noted.messages)
         self.messages = SQLiteMessageStore(settings.data_dir / "messages.db")
         #: finished spans, for replay (RELAY_STORE); written by add_span_store's processor
         self.store: SpanStore = open_store(settings)
@@ -118,6 +124,7 @@ class Relay:
         self.grpc_receiver: GrpcReceiver | None = None
         #: what GET /readyz checks besides the relay's own stores (add_readiness_check)
         self._readiness_checks: list[tuple[str, readiness.Check]] = []
+        self._tasks: set[asyncio.Task[None]] = set()  # background work (_background)
 
     def resume_route(self, graph_id: str) -> str | None:
         """The resume route this server offers for a run of ``graph_id`` (what a
@@ -233,7 +240,27 @@ class Relay:
     def _publish(self, event: Event) -> Event:
         stamped = self.bus.publish(event)
         self.metrics.published(stamped)
+        notes = self.span_processor.state.notes
+        if notes:  # a foreign run began or ended in the app's provider
+            entries = self._noted.take(notes)
+            if entries:
+                self._background(asyncio.to_thread(self.store.index_runs, entries))
+        if stamped.turn_id in self._noted.foreign and (
+                stamped.type == GRAPH_TOPOLOGY or stamped.is_run_terminal):
+            self._foreign_records.put([stamped])
         return stamped
+
+    def _background(self, work: Any) -> None:
+        """Run ``work`` (a coroutine) on the loop; a failure is logged, never raised."""
+        async def run() -> None:
+            try:
+                await work
+            except Exception:
+                log.exception("relay: could not index a foreign run")
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def add_span_store(self, provider: TracerProvider) -> BatchSpanProcessor:
         """Persist ``provider``'s finished spans to :attr:`store` (a BatchSpanProcessor:
@@ -263,6 +290,9 @@ class Relay:
         self.closing.set()
         await self.runs.shutdown(self.settings.shutdown_grace_s)
         self.span_processor.unbind()
+        await self._foreign_records.drain(2.0)  # in-process foreign turns' records
+        if self._tasks:  # and their index
+            await asyncio.wait(set(self._tasks), timeout=2.0)
         self.turns.close()
         self.messages.close()
         if self.store_processor is not None:  # flush what is pending, then close the store

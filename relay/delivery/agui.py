@@ -155,8 +155,8 @@ class AGUIEncoder:
             elif self._run.trace_id is None:
                 self._run.trace_id = event.trace_id
             out.append(custom(ev.GRAPH_TOPOLOGY, ts, {
-                k: f[k] for k in ("graph_id", "nodes", "edges", "run_kind", "truncated")
-                if k in f}))
+                k: f[k] for k in ("graph_id", "nodes", "edges", "run_kind", "truncated",
+                                  "discovered") if k in f}))
             return out
         if self._run is None:  # attached after the run started, or a rebuilt outcome
             out += self._start_run(event.trace_id, ts)

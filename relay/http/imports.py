@@ -15,17 +15,20 @@ from relay.http.parts import RelayParts
 from relay.http.requests import read_body
 from relay.ingest.tracefile import TraceFileError, parse_trace_file
 from relay.mapping.feed import TurnSpans, group_turns
-from relay.turns.foreign import record_imported_turn
+from relay.turns.foreign import imported_runs, record_imported_turn
 
 
 def _turn_summary(turn: TurnSpans) -> dict[str, Any]:
     last = turn.last_root
+    outcome = last.attributes.get(c.TURN_OUTCOME)
+    if turn.foreign:  # another instrumentation's: its outcome is its last run's
+        outcome = next((r.outcome for r in reversed(imported_runs(turn)) if r.outcome), None)
     return {
         "turn_id": turn.turn_id,
         "thread_id": turn.thread_id,
         "trace_ids": turn.trace_ids,
         "spans": len(turn.spans),
-        "outcome": last.attributes.get(c.TURN_OUTCOME),
+        "outcome": outcome,
         "events_url": f"/turns/{turn.turn_id}/events?source=spans",
     }
 
@@ -42,10 +45,15 @@ async def import_response(relay: RelayParts, request: Request) -> JSONResponse:
         raise ApiError(exc.status, exc.code, str(exc)) from None
     turns = group_turns(records)
     if not turns:
-        raise ApiError(422, "no_turns", "No span in the file carries relay.turn.id, so it "
-                       "holds no turn to replay (the run root span of each turn carries it).")
+        raise ApiError(422, "no_turns", "No span in the file carries relay.turn.id, and no "
+                       "trace in it is a graph run another instrumentation traced "
+                       "(OpenInference, OpenLLMetry, GenAI invoke_agent): it holds no turn "
+                       "to replay.")
     spans = [s for t in turns for s in t.spans]
     await asyncio.to_thread(relay.store.write, spans, source="import")
+    foreign = [entry for t in turns if t.foreign for entry in imported_runs(t)]
+    if foreign:
+        await asyncio.to_thread(relay.store.index_runs, foreign, source="import")
     for turn in turns:
         await record_imported_turn(relay.turns, turn)
     return JSONResponse({

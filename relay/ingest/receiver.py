@@ -25,9 +25,10 @@ markers").
 - Settle window (``settle_s``, RELAY_OTLP_SETTLE_MS): exporters race (one request per
   span, sent concurrently, as the Node.js SDK's ``SimpleSpanProcessor`` does), so spans
   of a trace wait ``settle_s`` from the first one's arrival and are then fed together in
-  the order they ran. A run root also waits ``settle_s`` from its own arrival, for the
-  children that are still on their way, unless it says how many spans its trace has
-  (``relay.run.span_count``) and that many have come. Spans of a trace whose run has
+  the order they ran. A run root also waits ``settle_s`` from its own arrival, and from
+  each span that follows it (up to ``ROOT_WINDOWS`` windows), for the children still on
+  their way, unless it says how many spans its trace has (``relay.run.span_count``) and
+  that many have come. Spans of a trace whose run has
   ended are late: counted in ``stats["late"]`` (the ``relay.otlp.spans`` metric) and
   logged; they are stored, and streamed no more.
 - Runs of other instrumentations are keyed by trace id (or continue the paused turn they
@@ -42,7 +43,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -54,7 +55,7 @@ from relay.ingest.store_writer import StoreWriter
 from relay.mapping import MappingState, can_start_run
 from relay.mapping.feed import END, Phase, as_live, feed, ordered_phases
 from relay.spans import SpanRecord
-from relay.store import RunIndex
+from relay.turns.foreign import NotedRuns, RecordWriter, record_received_events
 
 if TYPE_CHECKING:
     from relay.bus.base import Bus
@@ -70,6 +71,11 @@ class _Pending:
     spans: list[SpanRecord] = dataclasses.field(default_factory=list)
 
 
+#: once a run's root has come, each later span of its trace extends the window, up to
+#: this many windows after the root (children racing their root come in a burst)
+ROOT_WINDOWS = 4
+
+
 @dataclasses.dataclass(slots=True)
 class _Window:
     """Spans of one trace waiting out the settle window."""
@@ -77,6 +83,7 @@ class _Window:
     deadline: float
     spans: list[SpanRecord] = dataclasses.field(default_factory=list)
     expected: int | None = None  # the root's relay.run.span_count
+    root_at: float | None = None  # when the run's root arrived
     timer: asyncio.TimerHandle | None = None
 
 
@@ -98,10 +105,8 @@ class OTLPReceiver:
         self._windows: dict[str, _Window] = {}
         self._counts: OrderedDict[str, int] = OrderedDict()  # spans received, per trace
         self._finished: OrderedDict[str, None] = OrderedDict()  # traces whose run ended
-        #: turn -> its user message, for its record (bounded, oldest dropped)
-        self._messages: OrderedDict[str, str] = OrderedDict()
-        self._records: deque[list[Event]] = deque()  # for the turn records, in order
-        self._records_task: asyncio.Task[None] | None = None
+        self._noted = NotedRuns(max_turns)  # what the mapping noted: messages, the index
+        self._records = RecordWriter(turns, self._noted.messages)
         self.pending_spans = pending_spans
         self.pending_s = pending_s
         self.max_turns = max_turns
@@ -142,9 +147,7 @@ class OTLPReceiver:
         for trace_id in list(self._windows):  # what waits out its window goes out now
             self._flush(trace_id)
         deadline = time.monotonic() + timeout
-        if self._records_task is not None:  # the turn records of what went out
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self._records_task), timeout)
+        await self._records.drain(timeout)  # the turn records of what went out
         await self._writer.stop(max(0.0, deadline - time.monotonic()))
 
     # -- admission ------------------------------------------------------------------------
@@ -206,10 +209,14 @@ class OTLPReceiver:
             self._counts.popitem(last=False)
         for record in spans:
             if record.parent_span_id is None or c.TURN_ID in record.attributes:
-                window.deadline = max(window.deadline, now + self.settle_s)
+                window.root_at = now
                 count = record.attributes.get(c.RUN_SPAN_COUNT)
                 if isinstance(count, int) and not isinstance(count, bool) and count > 0:
                     window.expected = count
+        if window.root_at is not None:  # the root is in: each arrival gives the rest a
+            # window more, up to ROOT_WINDOWS windows after the root
+            window.deadline = max(window.deadline, min(now + self.settle_s,
+                                  window.root_at + ROOT_WINDOWS * self.settle_s))
         if window.expected is not None and received >= window.expected:
             self._flush(trace_id)
             return
@@ -227,22 +234,7 @@ class OTLPReceiver:
         if window.timer is not None:
             window.timer.cancel()
         published = self._publish(self._take({trace_id: window.spans}) + self.sweep())
-        self._queue_records(published)
-
-    def _queue_records(self, events: list[Event]) -> None:
-        if not events:
-            return
-        self._records.append(events)
-        if self._records_task is None:
-            self._records_task = asyncio.get_running_loop().create_task(
-                self._write_records(), name="otlp turn records")
-
-    async def _write_records(self) -> None:
-        try:
-            while self._records:
-                await self.remember(self._records.popleft())
-        finally:
-            self._records_task = None
+        self._records.put(published)
 
     def _take(self, by_trace: dict[str, list[SpanRecord]]) -> list[Event]:
         """Map spans, trace by trace: fed when their trace's run is followed, else kept
@@ -278,28 +270,9 @@ class OTLPReceiver:
 
     def _index_noted(self) -> None:
         """The foreign runs the mapping began or ended: into the store's index queue."""
-        notes = self.state.notes
-        if not notes:
-            return
-        for what, run, record in notes:
-            if run.message:
-                self._messages[run.turn_id] = run.message
-                while len(self._messages) > self.max_turns:
-                    self._messages.popitem(last=False)
-            if not run.foreign:  # our roots say it themselves: indexed as they are stored
-                continue
-            ended = what == "end"
-            outcome = None
-            if ended:
-                outcome = "paused" if run.paused else \
-                    "error" if record.status == "error" else "answered"
-            self._writer.index(RunIndex(
-                turn_id=run.turn_id, trace_id=run.trace_id, root_span_id=run.root_span_id,
-                run_kind=run.kind, thread_id=run.thread_id, message=run.message,
-                start_ns=run.started_ns or record.start_ns,
-                end_ns=(record.end_ns or record.start_ns) if ended else None,
-                outcome=outcome))
-        notes.clear()
+        if self.state.notes:
+            for entry in self._noted.take(self.state.notes):
+                self._writer.index(entry)
 
     def _feed(self, spans: list[SpanRecord]) -> list[Event]:
         trace_id = spans[0].trace_id if spans else ""
@@ -387,6 +360,4 @@ class OTLPReceiver:
 
     async def remember(self, events: Sequence[Event]) -> None:
         """Keep GET /turns/{id} in step with received turns."""
-        from relay.turns.foreign import record_received_events
-
-        await record_received_events(self.turns, events, self._messages)
+        await record_received_events(self.turns, events, self._noted.messages)

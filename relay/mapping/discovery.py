@@ -87,3 +87,13 @@ def discovered(discovery: Discovery, make: Any, time_ns: int) -> Event:
     """The ``graph_discovered`` event of the graph so far (``make``: the run's event)."""
     return make(ev.GRAPH_DISCOVERED, time_ns, discovery.topology())
 
+
+
+def node_discovered(run: Any, opened: Any) -> list[Event]:
+    """A ``graph_discovered`` when this top-level node (an open node span of ``run``)
+    adds to the run's discovered graph; else nothing."""
+    discovery = run.discovery
+    if discovery is None or opened.namespace or not opened.node \
+            or not discovery.started(opened.node):
+        return []
+    return [discovered(discovery, run.event, opened.start_ns)]

@@ -37,7 +37,7 @@ from relay.mapping.answers import (
     message_saved,
     root_end,
 )
-from relay.mapping.discovery import Discovery, discovered
+from relay.mapping.discovery import Discovery, node_discovered
 from relay.mapping.links import awaits_resume, link_resume
 from relay.mapping.payloads import node_completed, node_started, tool_completed_fields, tool_fields
 from relay.mapping.placement import (
@@ -58,6 +58,7 @@ from relay.mapping.rules import (
     TOOL,
     Facts,
     classify,
+    declared_topology,
     json_attr,
     marker_attributes,
     placement,
@@ -207,7 +208,11 @@ def _activate(state: MappingState, run: Run, record: SpanRecord, facts: Facts) -
     run.graph_id, run.started_ns = graph_id or "", start
     run.message = run.message or message_of(record.attributes)  # (or its root's, seen)
     link_resume(state, run, record, facts)
-    topology = facts.topology if facts.role == ROOT and facts.topology else run.topology
+    # the one the agent declared (relay.graph.topology, or in metadata), else its root's
+    topology, declared_id = declared_topology(record.attributes)
+    run.graph_id = declared_id or run.graph_id
+    if topology is None:
+        topology = facts.topology if facts.role == ROOT and facts.topology else run.topology
     run.topology = topology
     fields: dict[str, Any] = {"graph_id": run.graph_id}
     if topology is None:  # nodes as they run (relay/mapping/discovery.py)
@@ -286,17 +291,8 @@ def _own_node(state: MappingState, run: Run, record: SpanRecord, opened: Open,
     events = [] if run.active else _activate(state, run, record, facts)
     if not run.thread_id and facts.thread_id:
         run.thread_id = facts.thread_id
-    return [*events, *_discovered(run, opened),
+    return [*events, *node_discovered(run, opened),
             node_started(run, record.span_id, opened, facts.step, facts.task_id)]
-
-
-def _discovered(run: Run, opened: Open) -> list[Event]:
-    """A ``graph_discovered`` when this top-level node adds to a discovered graph."""
-    discovery = run.discovery
-    if discovery is None or opened.namespace or not opened.node \
-            or not discovery.started(opened.node):
-        return []
-    return [discovered(discovery, run.event, opened.start_ns)]
 
 
 def _claim(state: MappingState, run: Run, record: SpanRecord, facts: Facts,
@@ -313,7 +309,7 @@ def _claim(state: MappingState, run: Run, record: SpanRecord, facts: Facts,
     if not run.thread_id and facts.thread_id:
         run.thread_id = facts.thread_id
     for opened, span_id, step, task_id in claimed:
-        events += _discovered(run, opened)
+        events += node_discovered(run, opened)
         events.append(node_started(run, span_id, opened, step, task_id))
     if claimed:
         events += release(state, run, {span_id for _, span_id, _, _ in claimed})

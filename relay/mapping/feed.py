@@ -262,6 +262,10 @@ class TurnSpans:
     trace_ids: list[str]
     spans: list[SpanRecord]
     roots: list[SpanRecord]
+    #: another instrumentation's turn (no relay.turn.id): keyed by the mapping, its runs'
+    #: graph_topology and terminal events by trace (``runs``), for the store's index
+    foreign: bool = False
+    runs: dict[str, list[Event]] | None = None
 
     @property
     def started_ns(self) -> int:
@@ -274,7 +278,9 @@ class TurnSpans:
 
 def group_turns(records: Sequence[SpanRecord]) -> list[TurnSpans]:
     """Turns among ``records``, oldest first: a turn's spans are those of the traces
-    whose root carries its ``relay.turn.id``. Spans of other traces belong to no turn."""
+    whose root carries its ``relay.turn.id``; the other traces are mapped, and those the
+    mapping takes for a foreign run are turns as it keys them (the trace id, or the
+    paused turn a resume continues). Spans of other traces belong to no turn."""
     turns: dict[str, TurnSpans] = {}
     trace_turn: dict[str, str] = {}
     for r in records:
@@ -288,12 +294,39 @@ def group_turns(records: Sequence[SpanRecord]) -> list[TurnSpans]:
             if r.trace_id not in trace_turn:
                 turn.trace_ids.append(r.trace_id)
                 trace_turn[r.trace_id] = turn_id
+    rest = [r for r in records if r.trace_id not in trace_turn]
+    if rest:
+        _foreign_turns(rest, turns, trace_turn)
     for r in records:
         owner = trace_turn.get(r.trace_id)
         if owner is not None:
-            turns[owner].spans.append(r)
-    ordered = sorted(turns.values(), key=lambda t: t.started_ns)
+            turn = turns[owner]
+            turn.spans.append(r)
+            if turn.foreign and r.parent_span_id is None:
+                turn.roots.append(r)
+    ordered = sorted((t for t in turns.values() if t.roots), key=lambda t: t.started_ns)
     for turn in ordered:
-        turn.trace_ids.sort(key=lambda tid: min(r.start_ns for r in turn.roots
-                                                if r.trace_id == tid))
+        turn.trace_ids.sort(key=lambda tid: min((r.start_ns for r in turn.roots
+                                                 if r.trace_id == tid), default=0))
     return ordered
+
+
+def _foreign_turns(records: Sequence[SpanRecord], turns: dict[str, TurnSpans],
+                   trace_turn: dict[str, str]) -> None:
+    """The foreign turns among ``records``, as the mapping keys them, into ``turns``."""
+    events: list[Event] = []
+    feed(MappingState(), ordered_phases(records), events.append, read=as_live)
+    for event in events:
+        if event.type != "graph_topology" and not event.is_run_terminal:
+            continue
+        turn = turns.get(event.turn_id)
+        if turn is None:
+            turn = turns[event.turn_id] = TurnSpans(event.turn_id, event.thread_id, [], [],
+                                                    [], foreign=True, runs={})
+        if turn.runs is None or not turn.foreign:
+            continue  # (a turn id ours already has: not taken)
+        if event.trace_id not in trace_turn:
+            trace_turn[event.trace_id] = event.turn_id
+            turn.trace_ids.append(event.trace_id)
+        turn.runs.setdefault(event.trace_id, []).append(event)
+        turn.thread_id = turn.thread_id or event.thread_id

@@ -279,6 +279,27 @@ def placement(attrs: Mapping[str, Any]) -> Facts | None:
                  langgraph_node=str(node), activates=True)
 
 
+def declared_topology(attrs: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """The topology (and graph id) an agent declared on a span of another instrumentation:
+    ``relay.graph.topology`` as an attribute, in OpenInference ``metadata`` or in
+    OpenLLMetry's association properties (:func:`relay.langgraph.topology.
+    topology_metadata`); ``(None, None)`` when none is there or it cannot be read."""
+    meta = _metadata(attrs) if OI_METADATA in attrs else {}
+    for where, prefix in ((attrs, ""), (meta, ""), (attrs, TL_ASSOC)):
+        raw = where.get(prefix + c.GRAPH_TOPOLOGY)
+        if raw is None:
+            continue
+        try:
+            value = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            return None, None
+        if isinstance(value, dict) and isinstance(value.get("nodes"), list):
+            graph_id = where.get(prefix + c.GRAPH_ID)
+            return {"nodes": value["nodes"], "edges": value.get("edges") or []}, \
+                _str(graph_id)
+    return None, None
+
+
 def marker_attributes(record: SpanRecord) -> dict[str, Any] | None:
     """The start attributes a start marker (``relay.start_of``) carries for its span."""
     raw = record.attributes.get(c.START_ATTRIBUTES, "{}")

@@ -102,10 +102,12 @@ class SQLSpanStore:
         cur.execute(self._q(
             "INSERT INTO turn_traces (turn_id, trace_id, root_span_id, run_kind, start_ns, "
             "end_ns, outcome) VALUES (?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (turn_id, trace_id) DO UPDATE SET root_span_id = excluded.root_span_id, "
+            "ON CONFLICT (turn_id, trace_id) DO UPDATE SET root_span_id = CASE WHEN "
+            "excluded.root_span_id <> '' THEN excluded.root_span_id "
+            "ELSE turn_traces.root_span_id END, "
             "run_kind = excluded.run_kind, start_ns = excluded.start_ns, "
             "end_ns = excluded.end_ns, outcome = excluded.outcome"),
-            (run.turn_id, run.trace_id, run.root_span_id, run.run_kind, run.start_ns,
+            (run.turn_id, run.trace_id, run.root_span_id or "", run.run_kind, run.start_ns,
              run.end_ns, run.outcome))
         cur.execute(self._q(
             "INSERT INTO span_turns (turn_id, thread_id, message, started_ns, stored_ns, "

@@ -5,20 +5,28 @@ their own (:mod:`relay.turns.run_end`).
 
 Both create a record only for a turn the store does not know yet
 (:func:`record_received_turn`); a create that loses a race to another writer is no error.
+:class:`NotedRuns` reads what the mapping noted of the runs it mapped (their messages,
+the store's index of foreign runs), :class:`RecordWriter` writes the records in order.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import logging
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from relay import conventions as c
 from relay import events as ev
 from relay.events import Event
+from relay.mapping.answers import message_of
 from relay.mapping.feed import TurnSpans, replay_events
+from relay.mapping.state import Run
+from relay.spans import SpanRecord
+from relay.store import RunIndex
 from relay.turns.records import PAUSED, RUNNING, TurnExists, TurnRecord, TurnStore
 from relay.turns.response import STATUSES
 
@@ -82,7 +90,34 @@ async def record_imported_turn(turns: TurnStore, turn: TurnSpans) -> None:
     await record_received_turn(turns, turn.turn_id, lambda: _imported_record(turn))
 
 
+def imported_runs(turn: TurnSpans) -> list[RunIndex]:
+    """The store's index of an imported foreign turn's runs (ours index themselves)."""
+    entries = []
+    for trace_id, events in (turn.runs or {}).items():
+        start = next((e for e in events if e.type == ev.GRAPH_TOPOLOGY), events[0])
+        end = next((e for e in events if e.is_run_terminal), None)
+        root = next((r for r in turn.roots if r.trace_id == trace_id), None)
+        entries.append(RunIndex(
+            turn_id=turn.turn_id, trace_id=trace_id,
+            root_span_id=root.span_id if root is not None else None,
+            run_kind=str(start.fields.get("run_kind", "chat")), thread_id=turn.thread_id,
+            message="", start_ns=int(start.ts * 1e6),
+            end_ns=int(end.ts * 1e6) if end is not None else None,
+            outcome=_outcome(end) if end is not None else None))
+    return entries
+
+
+def _outcome(event: Event) -> str:
+    if event.type == ev.PAUSED:
+        return PAUSED
+    if event.type == ev.TURN_COMPLETED:
+        return str((event.fields.get("response") or {}).get("status", "answered"))
+    return "cancelled" if event.fields.get("code") == "cancelled" else "error"
+
+
 def _imported_record(turn: TurnSpans) -> TurnRecord:
+    if turn.foreign:
+        return _imported_foreign(turn)
     chat = next((r for r in sorted(turn.roots, key=lambda r: r.start_ns)
                  if c.TURN_MESSAGE in r.attributes), None)
     last = turn.last_root
@@ -100,3 +135,97 @@ def _imported_record(turn: TurnSpans) -> TurnRecord:
         root_trace_id=last.trace_id, root_span_id=last.span_id,
         last_seq=len(replay_events(turn.spans)),  # the replay's seqs, 1..last_seq
     )
+
+
+# -- runs the mapping noted (MappingState.notes) ------------------------------------------
+
+class NotedRuns:
+    """What the mapping noted of the runs it began and ended (``MappingState.notes``),
+    for the store's index and the turn records: the user's message of each turn, the
+    turns of other instrumentations (``foreign``), and their :class:`RunIndex` entries.
+    Bounded: past ``max_turns`` the oldest are forgotten."""
+
+    def __init__(self, max_turns: int = 10_000) -> None:
+        self.max_turns = max_turns
+        self.messages: OrderedDict[str, str] = OrderedDict()
+        self.foreign: OrderedDict[str, None] = OrderedDict()
+
+    def take(self, notes: list[tuple[str, Run, SpanRecord]]) -> list[RunIndex]:
+        """Empty ``notes``; the index entries of the foreign runs among them."""
+        entries = []
+        for what, run, record in notes:
+            if run.message:
+                self._remember(self.messages, run.turn_id, run.message)
+            if not run.foreign:  # our roots say it themselves: indexed as they are stored
+                continue
+            self._remember(self.foreign, run.turn_id, None)
+            ended = what == "end"
+            outcome = None
+            if ended:
+                outcome = "paused" if run.paused else \
+                    "error" if record.status == "error" else "answered"
+            entries.append(RunIndex(
+                turn_id=run.turn_id, trace_id=run.trace_id, root_span_id=run.root_span_id,
+                run_kind=run.kind, thread_id=run.thread_id, message=run.message,
+                start_ns=run.started_ns or record.start_ns,
+                end_ns=(record.end_ns or record.start_ns) if ended else None,
+                outcome=outcome))
+        notes.clear()
+        return entries
+
+    def _remember(self, items: OrderedDict[str, Any], key: str, value: Any) -> None:
+        items[key] = value
+        items.move_to_end(key)
+        while len(items) > self.max_turns:
+            items.popitem(last=False)
+
+
+class RecordWriter:
+    """Turn records of received (or in-process foreign) turns, written in order by one
+    task: a run's start before its end, whatever the loop does meanwhile."""
+
+    def __init__(self, turns: TurnStore, messages: Mapping[str, str]) -> None:
+        self.turns = turns
+        self.messages = messages
+        self._queue: deque[Sequence[Event]] = deque()
+        self.task: asyncio.Task[None] | None = None
+
+    def put(self, events: Sequence[Event]) -> None:
+        if not events:
+            return
+        self._queue.append(events)
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self._run(),
+                                                               name="turn records")
+
+    async def _run(self) -> None:
+        try:
+            while self._queue:
+                await record_received_events(self.turns, self._queue.popleft(),
+                                             self.messages)
+        finally:
+            self.task = None
+
+    async def drain(self, timeout: float) -> None:
+        """Wait (up to ``timeout``) for what is queued to be written."""
+        if self.task is not None:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self.task), timeout)
+
+
+def _imported_foreign(turn: TurnSpans) -> TurnRecord:
+    """A foreign turn's record, from its replay (its spans carry no relay.turn.*)."""
+    events = replay_events(turn.spans)
+    last = next((e for e in reversed(events) if e.is_run_terminal), None)
+    status = _outcome(last) if last is not None else "error"
+    response = last.fields.get("response") if last is not None else None
+    ended = last.ts if last is not None else turn.started_ns / 1e6
+    message = next((m for m in (message_of(r.attributes) for r in turn.roots) if m), "")
+    return TurnRecord(
+        turn_id=turn.turn_id, thread_id=turn.thread_id, status=status, message=message,
+        started_at=turn.started_ns / 1e6,
+        ended_at=None if status == PAUSED else ended,
+        paused_at=ended if status == PAUSED else None,
+        response=ev.dumps(response) if isinstance(response, dict) else None,
+        root_trace_id=turn.trace_ids[-1] if turn.trace_ids else None,
+        last_seq=len(events))

@@ -264,7 +264,7 @@ def test_the_list_shows_a_running_turn_live_and_the_row_follows_it_to_its_end(
     provider.shutdown()
 
     assert "Running" in seen["row"] and seen["live"] == 1, seen
-    assert "ext-live" in seen["row"], seen  # no message: the thread says which turn it is
+    assert "hello" in seen["row"], seen  # the turn's message (relay.turn.message)
     assert "(no message)" not in seen["row"]
     assert seen["badge"] == "Live stream" and seen["plan"] == "ok", seen
     # the row flips when the turn ends, with no reload and no click
@@ -292,8 +292,8 @@ def test_clicking_a_finished_turn_draws_its_graph(watch, relay_only, shot):
             for n in ("plan", "act")] == ["ok", "ok"]
     assert page.locator("svg [data-node='__end__']").count() == 1
     assert "tiny-model" in page.inner_text("#timeline")
-    # the conversation says which turn is shown when the turn sent no message
-    assert turn_id in page.inner_text("#messages")
+    # the conversation shows the turn's message and its answer
+    assert page.inner_text("#messages").split() == ["You", "hello", "Agent", "done"]
     # the Turns panel lists it too, from the same live list
     page.click("#history-open")
     expect(row(page, turn_id, "#history-list")).to_have_attribute("data-status", "answered")

@@ -13,12 +13,14 @@ account of the run (``astream(stream_mode="updates", subgraphs=True)``)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import operator
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
 
+import httpx
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -35,6 +37,8 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
 from relay import conventions as c
+from relay import topology_metadata
+from relay.store.exporter import SpanStoreExporter
 from tests.interop.conftest import assert_well_formed, read_turn
 from tests.interop.restore import restored
 
@@ -140,12 +144,17 @@ def instrumented(request) -> Iterator[tuple[str, Switch]]:
             instrumentor.uninstrument()
 
 
-def run_graph(switch: Switch, target: SpanProcessor, question: str) -> tuple[str, str]:
-    """Run the graph once under the instrumentor; returns (trace id = turn id, thread)."""
+def run_graph(switch: Switch, target: SpanProcessor, question: str,
+              with_topology: bool = False) -> tuple[str, str]:
+    """Run the graph once under the instrumentor; returns (trace id = turn id, thread).
+    ``with_topology``: the one line that gives the relay the graph's real topology."""
     switch.targets, switch.roots = [target], []
     try:
         thread = f"th-{uuid.uuid4().hex[:8]}"
-        build_graph().invoke({"question": question}, {"configurable": {"thread_id": thread}})
+        graph = build_graph()
+        if with_topology:
+            graph = graph.with_config(metadata=topology_metadata(graph, "support"))
+        graph.invoke({"question": question}, {"configurable": {"thread_id": thread}})
         switch.force_flush()
     finally:
         switch.targets = []
@@ -181,11 +190,51 @@ def check_answered(events: list[dict[str, Any]], thread: str, turn_id: str) -> N
 
 
 def test_in_process_through_the_relays_span_processor(make_relay, instrumented) -> None:
-    _, switch = instrumented
+    name, switch = instrumented
     server = make_relay()
-    turn_id, thread = run_graph(switch, server.relay.span_processor, "Where is my order?")
+    store = BatchSpanProcessor(SpanStoreExporter(server.relay.store))  # the app's store
+    both = Both(server.relay.span_processor, store)
+    turn_id, thread = run_graph(switch, both, "Where is my order?")
     events = read_turn(server.url, turn_id)
     check_answered(events, thread, turn_id)
+    # in the app's provider too, the turn is keyed by its trace on every path: its
+    # record, the store's index (replay) and the list
+    record = httpx.get(f"{server.url}/turns/{turn_id}").json()
+    # (this graph's input is {"question"}: no messages, so no message to list)
+    assert record["status"] == "answered" and record["thread_id"] == thread
+    store.force_flush()
+    replay = httpx.get(f"{server.url}/turns/{turn_id}/events?source=spans", timeout=30)
+    assert replay.status_code == 200, replay.text
+    replayed = [json.loads(line[5:]) for line in replay.text.splitlines()
+                if line.startswith("data:")]
+    if name == "openinference":
+        assert replayed == events
+    else:  # OpenLLMetry writes its workflow's nodes at the root's end: the live path,
+        # which reads a span at its start, discovers them; the stored root names them
+        def nodes(seen: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+            return [(e["type"], e.get("node")) for e in seen
+                    if e["type"] not in ("graph_topology", "graph_discovered")]
+
+        assert nodes(replayed) == nodes(events)
+    store.shutdown()
+
+
+class Both(SpanProcessor):
+    """Two processors as one target of the Switch."""
+
+    def __init__(self, *targets: SpanProcessor) -> None:
+        self.targets = targets
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        for target in self.targets:
+            target.on_start(span, parent_context)
+
+    def on_end(self, span: Any) -> None:
+        for target in self.targets:
+            target.on_end(span)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return all(t.force_flush(timeout_millis) for t in self.targets)
 
 
 def test_over_otlp_span_by_span(relay_server, instrumented) -> None:
@@ -216,6 +265,51 @@ def test_over_otlp_in_one_batch(relay_server, instrumented) -> None:
         last = [e for e in events if e["type"] == "graph_discovered"][-1]
         assert [(e["source"], e["target"]) for e in last["edges"]] == [
             ("__start__", "triage"), ("triage", "answer"), ("answer", "__end__")]
+
+
+def test_one_line_gives_the_real_topology(relay_server, instrumented) -> None:
+    """``graph.with_config(metadata=relay.topology_metadata(graph))``: the run's
+    graph_topology is the graph's own, not discovered, under either instrumentor."""
+    name, switch = instrumented
+    exporter = SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{relay_server.url}/v1/traces"))
+    turn_id, thread = run_graph(switch, exporter, "Where is my order?", with_topology=True)
+    events = read_turn(relay_server.url, turn_id)
+    check_answered(events, thread, turn_id)
+    topology = events[0]
+    assert "discovered" not in topology
+    assert not any(e["type"] == "graph_discovered" for e in events)
+    declared = json.loads(topology_metadata(build_graph())[c.GRAPH_TOPOLOGY])
+    if name == "openinference":  # exactly the graph's own (OpenLLMetry's root names it too)
+        assert topology["graph_id"] == "support"
+        assert (topology["nodes"], topology["edges"]) == (declared["nodes"],
+                                                          declared["edges"])
+    assert {n["id"] for n in topology["nodes"]} >= {"triage", "answer", "refuse"}
+
+
+def test_a_trace_file_of_their_spans_imports_as_a_turn(make_relay, instrumented) -> None:
+    """The same spans, once over OTLP to one relay and once as an OTLP JSON file to
+    another (POST /imports): the imported turn is keyed, listed and replayed as the
+    received one streamed."""
+    from tests.interop.spans import Collecting, json_body
+
+    _, switch = instrumented
+    collected = Collecting()
+    turn_id, thread = run_graph(switch, SimpleSpanProcessor(collected), "Where is my order?")
+    receiving, importing = make_relay(), make_relay()
+    exporter = OTLPSpanExporter(endpoint=f"{receiving.url}/v1/traces")
+    assert exporter.export(collected.spans).name == "SUCCESS"
+    live = read_turn(receiving.url, turn_id)
+    answer = httpx.post(f"{importing.url}/imports", content=json_body(collected.spans),
+                        headers={"Content-Type": "application/json"}, timeout=30)
+    assert answer.status_code == 201, answer.text
+    [summary] = answer.json()["turns"]
+    assert summary["turn_id"] == turn_id and summary["outcome"] == "answered"
+    replay = httpx.get(f"{importing.url}/turns/{turn_id}/events?source=spans", timeout=30)
+    replayed = [json.loads(line[5:]) for line in replay.text.splitlines()
+                if line.startswith("data:")]
+    assert replayed == live
+    record = httpx.get(f"{importing.url}/turns/{turn_id}").json()
+    assert record["status"] == "answered" and record["thread_id"] == thread
 
 
 def test_the_refusal_branch(relay_server, instrumented) -> None:

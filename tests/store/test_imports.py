@@ -204,13 +204,23 @@ def test_imports_refuse_bad_files(importer: RelayProcess) -> None:
     assert "RELAY_IMPORT_MAX_BYTES" in message and str(64 * 1024) in message
     _expect(httpx.post(url, content=iter([big[:40_000], big[40_000:]])), 413,
             "import_too_large")  # chunked: no Content-Length, cut while reading
-    foreign = json.loads(fixture_file("failed.otlp.jsonl").read_text().splitlines()[0])
-    for rs in foreign["resourceSpans"]:
-        for ss in rs["scopeSpans"]:
-            for span in ss["spans"]:
-                span["attributes"] = [kv for kv in span.get("attributes", [])
-                                      if kv["key"] != "relay.turn.id"]
-    _expect(httpx.post(url, json=foreign), 422, "no_turns")
+    def without(*keys: str) -> dict[str, Any]:
+        doc = json.loads(fixture_file("failed.otlp.jsonl").read_text().splitlines()[0])
+        for rs in doc["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
+                    span["attributes"] = [kv for kv in span.get("attributes", [])
+                                          if not kv["key"].startswith(keys)]
+        return doc
+
+    # no span says it is a graph run: nothing to replay
+    _expect(httpx.post(url, json=without("relay.", "gen_ai.")), 422, "no_turns")
+    # without relay.turn.id its root is still a GenAI invoke_agent: a foreign turn,
+    # keyed by its trace id
+    r = httpx.post(url, json=without("relay.turn.id"))
+    assert r.status_code == 201, r.text
+    [turn] = r.json()["turns"]
+    assert turn["turn_id"] == turn["trace_ids"][0]
 
 
 def test_a_file_bad_halfway_imports_nothing(importer: RelayProcess) -> None:

@@ -215,3 +215,34 @@ def test_schema_is_versioned_and_reopening_keeps_data(make_store: Callable[..., 
     second = make_store()  # a restart, or a second instance on shared storage
     assert second.schema_version() == 1
     assert second.turn_spans("turn-6")[0] == STORED
+
+
+def test_foreign_runs_are_indexed_by_whoever_mapped_them(make_store: Callable[..., Any]) -> None:
+    """Spans of another instrumentation carry no relay.turn.id: the receiver indexes
+    their runs (the turn's trace id, and a resume's trace under the same turn), before or
+    after the spans are written; then the store finds, lists and expires them as ours."""
+    from relay.store import RunIndex
+
+    store = make_store(max_turns=1)
+    chat, resume = turn_spans(7), turn_spans(7, run=1, kind="resume")
+    for record in (*chat, *resume):  # as OpenInference writes them: no relay.* on roots
+        for key in (c.TURN_ID, c.RUN_KIND, c.TURN_OUTCOME, c.TURN_MESSAGE):
+            record.attributes.pop(key, None)
+    first, second = chat[0].trace_id, resume[0].trace_id
+    store.write(chat)
+    assert store.turn_spans(first)[0] == UNKNOWN  # nothing says it is a turn yet
+    store.index_runs([RunIndex(first, first, chat[0].span_id, "chat", "thread-7",
+                               "Where is it?", chat[0].start_ns, None, None)])
+    store.index_runs([RunIndex(first, second, None, "resume", "", "", resume[0].start_ns,
+                               resume[0].end_ns, "answered")])  # before its spans
+    store.write(resume)
+    state, spans = store.turn_spans(first)
+    assert state == STORED and {r.trace_id for r in spans} == {first, second}
+    assert store.turn_of_trace(second) == first
+    [listed] = store.turns()
+    assert listed["turn_id"] == first and listed["thread_id"] == "thread-7"
+    assert listed["message"] == "Where is it?" and listed["runs"] == 2
+    assert listed["outcome"] == "answered"
+    store.write(turn_spans(8, start_ns=1_800_000_000_000_000_000))  # past max_turns=1:
+    # the older turn, the foreign one, expires like ours
+    assert store.turn_spans(first)[0] == EXPIRED
