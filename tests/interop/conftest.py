@@ -1,5 +1,7 @@
 """Interop fixtures: the relay alone (``relay.app:create_relay_app``, the OTLP receivers
-on) in a real uvicorn, exporters that send it spans, and readers of its SSE streams."""
+on) in a real uvicorn, exporters that send it spans, readers of its SSE streams, and
+OpenInference's and OpenLLMetry's LangChain instrumentors as they ship (``instrumented``,
+a module's worth of one, through a :class:`Switch`)."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ from typing import Any
 
 import httpx
 import pytest
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
 from tests.conftest import Frame, LiveServer, iter_frames
+from tests.interop.restore import restored
 
 
 def free_port() -> int:
@@ -191,3 +195,51 @@ def assert_well_formed(events: list[dict[str, Any]]) -> None:
 
 def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
+
+
+# -- the instrumentors as they ship -----------------------------------------------------
+
+class Switch(SpanProcessor):
+    """Forwards to the current test's processors: an instrumentor is instrumented once per
+    module (re-instrumenting one with a new provider is not supported by them)."""
+
+    def __init__(self) -> None:
+        self.targets: list[SpanProcessor] = []
+        self.roots: list[str] = []
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if span.parent is None:
+            self.roots.append(format(span.context.trace_id, "032x"))
+        for target in self.targets:
+            target.on_start(span, parent_context)
+
+    def on_end(self, span: Any) -> None:
+        for target in self.targets:
+            target.on_end(span)
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return all(t.force_flush(timeout_millis) for t in self.targets)
+
+
+@pytest.fixture(scope="module", params=["openinference", "openllmetry"])
+def instrumented(request) -> Iterator[tuple[str, Switch]]:
+    if request.param == "openinference":
+        from openinference.instrumentation.langchain import LangChainInstrumentor
+
+        instrumentor: Any = LangChainInstrumentor()
+    else:
+        from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+
+        instrumentor = LangchainInstrumentor()
+    switch = Switch()
+    provider = TracerProvider()
+    provider.add_span_processor(switch)
+    with restored():  # OpenLLMetry's uninstrument() leaves its wrappers (restore.py)
+        instrumentor.instrument(tracer_provider=provider)
+        try:
+            yield request.param, switch
+        finally:
+            instrumentor.uninstrument()

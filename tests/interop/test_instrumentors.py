@@ -17,11 +17,9 @@ import json
 import operator
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
 
 import httpx
-import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -33,14 +31,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Send, interrupt
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
 from relay import conventions as c
 from relay import topology_metadata
 from relay.store.exporter import SpanStoreExporter
-from tests.interop.conftest import assert_well_formed, read_turn
-from tests.interop.restore import restored
+from tests.interop.conftest import Switch, assert_well_formed, read_turn
 
 
 class TinyModel(BaseChatModel):
@@ -96,52 +93,6 @@ def build_graph() -> Any:
     graph.add_edge("answer", END)
     graph.add_edge("refuse", END)
     return graph.compile(checkpointer=InMemorySaver())
-
-
-class Switch(SpanProcessor):
-    """Forwards to the current test's processors: an instrumentor is instrumented once per
-    module (re-instrumenting one with a new provider is not supported by them)."""
-
-    def __init__(self) -> None:
-        self.targets: list[SpanProcessor] = []
-        self.roots: list[str] = []
-
-    def on_start(self, span: Any, parent_context: Any = None) -> None:
-        if span.parent is None:
-            self.roots.append(format(span.context.trace_id, "032x"))
-        for target in self.targets:
-            target.on_start(span, parent_context)
-
-    def on_end(self, span: Any) -> None:
-        for target in self.targets:
-            target.on_end(span)
-
-    def shutdown(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return all(t.force_flush(timeout_millis) for t in self.targets)
-
-
-@pytest.fixture(scope="module", params=["openinference", "openllmetry"])
-def instrumented(request) -> Iterator[tuple[str, Switch]]:
-    if request.param == "openinference":
-        from openinference.instrumentation.langchain import LangChainInstrumentor
-
-        instrumentor: Any = LangChainInstrumentor()
-    else:
-        from opentelemetry.instrumentation.langchain import LangchainInstrumentor
-
-        instrumentor = LangchainInstrumentor()
-    switch = Switch()
-    provider = TracerProvider()
-    provider.add_span_processor(switch)
-    with restored():  # OpenLLMetry's uninstrument() leaves its wrappers (restore.py)
-        instrumentor.instrument(tracer_provider=provider)
-        try:
-            yield request.param, switch
-        finally:
-            instrumentor.uninstrument()
 
 
 def run_graph(switch: Switch, target: SpanProcessor, question: str,

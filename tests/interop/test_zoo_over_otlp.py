@@ -16,44 +16,19 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from tests.interop.conftest import TurnReader, assert_well_formed, grpc_endpoint
-from tests.interop.restore import restored
-from tests.interop.test_instrumentors import Switch
 from tests.zoo.graphs import CASES
 from tests.zoo.reference import resume, updates
 
 ZOO = {case.name: case for case in CASES if case.name in ("supervisor", "deep")}
-
-
-@pytest.fixture(scope="module", params=["openinference", "openllmetry"])
-def instrumented(request) -> Iterator[tuple[str, Switch]]:
-    if request.param == "openinference":
-        from openinference.instrumentation.langchain import LangChainInstrumentor
-
-        instrumentor: Any = LangChainInstrumentor()
-    else:
-        from opentelemetry.instrumentation.langchain import LangchainInstrumentor
-
-        instrumentor = LangchainInstrumentor()
-    switch = Switch()
-    provider = TracerProvider()
-    provider.add_span_processor(switch)
-    with restored():
-        instrumentor.instrument(tracer_provider=provider)
-        try:
-            yield request.param, switch
-        finally:
-            instrumentor.uninstrument()
 
 
 def exporter_for(server: Any, protocol: str) -> Any:
