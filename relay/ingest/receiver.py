@@ -233,7 +233,13 @@ class OTLPReceiver:
             return
         if window.timer is not None:
             window.timer.cancel()
-        published = self._publish(self._take({trace_id: window.spans}) + self.sweep())
+        try:
+            published = self._publish(self._take({trace_id: window.spans}) + self.sweep())
+        except Exception:  # a timer's callback: nobody above it to answer (they are stored)
+            self.stats["mapping_failures"] += len(window.spans)
+            log.exception("relay: publishing %d received span(s) of trace %s failed",
+                          len(window.spans), trace_id)
+            return
         self._records.put(published)
 
     def _take(self, by_trace: dict[str, list[SpanRecord]]) -> list[Event]:

@@ -10,10 +10,13 @@ to, from :mod:`relay.mapping.summary`; how a run ends, from :mod:`relay.mapping.
   terminal event, from ``relay.turn.outcome``. A span of a trace whose root the state has
   not seen maps to nothing.
 - A *foreign* run (spans of another instrumentation, no ``relay.turn.id``): its turn id is
-  the trace id. It begins at the first span that identifies a graph run (see ``activates``
-  in the table) with a ``graph_topology`` (empty unless the root names its nodes) and ends
-  at its root span's end with ``turn_completed`` (a ChatResponse built from the spans) or
-  ``error``. Those instrumentations set their attributes only when a span ends, so a
+  the trace id, or the paused turn it resumes (:mod:`relay.mapping.links`). It begins at
+  the first span that identifies a graph run (see ``activates`` in the table) with a
+  ``graph_topology`` (the declared or named graph, else discovered as it runs:
+  :mod:`relay.mapping.discovery`) and ends at its root span's end with ``paused`` (a node
+  left on an interrupt: :mod:`relay.mapping.interrupts`), ``turn_completed`` (a
+  ChatResponse built from the spans) or ``error``. Those instrumentations set their
+  attributes only when a span ends, so a
   trace no rule recognises yet is followed tentatively, and a node may be recognised only
   at its end or at the end of a span inside it (:mod:`relay.mapping.placement`): its
   ``node_started`` is then late (stamped with the span's own start), but still comes
