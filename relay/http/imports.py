@@ -15,14 +15,15 @@ from relay.http.parts import RelayParts
 from relay.http.requests import read_body
 from relay.ingest.tracefile import TraceFileError, parse_trace_file
 from relay.mapping.feed import TurnSpans, group_turns
+from relay.store import RunIndex
 from relay.turns.foreign import imported_runs, record_imported_turn
 
 
-def _turn_summary(turn: TurnSpans) -> dict[str, Any]:
+def _turn_summary(turn: TurnSpans, runs: list[RunIndex]) -> dict[str, Any]:
     last = turn.last_root
     outcome = last.attributes.get(c.TURN_OUTCOME)
     if turn.foreign:  # another instrumentation's: its outcome is its last run's
-        outcome = next((r.outcome for r in reversed(imported_runs(turn)) if r.outcome), None)
+        outcome = next((r.outcome for r in reversed(runs) if r.outcome), None)
     return {
         "turn_id": turn.turn_id,
         "thread_id": turn.thread_id,
@@ -51,7 +52,8 @@ async def import_response(relay: RelayParts, request: Request) -> JSONResponse:
                        "to replay.")
     spans = [s for t in turns for s in t.spans]
     await asyncio.to_thread(relay.store.write, spans, source="import")
-    foreign = [entry for t in turns if t.foreign for entry in imported_runs(t)]
+    runs = {t.turn_id: imported_runs(t) if t.foreign else [] for t in turns}
+    foreign = [entry for entries in runs.values() for entry in entries]
     if foreign:
         await asyncio.to_thread(relay.store.index_runs, foreign, source="import")
     for turn in turns:
@@ -60,5 +62,5 @@ async def import_response(relay: RelayParts, request: Request) -> JSONResponse:
         "format": fmt,
         "spans": len(spans),
         "ignored_spans": len(records) - len(spans),
-        "turns": [_turn_summary(t) for t in turns],
+        "turns": [_turn_summary(t, runs[t.turn_id]) for t in turns],
     }, status_code=201)

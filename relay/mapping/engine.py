@@ -156,8 +156,8 @@ def _root_started(state: MappingState, record: SpanRecord) -> list[Event]:
             del state.paused[run.thread_id]
         run.discovery = paused.discovery if paused is not None and paused.discovery \
             else Discovery(fields["graph_id"])
-        fields.update(nodes=run.discovery.topology()["nodes"],
-                      edges=run.discovery.topology()["edges"], discovered=True)
+        shape = run.discovery.topology()
+        fields.update(nodes=shape["nodes"], edges=shape["edges"], discovered=True)
     if not ok:
         fields["truncated"] = True
     return [run.event(ev.GRAPH_TOPOLOGY, record.start_ns, fields)]

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from relay import conventions as c
 from relay.events import Event
 from relay.mapping import deltas, engine
+from relay.mapping.rules import placement
 from relay.mapping.state import MappingState
 from relay.spans import SpanRecord
 
@@ -133,18 +134,11 @@ def _coarse_traces(spans: list[SpanRecord]) -> set[str]:
 def _step(record: SpanRecord) -> int:
     """A node's step, where its span says one (ours, OpenLLMetry's, OpenInference's
     LangGraph metadata): of spans that start at one instant, the earlier step ran first."""
-    attrs = record.attributes
-    for key in (c.NODE_STEP, "traceloop.association.properties.langgraph_step"):
-        step = attrs.get(key)
-        if isinstance(step, int) and not isinstance(step, bool):
-            return step
-    meta = attrs.get("metadata")
-    if isinstance(meta, str) and '"langgraph_step": ' in meta:
-        tail = meta.split('"langgraph_step": ', 1)[1]
-        digits = tail[:len(tail) - len(tail.lstrip("0123456789"))]
-        if digits:
-            return int(digits)
-    return 1 << 62
+    step = record.attributes.get(c.NODE_STEP)
+    if step is None:
+        where = placement(record.attributes)  # the rule table's LangGraph metadata reader
+        step = where.step if where is not None else None
+    return step if isinstance(step, int) and not isinstance(step, bool) else 1 << 62
 
 
 def _nested_ends(spans: list[SpanRecord], parent: list[int | None], depth: list[int],
@@ -262,10 +256,10 @@ class TurnSpans:
     trace_ids: list[str]
     spans: list[SpanRecord]
     roots: list[SpanRecord]
-    #: another instrumentation's turn (no relay.turn.id): keyed by the mapping, its runs'
-    #: graph_topology and terminal events by trace (``runs``), for the store's index
+    #: another instrumentation's turn (no relay.turn.id): keyed by the mapping, whose
+    #: events for it (``events``, unnumbered) give its record and the store's index
     foreign: bool = False
-    runs: dict[str, list[Event]] | None = None
+    events: list[Event] = field(default_factory=list)
 
     @property
     def started_ns(self) -> int:
@@ -317,16 +311,14 @@ def _foreign_turns(records: Sequence[SpanRecord], turns: dict[str, TurnSpans],
     events: list[Event] = []
     feed(MappingState(), ordered_phases(records), events.append, read=as_live)
     for event in events:
-        if event.type != "graph_topology" and not event.is_run_terminal:
-            continue
         turn = turns.get(event.turn_id)
         if turn is None:
             turn = turns[event.turn_id] = TurnSpans(event.turn_id, event.thread_id, [], [],
-                                                    [], foreign=True, runs={})
-        if turn.runs is None or not turn.foreign:
+                                                    [], foreign=True)
+        if not turn.foreign:
             continue  # (a turn id ours already has: not taken)
         if event.trace_id not in trace_turn:
             trace_turn[event.trace_id] = event.turn_id
             turn.trace_ids.append(event.trace_id)
-        turn.runs.setdefault(event.trace_id, []).append(event)
+        turn.events.append(event)
         turn.thread_id = turn.thread_id or event.thread_id

@@ -13,11 +13,10 @@ turn id, ``run_kind`` ``resume``, the same discovered graph, and ``human_wait_ms
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from relay.mapping.rules import OI_INPUT, TL_INPUT, Facts
+from relay.mapping.rules import OI_INPUT, TL_INPUT, Facts, json_attr
 from relay.mapping.state import MappingState, Run
 from relay.spans import SpanRecord
 
@@ -57,7 +56,7 @@ def top_task(task: str | None) -> str | None:
 def is_resume_input(attrs: Mapping[str, Any]) -> bool:
     """True when the span's input is a LangGraph ``Command`` that resumes."""
     for key in (OI_INPUT, TL_INPUT):
-        value = _json(attrs.get(key))
+        value, _ = json_attr(attrs, key, None)
         if isinstance(value, dict) and isinstance(value.get("inputs"), dict):
             value = value["inputs"]  # OpenLLMetry: {"inputs": ..., "tags": ...}
         if isinstance(value, dict) and value.get("resume") is not None \
@@ -65,11 +64,3 @@ def is_resume_input(attrs: Mapping[str, Any]) -> bool:
             return True
     return False
 
-
-def _json(raw: Any) -> Any:
-    if not isinstance(raw, str) or not raw.startswith("{"):
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None

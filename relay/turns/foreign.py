@@ -92,8 +92,11 @@ async def record_imported_turn(turns: TurnStore, turn: TurnSpans) -> None:
 
 def imported_runs(turn: TurnSpans) -> list[RunIndex]:
     """The store's index of an imported foreign turn's runs (ours index themselves)."""
+    runs: dict[str, list[Event]] = {}
+    for event in turn.events:
+        runs.setdefault(event.trace_id, []).append(event)
     entries = []
-    for trace_id, events in (turn.runs or {}).items():
+    for trace_id, events in runs.items():
         start = next((e for e in events if e.type == ev.GRAPH_TOPOLOGY), events[0])
         end = next((e for e in events if e.is_run_terminal), None)
         root = next((r for r in turn.roots if r.trace_id == trace_id), None)
@@ -214,8 +217,8 @@ class RecordWriter:
 
 
 def _imported_foreign(turn: TurnSpans) -> TurnRecord:
-    """A foreign turn's record, from its replay (its spans carry no relay.turn.*)."""
-    events = replay_events(turn.spans)
+    """A foreign turn's record, from its events (its spans carry no relay.turn.*)."""
+    events = turn.events
     last = next((e for e in reversed(events) if e.is_run_terminal), None)
     status = _outcome(last) if last is not None else "error"
     response = last.fields.get("response") if last is not None else None
