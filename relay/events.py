@@ -94,6 +94,15 @@ class Event:
             self._json = dumps(self.to_dict())
         return self._json
 
+    def stamped(self, seq: int) -> Event:
+        """This event numbered ``seq``, as a bus appends it: the event itself when it has
+        no number and no encoding yet (fresh from the mapping: one object per event, not
+        two), else a copy (an event published again, e.g. a retry after a bus raised)."""
+        if self.seq == 0 and self._json is None:
+            self.seq = seq
+            return self
+        return self.with_seq(seq)
+
     def with_seq(self, seq: int) -> Event:
         return Event(self.type, self.thread_id, self.turn_id, self.trace_id, self.ts,
                      self.fields, seq)

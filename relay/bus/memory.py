@@ -132,7 +132,7 @@ class MemoryBus:
         log = self._logs.get(event.turn_id)
         if log is None:
             log = self._logs[event.turn_id] = _TurnLog(event.turn_id, 0)
-        stamped = event.with_seq(log.last_seq + 1)
+        stamped = event.stamped(log.last_seq + 1)
         log.events.append(stamped)
         if len(log.events) > self.max_events_per_turn:
             drop = len(log.events) - self.max_events_per_turn

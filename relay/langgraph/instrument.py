@@ -46,6 +46,7 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from relay import conventions as c
 from relay.langgraph.spans import NodeLog
+from relay.spans import to_ms
 
 T = TypeVar("T")
 AddEvent = Callable[..., None]  # RelaySpanProcessor.add_event(span, name, attributes)
@@ -330,7 +331,7 @@ class GraphInstrumentation(BaseCallbackHandler):
             opened.entry["status"] = outcome
             start, end = getattr(span, "start_time", None), getattr(span, "end_time", None)
             if start and end:
-                opened.entry["duration_ms"] = round((end - start) / 1e6, 3)
+                opened.entry["duration_ms"] = to_ms(end - start)
 
 
 def _current_is(key: str, value: Any, key2: str | None = None, value2: Any = None) -> bool:

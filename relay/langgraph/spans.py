@@ -35,6 +35,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, Tracer
 
 from relay import conventions as c
+from relay.spans import to_ms
 
 
 @dataclass
@@ -203,7 +204,7 @@ def traced_node(tracer: Tracer, name: str, fn: Callable[..., Any], *,
             entry["status"] = outcome
             end_time = getattr(span, "end_time", None) or 0
             start_time = getattr(span, "start_time", None) or 0
-            entry["duration_ms"] = round((end_time - start_time) / 1e6, 3)
+            entry["duration_ms"] = to_ms(end_time - start_time)
 
     def outcome_of(exc: BaseException, span: Span) -> str:
         if isinstance(exc, GraphInterrupt):  # interrupt(): the node pauses, it did not fail

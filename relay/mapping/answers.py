@@ -19,6 +19,7 @@ from typing import Any
 from relay import conventions as c
 from relay import events as ev
 from relay.events import Event
+from relay.mapping.attributes import json_attr
 from relay.mapping.discovery import discovered
 from relay.mapping.interrupts import interrupts_in
 from relay.mapping.rules import (
@@ -28,10 +29,9 @@ from relay.mapping.rules import (
     OI_OUTPUT,
     TL_INPUT,
     TL_OUTPUT,
-    json_attr,
 )
 from relay.mapping.state import MappingState, Open, PausedTurn, Run, ms
-from relay.spans import SpanRecord
+from relay.spans import SpanRecord, to_ms
 
 # -- our runs ----------------------------------------------------------------------------
 
@@ -190,7 +190,7 @@ def foreign_end(state: MappingState, run: Run, record: SpanRecord) -> list[Event
     }
     fields: dict[str, Any] = {"response": response}
     if run.kind == "resume" and run.paused_ns is not None:
-        fields["human_wait_ms"] = round(max(0, run.started_ns - run.paused_ns) / 1e6, 3)
+        fields["human_wait_ms"] = to_ms(max(0, run.started_ns - run.paused_ns))
     return [*events, run.event(ev.TURN_COMPLETED, end, fields)]
 
 

@@ -40,6 +40,7 @@ from relay.mapping.answers import (
     message_saved,
     root_end,
 )
+from relay.mapping.attributes import json_attr, marker_attributes
 from relay.mapping.discovery import Discovery, node_discovered
 from relay.mapping.links import awaits_resume, link_resume
 from relay.mapping.payloads import node_completed, node_started, tool_completed_fields, tool_fields
@@ -62,8 +63,6 @@ from relay.mapping.rules import (
     Facts,
     classify,
     declared_topology,
-    json_attr,
-    marker_attributes,
     placement,
 )
 from relay.mapping.state import MappingState, Open, Run

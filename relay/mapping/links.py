@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from relay.mapping.rules import OI_INPUT, TL_INPUT, Facts, json_attr
+from relay.mapping.attributes import json_attr
+from relay.mapping.rules import OI_INPUT, TL_INPUT, Facts
 from relay.mapping.state import MappingState, Run
 from relay.spans import SpanRecord
 

@@ -17,6 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from relay import conventions as c
+from relay.mapping.attributes import (
+    int_or_none,
+    marker_attributes,
+    str_or_none,
+    suffix,
+    task_id_of,
+)
 from relay.spans import SpanRecord
 
 # -- roles --------------------------------------------------------------------------------
@@ -81,12 +88,18 @@ class Facts:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One row of the mapping table: ``source``, the ``role`` it gives, and ``when``."""
+    """One row of the mapping table: ``source``, the ``role`` it gives, and ``when``.
+
+    ``key`` is the attribute that identifies the row's spans, and ``values`` the values of
+    it the row is for (empty: any value; the row's reader then decides): a span is tried
+    only against the rows its identifying attributes point to (:func:`classify`)."""
 
     source: str
     role: str
     when: str
     match: Callable[[Mapping[str, Any], str], Facts | None]
+    key: str
+    values: tuple[str, ...] = ()
 
 
 # -- the table's readers ------------------------------------------------------------------
@@ -110,8 +123,8 @@ def _genai_op(op: str, role: str) -> Callable[[Mapping[str, Any], str], Facts | 
         if role == TOOL:
             facts.name = str(a.get(c.TOOL_NAME, suffix(name)))
             facts.call_id = a.get(c.TOOL_CALL_ID)
-            facts.langgraph_node = _str(a.get(TL_ASSOC + "langgraph_node"))
-            facts.task = _str(a.get(TL_ASSOC + "langgraph_checkpoint_ns"))
+            facts.langgraph_node = str_or_none(a.get(TL_ASSOC + "langgraph_node"))
+            facts.task = str_or_none(a.get(TL_ASSOC + "langgraph_checkpoint_ns"))
         return facts
     return match
 
@@ -119,19 +132,19 @@ def _genai_op(op: str, role: str) -> Callable[[Mapping[str, Any], str], Facts | 
 def _tl_workflow(a: Mapping[str, Any], name: str) -> Facts | None:
     if a.get(TL_KIND) not in ("workflow", "agent"):
         return None
-    return Facts(ROOT, "openllmetry", name=_str(a.get(TL_ENTITY) or a.get(TL_WORKFLOW)),
+    return Facts(ROOT, "openllmetry", name=str_or_none(a.get(TL_ENTITY) or a.get(TL_WORKFLOW)),
                  thread_id=_thread(a, None), activates=True,
-                 graph_id=_str(a.get(TL_WORKFLOW) or a.get(TL_ENTITY)))
+                 graph_id=str_or_none(a.get(TL_WORKFLOW) or a.get(TL_ENTITY)))
 
 
 def _tl_task(a: Mapping[str, Any], name: str) -> Facts | None:
     if a.get(TL_KIND) != "task":
         return None
-    entity = _str(a.get(TL_ENTITY)) or suffix(name)
-    lg_node = _str(a.get(TL_ASSOC + "langgraph_node"))
+    entity = str_or_none(a.get(TL_ENTITY)) or suffix(name)
+    lg_node = str_or_none(a.get(TL_ASSOC + "langgraph_node"))
     if lg_node is not None and lg_node != entity:
         return None  # a runnable inside a node, not the node
-    ns = _str(a.get(TL_ASSOC + "langgraph_checkpoint_ns"))
+    ns = str_or_none(a.get(TL_ASSOC + "langgraph_checkpoint_ns"))
     return Facts(NODE, "openllmetry", name=entity, step=a.get(TL_ASSOC + "langgraph_step"),
                  task_id=task_id_of(ns), task=ns, thread_id=_thread(a, None),
                  langgraph_node=lg_node, activates=True)
@@ -140,10 +153,10 @@ def _tl_task(a: Mapping[str, Any], name: str) -> Facts | None:
 def _tl_tool(a: Mapping[str, Any], name: str) -> Facts | None:
     if a.get(TL_KIND) != "tool":
         return None
-    return Facts(TOOL, "openllmetry", name=_str(a.get(TL_ENTITY)) or suffix(name),
+    return Facts(TOOL, "openllmetry", name=str_or_none(a.get(TL_ENTITY)) or suffix(name),
                  thread_id=_thread(a, None),
-                 langgraph_node=_str(a.get(TL_ASSOC + "langgraph_node")),
-                 task=_str(a.get(TL_ASSOC + "langgraph_checkpoint_ns")),
+                 langgraph_node=str_or_none(a.get(TL_ASSOC + "langgraph_node")),
+                 task=str_or_none(a.get(TL_ASSOC + "langgraph_checkpoint_ns")),
                  step=a.get(TL_ASSOC + "langgraph_step"))
 
 
@@ -152,19 +165,19 @@ def _oi(kind: str, role: str) -> Callable[[Mapping[str, Any], str], Facts | None
         if a.get(OI_KIND) != kind:
             return None
         meta = _metadata(a)
-        lg_node = _str(meta.get("langgraph_node"))
+        lg_node = str_or_none(meta.get("langgraph_node"))
         facts = Facts(role, "openinference", thread_id=_thread(a, meta),
                       langgraph_node=lg_node, activates=lg_node is not None,
-                      task=_str(meta.get("langgraph_checkpoint_ns")),
+                      task=str_or_none(meta.get("langgraph_checkpoint_ns")),
                       step=meta.get("langgraph_step"))
         if role == CHAT:
             facts.model = a.get(OI_MODEL)
-            facts.input_tokens = _int(a.get(OI_PROMPT_TOKENS))
-            facts.output_tokens = _int(a.get(OI_COMPLETION_TOKENS))
+            facts.input_tokens = int_or_none(a.get(OI_PROMPT_TOKENS))
+            facts.output_tokens = int_or_none(a.get(OI_COMPLETION_TOKENS))
         elif role == RETRIEVAL:
             facts.documents = _oi_documents(a)
         elif role == TOOL:
-            facts.name = _str(a.get(OI_TOOL_NAME)) or name
+            facts.name = str_or_none(a.get(OI_TOOL_NAME)) or name
             facts.call_id = a.get(OI_TOOL_CALL_ID)
         return facts
     return match
@@ -174,10 +187,10 @@ def _oi_node(a: Mapping[str, Any], name: str) -> Facts | None:
     if a.get(OI_KIND) not in ("CHAIN", "AGENT", None) or OI_METADATA not in a:
         return None
     meta = _metadata(a)
-    lg_node = _str(meta.get("langgraph_node"))
+    lg_node = str_or_none(meta.get("langgraph_node"))
     if lg_node is None or lg_node != name:
         return None
-    ns = _str(meta.get("langgraph_checkpoint_ns"))
+    ns = str_or_none(meta.get("langgraph_checkpoint_ns"))
     return Facts(NODE, "openinference", name=lg_node, step=meta.get("langgraph_step"),
                  task_id=task_id_of(ns), task=ns, thread_id=_thread(a, meta),
                  langgraph_node=lg_node, activates=True)
@@ -199,7 +212,7 @@ def _oi_root(a: Mapping[str, Any], name: str) -> Facts | None:
 def _genai_agent(a: Mapping[str, Any], name: str) -> Facts | None:
     if a.get(c.OPERATION) != c.OP_INVOKE_AGENT:
         return None
-    agent = _str(a.get(c.AGENT_NAME)) or suffix(name)
+    agent = str_or_none(a.get(c.AGENT_NAME)) or suffix(name)
     return Facts(ROOT, "genai", name=agent, thread_id=_thread(a, None), activates=True,
                  graph_id=agent, topology=_workflow_topology(a))
 
@@ -208,37 +221,79 @@ def _genai_agent(a: Mapping[str, Any], name: str) -> Facts | None:
 #: A ``root`` row met inside a run (under its root or a node) is no root: a GenAI
 #: ``invoke_agent`` there is a node (a sub-agent), any other root row an ordinary span.
 RULES: tuple[Rule, ...] = (
-    Rule("relay", ROOT, "`relay.turn.id` at start", _relay_root),
-    Rule("relay", NODE, "`relay.node.name`", _relay_node),
-    Rule("genai", TOOL, "`gen_ai.operation.name=execute_tool`", _genai_op(c.OP_TOOL, TOOL)),
-    Rule("genai", CHAT, "`gen_ai.operation.name=chat`", _genai_op(c.OP_CHAT, CHAT)),
+    Rule("relay", ROOT, "`relay.turn.id` at start", _relay_root, c.TURN_ID),
+    Rule("relay", NODE, "`relay.node.name`", _relay_node, c.NODE_NAME),
+    Rule("genai", TOOL, "`gen_ai.operation.name=execute_tool`", _genai_op(c.OP_TOOL, TOOL),
+         c.OPERATION, (c.OP_TOOL,)),
+    Rule("genai", CHAT, "`gen_ai.operation.name=chat`", _genai_op(c.OP_CHAT, CHAT),
+         c.OPERATION, (c.OP_CHAT,)),
     Rule("genai", RETRIEVAL, "`gen_ai.operation.name=retrieval`",
-         _genai_op(c.OP_RETRIEVAL, RETRIEVAL)),
+         _genai_op(c.OP_RETRIEVAL, RETRIEVAL), c.OPERATION, (c.OP_RETRIEVAL,)),
     Rule("genai", GUARDRAIL, "`gen_ai.operation.name=apply_guardrail`",
-         _genai_op(c.OP_GUARDRAIL, GUARDRAIL)),
-    Rule("openllmetry", ROOT, "`traceloop.span.kind` `workflow` or `agent`", _tl_workflow),
+         _genai_op(c.OP_GUARDRAIL, GUARDRAIL), c.OPERATION, (c.OP_GUARDRAIL,)),
+    Rule("openllmetry", ROOT, "`traceloop.span.kind` `workflow` or `agent`", _tl_workflow,
+         TL_KIND, ("workflow", "agent")),
     Rule("openllmetry", NODE, "`traceloop.span.kind=task` (and `traceloop.entity.name` equals "
-         "`traceloop.association.properties.langgraph_node` when that is set)", _tl_task),
-    Rule("openllmetry", TOOL, "`traceloop.span.kind=tool`", _tl_tool),
-    Rule("openinference", CHAT, "`openinference.span.kind=LLM`", _oi("LLM", CHAT)),
+         "`traceloop.association.properties.langgraph_node` when that is set)", _tl_task,
+         TL_KIND, ("task",)),
+    Rule("openllmetry", TOOL, "`traceloop.span.kind=tool`", _tl_tool, TL_KIND, ("tool",)),
+    Rule("openinference", CHAT, "`openinference.span.kind=LLM`", _oi("LLM", CHAT),
+         OI_KIND, ("LLM",)),
     Rule("openinference", RETRIEVAL, "`openinference.span.kind=RETRIEVER`",
-         _oi("RETRIEVER", RETRIEVAL)),
-    Rule("openinference", TOOL, "`openinference.span.kind=TOOL`", _oi("TOOL", TOOL)),
+         _oi("RETRIEVER", RETRIEVAL), OI_KIND, ("RETRIEVER",)),
+    Rule("openinference", TOOL, "`openinference.span.kind=TOOL`", _oi("TOOL", TOOL),
+         OI_KIND, ("TOOL",)),
     Rule("openinference", GUARDRAIL, "`openinference.span.kind=GUARDRAIL`",
-         _oi("GUARDRAIL", GUARDRAIL)),
+         _oi("GUARDRAIL", GUARDRAIL), OI_KIND, ("GUARDRAIL",)),
     Rule("openinference", NODE, "`metadata.langgraph_node` equals the span name "
-         "(kind `CHAIN`)", _oi_node),
+         "(kind `CHAIN`)", _oi_node, OI_METADATA),
     Rule("openinference", ROOT, "kind `CHAIN`/`AGENT` without `metadata.langgraph_node`",
-         _oi_root),
+         _oi_root, OI_KIND, ("CHAIN", "AGENT")),
     Rule("genai", ROOT, "`gen_ai.operation.name=invoke_agent` (no `relay.turn.id`)",
-         _genai_agent),
+         _genai_agent, c.OPERATION, (c.OP_INVOKE_AGENT,)),
 )
 
 
+def _index(rules: tuple[Rule, ...]) -> tuple[tuple[str, dict[Any, tuple[Rule, ...]]], ...]:
+    """The table keyed by what identifies a span: per identifying attribute (in the order
+    the table first names it), its value -> the rows for it in table order (``None``:
+    the rows for any value). Built once, when the module is imported; read-only."""
+    keys: dict[str, dict[Any, tuple[Rule, ...]]] = {}
+    for rule in rules:
+        for value in rule.values or (None,):
+            table = keys.setdefault(rule.key, {})
+            table[value] = (*table.get(value, ()), rule)
+    for table in keys.values():  # a value's rows include the any-value rows, in order
+        for value in [v for v in table if v is not None]:
+            table[value] = tuple(r for r in rules if r in table[value]
+                                 or r in table.get(None, ()))
+    return tuple(keys.items())
+
+
+_BY_KEY = _index(RULES)
+_ORDER = {rule: i for i, rule in enumerate(RULES)}
+
+
 def classify(record: SpanRecord) -> Facts | None:
-    """The facts of the first rule of :data:`RULES` that matches, or None."""
+    """The facts of the first row of :data:`RULES` that matches, or None.
+
+    Only the rows the span's identifying attributes point to are tried (``Rule.key`` and
+    ``values``): one dict lookup per identifying attribute instead of every row's reader,
+    with the table's order kept where a span points to rows of several keys."""
     attrs, name = record.attributes, record.name
-    for rule in RULES:
+    rows: tuple[Rule, ...] = ()
+    several = False
+    for key, table in _BY_KEY:
+        value = attrs.get(key)
+        if value is None:
+            continue
+        found = table.get(value if type(value) is str else None) or table.get(None)
+        if found:
+            several = bool(rows)
+            rows += found
+    if several:
+        rows = tuple(sorted(rows, key=_ORDER.__getitem__))
+    for rule in rows:
         facts = rule.match(attrs, name)
         if facts is not None:
             return facts
@@ -272,10 +327,10 @@ def placement(attrs: Mapping[str, Any]) -> Facts | None:
         node, ns, step = (attrs.get(TL_ASSOC + "langgraph_node"),
                           attrs.get(TL_ASSOC + "langgraph_checkpoint_ns"),
                           attrs.get(TL_ASSOC + "langgraph_step"))
-    if _str(node) is None:
+    if str_or_none(node) is None:
         return None
-    return Facts(NODE, "placement", name=str(node), step=step, task=_str(ns),
-                 task_id=task_id_of(_str(ns)), thread_id=_thread(attrs, meta),
+    return Facts(NODE, "placement", name=str(node), step=step, task=str_or_none(ns),
+                 task_id=task_id_of(str_or_none(ns)), thread_id=_thread(attrs, meta),
                  langgraph_node=str(node), activates=True)
 
 
@@ -296,58 +351,11 @@ def declared_topology(attrs: Mapping[str, Any]) -> tuple[dict[str, Any] | None, 
         if isinstance(value, dict) and isinstance(value.get("nodes"), list):
             graph_id = where.get(prefix + c.GRAPH_ID)
             return {"nodes": value["nodes"], "edges": value.get("edges") or []}, \
-                _str(graph_id)
+                str_or_none(graph_id)
     return None, None
 
 
-def marker_attributes(record: SpanRecord) -> dict[str, Any] | None:
-    """The start attributes a start marker (``relay.start_of``) carries for its span."""
-    raw = record.attributes.get(c.START_ATTRIBUTES, "{}")
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 # -- attribute readers ----------------------------------------------------------------
-
-def json_attr(attrs: Any, key: str, default: Any) -> tuple[Any, bool]:
-    """A JSON-valued attribute; ``ok`` is False when it is present but cut or malformed."""
-    raw = attrs.get(key)
-    if raw is None:
-        return default, True
-    try:
-        return json.loads(raw), True
-    except (TypeError, ValueError):
-        return default, False
-
-
-def suffix(name: str) -> str:
-    """``execute_tool search`` -> ``search``: the name a span's name gives after its verb."""
-    return name.split(" ", 1)[1] if " " in name else name
-
-
-def _str(value: Any) -> str | None:
-    return None if value is None or value == "" else str(value)
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def task_id_of(ns: str | None) -> str | None:
-    """The task id in a checkpoint namespace: its last segment's part after ``:``."""
-    if not ns:
-        return None
-    last = ns.split("|")[-1]
-    return last.rsplit(":", 1)[-1] if ":" in last else None
-
 
 def _metadata(attrs: Mapping[str, Any]) -> dict[str, Any]:
     raw = attrs.get(OI_METADATA)

@@ -22,6 +22,7 @@ from typing import Any
 
 from relay.events import Event
 from relay.mapping.discovery import Discovery
+from relay.spans import to_ms
 
 #: How many runs (traces) the state follows at once before it forgets the oldest.
 MAX_OPEN_RUNS = 10_000
@@ -223,5 +224,5 @@ class MappingState:
 
 
 def ms(time_ns: int) -> float:
-    """A span time (epoch ns) as an event's ``ts`` (epoch ms)."""
-    return round(time_ns / 1e6, 3)
+    """A span time (epoch ns) as an event's ``ts`` (epoch ms, to the microsecond)."""
+    return to_ms(time_ns)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from relay import conventions as c
+from relay.mapping.attributes import suffix
 from relay.mapping.rules import (
     CHAT,
     GENAI_COMPLETION_TOKENS,
@@ -19,7 +20,6 @@ from relay.mapping.rules import (
     RETRIEVAL,
     TOOL,
     Facts,
-    suffix,
 )
 from relay.mapping.state import Bag, MappingState, Open, Run, ms
 from relay.spans import SpanRecord

@@ -44,14 +44,26 @@ def test_seq_starts_at_one_and_increases() -> None:
     assert bus.last_seq("t") == 5
 
 
-def test_publish_returns_a_stamped_copy() -> None:
+def test_publish_numbers_a_fresh_event_and_copies_one_already_numbered() -> None:
     bus = MemoryBus()
     original = ev("t")
     stamped = bus.publish(original)
-    assert original.seq == 0 and stamped.seq == 1
+    assert stamped is original and stamped.seq == 1  # one object per event, not two
     assert stamped.to_dict()["seq"] == 1
-    assert (stamped.type, stamped.fields, stamped.ts) == (original.type, original.fields,
-                                                          original.ts)
+    again = bus.publish(original)  # (a retry): a copy, the first keeps its number
+    assert again is not original and (original.seq, again.seq) == (1, 2)
+    assert (again.type, again.fields, again.ts) == (original.type, original.fields,
+                                                    original.ts)
+    assert [e.seq for e in bus.reader("t", 0).take()] == [1, 2]
+
+
+def test_an_event_encoded_before_its_number_is_copied_not_changed() -> None:
+    bus = MemoryBus()
+    original = ev("t")
+    text = original.to_json()  # someone holds its encoding: it must stay true
+    stamped = bus.publish(original)
+    assert stamped is not original and original.to_json() == text
+    assert stamped.seq == 1 and '"seq":1' in stamped.to_json()
 
 
 def test_open_turn_continues_after_last_seq() -> None:

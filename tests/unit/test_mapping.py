@@ -47,6 +47,11 @@ APPROVAL = {"type": "approval", "tool": "issue_refund",
             "args": {"order_id": "1234", "amount": 20.0}}
 
 
+def _us_ms(ns: int) -> float:
+    """A duration as events carry it: milliseconds to the microsecond, half up."""
+    return (ns + 500) // 1000 / 1000
+
+
 def cfg(step: int, name: str) -> dict[str, Any]:
     return {"metadata": {"langgraph_step": step,
                          "langgraph_checkpoint_ns": f"{name}:task-{name}-{step}"}}
@@ -122,7 +127,7 @@ def tid(span) -> str:
 
 
 def ms(ns: int) -> float:
-    return round(ns / 1e6, 3)
+    return (ns + 500) // 1000 / 1000  # epoch ms to the microsecond, half up
 
 
 def by_type(events, type_):
@@ -180,7 +185,7 @@ def test_node_completed_summary_and_children(tracing: Tracing) -> None:
     assert gen.ts == ms(gen_span.end_time)
     assert gen.fields["span_id"] == sid(gen_span)
     assert gen.fields["status"] == "ok"
-    assert gen.fields["duration_ms"] == round((gen_span.end_time - gen_span.start_time) / 1e6, 3)
+    assert gen.fields["duration_ms"] == _us_ms(gen_span.end_time - gen_span.start_time)
     # tokens summed over both model calls; model is the last call's response model
     assert gen.fields["summary"] == {"model": "offline-support-v1-r2",
                                      "input_tokens": 17, "output_tokens": 8}
@@ -188,7 +193,7 @@ def test_node_completed_summary_and_children(tracing: Tracing) -> None:
     assert gen.fields["children"] == [
         {"span_id": sid(s), "parent_span_id": sid(gen_span), "name": s.name,
          "operation": "chat", "start_ts": ms(s.start_time),
-         "duration_ms": round((s.end_time - s.start_time) / 1e6, 3), "status": "ok"}
+         "duration_ms": _us_ms(s.end_time - s.start_time), "status": "ok"}
         for s in chats
     ]
     assert completed["retrieve_context"].fields["summary"] == {"documents": 3}
@@ -263,7 +268,7 @@ def test_tool_span_events_name_the_enclosing_node(tracing: Tracing) -> None:
     assert events[2].ts == ms(span.start_time)
     assert events[3].fields == {"tool": "issue_refund", "span_id": sid(span),
                                 "node": "human_approval", "call_id": "call-1",
-                                "duration_ms": round((span.end_time - span.start_time) / 1e6, 3),
+                                "duration_ms": _us_ms(span.end_time - span.start_time),
                                 "status": "ok"}
     assert events[3].ts == ms(span.end_time)
     summary = events[4].fields["summary"]

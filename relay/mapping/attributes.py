@@ -1,0 +1,61 @@
+"""Small readers of span attributes that the rule table and the engine share: a JSON
+attribute, the name after a span name's verb, a LangGraph task id, lenient str and int, a start
+marker's attributes.
+Pure functions; nothing here knows an instrumentation (a start marker is ours)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from relay import conventions as c
+from relay.spans import SpanRecord
+
+
+def json_attr(attrs: Any, key: str, default: Any) -> tuple[Any, bool]:
+    """A JSON-valued attribute; ``ok`` is False when it is present but cut or malformed."""
+    raw = attrs.get(key)
+    if raw is None:
+        return default, True
+    try:
+        return json.loads(raw), True
+    except (TypeError, ValueError):
+        return default, False
+
+
+def suffix(name: str) -> str:
+    """``execute_tool search`` -> ``search``: the name a span's name gives after its verb."""
+    return name.split(" ", 1)[1] if " " in name else name
+
+
+def str_or_none(value: Any) -> str | None:
+    """None for a missing or empty value, else its text."""
+    return None if value is None or value == "" else str(value)
+
+
+def int_or_none(value: Any) -> int | None:
+    """An integer, or None for a missing, boolean or unreadable value."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def task_id_of(ns: str | None) -> str | None:
+    """The task id in a checkpoint namespace: its last segment's part after ``:``."""
+    if not ns:
+        return None
+    last = ns.split("|")[-1]
+    return last.rsplit(":", 1)[-1] if ":" in last else None
+
+
+def marker_attributes(record: SpanRecord) -> dict[str, Any] | None:
+    """The start attributes a start marker (``relay.start_of``) carries for its span."""
+    raw = record.attributes.get(c.START_ATTRIBUTES, "{}")
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,76 @@
+"""The processor's reading of live SDK spans (relay/spans.py ``live_record``): the same
+record the store's full conversion gives, on the fields the mapping reads, through the
+SDK's own attribute dict where the pinned SDK has it, and through the public view where a
+span has no such internal."""
+
+from __future__ import annotations
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
+
+from relay.spans import from_sdk_span, live_record, to_ms
+
+_READ = ("trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns", "status",
+         "status_message")
+
+
+def _spans() -> tuple[trace.Span, trace.Span]:
+    tracer = TracerProvider().get_tracer("t")
+    root = tracer.start_span("root", attributes={"a": 1})
+    child = tracer.start_span("child", context=trace.set_span_in_context(root),
+                              attributes={"relay.node.name": "n", "list": ["x", "y"]})
+    return root, child
+
+
+def test_an_ended_span_reads_as_the_full_conversion_does() -> None:
+    root, child = _spans()
+    child.add_event("gen_ai.content.delta", {"delta": "hi"})
+    child.set_status(Status(StatusCode.ERROR, "boom"))
+    child.end()
+    live, full = live_record(child, True), from_sdk_span(child, True)
+    assert {k: getattr(live, k) for k in _READ} == {k: getattr(full, k) for k in _READ}
+    assert dict(live.attributes) == dict(full.attributes)
+    assert live.events == full.events and live.status == "error"
+    root.end()
+
+
+def test_an_ended_span_is_read_through_the_sdk_dict_without_a_copy() -> None:
+    """The pinned opentelemetry-sdk keeps attributes in ``BoundedAttributes._dict``: the
+    record reads that dict itself (no proxy per read, no copy). If an SDK release moves
+    it, this fails and the public view (slower) is what the relay uses meanwhile."""
+    _, child = _spans()
+    child.end()
+    record = live_record(child, True)
+    assert type(record.attributes) is dict
+    assert record.attributes is child._attributes._dict  # type: ignore[attr-defined]
+
+
+def test_a_started_span_is_read_as_a_copy_its_thread_cannot_change() -> None:
+    _, child = _spans()
+    record = live_record(child, False)
+    child.set_attribute("relay.node.outcome", "ok")  # the agent's thread, later
+    assert "relay.node.outcome" not in record.attributes
+    assert record.end_ns is None and record.status == "unset" and record.events == ()
+    child.end()
+
+
+def test_a_span_without_the_sdk_internals_is_read_through_its_public_view() -> None:
+    ctx = SpanContext(0xAB, 0xCD, is_remote=False, trace_flags=TraceFlags(1))
+    parent = SpanContext(0xAB, 0xEF, is_remote=False)
+    span = ReadableSpan(name="plain", context=ctx, parent=parent,
+                        attributes={"relay.node.name": "n"}, start_time=1_000,
+                        end_time=3_000_600, status=Status(StatusCode.OK))
+    for ended in (False, True):
+        record = live_record(span, ended)
+        assert (record.trace_id, record.span_id, record.parent_span_id) == (
+            f"{0xAB:032x}", f"{0xCD:016x}", f"{0xEF:016x}")
+        assert dict(record.attributes) == {"relay.node.name": "n"}
+    assert record.status == "ok" and record.duration_ms == 3.0
+
+
+def test_milliseconds_to_the_microsecond_half_up() -> None:
+    assert to_ms(1_234_567) == 1.235 and to_ms(1_234_499) == 1.234
+    assert to_ms(1_234_500) == 1.235 and to_ms(0) == 0.0
+    epoch_ns = 1_796_241_573_290_953_500  # exact where round(ns / 1e6, 3) is not
+    assert to_ms(epoch_ns) == 1_796_241_573_290.954
