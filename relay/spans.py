@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class SpanRecord:
     trace_id: str  # 32 lowercase hex
     span_id: str  # 16 lowercase hex
@@ -31,6 +31,19 @@ class SpanRecord:
     events: Sequence[dict[str, Any]] = ()
     links: Sequence[dict[str, Any]] = ()
     resource: Mapping[str, Any] = field(default_factory=dict)
+
+    def __eq__(self, other: object) -> bool:
+        """Field by field, events and links by content (a tuple or a list alike)."""
+        if not isinstance(other, SpanRecord):
+            return NotImplemented
+        return (self.trace_id, self.span_id, self.parent_span_id, self.name, self.start_ns,
+                self.end_ns, self.attributes, self.status, self.status_message, self.kind,
+                list(self.events), list(self.links), self.resource) == (
+            other.trace_id, other.span_id, other.parent_span_id, other.name, other.start_ns,
+            other.end_ns, other.attributes, other.status, other.status_message, other.kind,
+            list(other.events), list(other.links), other.resource)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a dataclass with eq is
 
     def at_start(self) -> SpanRecord:
         """What a live processor reads at this span's start (see :func:`from_sdk_span`):

@@ -133,9 +133,9 @@ def dump_events(events: Sequence[Mapping[str, Any]]) -> str:
                    for e in events])
 
 
-def load_events(text: str) -> list[dict[str, Any]]:
+def load_events(text: str) -> Sequence[dict[str, Any]]:
     if text == "[]":
-        return []
+        return ()  # as a SpanRecord's default: no list per span
     return [{"name": e["name"], "time_ns": e["time_ns"],
              "attributes": decode_attributes(e["attributes"])} for e in _loads(text)]
 
@@ -148,9 +148,9 @@ def dump_links(links: Sequence[Mapping[str, Any]]) -> str:
                    for link in links])
 
 
-def load_links(text: str) -> list[dict[str, Any]]:
+def load_links(text: str) -> Sequence[dict[str, Any]]:
     if text == "[]":
-        return []
+        return ()
     return [{"trace_id": link["trace_id"], "span_id": link["span_id"],
              "attributes": decode_attributes(link["attributes"])} for link in _loads(text)]
 

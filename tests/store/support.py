@@ -18,6 +18,8 @@ from typing import Any
 
 import httpx
 
+from relay.ingest.tracefile import JAEGER_UI
+
 REPO = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 60.0
 SSE = {"Accept": "text/event-stream"}
@@ -190,3 +192,35 @@ def replayed_events(base: str, turn_id: str, speed: float = 0,
                     **params: Any) -> list[dict[str, Any]]:
     return events(get_frames(f"{base}/turns/{turn_id}/events",
                              {"source": "spans", "speed": speed, **params}))
+
+
+#: Jaeger UI JSON keeps microseconds: these fields may move by up to 2 us (docs/events.md)
+TIME_FIELDS = {"ts", "start_ts", "duration_ms"}
+#: the fixtures' live events were recorded when times were ``round(ns / 1e6, 3)``; they
+#: are milliseconds to the microsecond, half up, now (relay.spans.to_ms): the same to 1 us
+RECORDED_SLACK_MS = 0.0011
+
+
+def assert_same(replayed: list[dict[str, Any]], live: list[dict[str, Any]],
+                fmt: str = "") -> None:
+    """Replayed events equal to recorded ones, times within what the format keeps."""
+    replayed, live = without_seq(replayed), without_seq(live)
+    assert len(replayed) == len(live)
+    slack = 0.0025 if fmt == JAEGER_UI else RECORDED_SLACK_MS  # 2 us + float
+    for got, want in zip(replayed, live, strict=True):
+        _close(got, want, got.get("type", "?"), slack=slack)
+
+
+def _close(got: Any, want: Any, where: str, key: str = "", *, slack: float) -> None:
+    if key in TIME_FIELDS and isinstance(want, float | int):
+        assert abs(got - want) <= slack, f"{where}: {got} vs {want}"
+    elif isinstance(want, dict):
+        assert isinstance(got, dict) and got.keys() == want.keys(), f"{where}: {got} vs {want}"
+        for k in want:
+            _close(got[k], want[k], f"{where}.{k}", k, slack=slack)
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), f"{where}: {got} vs {want}"
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            _close(g, w, f"{where}[{i}]", slack=slack)
+    else:
+        assert got == want, f"{where}: {got!r} vs {want!r}"

@@ -19,7 +19,14 @@ from relay.cli.replay import replay_file
 from relay.ingest.tracefile import JAEGER_UI, JAEGER_V2, OTLP_JSON, TraceFileError, parse_trace_file
 from relay.mapping.feed import group_turns, replay_events
 from tests.store.conftest import Launcher, fixture_file, recorded
-from tests.store.support import REPO, RelayProcess, parse_frames, replayed_events, without_seq
+from tests.store.support import (
+    REPO,
+    RelayProcess,
+    assert_same,
+    parse_frames,
+    replayed_events,
+    without_seq,
+)
 
 FILES = [
     ("refund", "otlp.jsonl", OTLP_JSON),
@@ -29,36 +36,6 @@ FILES = [
     ("failed", "jaeger-v2.json", JAEGER_V2),
     ("failed", "jaeger-ui.json", JAEGER_UI),
 ]
-#: Jaeger UI JSON keeps microseconds: these fields may move by up to 2 us (docs/events.md)
-TIME_FIELDS = {"ts", "start_ts", "duration_ms"}
-
-
-def assert_same(replayed: list[dict[str, Any]], live: list[dict[str, Any]],
-                fmt: str) -> None:
-    replayed, live = without_seq(replayed), without_seq(live)
-    if fmt != JAEGER_UI:
-        assert replayed == live
-        return
-    assert len(replayed) == len(live)
-    for got, want in zip(replayed, live, strict=True):
-        _close(got, want, got.get("type", "?"))
-
-
-def _close(got: Any, want: Any, where: str, key: str = "") -> None:
-    if key in TIME_FIELDS and isinstance(want, float | int):
-        assert abs(got - want) <= 0.0025, f"{where}: {got} vs {want}"  # 2 us + float
-    elif isinstance(want, dict):
-        assert isinstance(got, dict) and got.keys() == want.keys(), f"{where}: {got} vs {want}"
-        for k in want:
-            _close(got[k], want[k], f"{where}.{k}", k)
-    elif isinstance(want, list):
-        assert isinstance(got, list) and len(got) == len(want), f"{where}: {got} vs {want}"
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            _close(g, w, f"{where}[{i}]")
-    else:
-        assert got == want, f"{where}: {got!r} vs {want!r}"
-
-
 # -- parsing ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("turn", "suffix", "fmt"), FILES)
@@ -139,7 +116,7 @@ def test_cli_prints_the_turn_as_sse() -> None:
     frames = list(parse_frames(iter([done.stdout])))
     assert [f.id for f in frames] == [str(i) for i in range(1, len(frames) + 1)]
     assert [f.event for f in frames] == [e["type"] for e in recorded("refund")]
-    assert without_seq([f.data for f in frames if f.data]) == without_seq(recorded("refund"))
+    assert_same([f.data for f in frames if f.data], recorded("refund"))
 
 
 def test_cli_ndjson_turn_selection_and_errors() -> None:

@@ -10,7 +10,14 @@ from __future__ import annotations
 import httpx
 
 from tests.store.conftest import Launcher, fixture_file, recorded
-from tests.store.support import KINDS, live_events, replayed_events, run_turn, without_seq
+from tests.store.support import (
+    KINDS,
+    assert_same,
+    live_events,
+    replayed_events,
+    run_turn,
+    without_seq,
+)
 
 
 def test_a_turn_run_on_one_instance_replays_on_another(launcher: Launcher,
@@ -34,4 +41,4 @@ def test_a_turn_run_on_one_instance_replays_on_another(launcher: Launcher,
     imported = recorded("refund")
     third = launcher.start(RELAY_STORE=postgres_url)
     replayed = replayed_events(third.url, imported[0]["turn_id"], speed=0)
-    assert without_seq(replayed) == without_seq(imported)
+    assert_same(replayed, imported)
