@@ -25,7 +25,6 @@ from tests.store.support import (
     assert_same,
     parse_frames,
     replayed_events,
-    without_seq,
 )
 
 FILES = [
