@@ -22,9 +22,10 @@ from typing import Any
 from tests.bench.peer import figures, report, servers
 from tests.bench.peer.client import Peer, Relay
 
-FULL = {"per_round": 10, "rounds": 3, "workers": 100, "per_worker": 3, "idle": 500,
-        "cuts": 12}
-QUICK = {"per_round": 2, "rounds": 2, "workers": 10, "per_worker": 1, "idle": 20, "cuts": 2}
+FULL = {"per_round": 10, "rounds": 3, "workers": 100, "per_worker": 2, "conc_rounds": 2,
+        "idle": 500, "cuts": 12}
+QUICK = {"per_round": 2, "rounds": 2, "workers": 10, "per_worker": 1, "conc_rounds": 1,
+         "idle": 20, "cuts": 2}
 
 
 async def measure(sides: list[figures.Side], size: dict[str, int],
@@ -42,9 +43,8 @@ async def measure(sides: list[figures.Side], size: dict[str, int],
     resumed = {s.name: await figures.reconnects(s, size["cuts"], seed, per_run[s.name],
                                                 deadline_s=90) for s in sides}
     log("concurrent turns")
-    conc = {s.name: await figures.concurrent(s, "tokens", size["workers"],
-                                             size["per_worker"], deadline_s=120)
-            for s in sides}
+    conc = await figures.concurrent_ab(sides, "tokens", size["workers"], size["per_worker"],
+                                       size["conc_rounds"], deadline_s=120)
     log("idle streams")
     idle = {s.name: await figures.idle_streams(s, size["idle"]) for s in sides}
     return {"sequential": seq, "reconnect": resumed, "concurrent": conc, "idle": idle,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import statistics
 import time
@@ -47,7 +48,7 @@ def pct(values: list[float], q: float) -> float | None:
     if not values:
         return None
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
 
 
 def _check(side: Side, graph: str, reading: Reading) -> None:
@@ -131,6 +132,24 @@ async def concurrent(side: Side, graph: str, workers: int, per_worker: int,
         wall = time.perf_counter() - t0
     return {"turns": done, "wall_s": wall, "turns_per_s": done / wall,
             "first_byte_ms": first_bytes, "first_token_ms": first_tokens}
+
+
+async def concurrent_ab(sides: list[Side], graph: str, workers: int, per_worker: int,
+                        rounds: int, deadline_s: float) -> dict[str, dict[str, Any]]:
+    """:func:`concurrent` in rounds, the sides alternating (A B B A ...); summed."""
+    out: dict[str, dict[str, Any]] = {s.name: {"turns": 0, "wall_s": 0.0, "first_byte_ms": [],
+                                               "first_token_ms": []} for s in sides}
+    for r in range(rounds):
+        for side in (sides if r % 2 == 0 else sides[::-1]):
+            got = await concurrent(side, graph, workers, per_worker, deadline_s)
+            total = out[side.name]
+            total["turns"] += got["turns"]
+            total["wall_s"] += got["wall_s"]
+            total["first_byte_ms"] += got["first_byte_ms"]
+            total["first_token_ms"] += got["first_token_ms"]
+    for total in out.values():
+        total["turns_per_s"] = total["turns"] / max(1e-9, total["wall_s"])
+    return out
 
 
 async def idle_streams(side: Side, n: int, hold_s: float = 120.0,
