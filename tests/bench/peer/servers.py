@@ -153,6 +153,7 @@ def _start(name: str, argv: list[str], env: dict[str, str], workdir: Path, port:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            server.stop()  # removes its folder
             raise RuntimeError(f"{name} exited ({proc.returncode}); see {log}")
         try:
             if httpx.get(server.base + ready_path, timeout=2).status_code == 200:
