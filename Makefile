@@ -4,6 +4,8 @@
 # Both create .venv and install the project on first use, and again when pyproject.toml
 # or the lock changes: at exactly the versions of requirements/lock.txt (pip, the build
 # backend and every dependency), the ones CI tested. `make lock` refreshes the lock.
+# Apart from them: `make bench` (the relay's own benchmarks) and `make bench-peer` (side
+# by side with the LangGraph Agent Server, installed into a throwaway venv of its own).
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -15,7 +17,7 @@ LOCK := requirements/lock.txt
 # the current pins and changes only what a changed pyproject.toml needs
 LOCK_FLAGS ?= --upgrade
 
-.PHONY: run test setup setup-run system-deps lint bench lock clean
+.PHONY: run test setup setup-run system-deps lint bench bench-peer lock clean
 
 # $(1): the extras. The locked pip first (it knows --build-constraint), then the project.
 define install
@@ -55,6 +57,12 @@ test: setup system-deps lint
 
 bench: setup
 	$(BIN)/python -m tests.bench
+
+# Side by side with the LangGraph Agent Server (docs/performance.md): installs the peer
+# (langgraph-cli[inmem], pinned in tests/bench/peer/requirements-peer.txt) into its own
+# throwaway venv under .span-relay/, never into the project's; not part of `make test`.
+bench-peer: setup
+	$(BIN)/python -m tests.bench.peer
 
 # Refresh requirements/lock.txt from pyproject.toml and requirements/tools.in: every extra,
 # Python 3.11 and later, any OS. uv comes from the lock itself (into .venv), and after

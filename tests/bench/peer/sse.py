@@ -1,0 +1,94 @@
+"""Raw SSE parsing and the reconnect arithmetic of the side-by-side benchmark.
+
+:class:`SSEParser` takes the body's bytes as they arrive (any chunking) and returns whole
+events (the WHATWG rules the two servers need: ``id``/``event``/``data`` fields in any
+order, multi-line ``data``, comment lines, LF or CRLF). :func:`lost_and_duplicated`
+compares what a cut-and-resumed reader got with an uncut read of the same run.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    event: str  # "message" when the frame names none
+    data: str
+    id: str | None  # the frame's own ``id:`` field (None: it had none)
+
+
+class SSEParser:
+    """Incremental: ``feed(chunk)`` returns the events that chunk completed."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._event = ""
+        self._data: list[str] = []
+        self._id: str | None = None
+        self.last_id: str | None = None  # the stream's last event id, as a browser keeps it
+        self.comments = 0  # heartbeats and other comment lines
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        self._buffer += chunk
+        events: list[SSEEvent] = []
+        while True:
+            end = self._buffer.find(b"\n")
+            if end < 0:
+                return events
+            line = self._buffer[:end].rstrip(b"\r").decode("utf-8")
+            self._buffer = self._buffer[end + 1:]
+            event = self._line(line)
+            if event is not None:
+                events.append(event)
+
+    def _line(self, line: str) -> SSEEvent | None:
+        if not line:
+            return self._dispatch()
+        if line.startswith(":"):
+            self.comments += 1
+            return None
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id" and "\0" not in value:
+            self._id = value
+        return None  # retry: and unknown fields change nothing we count
+
+    def _dispatch(self) -> SSEEvent | None:
+        if self._id is not None:
+            self.last_id = self._id
+        if not self._data:  # a frame without data (``retry:``, a lone id) is no event
+            self._event, self._id = "", None
+            return None
+        event = SSEEvent(self._event or "message", "\n".join(self._data), self._id)
+        self._event, self._data, self._id = "", [], None
+        return event
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    lost: int  # events of the uncut read that the cut + resumed reads never got
+    duplicated: int  # events the cut + resumed reads got more often than the uncut read has
+
+
+def lost_and_duplicated(uncut: Iterable[SSEEvent], before_cut: Iterable[SSEEvent],
+                        after_resume: Iterable[SSEEvent]) -> Resumed:
+    """An event is its type and data (ids are what is being tested, so they are not part of
+    an event's identity); counted as multisets."""
+    def key(e: SSEEvent) -> tuple[str, str]:
+        return (e.event, e.data)
+
+    want = Counter(map(key, uncut))
+    got = Counter(map(key, before_cut))
+    got.update(map(key, after_resume))
+    return Resumed(lost=sum((want - got).values()), duplicated=sum((got - want).values()))
+
+
+def distinct_ids(events: Iterable[SSEEvent]) -> int:
+    return len({e.id for e in events if e.id is not None})
