@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 from typing import IO
 
-from relay.delivery.replay import schedule
+from relay.delivery.replay import paced
 from relay.delivery.streaming import NDJSONEncoder, SSEEncoder
-from relay.mapping.feed import group_turns, replay_events
+from relay.mapping.feed import group_turns, stream_replay_events
 
 
 def replay_file(path: str, *, turn: str | None = None, ndjson: bool = False,
@@ -18,7 +18,8 @@ def replay_file(path: str, *, turn: str | None = None, ndjson: bool = False,
                 err: IO[str] | None = None) -> int:
     """Print the events of a trace file's turns as SSE frames (or NDJSON lines).
 
-    Each turn is replayed on its own (``seq`` from 1), oldest first. Exit status 0, or 2
+    Each turn is replayed on its own (``seq`` from 1), oldest first, each event printed
+    as soon as it is derived (and due, at ``speed``). Exit status 0, or 2
     with a message on stderr when the file cannot be read or holds no such turn.
     """
     from relay.ingest.tracefile import TraceFileError, parse_trace_file
@@ -44,9 +45,9 @@ def replay_file(path: str, *, turn: str | None = None, ndjson: bool = False,
         return 2
     encoder: SSEEncoder | NDJSONEncoder = NDJSONEncoder() if ndjson else SSEEncoder(0)
     for found in turns:
-        events = replay_events(found.spans)
+        events = (e for batch in stream_replay_events(found.spans) for e in batch)
         start = time.monotonic()
-        for event, due in zip(events, schedule(events, speed), strict=True):
+        for event, due in paced(events, speed):
             delay = start + due - time.monotonic()
             if delay > 0:
                 out.flush()

@@ -1,44 +1,101 @@
-"""The paced replay of a stored turn: its events, sent by the live stream's writer at the
-original pace scaled by ``speed`` (1 = as it happened, 0 = at once, 4 = four times
-faster), with heartbeats through long gaps."""
+"""The paced replay of a stored turn: its events, derived from its spans while they are
+sent (:func:`start_derivation`), by the live stream's writer at the original pace scaled
+by ``speed`` (1 = as it happened, 0 = at once, 4 = four times faster), with heartbeats
+through long gaps.
+
+The derivation (read the spans in start order, decode, order, map) runs in a worker
+thread, chunk by chunk, and hands each batch of events to the loop as soon as it exists:
+the first event goes out after the first chunk, not after the whole turn, and the loop
+never runs a whole turn's mapping in one go."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from relay.bus.static import StaticReader
+from relay.bus.static import Derived, DerivedReader
 from relay.delivery.streaming import Encoder, EventStream
 from relay.events import Event
+from relay.mapping.feed import iter_replay_events
+from relay.mapping.stream_order import SpanLookups
+from relay.spans import SpanRecord
 
 #: the largest speed factor the API accepts (0 means "no pacing at all")
 MAX_SPEED = 1000.0
+
+log = logging.getLogger(__name__)
+
+
+def paced(events: Iterable[Event], speed: float,
+          max_gap_s: float | None = None) -> Iterator[tuple[Event, float]]:
+    """Each event with the seconds after the stream starts at which it is due (its gap
+    to the one before, at most ``max_gap_s``, divided by ``speed``; 0 = all at once)."""
+    at, previous = 0.0, None
+    for event in events:
+        if speed != 0 and previous is not None:
+            gap = max(0.0, (event.ts - previous) / 1000.0)
+            if max_gap_s is not None:
+                gap = min(gap, max_gap_s)
+            at += gap / speed
+        previous = event.ts
+        yield event, at
 
 
 def schedule(events: Sequence[Event], speed: float,
              max_gap_s: float | None = None) -> list[float]:
     """Seconds after the stream starts at which each event is due."""
-    if not events or speed == 0:
-        return [0.0] * len(events)
-    due, at, previous = [], 0.0, events[0].ts
-    for event in events:
-        gap = max(0.0, (event.ts - previous) / 1000.0)
-        if max_gap_s is not None:
-            gap = min(gap, max_gap_s)
-        at += gap / speed
-        previous = event.ts
-        due.append(at)
-    return due
+    return [due for _, due in paced(events, speed, max_gap_s)]
 
 
-def replay_stream(events: Sequence[Event], encoder: Encoder, *,
+def start_derivation(chunks: Iterable[Sequence[SpanRecord]], lookups: SpanLookups | None,
+                     resume_route: Callable[[str], str | None] | None = None,
+                     close: Callable[[], None] | None = None) -> Derived:
+    """Derive a turn's events from ``chunks`` of its spans (in start order) in a worker
+    thread; the result fills as batches come. ``close`` (the store's read) is called
+    when the worker ends, also when the reader left early (``cancelled``)."""
+    loop = asyncio.get_running_loop()
+    derived = Derived()
+
+    def post(callback: Callable[..., object], *args: object) -> None:
+        try:
+            loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:  # the loop is closed (the server stopped): nobody reads
+            pass
+
+    def work() -> None:
+        try:
+            for batch in iter_replay_events(chunks, lookups=lookups,
+                                            resume_route=resume_route):
+                post(derived.add, batch)
+                if derived.cancelled:
+                    return
+            post(derived.finish)
+        except Exception as exc:
+            log.exception("replay: the derivation of a stored turn failed")
+            post(derived.fail, exc)
+        finally:
+            if close is not None:
+                close()
+
+    loop.run_in_executor(None, work)
+    return derived
+
+
+def replay_stream(events: Derived | Sequence[Event], encoder: Encoder, *,
                   after: int = 0, speed: float = 1.0, heartbeat_s: float = 15.0,
                   send_timeout_s: float = 30.0, max_gap_s: float | None = None,
                   max_duration_s: float | None = None,
                   closing: asyncio.Event | None = None) -> EventStream:
-    """The live stream's writer over replayed events, paced by their own ``ts``: same
-    framing, heartbeats, send timeout and ``reconnect`` on shutdown."""
-    reader = StaticReader(events, after, due=schedule(events, speed, max_gap_s))
+    """The live stream's writer over replayed events as they are derived, paced by their
+    own ``ts``: same framing, heartbeats, send timeout and ``reconnect`` on shutdown
+    (``events``: a derivation under way, or a whole list)."""
+    if not isinstance(events, Derived):
+        whole = Derived()
+        whole.add(events)
+        whole.finish()
+        events = whole
+    reader = DerivedReader(events, after, speed=speed, max_gap_s=max_gap_s)
     return EventStream(reader, encoder, stop_at=frozenset(), heartbeat_s=heartbeat_s,
                        send_timeout_s=send_timeout_s, max_duration_s=max_duration_s,
                        closing=closing, extra_headers=[(b"x-relay-source", b"spans")])

@@ -1,6 +1,11 @@
 """``GET /turns/{id}/events?source=spans``: a stored turn, re-derived from its spans by the
 live path's mapping and sent by the live stream's writer, at its original pace
-(``&speed=S``, ``&max_gap_s=G``), as our events or AG-UI's (``&format=agui``)."""
+(``&speed=S``, ``&max_gap_s=G``), as our events or AG-UI's (``&format=agui``).
+
+The events are sent while they are derived (relay/delivery/replay.py): the answer waits
+only until the event after the cursor exists, so a turn of any size starts at once; the
+cursor checks (``400`` past the end, ``204`` at it) wait for the derivation to reach the
+cursor, not for the whole turn."""
 
 from __future__ import annotations
 
@@ -11,13 +16,12 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from relay.bus.static import Derived
 from relay.delivery.negotiation import NDJSON, stream_media
-from relay.delivery.replay import MAX_SPEED, replay_stream
+from relay.delivery.replay import MAX_SPEED, replay_stream, start_derivation
 from relay.delivery.streaming import NDJSONEncoder, SSEEncoder
 from relay.errors import ApiError
-from relay.events import Event
 from relay.http.parts import RelayParts
-from relay.mapping.feed import replay_events
 
 
 def parse_speed(raw: str | None) -> float:
@@ -46,8 +50,9 @@ def _max_gap(raw: str | None) -> float | None:
     return value
 
 
-async def load_turn_events(relay: RelayParts, turn_id: str) -> list[Event]:
-    """The turn's replayed events, or the API error that says why there are none."""
+async def load_turn_events(relay: RelayParts, turn_id: str) -> Derived:
+    """The turn's replayed events, being derived (read, ordered and mapped in a worker
+    thread, batch by batch), or the API error that says why there are none."""
     store = relay.store
     if relay.runs.running(turn_id):
         raise ApiError(409, "turn_running",
@@ -57,9 +62,9 @@ async def load_turn_events(relay: RelayParts, turn_id: str) -> list[Event]:
     processor = relay.store_processor
     if processor is not None:  # spans that ended a moment ago reach the store now
         await asyncio.to_thread(processor.force_flush, 5000)
-    state, spans = await asyncio.to_thread(store.turn_spans, turn_id)
-    if state == "stored":
-        return replay_events(spans, relay.resume_route)
+    state, stream = await asyncio.to_thread(store.turn_span_stream, turn_id)
+    if stream is not None:  # stored: its state and first row are read
+        return start_derivation(stream, stream, relay.resume_route, close=stream.close)
     retention = (f"RELAY_STORE_RETENTION_S={relay.settings.store_retention_s:g}, "
                  f"RELAY_STORE_MAX_TURNS={relay.settings.store_max_turns}")
     if state == "expired":
@@ -83,16 +88,25 @@ async def replay_response(relay: RelayParts, request: Request, turn_id: str,
                        "leave it out (the live stream).")
     speed = parse_speed(request.query_params.get("speed"))
     max_gap_s = _max_gap(request.query_params.get("max_gap_s"))
-    events = await load_turn_events(relay, turn_id)
-    if cursor > len(events):
-        raise ApiError(400, "invalid_cursor", f"Event {cursor} does not exist in the replay "
-                       f"of this turn (its last event is {len(events)}).")
-    if events and cursor == len(events):  # the reader has it all: EventSource, stop
-        return Response(status_code=204)
+    derived = await load_turn_events(relay, turn_id)
+    try:
+        await derived.until(cursor)  # the event after the cursor, or the end
+    except BaseException:
+        derived.cancelled = True
+        raise
+    events = derived.events
+    if len(events) <= cursor:  # the derivation ended there
+        if derived.failure is not None:
+            raise derived.failure  # (a 500, as before the first byte of any replay)
+        if cursor > len(events):
+            raise ApiError(400, "invalid_cursor", f"Event {cursor} does not exist in the "
+                           f"replay of this turn (its last event is {len(events)}).")
+        if events:  # the reader has it all: EventSource, stop
+            return Response(status_code=204)
     media = stream_media(request.headers.get("accept"))
     if encoder is None:
         encoder = NDJSONEncoder() if media == NDJSON else SSEEncoder(relay.settings.retry_ms)
-    return replay_stream(events, encoder, after=cursor, speed=speed,
+    return replay_stream(derived, encoder, after=cursor, speed=speed,
                          heartbeat_s=relay.settings.heartbeat_s,
                          send_timeout_s=relay.settings.send_timeout_s, max_gap_s=max_gap_s,
                          max_duration_s=relay.settings.server_timeout_s,

@@ -12,37 +12,36 @@ a fresh :class:`~relay.mapping.state.MappingState`. The result equals the live s
 event for event, payload for payload (``ts`` included, since it comes from span times);
 only ``seq`` is new, numbered from 1.
 
-The order (docs/events.md, "Replay"): phases sorted by their time (start time for a
-start, end time for an end); at equal times, ends before starts, a child's end before
-its parent's, a parent's start before its child's, and a zero-duration span's start
-right before its end. The live processor sees the same order because the SDK stamps a
-span's time just before it calls the processor.
+The order (docs/events.md, "Replay") is :mod:`relay.mapping.order`'s. A stored turn is
+replayed by :func:`iter_replay_events`: its spans read in start order, in chunks, each
+chunk's phases ordered as soon as they are final (:mod:`relay.mapping.stream_order`)
+and mapped, so the first events exist before the last span is read;
+:func:`replay_events` is the same over a whole list (the reference the tests hold the
+streaming order to).
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from relay import conventions as c
 from relay.events import Event
 from relay.mapping import deltas, engine
-from relay.mapping.rules import placement
+from relay.mapping.order import (
+    END,
+    EVENT,
+    MS_SLACK_NS,
+    NESTING_SLACK_NS,
+    START,
+    Phase,
+    ordered_phases,
+)
 from relay.mapping.state import MappingState
+from relay.mapping.stream_order import PhaseOrderer, SpanLookups, lookups_of
 from relay.spans import SpanRecord
 
-#: how far a child's end may pass its parent's and still count as nested (time cut to
-#: microseconds, as Jaeger's UI JSON does, moves an end back by up to 2 us)
-NESTING_SLACK_NS = 2_000
-#: a whole-millisecond start may lie anywhere in its millisecond (:func:`_coarse_traces`)
-MS_SLACK_NS = 999_999
-
-START, EVENT, END = "start", "event", "end"
-#: (span, kind, the span event for an EVENT phase): what the live processor handed over
-Phase = tuple[SpanRecord, str, dict[str, Any] | None]
-_Key = tuple[int, int, int]  # (span index, 0 start / 1 event / 2 end, event index)
 S = TypeVar("S")  # what a phase carries: a SpanRecord, or the live processor's SDK span
 
 
@@ -85,154 +84,6 @@ def as_live(record: SpanRecord, ended: bool) -> SpanRecord:
     return record if ended else record.at_start()
 
 
-# -- order ------------------------------------------------------------------------------
-
-def ordered_phases(records: Sequence[SpanRecord]) -> list[Phase]:
-    """Every span's start, span events and end, in the order the live processor saw them."""
-    spans = sorted(records, key=lambda r: (r.start_ns, r.trace_id, r.span_id))
-    index = {(r.trace_id, r.span_id): i for i, r in enumerate(spans)}
-    parent = [index.get((r.trace_id, r.parent_span_id or "")) for r in spans]
-    depth = [_depth(i, parent) for i in range(len(spans))]
-    coarse = _coarse_traces(spans)
-    starts = [r.start_ns + MS_SLACK_NS if r.trace_id in coarse else r.start_ns
-              for r in spans]
-    ends = _nested_ends(spans, parent, depth, starts, coarse)
-    groups: dict[int, list[_Key]] = {}
-    for i, r in enumerate(spans):
-        groups.setdefault(starts[i], []).append((i, 0, 0))
-        end = ends[i]
-        for k, event in enumerate(r.events):  # within the span's life, as live
-            t = max(int(event.get("time_ns") or r.start_ns), r.start_ns)
-            groups.setdefault(t if end is None else min(t, end), []).append((i, 1, k))
-        if end is not None:
-            groups.setdefault(end, []).append((i, 2, 0))
-    phases: list[Phase] = []
-    for t in sorted(groups):
-        for i, kind, k in _order_group(groups[t], spans, parent, depth):
-            record = spans[i]
-            if kind == 1:
-                phases.append((record, EVENT, record.events[k]))
-            else:
-                phases.append((record, END if kind == 2 else START, None))
-    return phases
-
-
-def _coarse_traces(spans: list[SpanRecord]) -> set[str]:
-    """Traces whose every start is a whole millisecond: the OpenTelemetry JS SDK stamps
-    starts with ``Date.now()`` and ends from a finer clock. Such a span began somewhere in
-    its start's millisecond, after whatever ended in it: for ordering, its start is taken
-    at that millisecond's end (an end precedes a start at the same instant)."""
-    fine: set[str] = set()
-    traces: set[str] = set()
-    for r in spans:
-        traces.add(r.trace_id)
-        if r.start_ns % 1_000_000:
-            fine.add(r.trace_id)
-    return traces - fine
-
-
-def _step(record: SpanRecord) -> int:
-    """A node's step, where its span says one (ours, OpenLLMetry's, OpenInference's
-    LangGraph metadata): of spans that start at one instant, the earlier step ran first."""
-    step = record.attributes.get(c.NODE_STEP)
-    if step is None:
-        where = placement(record.attributes)  # the rule table's LangGraph metadata reader
-        step = where.step if where is not None else None
-    return step if isinstance(step, int) and not isinstance(step, bool) else 1 << 62
-
-
-def _nested_ends(spans: list[SpanRecord], parent: list[int | None], depth: list[int],
-                 starts: list[int], coarse: set[str]) -> list[int | None]:
-    """End times for ordering: never before the span's start (for ordering); a child that
-    ends at most NESTING_SLACK_NS after its parent (microsecond times cut separately, as
-    in Jaeger's JSON) is taken to end with it; and in a ``coarse`` trace (the JS SDK's
-    clock, :func:`_coarse_traces`) a parent ends no earlier than its children."""
-    ends: list[int | None] = [None if r.end_ns is None else max(r.end_ns, starts[i])
-                              for i, r in enumerate(spans)]
-    by_depth = sorted(range(len(spans)), key=lambda k: depth[k])
-    for i in by_depth:
-        p = parent[i]
-        end, parent_end = ends[i], ends[p] if p is not None else None
-        if end is not None and parent_end is not None \
-                and 0 < end - parent_end <= NESTING_SLACK_NS:
-            ends[i] = max(parent_end, starts[i])
-    for i in reversed(by_depth) if coarse else ():  # deepest first
-        p = parent[i]
-        end = ends[i]
-        if p is not None and end is not None and ends[p] is not None \
-                and spans[i].trace_id in coarse:
-            ends[p] = max(ends[p] or 0, end)
-    return ends
-
-
-def _depth(i: int, parent: list[int | None]) -> int:
-    depth, seen, p = 0, {i}, parent[i]
-    while p is not None and p not in seen:
-        seen.add(p)
-        depth += 1
-        p = parent[p]
-    return depth
-
-
-def _order_group(group: list[_Key], spans: list[SpanRecord], parent: list[int | None],
-                 depth: list[int]) -> list[_Key]:
-    """Phases at one instant: a topological order of the nesting, ends first."""
-    if len(group) == 1:
-        return group
-    members = set(group)
-    after: dict[_Key, list[_Key]] = {p: [] for p in group}
-    waiting = dict.fromkeys(group, 0)
-
-    def edge(first: _Key, then: _Key) -> None:
-        if first in members:
-            after[first].append(then)
-            waiting[then] += 1
-
-    for phase in group:
-        i, kind, k = phase
-        p = parent[i]
-        if kind == 0:
-            if p is not None:
-                edge((p, 0, 0), phase)  # a parent starts before its child
-        elif kind == 1:
-            edge((i, 0, 0), phase)  # a span's events come after its start
-            edge((i, 1, k - 1), phase)  # and in their order
-        else:
-            edge((i, 0, 0), phase)  # a zero-duration span: start, then end
-            for other in group:
-                if other[0] == i and other[1] == 1:
-                    edge(other, phase)  # its events before its end
-            if p is not None and (p, 2, 0) in members:
-                edge(phase, (p, 2, 0))  # a child ends before its parent
-
-    def priority(phase: _Key) -> tuple[Any, ...]:
-        i, kind, k = phase
-        if kind == 2:
-            return (0, -depth[i], i)  # ends first, deepest first
-        if kind == 1:
-            return (1, i, k)  # then span events
-        end = spans[i].end_ns
-        zero = end is not None and end <= spans[i].start_ns
-        # then starts, shallowest first; of siblings that start at one instant, the one
-        # that ends first (one after the other at a coarse clock: it ran first)
-        return (2, 0 if zero else 1, depth[i], _step(spans[i]), end or 0, i)
-
-    ready = [(priority(p), p) for p in group if waiting[p] == 0]
-    heapq.heapify(ready)
-    out: list[_Key] = []
-    while ready:
-        _, phase = heapq.heappop(ready)
-        out.append(phase)
-        for then in after[phase]:
-            waiting[then] -= 1
-            if waiting[then] == 0:
-                heapq.heappush(ready, (priority(then), then))
-    if len(out) < len(group):  # a cycle (malformed parents): the rest by priority
-        done = set(out)
-        out += sorted((p for p in group if p not in done), key=priority)
-    return out
-
-
 # -- the replay ---------------------------------------------------------------------------
 
 def replay_events(records: Sequence[SpanRecord],
@@ -245,6 +96,56 @@ def replay_events(records: Sequence[SpanRecord],
     feed(MappingState(resume_route=resume_route), ordered_phases(records), events.append,
          read=as_live)
     return [event.with_seq(seq) for seq, event in enumerate(events, 1)]
+
+
+def iter_replay_events(chunks: Iterable[Sequence[SpanRecord]], *,
+                       lookups: SpanLookups | None = None,
+                       resume_route: Callable[[str], str | None] | None = None
+                       ) -> Iterator[list[Event]]:
+    """:func:`replay_events`, streaming: ``chunks`` of the turn's spans in start order
+    (ties in any order) in, batches of numbered events out, each as soon as the phases
+    it maps are final (:class:`~relay.mapping.stream_order.PhaseOrderer`). The events,
+    joined, equal :func:`replay_events` of all the spans. ``lookups`` (the store's, or
+    :func:`~relay.mapping.stream_order.lookups_of` a list) keeps phases from waiting for
+    the end of the input where they need not."""
+    state = MappingState(resume_route=resume_route)
+    orderer = PhaseOrderer(lookups)
+    seq = 0
+
+    def derive(phases: list[Phase]) -> list[Event]:
+        nonlocal seq
+        events: list[Event] = []
+        feed(state, phases, events.append, read=as_live)
+        numbered = [event.with_seq(n) for n, event in enumerate(events, seq + 1)]
+        seq += len(numbered)
+        return numbered
+
+    for chunk in chunks:
+        batch = derive(orderer.push(chunk))
+        if batch:
+            yield batch
+    batch = derive(orderer.finish())
+    if batch:
+        yield batch
+
+
+def chunked(records: Sequence[SpanRecord], first: int = 32, size: int = 512
+            ) -> Iterator[list[SpanRecord]]:
+    """A list of spans in start order, in chunks (a small first one: the first events
+    come out early)."""
+    ordered = sorted(records, key=lambda r: r.start_ns)
+    at, n = 0, first
+    while at < len(ordered):
+        yield ordered[at:at + n]
+        at, n = at + n, size
+
+
+def stream_replay_events(records: Sequence[SpanRecord],
+                         resume_route: Callable[[str], str | None] | None = None
+                         ) -> Iterator[list[Event]]:
+    """:func:`iter_replay_events` over a list in memory (a trace file's turn)."""
+    return iter_replay_events(chunked(records), lookups=lookups_of(records),
+                              resume_route=resume_route)
 
 
 @dataclass(slots=True)
@@ -322,3 +223,8 @@ def _foreign_turns(records: Sequence[SpanRecord], turns: dict[str, TurnSpans],
             turn.trace_ids.append(event.trace_id)
         turn.events.append(event)
         turn.thread_id = turn.thread_id or event.thread_id
+
+
+__all__ = ["END", "EVENT", "MS_SLACK_NS", "NESTING_SLACK_NS", "START", "Phase", "TurnSpans",
+           "as_live", "chunked", "feed", "group_turns", "iter_replay_events",
+           "ordered_phases", "replay_events", "stream_replay_events"]

@@ -26,6 +26,7 @@ from relay.spans import SpanRecord
 
 if TYPE_CHECKING:
     from relay.settings import RelaySettings
+    from relay.store.reading import SpanStream
 
 STORED = "stored"
 EXPIRED = "expired"
@@ -59,6 +60,13 @@ class SpanStore(Protocol):
     def turn_spans(self, turn_id: str) -> tuple[str, list[SpanRecord]]:
         """All spans of the turn's traces: ``(STORED, spans)``, ``(EXPIRED, [])`` when
         retention dropped them, ``(UNKNOWN, [])`` when the store never had the turn."""
+        ...
+
+    def turn_span_stream(self, turn_id: str) -> tuple[str, SpanStream | None]:
+        """:meth:`turn_spans`, streaming: ``(STORED, stream)`` whose chunks are the spans
+        in start order, read as they are taken (:class:`relay.store.reading.SpanStream`),
+        or ``(EXPIRED, None)`` / ``(UNKNOWN, None)``. Blocking: take it in a worker
+        thread."""
         ...
 
     def index_runs(self, runs: Sequence[RunIndex], *, source: str = "live") -> None:

@@ -13,6 +13,7 @@ Migrations run under an advisory lock, so instances starting together migrate on
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -74,12 +75,17 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX span_turns_started ON span_turns (started_ns)",
         "CREATE INDEX span_turns_stored ON span_turns (stored_ns)",
     ],
+    # version 2: a turn's spans read in start order, trace by trace (a streaming replay)
+    [
+        "CREATE INDEX spans_trace_start ON spans (trace_id, start_ns)",
+    ],
 ]
 
 
 class PostgresSpanStore(SQLSpanStore):
     placeholder = "%s"
     least = "LEAST"
+    fine_start = "MOD(start_ns, 1000000) <> 0"
 
     def __init__(self, url: str, *, retention_s: float, max_turns: int,
                  clock: Callable[[], int] = time.time_ns, connect_timeout_s: float = 10.0
@@ -122,6 +128,20 @@ class PostgresSpanStore(SQLSpanStore):
         with unavailable_as("span store"), self._pool.connection() as conn, \
                 conn.transaction(), conn.cursor() as cur:
             yield cur
+
+    def _stream_cursors(self, resources: contextlib.ExitStack) -> tuple[Any, Callable[[], Any]]:
+        """A pooled connection in one transaction; rows through server-side cursors,
+        fetched as they are taken."""
+        resources.enter_context(unavailable_as("span store"))
+        conn = resources.enter_context(self._pool.connection())
+        resources.enter_context(conn.transaction())
+        cur = resources.enter_context(conn.cursor())
+        names = itertools.count()
+
+        def row_cursor() -> Any:
+            return resources.enter_context(conn.cursor(name=f"replay_{next(names)}"))
+
+        return cur, row_cursor
 
     def _no_limit(self) -> str:
         return "LIMIT ALL"

@@ -28,6 +28,7 @@ from relay import conventions as c
 from relay.spans import SpanRecord
 from relay.store import RunIndex
 from relay.store.codec import COLUMNS, from_row, to_row
+from relay.store.reading import SpanStream
 
 #: how often retention runs when no run root arrives (a root always triggers it)
 EXPIRE_EVERY_S = 60.0
@@ -38,6 +39,8 @@ TOMBSTONE_FACTOR = 10
 class SQLSpanStore:
     placeholder = "?"
     least = "min"
+    #: a start that is not a whole millisecond (PostgreSQL's driver takes % for itself)
+    fine_start = "start_ns % 1000000 <> 0"
 
     def __init__(self, *, retention_s: float, max_turns: int,
                  clock: Callable[[], int] = time.time_ns) -> None:
@@ -54,6 +57,11 @@ class SQLSpanStore:
         raise NotImplementedError
 
     def _read_cursor(self) -> contextlib.AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def _stream_cursors(self, resources: contextlib.ExitStack) -> tuple[Any, Callable[[], Any]]:
+        """A cursor inside a read transaction that ``resources`` ends, on a connection
+        held until then, and a maker of further cursors that stream rows in it."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -183,6 +191,33 @@ class SQLSpanStore:
         if not rows:
             return "expired", []
         return "stored", [from_row(r) for r in rows]
+
+    def turn_span_stream(self, turn_id: str) -> tuple[str, SpanStream | None]:
+        """``("stored", stream)`` (its spans in start order, in chunks, read as taken:
+        :class:`~relay.store.reading.SpanStream`; close it if not read to the end),
+        ``("expired", None)`` or ``("unknown", None)``. The state and the first row are
+        read here; the rest as the stream is taken, from the same snapshot."""
+        cutoff = self.clock() - self._retention_ns()
+        resources = contextlib.ExitStack()
+        try:
+            cur, row_cursor = self._stream_cursors(resources)
+            cur.execute(self._q("SELECT stored_ns, expired_ns FROM span_turns WHERE turn_id = ?"),
+                        (turn_id,))
+            row = cur.fetchone()
+            if row is None or row[1] is not None or row[0] < cutoff:
+                resources.close()
+                return ("unknown" if row is None else "expired"), None
+            cur.execute(self._q("SELECT trace_id FROM turn_traces WHERE turn_id = ? "
+                                "ORDER BY start_ns"), (turn_id,))
+            traces = [r[0] for r in cur.fetchall()]
+            stream = SpanStream(resources, cur, row_cursor, self._q, traces, self.fine_start)
+        except BaseException:
+            resources.close()
+            raise
+        if stream.empty:
+            stream.close()
+            return "expired", None
+        return "stored", stream
 
     def trace_spans(self, trace_id: str) -> list[SpanRecord]:
         with self._read_cursor() as cur:

@@ -61,6 +61,10 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX span_turns_started ON span_turns (started_ns)",
         "CREATE INDEX span_turns_stored ON span_turns (stored_ns)",
     ],
+    # version 2: a turn's spans read in start order, trace by trace (a streaming replay)
+    [
+        "CREATE INDEX spans_trace_start ON spans (trace_id, start_ns)",
+    ],
 ]
 
 
@@ -127,6 +131,14 @@ class SQLiteSpanStore(SQLSpanStore):
             finally:
                 cur.execute("COMMIT")
                 cur.close()
+
+    def _stream_cursors(self, resources: contextlib.ExitStack) -> tuple[Any, Callable[[], Any]]:
+        """A connection of its own (WAL: readers do not wait for one another), so that a
+        replay holds no lock that another read needs while it streams."""
+        db = self._connect()
+        resources.callback(db.close)  # (a read transaction: closing ends it)
+        db.execute("BEGIN")  # one snapshot for the whole read
+        return db.cursor(), db.cursor
 
     def schema_version(self) -> int:
         with self._read_lock:

@@ -210,10 +210,10 @@ def test_orphan_spans_expire_by_age(make_store: Callable[..., Any]) -> None:
 
 def test_schema_is_versioned_and_reopening_keeps_data(make_store: Callable[..., Any]) -> None:
     first = make_store()
-    assert first.schema_version() == 1
+    assert first.schema_version() == 2
     first.write(turn_spans(6))
     second = make_store()  # a restart, or a second instance on shared storage
-    assert second.schema_version() == 1
+    assert second.schema_version() == 2
     assert second.turn_spans("turn-6")[0] == STORED
 
 

@@ -1,0 +1,300 @@
+"""The replay order, phase by phase, from spans read in start order.
+
+:func:`relay.mapping.order.ordered_phases` orders a whole list: it needs every span
+before it can give the first phase. :class:`PhaseOrderer` gives exactly the same order
+(the tests hold it to the reference on generated span trees and on recorded turns) from
+spans that arrive in chunks sorted by ``start_ns``, releasing each phase once nothing
+still unread can come before it or change where it goes.
+
+Why that is possible: every phase of a span lies at or after the span's start (its
+events and its end are clamped to it), so once a span starting at ``S`` has been read,
+no unread span has a phase before ``S``. What else the order of a phase depends on, and
+when it is final:
+
+- the span's index (the tie-break of last resort): its rank by (start, trace, span id).
+  Spans that start at one instant are taken together, once a later start is read;
+- its parent and its depth (ties at one instant: parents first, ends deepest first): final
+  once every ancestor has been read. A parent that is not read yet may still come (a
+  child that starts before its parent) or never (a span whose parent lies outside the
+  turn): :class:`SpanLookups` ``has_span`` tells which, so such a span waits only for a
+  parent that exists; without lookups it waits until the end;
+- the coarse clock of a trace (every start a whole millisecond, the JS SDK): ``coarse``
+  says it up front (the store asks SQL; without lookups a trace is coarse until one fine
+  start is read). In a coarse trace a parent ends no earlier than any descendant, which
+  only the whole trace tells: there, starts are released as they come and span events
+  and ends are held until the last span is read.
+
+A phase is released when its time is before the frontier: the first unread start, the
+earliest start of a span that is still waiting, and the earliest held phase.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from relay.mapping.order import (
+    END,
+    EVENT,
+    MS_SLACK_NS,
+    NESTING_SLACK_NS,
+    START,
+    Phase,
+    coarse_traces,
+    depth_of,
+    order_group,
+)
+from relay.spans import SpanRecord
+
+_NEVER = 1 << 126  # later than any time
+
+
+class SpanLookups(Protocol):
+    """What the orderer may ask about the spans it has not read yet (the store answers from
+    the same snapshot it reads; :class:`ListLookups` from a list in memory)."""
+
+    def coarse(self, trace_id: str) -> bool:
+        """True when every span of the trace starts on a whole millisecond."""
+        ...
+
+    def has_span(self, trace_id: str, span_id: str) -> bool:
+        """True when the turn holds this span (read or not)."""
+        ...
+
+
+class ListLookups:
+    """:class:`SpanLookups` over a whole list in memory."""
+
+    def __init__(self, records: Sequence[SpanRecord]) -> None:
+        self._coarse = coarse_traces(list(records))
+        self._ids = {(r.trace_id, r.span_id) for r in records}
+
+    def coarse(self, trace_id: str) -> bool:
+        return trace_id in self._coarse
+
+    def has_span(self, trace_id: str, span_id: str) -> bool:
+        return (trace_id, span_id) in self._ids
+
+
+def lookups_of(records: Sequence[SpanRecord]) -> ListLookups:
+    return ListLookups(records)
+
+
+class PhaseOrderer:
+    """:meth:`push` chunks of spans in non-decreasing ``start_ns`` (ties in any order), then
+    :meth:`finish`; each returns the phases that became final, in the reference order.
+    Span ids must be unique within a trace (the store's key)."""
+
+    def __init__(self, lookups: SpanLookups | None = None) -> None:
+        self.lookups = lookups
+        # per span, by index (the rank by start, trace, span id), as order_group reads them
+        self.spans: list[SpanRecord] = []
+        self.parent: list[int | None] = []
+        self.depth: list[int] = []  # -1 until known
+        self._index: dict[tuple[str, str], int] = {}
+        self._ends: dict[int, int | None] = {}  # nested ends (relay.mapping.order.nested_ends)
+        self._unknown: set[int] = set()  # a parent id not read yet, which may still come
+        self._waiting: dict[tuple[str, str], list[int]] = {}
+        self._coarse: dict[str, bool] = {}  # final answers
+        self._maybe_coarse: set[str] = set()  # no lookups: only whole-ms starts read so far
+        self._unsettled: list[int] = []
+        self._unsettled_starts: list[tuple[int, int]] = []  # heap, settled ones left lazily
+        self._settled: list[bool] = []
+        self._held: list[int] = []  # coarse spans: span events and ends wait for the end
+        self._held_floor = _NEVER
+        self._ready: list[tuple[int, int, int, int]] = []  # heap of (time, span, kind, k)
+        self._group: list[SpanRecord] = []  # read, one start_ns, not indexed yet
+        self._done = False
+
+    # -- input ----------------------------------------------------------------------------
+
+    def push(self, records: Iterable[SpanRecord]) -> list[Phase]:
+        group = self._group
+        for r in records:
+            if group and r.start_ns != group[0].start_ns:
+                if r.start_ns < group[0].start_ns:
+                    raise ValueError("spans must come in start order")
+                self._admit(group)
+                group = self._group = []
+            group.append(r)
+        if not group:
+            return []
+        return self._release(group[0].start_ns)  # nothing unread starts before it
+
+    def finish(self) -> list[Phase]:
+        """Every phase not released yet: the input is complete."""
+        if self._group:
+            self._admit(self._group)
+            self._group = []
+        self._done = True
+        for children in self._waiting.values():  # parents that never came: none
+            for i in children:
+                self._unknown.discard(i)
+        self._waiting.clear()
+        for trace_id in self._maybe_coarse:
+            self._coarse[trace_id] = True
+        self._maybe_coarse.clear()
+        self._settle_waiting()
+        self._release_held()
+        return self._release(_NEVER)
+
+    # -- spans ----------------------------------------------------------------------------
+
+    def _admit(self, group: list[SpanRecord]) -> None:
+        """Index spans that start at one instant (all of them, nothing unread starts then)."""
+        changed = False
+        for r in sorted(group, key=lambda r: (r.trace_id, r.span_id)):
+            i = len(self.spans)
+            trace_id = r.trace_id
+            self.spans.append(r)
+            self.depth.append(-1)
+            self._settled.append(False)
+            self._index[(trace_id, r.span_id)] = i
+            parent: int | None = None
+            pid = r.parent_span_id
+            if pid:
+                known = self._index.get((trace_id, pid))
+                if known is not None:
+                    parent = known
+                elif self.lookups is None or self.lookups.has_span(trace_id, pid):
+                    self._unknown.add(i)
+                    self._waiting.setdefault((trace_id, pid), []).append(i)
+            self.parent.append(parent)
+            children = self._waiting.pop((trace_id, r.span_id), None)
+            if children:
+                for child in children:
+                    self.parent[child] = i
+                    self._unknown.discard(child)
+                changed = True
+            if trace_id not in self._coarse:
+                if self.lookups is not None:
+                    self._coarse[trace_id] = self.lookups.coarse(trace_id)
+                elif r.start_ns % 1_000_000:
+                    self._coarse[trace_id] = False
+                    if trace_id in self._maybe_coarse:
+                        self._maybe_coarse.discard(trace_id)
+                        changed = True
+                else:
+                    self._maybe_coarse.add(trace_id)
+            if not self._settle(i):
+                self._unsettled.append(i)
+                heapq.heappush(self._unsettled_starts, (r.start_ns, i))
+        if changed:
+            self._settle_waiting()
+
+    def _settle_waiting(self) -> None:
+        self._unsettled = [i for i in self._unsettled if not self._settle(i)]
+
+    def _settle(self, i: int) -> bool:
+        """Fix span ``i``'s place once its depth and clock are final; queue its phases."""
+        r = self.spans[i]
+        coarse = self._coarse.get(r.trace_id)
+        if coarse is None:
+            return False
+        j, seen = i, {i}
+        while True:  # every ancestor read (or known to be outside the turn)
+            if j in self._unknown:
+                return False
+            p = self.parent[j]
+            if p is None or p in seen:
+                break
+            seen.add(p)
+            j = p
+        self._settled[i] = True
+        self._depth(i)
+        heapq.heappush(self._ready, (self._start(i), i, 0, 0))
+        end = self._end_of(i)
+        if coarse:  # its end may still move later (a descendant not read yet)
+            self._held.append(i)
+            floor = min((self._event_time(r, k, end) for k in range(len(r.events))),
+                        default=_NEVER)
+            self._held_floor = min(self._held_floor, floor, _NEVER if end is None else end)
+        else:
+            self._queue_rest(i, end)
+        return True
+
+    def _queue_rest(self, i: int, end: int | None) -> None:
+        r = self.spans[i]
+        for k in range(len(r.events)):
+            heapq.heappush(self._ready, (self._event_time(r, k, end), i, 1, k))
+        if end is not None:
+            heapq.heappush(self._ready, (end, i, 2, 0))
+
+    @staticmethod
+    def _event_time(r: SpanRecord, k: int, end: int | None) -> int:
+        t = max(int(r.events[k].get("time_ns") or r.start_ns), r.start_ns)
+        return t if end is None else min(t, end)
+
+    def _start(self, i: int) -> int:
+        """The start for ordering: in a coarse trace, the end of its millisecond."""
+        r = self.spans[i]
+        return r.start_ns + MS_SLACK_NS if self._coarse[r.trace_id] else r.start_ns
+
+    def _depth(self, i: int) -> int:
+        if self.depth[i] < 0:
+            self.depth[i] = depth_of(i, self.parent)
+        return self.depth[i]
+
+    def _end_of(self, i: int) -> int | None:
+        """The nested end of :func:`relay.mapping.order.nested_ends` (before the coarse
+        rule): spans are adjusted in (depth, index) order, each against its parent's
+        end as it stands at its turn."""
+        chain, j = [], i
+        while j not in self._ends:
+            chain.append(j)
+            p = self.parent[j]
+            if p is None or (self._depth(p), p) >= (self._depth(j), j):
+                break
+            j = p
+        for j in reversed(chain):
+            r = self.spans[j]
+            start = self._start(j)
+            end = None if r.end_ns is None else max(r.end_ns, start)
+            p = self.parent[j]
+            if p is not None and end is not None:
+                if (self._depth(p), p) < (self._depth(j), j):
+                    parent_end = self._ends[p]
+                else:
+                    q = self.spans[p]
+                    parent_end = None if q.end_ns is None else max(q.end_ns, self._start(p))
+                if parent_end is not None and 0 < end - parent_end <= NESTING_SLACK_NS:
+                    end = max(parent_end, start)
+            self._ends[j] = end
+        return self._ends[i]
+
+    def _release_held(self) -> None:
+        """The coarse rule (a parent ends no earlier than its children), deepest first,
+        then the held phases with their final ends."""
+        ends = self._ends
+        held = sorted(self._held, key=lambda k: (self.depth[k], k))
+        for i in reversed(held):
+            p, end = self.parent[i], ends[i]
+            if p is not None and end is not None and ends[p] is not None:
+                ends[p] = max(ends[p] or 0, end)
+        for i in self._held:
+            self._queue_rest(i, ends[i])
+        self._held = []
+        self._held_floor = _NEVER
+
+    # -- output ---------------------------------------------------------------------------
+
+    def _release(self, frontier: int) -> list[Phase]:
+        waiting = self._unsettled_starts
+        while waiting and self._settled[waiting[0][1]]:
+            heapq.heappop(waiting)
+        limit = min(frontier, self._held_floor, waiting[0][0] if waiting else _NEVER)
+        ready, out = self._ready, list[Phase]()
+        while ready and ready[0][0] < limit:
+            t = ready[0][0]
+            group = []
+            while ready and ready[0][0] == t:
+                _, i, kind, k = heapq.heappop(ready)
+                group.append((i, kind, k))
+            for i, kind, k in order_group(group, self.spans, self.parent, self.depth):
+                record = self.spans[i]
+                if kind == 1:
+                    out.append((record, EVENT, record.events[k]))
+                else:
+                    out.append((record, END if kind == 2 else START, None))
+        return out

@@ -1,0 +1,83 @@
+"""A turn's spans read in start order, in chunks, decoded as they are taken: what a
+streaming replay reads (:meth:`relay.store.sql.SQLSpanStore.turn_span_stream`).
+
+One read transaction (one snapshot) per stream, on a connection of its own (SQLite) or
+from the pool (PostgreSQL), held until the stream is exhausted or closed: the replay
+derives as fast as it reads, never at the pace it sends. Each of the turn's traces is
+read through the ``spans (trace_id, start_ns)`` index and the traces merged by start,
+so the first rows come without sorting the turn. The stream also answers what the
+ordering asks about spans it has not read yet (:class:`relay.mapping.stream_order.
+SpanLookups`), from the same snapshot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from relay.spans import SpanRecord
+from relay.store.codec import COLUMNS, from_row
+
+#: rows in the first chunk (the first events come early) and in the later ones
+FIRST_CHUNK = 32
+CHUNK = 512
+
+
+class SpanStream:
+    """Chunks of a turn's spans in ``start_ns`` order; ``coarse`` and ``has_span`` for
+    the ordering. Not thread-safe: one thread at a time (any thread) takes from it."""
+
+    def __init__(self, resources: contextlib.ExitStack, cursor: Any,
+                 row_cursor: Callable[[], Any], q: Callable[[str], str],
+                 trace_ids: list[str], fine_start: str) -> None:
+        self._resources = resources
+        self._cur = cursor
+        self._q = q
+        self._fine_start = fine_start
+        self.trace_ids = trace_ids
+        sql = q(f"SELECT {', '.join(COLUMNS)} FROM spans WHERE trace_id = ? ORDER BY start_ns")
+        cursors: list[Any] = []
+        for trace_id in trace_ids:
+            rows = row_cursor()
+            rows.execute(sql, (trace_id,))
+            cursors.append(rows)
+        self._rows: Iterator[Any] = iter(cursors[0] if cursors else ()) if len(cursors) < 2 else \
+            heapq.merge(*cursors, key=lambda row: row[5])  # start_ns (ties: any order)
+        self._first = next(self._rows, None)
+        self.closed = False
+
+    @property
+    def empty(self) -> bool:
+        return self._first is None
+
+    def __iter__(self) -> Iterator[list[SpanRecord]]:
+        try:
+            if self._first is None:
+                return
+            chunk, size = [from_row(self._first)], FIRST_CHUNK
+            for row in self._rows:
+                chunk.append(from_row(row))
+                if len(chunk) >= size:
+                    yield chunk
+                    chunk, size = [], CHUNK
+            if chunk:
+                yield chunk
+        finally:
+            self.close()
+
+    def coarse(self, trace_id: str) -> bool:
+        self._cur.execute(self._q(f"SELECT 1 FROM spans WHERE trace_id = ? AND "
+                                  f"{self._fine_start} LIMIT 1"), (trace_id,))
+        return self._cur.fetchone() is None
+
+    def has_span(self, trace_id: str, span_id: str) -> bool:
+        self._cur.execute(self._q("SELECT 1 FROM spans WHERE trace_id = ? AND span_id = ?"),
+                          (trace_id, span_id))
+        return self._cur.fetchone() is not None
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._resources.close()
