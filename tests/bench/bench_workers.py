@@ -73,7 +73,7 @@ def serve(workers: int, store: str, data_dir: str) -> Iterator[int]:
     env.update(RELAY_BUS=REDIS, RELAY_STORE=store, RELAY_DATA_DIR=data_dir,
                OTEL_TRACES_EXPORTER="none", RELAY_INSTANCE_ID=f"bench-{uuid.uuid4().hex[:6]}",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
-    log = open(os.path.join(data_dir, "serve.log"), "wb")  # noqa: SIM115 (closed below)
+    log = open(os.path.join(data_dir, "serve.log"), "wb")  # closed below
     proc = subprocess.Popen([sys.executable, "-m", "relay.cli", "serve", "--workers",
                              str(workers), "--port", str(port), "--log-level", "info"],
                             cwd=data_dir, env=env, stdin=subprocess.DEVNULL, stdout=log,
