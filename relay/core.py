@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer
 
 from relay import readiness
-from relay.bus import Bus, open_bus
+from relay.bus import Bus, open_bus, open_cancels
 from relay.delivery.streaming import Encoder, EventStream
 from relay.delivery.streams import Streams
 from relay.events import GRAPH_TOPOLOGY, RUN_TERMINAL, TURN_TERMINAL, Event
@@ -52,6 +52,7 @@ from relay.turns.recovery import terminal_event
 from relay.turns.runs import RunManager
 
 if TYPE_CHECKING:
+    from relay.bus.redis_cancels import CancelChannel
     from relay.ingest.grpc import GrpcReceiver
     from relay.ingest.receiver import OTLPReceiver
 
@@ -122,6 +123,9 @@ class Relay:
                 settle_s=settings.otlp_settle_ms / 1000, resume_route=self.resume_route)
             self.metrics.observe_receiver(lambda: self.receiver.stats if self.receiver else {})
         self.grpc_receiver: GrpcReceiver | None = None
+        #: cancel requests to and from the instances sharing the Redis bus (the turn's owner
+        #: cancels it, whichever instance the request lands on)
+        self.cancels: CancelChannel | None = open_cancels(settings, self.runs.cancel)
         #: what GET /readyz checks besides the relay's own stores (add_readiness_check)
         self._readiness_checks: list[tuple[str, readiness.Check]] = []
         self._tasks: set[asyncio.Task[None]] = set()  # background work (_background)
@@ -319,6 +323,8 @@ class Relay:
 
     async def _start_receivers(self) -> None:
         await self.bus.start()
+        if self.cancels is not None:
+            await self.cancels.start()
         if self.receiver is not None:
             await self.receiver.start()
         if self.settings.otlp_grpc:
@@ -336,6 +342,8 @@ class Relay:
             self.grpc_receiver = None
         if self.receiver is not None:
             await self.receiver.stop()
+        if self.cancels is not None:
+            await self.cancels.stop()
         await self.bus.stop()
 
     def bus_problem(self) -> str | None:

@@ -61,6 +61,10 @@ class RelaySettings:
     otlp_settle_ms: float = 250.0
     bus_max_events_per_turn: int = 10_000
     instance_id: str | None = None
+    #: ``serve --workers N``: worker processes on one port; ``worker``: this one's index
+    #: (set by ``serve`` in each worker it starts)
+    workers: int = 1
+    worker: int | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RelaySettings:
@@ -104,6 +108,8 @@ class RelaySettings:
             otlp_settle_ms=_float(env, "RELAY_OTLP_SETTLE_MS", 250.0),
             bus_max_events_per_turn=int(_float(env, "RELAY_BUS_MAX_EVENTS", 10_000)),
             instance_id=env.get("RELAY_INSTANCE_ID") or None,
+            workers=int(_float(env, "RELAY_WORKERS", 1)),
+            worker=int(env["RELAY_WORKER"]) if env.get("RELAY_WORKER", "").isdigit() else None,
         )
         settings.validate()
         require_extras(settings, env)
@@ -170,6 +176,8 @@ class RelaySettings:
                             ("RELAY_BUS_MAX_EVENTS", self.bus_max_events_per_turn)):
             if value < 1:
                 raise ConfigError(f"{name} must be >= 1")
+        if self.workers < 1:
+            raise ConfigError("RELAY_WORKERS must be >= 1 (worker processes of serve)")
         if not self.otlp_pending_s > 0:
             raise ConfigError("RELAY_OTLP_PENDING_S must be > 0 (seconds received spans wait "
                               "for their run's root)")

@@ -11,12 +11,14 @@ instance can serve any turn's stream (:mod:`relay.bus.redis`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from relay.bus.base import Bus, BusUnavailable, CursorExpired, LogReader, UnknownTurn
 from relay.bus.memory import MemoryBus
 
 if TYPE_CHECKING:
+    from relay.bus.redis_cancels import CancelChannel
     from relay.settings import RelaySettings
 
 
@@ -33,5 +35,15 @@ def open_bus(settings: RelaySettings) -> Bus:
                      retention_s=settings.bus_retention_s)
 
 
+def open_cancels(settings: RelaySettings, on_cancel: Callable[[str], object]
+                 ) -> CancelChannel | None:
+    """Cancel requests between the instances sharing a Redis bus (None in process)."""
+    if settings.bus.startswith(("redis://", "rediss://")):
+        from relay.bus.redis_cancels import CancelChannel
+
+        return CancelChannel(settings.bus, on_cancel)
+    return None
+
+
 __all__ = ["Bus", "BusUnavailable", "CursorExpired", "LogReader", "MemoryBus", "UnknownTurn",
-           "open_bus"]
+           "open_bus", "open_cancels"]

@@ -1,7 +1,7 @@
 """``span-relay``: serve the app, verify a deployment's stream.
 
     span-relay serve [--host 127.0.0.1] [--port 8000] [--app module:factory] [--relay-only]
-                     [--graph MODULE:ATTR] [--config langgraph.json]
+                     [--graph MODULE:ATTR] [--config langgraph.json] [--workers N]
     span-relay verify-stream URL [...]
     span-relay replay FILE [--turn ID] [--ndjson] [--speed S]
 
@@ -9,7 +9,8 @@
 so that the relay library itself never imports the demo); ``--graph`` (or RELAY_GRAPH)
 serves any compiled LangGraph graph, ``--config`` every graph of a LangGraph CLI
 ``langgraph.json`` (relay/cli/graph_app.py); ``--app`` serves another factory that returns
-an ASGI app.
+an ASGI app. ``--workers N`` (RELAY_WORKERS) runs N worker processes behind the one port
+(relay/cli/workers.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import socket
 import sys
 from pathlib import Path
 from types import FrameType
@@ -44,6 +46,9 @@ def _serve(args: argparse.Namespace) -> int:
             raise ConfigError("choose one of --relay-only, --graph (RELAY_GRAPH) and "
                               "--config")
         logs.configure(args.log_level, settings.log_format)
+        workers = settings.workers if args.workers is None else args.workers
+        if args.worker_socket is None and workers != 1:
+            return _serve_workers(args, workers, graph, config_file)
         app = _app(args, graph, config_file)
     except ConfigError as exc:
         print(f"span-relay: configuration error: {exc}", file=sys.stderr)
@@ -52,8 +57,46 @@ def _serve(args: argparse.Namespace) -> int:
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
                             log_config=None,
                             timeout_graceful_shutdown=args.graceful_s, proxy_headers=True)
-    RelayServer(config).run()
-    return 0
+    server = RelayServer(config)
+    if args.worker_socket is None:
+        server.run()
+    else:  # one of serve --workers N: accept from the parent's socket
+        from relay.cli.workers import exit_with_parent
+
+        exit_with_parent()
+        server.run(sockets=[socket.socket(fileno=args.worker_socket)])
+    return 0 if server.started else 3  # 3: uvicorn's "could not start"
+
+
+def _serve_workers(args: argparse.Namespace, workers: int, graph: str | None,
+                   config_file: str | None) -> int:
+    """The parent of ``serve --workers N``: refuse what cannot be shared, then supervise."""
+    from dataclasses import replace
+
+    from relay.cli.graph_app import read_config
+    from relay.cli.workers import Supervisor, check_shared
+    from relay.settings import ConfigError, RelaySettings
+
+    if workers < 1:
+        raise ConfigError(f"--workers {workers}: use 1 or more worker processes")
+    if config_file:  # its env reaches the workers too (the process's own environment wins)
+        for key, value in read_config(Path(config_file))[1].items():
+            os.environ.setdefault(key, value)
+    env = dict(os.environ)
+    if args.relay_only:  # as create_relay_app does
+        env.setdefault("RELAY_OTLP_HTTP", "true")
+    settings = replace(RelaySettings.from_env(env), workers=workers)
+    check_shared(settings, env, graphs=not args.relay_only)
+    worker_args = ["serve", "--host", args.host, "--port", str(args.port), "--app", args.app,
+                   "--log-level", args.log_level, "--graceful-s", str(args.graceful_s)]
+    if args.relay_only:
+        worker_args.append("--relay-only")
+    if graph:
+        worker_args += ["--graph", graph]
+    if config_file:
+        worker_args += ["--config", config_file]
+    return Supervisor(workers, args.host, args.port, worker_args, env,
+                      stop_timeout_s=args.graceful_s + settings.shutdown_grace_s + 10).run()
 
 
 def _app(args: argparse.Namespace, graph: str | None, config_file: str | None) -> Any:
@@ -121,6 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", metavar="langgraph.json",
                        help="serve every graph of a LangGraph CLI config (its 'graphs' and "
                             "'env'); the first is also at /chat")
+    serve.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="worker processes behind the one port (RELAY_WORKERS, default "
+                            "1); more than one needs RELAY_BUS=redis:// and "
+                            "RELAY_STORE=postgresql://")
+    serve.add_argument("--worker-socket", type=int, default=None, help=argparse.SUPPRESS)
     serve.add_argument("--log-level", default="info",
                        choices=["critical", "error", "warning", "info", "debug"])
     serve.add_argument("--graceful-s", type=float, default=10.0,

@@ -1,4 +1,5 @@
-"""Middleware and dependencies the relay's routes rely on: ``nosniff`` on every answer,
+"""Middleware and dependencies the relay's routes rely on: ``nosniff`` on every answer
+(and, in a worker of ``serve --workers N``, ``X-Relay-Worker``: which one answered),
 CORS for the origins ``RELAY_CORS_ORIGINS`` lists (off by default), and a 503 while the
 shared bus is down."""
 
@@ -14,7 +15,7 @@ from relay.settings import RelaySettings
 
 
 def install_middleware(app: Any, settings: RelaySettings) -> None:
-    app.add_middleware(NoSniff)
+    app.add_middleware(NoSniff, worker=settings.worker)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST"],
@@ -39,10 +40,14 @@ def bus_dependency(problem: Callable[[], str | None]) -> Callable[[], Awaitable[
 
 class NoSniff:
     """ASGI middleware: ``X-Content-Type-Options: nosniff`` on every response, so no
-    answer (an error that quotes input, say) is ever sniffed into HTML."""
+    answer (an error that quotes input, say) is ever sniffed into HTML; in a worker of
+    ``serve --workers N``, ``X-Relay-Worker: {index}`` too."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, worker: int | None = None) -> None:
         self.app = app
+        self.extra = [(b"x-content-type-options", b"nosniff")]
+        if worker is not None:
+            self.extra.append((b"x-relay-worker", str(worker).encode()))
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -53,7 +58,7 @@ class NoSniff:
             if message["type"] == "http.response.start":
                 headers = [h for h in message.get("headers", [])
                            if h[0].lower() != b"x-content-type-options"]
-                headers.append((b"x-content-type-options", b"nosniff"))
+                headers += self.extra
                 message = {**message, "headers": headers}
             await send(message)
 

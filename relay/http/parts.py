@@ -22,6 +22,7 @@ from relay.turns.runs import RunManager
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    from relay.bus.redis_cancels import CancelChannel
     from relay.ingest.receiver import OTLPReceiver
 
 
@@ -38,6 +39,8 @@ class RelayParts(Protocol):
     messages: SQLiteMessageStore
     metrics: RelayMetrics
     receiver: OTLPReceiver | None
+    #: cancel requests to the instance that runs a turn (a shared Redis bus), or None
+    cancels: CancelChannel | None
     closing: asyncio.Event
     #: the served graph's topology (GET /graph), or None for a relay-only server
     topology: dict[str, Any] | None

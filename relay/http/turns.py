@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -32,7 +33,7 @@ from relay.http.requests import parse_cursor, read_json_object
 from relay.http.spa import add_spa_routes
 from relay.http.turn_feed import feed_response
 from relay.turns.messages import RATINGS
-from relay.turns.records import PAUSED, TurnRecord, id_key
+from relay.turns.records import PAUSED, RUNNING, TurnRecord, id_key
 from relay.turns.recovery import outcome_delivered, settle_outcome, terminal_event
 
 #: the longest ``?wait=`` of ``GET /turns/{id}/events``, in seconds
@@ -200,6 +201,13 @@ def build_router(relay: RelayParts) -> APIRouter:
         if record is None:
             raise ApiError(404, "unknown_turn", "There is no such turn.")
         cancelled = relay.runs.cancel(record.turn_id)
+        if not cancelled and record.status == RUNNING and relay.cancels is not None:
+            try:  # another instance runs it (a replica, a worker): its owner cancels it
+                own = 1 if relay.cancels.listening.is_set() else 0  # hears itself too
+                cancelled = await relay.cancels.request(record.turn_id) > own
+            except BusUnavailable as exc:
+                raise ApiError(503, "bus_unavailable", str(exc),
+                               headers={"Retry-After": "2"}) from None
         status = "cancelling" if cancelled else record.status
         return JSONResponse({"turn_id": record.turn_id, "cancelled": cancelled,
                              "status": status},
@@ -241,7 +249,9 @@ def build_router(relay: RelayParts) -> APIRouter:
 
     @router.get("/healthz", tags=["ops"])
     async def healthz() -> JSONResponse:
-        return JSONResponse({"status": "ok"})
+        worker = relay.settings.worker  # serve --workers N: which one answered
+        return JSONResponse({"status": "ok"} if worker is None else
+                            {"status": "ok", "worker": worker, "pid": os.getpid()})
 
     @router.get("/readyz", tags=["ops"], responses={503: {"description": "Not ready"}})
     async def readyz() -> JSONResponse:

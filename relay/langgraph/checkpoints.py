@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -75,9 +76,18 @@ async def open_checkpointer(settings: RelaySettings, env: Mapping[str, str]
     await pool.open(wait=True, timeout=pg_pool.CONNECT_TIMEOUT_S + pg_pool.POOL_TIMEOUT_S)
     try:
         saver = AsyncPostgresSaver(pool)
-        # instances that start together must not run the migrations at the same time
+        # instances that start together must not run the migrations at the same time.
+        # Polled, never waited for in a statement: the migrations CREATE INDEX
+        # CONCURRENTLY, which waits for every statement in progress, and one waiting for
+        # this lock would wait for the holder in turn (a deadlock PostgreSQL cannot see:
+        # the holder waits for its own CREATE INDEX on another connection)
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as lock:
-            await lock.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
+            for _ in itertools.count():
+                row = await (await lock.execute("SELECT pg_try_advisory_lock(%s)",
+                                                (_SETUP_LOCK,))).fetchone()
+                if row and row[0]:
+                    break
+                await asyncio.sleep(0.1)
             try:
                 await saver.setup()
             finally:

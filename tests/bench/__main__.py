@@ -3,8 +3,10 @@
 Runs the relay's benchmarks (GitHub issue 8, DESIGN.md §9) and prints a table; ``--json``
 prints the same figures as JSON instead. ``--quick`` is a smoke run of a few seconds at
 small sizes, with no thresholds. IDs: overhead, per_event, latency, idle, bus, ingest,
-replay, realistic. A full run takes a few minutes; the exit status is 0 whatever the
-figures say (a bench reports, the smoke test and the humans judge).
+replay, realistic; and, only when named with ``--only``, workers (``serve --workers 1``
+against 2 on Redis and PostgreSQL: tests/bench/bench_workers.py). A full run takes a few
+minutes; the exit status is 0 whatever the figures say (a bench reports, the smoke test
+and the humans judge).
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from collections.abc import Callable
 from tests.bench.harness import EXPECTED_KEYS, Figure, as_json, machine, na, table
 
 IDS = ("overhead", "per_event", "latency", "idle", "bus", "ingest", "replay", "realistic")
+#: run only when named (--only): they need services, or minutes of their own
+OPT_IN = ("workers",)
 
 
 def _runners() -> dict[str, Callable[[bool], list[Figure]]]:
-    from tests.bench import bench_events, bench_http, bench_overhead
+    from tests.bench import bench_events, bench_http, bench_overhead, bench_workers
 
     return {
         "overhead": bench_overhead.run_overhead,
@@ -33,6 +37,7 @@ def _runners() -> dict[str, Callable[[bool], list[Figure]]]:
         "ingest": bench_http.run_ingest,
         "replay": bench_events.run_replay,
         "realistic": bench_overhead.run_realistic,
+        "workers": bench_workers.run_workers,
     }
 
 
@@ -41,12 +46,14 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smoke run: small, no thresholds")
     parser.add_argument("--json", action="store_true", help="print JSON, not a table")
-    parser.add_argument("--only", default="", help="comma-separated ids: " + ",".join(IDS))
+    parser.add_argument("--only", default="",
+                        help="comma-separated ids: " + ",".join(IDS + OPT_IN))
     args = parser.parse_args(argv)
     only = [s.strip() for s in args.only.split(",") if s.strip()] or list(IDS)
-    unknown = [s for s in only if s not in IDS]
+    unknown = [s for s in only if s not in IDS + OPT_IN]
     if unknown:
-        parser.error(f"unknown id(s) {', '.join(unknown)}; choose from {', '.join(IDS)}")
+        parser.error(f"unknown id(s) {', '.join(unknown)}; choose from "
+                     f"{', '.join(IDS + OPT_IN)}")
 
     meta = machine()
     meta["quick"] = args.quick
@@ -55,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     figures: list[Figure] = []
     timings: dict[str, float] = {}
     t_all = time.monotonic()
-    for bench_id in IDS:
+    for bench_id in IDS + OPT_IN:
         if bench_id not in only:
             continue
         t0 = time.monotonic()
