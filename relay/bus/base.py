@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from relay.events import Event
 
@@ -49,7 +49,6 @@ class LogReader(Protocol):
         ...
 
 
-@runtime_checkable
 class PushReader(LogReader, Protocol):
     """A reader that can call its stream back when events come, instead of being waited
     on (the in-process log: :class:`relay.bus.memory.MemoryReader`). A stream of such a

@@ -24,7 +24,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Collection
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from starlette.responses import Response
 
@@ -214,7 +214,8 @@ class EventStream(Response):
         if preamble:
             await self._send(send, preamble)
         reader, encode, stop_at = self.reader, self.encoder.event, self.stop_at
-        push = reader if isinstance(reader, PushReader) else None
+        # not isinstance(reader, PushReader): a runtime protocol check walks the MRO
+        push = cast(PushReader, reader) if hasattr(reader, "watch") else None
         loop = asyncio.get_running_loop()
         now = time.monotonic()
         next_beat = now + self.heartbeat_s
