@@ -8,6 +8,7 @@ fixed by the span that produced it, so a replay from stored spans yields equal e
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +67,8 @@ class Event:
     fields: dict[str, Any] = field(default_factory=dict)
     seq: int = 0
     _json: str | None = field(default=None, repr=False, compare=False)
+    #: the event's bytes in one wire framing, ``(kind, bytes)``: see :meth:`frame`
+    _frame: tuple[str, bytes] | None = field(default=None, repr=False, compare=False)
 
     @property
     def is_run_terminal(self) -> bool:
@@ -96,12 +99,24 @@ class Event:
 
     def stamped(self, seq: int) -> Event:
         """This event numbered ``seq``, as a bus appends it: the event itself when it has
-        no number and no encoding yet (fresh from the mapping: one object per event, not
+        no number and no encoding or frame yet (fresh from the mapping: one object per event, not
         two), else a copy (an event published again, e.g. a retry after a bus raised)."""
-        if self.seq == 0 and self._json is None:
+        if self.seq == 0 and self._json is None and self._frame is None:
             self.seq = seq
             return self
         return self.with_seq(seq)
+
+    def frame(self, kind: str, build: Callable[[Event], bytes]) -> bytes:
+        """The event's bytes in the wire framing ``kind`` (``build`` makes them), built
+        once and shared: every reader of a turn in that framing writes the same ``bytes``
+        object. One framing is kept (the last asked for): a turn's readers mostly share
+        one, and a mix costs a rebuild, never a wrong frame."""
+        cached = self._frame
+        if cached is not None and cached[0] == kind:
+            return cached[1]
+        data = build(self)
+        self._frame = (kind, data)
+        return data
 
     def with_seq(self, seq: int) -> Event:
         return Event(self.type, self.thread_id, self.turn_id, self.trace_id, self.ts,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from relay.events import Event
@@ -45,6 +46,27 @@ class LogReader(Protocol):
     def exhausted(self) -> bool:
         """True once nothing more will ever come (a fixed list sent whole); a live log's
         reader never is."""
+        ...
+
+
+class PushReader(LogReader, Protocol):
+    """A reader that can call its stream back when events come, instead of being waited
+    on (the in-process log: :class:`relay.bus.memory.MemoryReader`). A stream of such a
+    reader waits in its own task on one future of its own, which the log, the disconnect,
+    the shutdown and the heartbeat timer resolve alike: no task and no ``asyncio.wait``
+    per event. Readers that must do I/O to learn of new events (Redis) are waited on
+    instead (:meth:`LogReader.wait`)."""
+
+    def watch(self, wake: Callable[[], None]) -> bool:
+        """Arrange for ``wake()`` to be called once, on the loop, as soon as an event
+        after the cursor exists; False (and nothing armed) when one already does (take
+        it). All the events published before the woken reader runs are there for one
+        ``take``: wakes are per batch, not per event. A later ``watch`` replaces the
+        armed one."""
+        ...
+
+    def unwatch(self) -> None:
+        """Disarm what :meth:`watch` armed (nothing if it fired or was never armed)."""
         ...
 
 

@@ -22,13 +22,15 @@ from relay.events import Event
 
 class _TurnLog:
     __slots__ = ("base", "events", "finished_at", "readers", "terminal_seq", "turn_id",
-                 "waiters")
+                 "waiters", "watchers")
 
     def __init__(self, turn_id: str, last_seq: int) -> None:
         self.turn_id = turn_id
         self.base = last_seq  # seq of the event before events[0]
         self.events: list[Event] = []
         self.waiters: set[asyncio.Future[bool]] = set()
+        #: streams to call back once (MemoryReader.watch), by reader
+        self.watchers: dict[MemoryReader, Callable[[], None]] = {}
         self.finished_at: float | None = None
         self.terminal_seq: int | None = None  # the turn-terminal event's seq, once there
         self.readers = 0
@@ -38,10 +40,18 @@ class _TurnLog:
         return self.base + len(self.events)
 
     def wake(self) -> None:
-        for waiter in self.waiters:
-            if not waiter.done():
-                waiter.set_result(True)
-        self.waiters.clear()
+        """Wake every reader waiting for this log, once: a woken reader is disarmed, so
+        the rest of a burst (more events before it runs) costs nothing here, and it
+        takes them all at its next ``take``."""
+        if self.waiters:
+            for waiter in self.waiters:
+                if not waiter.done():
+                    waiter.set_result(True)
+            self.waiters.clear()
+        if self.watchers:
+            watchers, self.watchers = self.watchers, {}
+            for wake in watchers.values():
+                wake()
 
 
 def _time_out(waiter: asyncio.Future[bool]) -> None:
@@ -88,7 +98,21 @@ class MemoryReader:
             if timer is not None:
                 timer.cancel()
 
+    def watch(self, wake: Callable[[], None]) -> bool:
+        """Call ``wake()`` once when an event after the cursor is published (the push
+        half of :class:`relay.bus.base.PushReader`); False when one is already there, or
+        the cursor has expired (``take`` says so)."""
+        log = self._log
+        if log.last_seq > self.cursor or self.cursor < log.base:
+            return False
+        log.watchers[self] = wake
+        return True
+
+    def unwatch(self) -> None:
+        self._log.watchers.pop(self, None)
+
     def close(self) -> None:
+        self.unwatch()
         if not self._closed:
             self._closed = True
             self._log.readers -= 1

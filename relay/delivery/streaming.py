@@ -23,11 +23,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any, Protocol
+from functools import partial
+from typing import Any, Protocol, cast
 
 from starlette.responses import Response
 
-from relay.bus.base import BusUnavailable, CursorExpired, LogReader
+from relay.bus.base import BusUnavailable, CursorExpired, LogReader, PushReader
 from relay.delivery.negotiation import NDJSON, SSE
 from relay.events import MESSAGE_SAVED, TURN_COMPLETED, Event, dumps
 
@@ -60,6 +61,14 @@ class Encoder(Protocol):
     def epilogue(self) -> bytes: ...
 
 
+def _sse_frame(event: Event) -> bytes:
+    return f"id: {event.seq}\nevent: {event.type}\ndata: {event.to_json()}\n\n".encode()
+
+
+def _ndjson_frame(event: Event) -> bytes:
+    return (event.to_json() + "\n").encode()
+
+
 class SSEEncoder:
     media_type = SSE
 
@@ -70,7 +79,7 @@ class SSEEncoder:
         return f"retry: {self.retry_ms}\n\n".encode()
 
     def event(self, event: Event) -> bytes:
-        return f"id: {event.seq}\nevent: {event.type}\ndata: {event.to_json()}\n\n".encode()
+        return event.frame("sse", _sse_frame)  # built once, shared by every SSE reader
 
     def heartbeat(self) -> bytes:
         return b": hb\n\n"
@@ -90,7 +99,7 @@ class NDJSONEncoder:
         return b""
 
     def event(self, event: Event) -> bytes:
-        return (event.to_json() + "\n").encode()
+        return event.frame("ndjson", _ndjson_frame)
 
     def heartbeat(self) -> bytes:
         return b"\n"
@@ -110,6 +119,16 @@ class EventStream(Response):
 
     A :class:`starlette.responses.Response` only so that frameworks pass it through;
     it writes its own messages and keeps no body.
+
+    The stream's task waits on one future of its own (``_wake``), which whatever has
+    something to say resolves: the log (a :class:`relay.bus.base.PushReader` calls back;
+    another reader's ``wait`` runs in a task beside it), the disconnect watch, the
+    shutdown, and one timer for the next heartbeat or the time limit that is armed again
+    only when that moment moves. A woken stream takes everything published since (up to
+    ``MAX_BATCH``) and writes it as one body chunk; frames are built once per event and
+    framing and shared by every reader (:meth:`relay.events.Event.frame`). The send
+    timeout is a watchdog armed at most once per ``send_timeout_s``, not a timer per
+    write: a send still pending when it fires cancels the task out of that send.
     """
 
     def __init__(
@@ -138,14 +157,27 @@ class EventStream(Response):
         self.extra_headers = extra_headers or []
         self.frames_sent = 0
         self.heartbeats_sent = 0
+        #: body chunks written (a batch of frames is one), for tests and metrics
+        self.writes = 0
         #: how the stream ended: "done" (its terminal event), "handoff" (told to
         #: reconnect) or "gone" (the client left, or stalled past the send timeout)
         self.outcome = "open"
+        self._wake: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._disconnected = False
+        self._task: asyncio.Task[Any] | None = None
+        self._sending: float | None = None  # when the pending send started
+        self._guard: asyncio.TimerHandle | None = None  # the send-timeout watchdog
+        self._stalled = False
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         outcome = "gone"
-        disconnected = asyncio.Event()
-        watcher = asyncio.create_task(_watch_disconnect(receive, disconnected))
+        self._task = asyncio.current_task()
+        watcher = asyncio.create_task(self._watch_disconnect(receive))
+        shutdown: asyncio.Future[Any] | None = None
+        if self.closing is not None and not self.closing.is_set():
+            shutdown = asyncio.ensure_future(self.closing.wait())
+            shutdown.add_done_callback(self._poke)
         try:
             headers = [
                 (b"content-type", f"{self.encoder.media_type}; charset=utf-8".encode()),
@@ -153,7 +185,7 @@ class EventStream(Response):
                 *self.extra_headers,
             ]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
-            outcome = await self._pump(send, disconnected)
+            outcome = await self._pump(send)
             if outcome != "gone":
                 # an encoder that brackets events (AG-UI) closes what is still open
                 await self._send(send, self.encoder.epilogue(), more=False)
@@ -162,29 +194,37 @@ class EventStream(Response):
         finally:
             self.outcome = outcome
             watcher.cancel()
+            if shutdown is not None:
+                shutdown.cancel()
+            for handle in (self._timer, self._guard):
+                if handle is not None:
+                    handle.cancel()
+            self._timer = self._guard = None
             self.reader.close()
             if self.on_close is not None:
                 result = self.on_close(outcome == "done")
                 if asyncio.iscoroutine(result):
                     await result
 
-    async def _pump(self, send: Any, disconnected: asyncio.Event) -> str:
+    async def _pump(self, send: Any) -> str:
         """Write frames until a stop event ("done"), until the server asks the client to
         reconnect ("handoff": shutdown or the stream's time limit), or until the client is
         gone ("gone")."""
         preamble = self.encoder.preamble()
         if preamble:
             await self._send(send, preamble)
+        reader, encode, stop_at = self.reader, self.encoder.event, self.stop_at
+        # not isinstance(reader, PushReader): a runtime protocol check walks the MRO
+        push = cast(PushReader, reader) if hasattr(reader, "watch") else None
+        loop = asyncio.get_running_loop()
         now = time.monotonic()
         next_beat = now + self.heartbeat_s
         deadline = now + self.max_duration_s if self.max_duration_s else None
-        interrupts = {asyncio.ensure_future(disconnected.wait())}
-        if self.closing is not None:
-            interrupts.add(asyncio.ensure_future(self.closing.wait()))
+        timer_at: float | None = None
         try:
             while True:
                 try:
-                    batch = self.reader.take(MAX_BATCH)
+                    batch = reader.take(MAX_BATCH)
                 except CursorExpired as exc:
                     await self._send(send, self.encoder.problem("reset", {
                         "code": "cursor_expired", "message": str(exc), "oldest_seq": exc.oldest,
@@ -193,30 +233,36 @@ class EventStream(Response):
                 except BusUnavailable as exc:  # the shared bus went away
                     await self._send(send, self.encoder.problem("error", {
                         "code": "bus_unavailable", "message": str(exc), "node": None,
-                        "retryable": True, "last_seq": self.reader.cursor,
+                        "retryable": True, "last_seq": reader.cursor,
                     }))
                     return "done"
                 if batch:
-                    stop = next((i for i, e in enumerate(batch) if e.type in self.stop_at), None)
+                    stop = None
+                    for i, event in enumerate(batch):
+                        if event.type in stop_at:
+                            stop = i
+                            break
                     after = batch[stop + 1:] if stop is not None else []
                     if stop is not None:
                         batch = batch[: stop + 1]
-                    await self._send(send, b"".join(self.encoder.event(e) for e in batch))
+                    # one write for the batch; a lone frame is the shared bytes object
+                    await self._send(send, encode(batch[0]) if len(batch) == 1
+                                     else b"".join([encode(e) for e in batch]))
                     self.frames_sent += len(batch)
                     if stop is not None:
                         if batch[-1].type == TURN_COMPLETED:
                             await self._trailer(send, after)
                         return "done"
-                if self.reader.exhausted:
+                if reader.exhausted:
                     return "done"  # a fixed list (a replay) that has been sent whole
-                if disconnected.is_set():
+                if self._disconnected:
                     return "gone"
                 now = time.monotonic()
                 closing = self.closing is not None and self.closing.is_set()
                 if closing or (deadline is not None and now >= deadline):
                     await self._send(send, self.encoder.problem("reconnect", {
                         "reason": "server_shutdown" if closing else "stream_time_limit",
-                        "last_seq": self.reader.cursor,
+                        "last_seq": reader.cursor,
                         "message": "Reconnect with Last-Event-ID to continue this turn.",
                     }))
                     return "handoff"
@@ -225,14 +271,55 @@ class EventStream(Response):
                     self.heartbeats_sent += 1
                     next_beat = now + self.heartbeat_s
                     continue
-                wake = next_beat if deadline is None else min(next_beat, deadline)
-                waiting = asyncio.ensure_future(self.reader.wait(wake - now))
-                await asyncio.wait({waiting, *interrupts}, return_when=asyncio.FIRST_COMPLETED)
-                if not waiting.done():
-                    waiting.cancel()
+                wake_at = next_beat if deadline is None else min(next_beat, deadline)
+                if push is not None:
+                    if self._timer is None or timer_at != wake_at:  # moves only at a beat
+                        if self._timer is not None:
+                            self._timer.cancel()
+                        self._timer = loop.call_later(wake_at - now, self._on_timer)
+                        timer_at = wake_at
+                    if not push.watch(self._poke):
+                        continue  # events came in the meantime
+                    self._wake = loop.create_future()
+                    await self._wake
+                    self._wake = None
+                else:
+                    # a reader that waits (I/O: Redis; a paced replay), in a task beside
+                    # this one, with its own timeout: only what ends the stream (the
+                    # disconnect, the shutdown) cuts it short, never a heartbeat (an
+                    # XREAD is not cancelled mid-command for a beat)
+                    self._wake = wake = loop.create_future()
+                    waiting = asyncio.ensure_future(reader.wait(wake_at - now))
+                    waiting.add_done_callback(partial(_resolve, wake))
+                    try:
+                        await wake
+                    finally:
+                        self._wake = None
+                        if not waiting.done():
+                            waiting.cancel()
         finally:
-            for future in interrupts:
-                future.cancel()
+            self._wake = None
+            if push is not None:
+                push.unwatch()
+
+    def _poke(self, *_: Any) -> None:
+        """Wake the stream's task, if it waits (whoever calls: the log, a finished wait,
+        the disconnect, the shutdown, the timer); what woke it is read from the state."""
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._poke()
+
+    async def _watch_disconnect(self, receive: Any) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                self._disconnected = True
+                self._poke()
+                return
 
     async def _trailer(self, send: Any, taken: list[Event]) -> None:
         """After ``turn_completed``, the answer's ``message_saved`` if it comes within
@@ -250,21 +337,47 @@ class EventStream(Response):
                 return
 
     async def _send(self, send: Any, body: bytes, more: bool = True) -> None:
+        """One body chunk. A send that uvicorn's flow control holds longer than
+        ``send_timeout_s`` (the client stopped reading) raises :class:`_Gone`: the
+        watchdog cancels the task out of it (``Task.uncancel``, as ``asyncio.timeout``
+        does) instead of a timer per write."""
         message = {"type": "http.response.body", "body": body, "more_body": more}
-        try:  # a timeout scope, not wait_for: no task per write
-            async with asyncio.timeout(self.send_timeout_s):
-                await send(message)
-        except TimeoutError:
-            raise _Gone("client stopped reading") from None
+        self._sending = time.monotonic()
+        if self._guard is None:
+            self._guard = asyncio.get_running_loop().call_later(self.send_timeout_s,
+                                                                self._check_send)
+        try:
+            await send(message)
+        except asyncio.CancelledError:
+            task = self._task
+            if self._stalled and task is not None and task.uncancel() == 0:
+                raise _Gone("client stopped reading") from None
+            raise
+        finally:
+            self._sending = None
+        self.writes += 1
+
+    def _check_send(self) -> None:
+        """The watchdog: cut a send pending for ``send_timeout_s``; else look again when
+        the pending one would be that old (nothing pending: disarm until the next send)."""
+        self._guard = None
+        started = self._sending
+        if started is None:
+            return
+        now = time.monotonic()
+        if now - started >= self.send_timeout_s:
+            self._stalled = True
+            if self._task is not None:
+                self._task.cancel()
+            return
+        self._guard = asyncio.get_running_loop().call_later(
+            started + self.send_timeout_s - now, self._check_send)
+
+
+def _resolve(wake: asyncio.Future[None], _: object) -> None:
+    if not wake.done():
+        wake.set_result(None)
 
 
 class _Gone(Exception):
     """The client cannot be written to any more."""
-
-
-async def _watch_disconnect(receive: Any, disconnected: asyncio.Event) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            disconnected.set()
-            return

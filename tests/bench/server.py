@@ -11,6 +11,9 @@ Routes (all bench-only):
   stream of it (:meth:`relay.Relay.stream`); the turn's spans start when ``/go`` says;
 - ``GET /raw/{i}``: the anchor: a plain Starlette ``StreamingResponse`` that writes the
   same frames (same encoder, same event payloads) from an ``asyncio.Queue``;
+- ``GET /relay_fan/{group}/{i}``, ``GET /raw_fan/{group}/{i}``: the same, except that every
+  stream of a ``group`` reads one turn (fan-out: one ticker, each event to every reader);
+  the raw anchor puts the same frame bytes on every reader's queue;
 - ``GET /raw_idle/{i}``: the idle anchor: a ``StreamingResponse`` that writes only
   heartbeats, from a sleep loop;
 - ``POST /go?interval=S&ticks=N``: every registered stream gets a ticker, phases spread
@@ -140,6 +143,22 @@ def build_app(heartbeat_s: float, otlp: bool, data_dir: str) -> Any:
                 self.queue.put_nowait(encoder.event(end))
                 self.queue.put_nowait(None)
 
+    class RawFanTicker(RawTicker):
+        """One turn's frames to many readers: each frame encoded once, on every queue."""
+
+        def __init__(self, turn_id: str) -> None:
+            super().__init__(turn_id)
+            self.queues: list[asyncio.Queue[bytes | None]] = []
+
+        def tick(self, last: bool) -> None:
+            super().tick(last)
+            while not self.queue.empty():
+                frame = self.queue.get_nowait()
+                for queue in self.queues:
+                    queue.put_nowait(frame)
+
+    fans: dict[str, Any] = {}  # group -> its ticker (relay or raw)
+
     def sse_headers() -> dict[str, str]:
         return {k.decode(): v.decode() for k, v in STREAM_HEADERS}
 
@@ -152,6 +171,38 @@ def build_app(heartbeat_s: float, otlp: bool, data_dir: str) -> Any:
         response = relay.stream(turn_id, 0, SSE, stop_at=TURN_TERMINAL,
                                 on_disconnect="continue")
         return response
+
+    @app.get("/relay_fan/{group}/{i}")
+    async def relay_fan(group: str, i: str) -> Any:
+        ticker = fans.get(group)
+        if ticker is None:
+            ticker = fans[group] = RelayTicker(f"fan-{group}")
+            relay.bus.open_turn(ticker.turn_id)
+            pending.append(ticker)
+        streams["relay"] += 1
+        return relay.stream(ticker.turn_id, 0, SSE, stop_at=TURN_TERMINAL,
+                            on_disconnect="continue")
+
+    @app.get("/raw_fan/{group}/{i}")
+    async def raw_fan(group: str, i: str) -> Any:
+        ticker = fans.get(group)
+        if ticker is None:
+            ticker = fans[group] = RawFanTicker(f"fan-{group}")
+            pending.append(ticker)
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        ticker.queues.append(queue)
+        streams["raw"] += 1
+
+        async def frames() -> Any:
+            yield encoder.preamble()
+            while True:
+                frame = await queue.get()
+                if frame is None:
+                    return
+                yield frame
+
+        return StreamingResponse(frames(), media_type="text/event-stream",
+                                 headers=sse_headers())
 
     @app.get("/raw/{i}")
     async def raw_stream(i: str) -> Any:

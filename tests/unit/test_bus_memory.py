@@ -308,3 +308,45 @@ def test_finished() -> None:
     assert bus.finished("t")
     bus.open_turn("t")  # a new run: live again
     assert not bus.finished("t")
+
+
+# -- push readers (the stream writer's wait) --------------------------------------------
+
+def test_watch_calls_back_once_per_burst() -> None:
+    bus = MemoryBus()
+    bus.open_turn("t")
+    reader = bus.reader("t")
+    calls: list[int] = []
+    assert reader.watch(lambda: calls.append(bus.last_seq("t"))) is True
+    publish_n(bus, "t", 3)  # a burst: the first publish calls back and disarms
+    assert calls == [1]
+    assert reader.watch(lambda: calls.append(-1)) is False  # events are there: take them
+    assert [e.seq for e in reader.take()] == [1, 2, 3]
+    assert reader.watch(lambda: calls.append(bus.last_seq("t"))) is True
+    bus.publish(ev("other"))  # another turn does not call back
+    bus.publish(ev("t"))
+    assert calls == [1, 4]
+
+
+def test_unwatch_and_close_disarm() -> None:
+    bus = MemoryBus()
+    bus.open_turn("t")
+    readers = [bus.reader("t") for _ in range(3)]
+    calls: list[int] = []
+    for i, r in enumerate(readers):
+        assert r.watch(lambda i=i: calls.append(i))
+    readers[0].unwatch()
+    readers[1].close()
+    bus.publish(ev("t"))
+    assert calls == [2]
+    assert bus._logs["t"].watchers == {}
+
+
+def test_watch_with_an_expired_cursor_says_take() -> None:
+    bus = MemoryBus(max_events_per_turn=2)
+    bus.open_turn("t")
+    reader = bus.reader("t")
+    publish_n(bus, "t", 4)  # the log keeps seq 3 and 4: the cursor (0) expired
+    assert reader.watch(lambda: None) is False  # take, which says so
+    with pytest.raises(CursorExpired):
+        reader.take()

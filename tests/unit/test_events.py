@@ -51,3 +51,25 @@ def test_event_json_is_encoded_once() -> None:
     assert json.loads(first) == {"v": 1, "type": "node_started", "seq": 1, "thread_id": "th",
                                  "turn_id": "tu", "trace_id": "0" * 32, "ts": 1.5,
                                  "node": "n"}
+
+
+def test_event_frame_is_built_once_per_framing_and_shared() -> None:
+    e = Event("node_started", "th", "t", "f" * 32, 1.0, {"node": "n"}, seq=3)
+    built: list[str] = []
+
+    def sse(event: Event) -> bytes:
+        built.append("sse")
+        return f"id: {event.seq}\ndata: {event.to_json()}\n\n".encode()
+
+    def ndjson(event: Event) -> bytes:
+        built.append("ndjson")
+        return (event.to_json() + "\n").encode()
+
+    first = e.frame("sse", sse)
+    assert e.frame("sse", sse) is first  # the same object for every reader
+    assert built == ["sse"]
+    assert e.frame("ndjson", ndjson) == (e.to_json() + "\n").encode()
+    assert e.frame("sse", sse) == first  # another framing in between: rebuilt, equal
+    assert built == ["sse", "ndjson", "sse"]
+    assert e == Event("node_started", "th", "t", "f" * 32, 1.0, {"node": "n"}, seq=3)
+    assert "_frame" not in repr(e)

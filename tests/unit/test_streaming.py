@@ -447,3 +447,106 @@ async def test_a_long_backlog_goes_out_in_bounded_batches(bus: MemoryBus) -> Non
     ids = [int(line[4:]) for line in client.body.decode().split("\n") if line.startswith("id: ")]
     assert ids == list(range(1, total + 1))
     assert stream.frames_sent == total
+
+
+# -- fan-out: wakes per burst, frames shared, the send watchdog ----------------------------------
+
+async def test_a_burst_published_in_one_iteration_goes_out_as_one_write(bus: MemoryBus) -> None:
+    client = Client()
+    stream = make_stream(bus, client)
+    task = asyncio.ensure_future(serve(stream, client))
+    await until(lambda: client.body == b"retry: 2000\n\n")  # the stream waits on the log
+    writes = stream.writes
+    for i in range(5):  # no await in between: one loop iteration
+        bus.publish(ev("node_started", i=i))
+    await until(lambda: stream.frames_sent == 5)
+    assert stream.writes == writes + 1
+    burst = client.messages[-1]["body"]
+    assert [line for line in burst.decode().split("\n") if line.startswith("id: ")] == \
+        [f"id: {i}" for i in range(1, 6)]
+    bus.publish(ev("turn_completed"))
+    await task
+    assert stream.writes == writes + 3  # then the terminal event, then the end
+
+
+async def test_a_thousand_readers_of_one_turn_get_every_frame_once_and_share_it(
+        bus: MemoryBus) -> None:
+    clients = [Client() for _ in range(1000)]
+    streams = [make_stream(bus, c, stop_at=TURN_TERMINAL) for c in clients]
+    tasks = [asyncio.ensure_future(serve(s, c, timeout=60))
+             for s, c in zip(streams, clients, strict=True)]
+    await until(lambda: all(c.body == b"retry: 2000\n\n" for c in clients), timeout=60)
+    types = ["graph_topology", "node_started", "paused", "node_started", "node_completed",
+             "turn_completed"]
+    for n, type_ in enumerate(types, start=1):
+        bus.publish(ev(type_, n=n))  # one at a time: each reader writes it alone
+        if n < len(types):
+            await until(lambda n=n: all(s.frames_sent == n for s in streams), timeout=60)
+    await asyncio.wait_for(asyncio.gather(*tasks), 60)
+    reference = clients[0]
+    ids = [line for line in reference.body.decode().split("\n") if line.startswith("id: ")]
+    assert ids == [f"id: {n}" for n in range(1, len(types) + 1)]
+    for client, stream in zip(clients, streams, strict=True):
+        assert client.body == reference.body
+        assert client.closed == [True] and stream.frames_sent == len(types)
+        frames = [m["body"] for m in client.messages[2:-1]]  # after the head and preamble
+        assert len(frames) == len(types)
+        # not just equal: the very bytes object every other reader wrote
+        assert all(a is b for a, b in zip(frames, [m["body"] for m in reference.messages[2:-1]],
+                                          strict=True))
+    assert bus.reader_count("t") == 0 and bus._logs["t"].watchers == {}
+
+
+async def test_sends_each_within_the_timeout_are_never_cut(bus: MemoryBus) -> None:
+    # every send is slow but well within the timeout; together they take longer than it:
+    # the timeout bounds one send (a reader that stopped), not the stream's lifetime
+    client = Client(send_delay=lambda m: 0.02 if m["type"] == "http.response.body" else None)
+    stream = make_stream(bus, client, send_timeout_s=0.5)
+    task = asyncio.ensure_future(serve(stream, client, timeout=30))
+    for i in range(40):
+        bus.publish(ev("node_started", i=i))
+        await until(lambda i=i: stream.frames_sent == i + 1)
+    bus.publish(ev("turn_completed"))
+    await task
+    assert client.closed == [True] and stream.frames_sent == 41
+
+
+async def test_a_stream_cancelled_in_a_send_is_cancelled_not_cut(bus: MemoryBus) -> None:
+    sending = asyncio.Event()
+
+    def delay(message: dict) -> float | None:
+        if message.get("body", b"").startswith(b"id:"):
+            sending.set()
+            return 30
+        return None
+
+    client = Client(send_delay=delay)
+    stream = make_stream(bus, client, send_timeout_s=30)
+    task = asyncio.ensure_future(stream({"type": "http"}, client.receive, client.send))
+    await until(lambda: client.body == b"retry: 2000\n\n")
+    bus.publish(ev("node_started"))
+    await asyncio.wait_for(sending.wait(), 5)
+    task.cancel()  # the server going down, say: not the watchdog
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert client.closed == [False] and bus.reader_count("t") == 0
+
+
+async def test_a_stalled_send_is_cut_by_the_watchdog_once_per_stream(bus: MemoryBus) -> None:
+    # two streams of one turn; one client stalls: only that one is cut, the other ends
+    stalled = Client(send_delay=lambda m: 30 if m.get("body", b"").startswith(b"id: 2")
+                     else None)
+    healthy = Client()
+    s1 = make_stream(bus, stalled, send_timeout_s=0.1)
+    s2 = make_stream(bus, healthy, send_timeout_s=0.1)
+    t1 = asyncio.ensure_future(serve(s1, stalled))
+    t2 = asyncio.ensure_future(serve(s2, healthy))
+    bus.publish(ev("node_started"))
+    await until(lambda: s1.frames_sent == 1 and s2.frames_sent == 1)
+    bus.publish(ev("node_started"))
+    await asyncio.wait_for(t1, 5)
+    assert s1.outcome == "gone" and stalled.closed == [False]
+    bus.publish(ev("turn_completed"))
+    await asyncio.wait_for(t2, 5)
+    assert s2.outcome == "done" and healthy.closed == [True]
+    assert b"id: 3" in healthy.body and b"id: 2" not in stalled.body
