@@ -7,7 +7,8 @@ cursor and writes frames as events arrive. It owns three timers and nothing else
   proxy that cuts idle connections never sees an idle one, even through a long tool call
   or a human's wait;
 - the send timeout: a client that stops reading (its socket buffer full) is cut after
-  ``send_timeout_s`` instead of holding memory; it can resume with ``Last-Event-ID``;
+  ``send_timeout_s`` instead of holding memory (a slow reader is bounded: it holds at
+  most one batch, and the log is shared); it can resume with ``Last-Event-ID``;
 - the disconnect watch: ``http.disconnect`` ends the stream at once.
 
 It stops after the first event in ``stop_at`` (a run's stream stops at its run's terminal
@@ -16,6 +17,10 @@ fixed list, such as a replay, sent whole). When the server shuts down (``closing
 or the stream reaches ``max_duration_s``, it ends with a ``reconnect`` frame that tells
 the client where to resume. ``on_close`` tells the owner whether the stream ended at its
 terminal event, which is how a turn learns its last reader left.
+
+Fan-out (a thousand readers of one turn) costs each reader one wake per burst of events,
+one ``take`` and one write, of frames built once for all of them (see
+:class:`EventStream`; docs/performance.md, "Fan-out").
 """
 
 from __future__ import annotations

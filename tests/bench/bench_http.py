@@ -10,6 +10,10 @@ in the same run: a plain Starlette ``StreamingResponse`` writing the same frames
 p50 and p99 over every ``node_completed`` of a round, for 1, 100 and 1,000 concurrent
 streams. Per stream one node span ends every ``interval`` (phases spread evenly), so
 the aggregate rate is ``streams / interval`` spans/s (each span is 2 events).
+``fan1000``: 1,000 streams of one turn (one node span per ``interval``, each event to
+every stream); the raw anchor puts the same frame bytes on 1,000 queues. The p50 and
+p99 ratios to raw (per round, then the median) are figures of their own: DESIGN §9's
+budget (p50 within 2x, p99 within 3x at 1,000 streams).
 
 ``idle``: RSS of the server process, after ``gc.collect()``, with N streams open and
 idle but for their heartbeats, minus RSS before they opened, over N; a fresh server for
@@ -235,7 +239,9 @@ async def _latency(port: int, quick: bool) -> list[Figure]:
         ("s100", 5 if quick else 100, 0.05 if quick else 0.1, 4 if quick else 20,
          2 if quick else 3, False),
         ("s1000", 10 if quick else 1000, 0.05 if quick else 1.0, 3 if quick else 5, 2, False),
-        ("fan1000", 10 if quick else 1000, 0.05 if quick else 0.1, 4 if quick else 20,
+        # one turn, every event to 1,000 streams: a tick is a burst of 1,000 writes, so
+        # the latency is how long the burst takes to drain (the interval leaves it room)
+        ("fan1000", 10 if quick else 1000, 0.05 if quick else 0.25, 4 if quick else 12,
          2 if quick else 3, True),
     ]
     await _latency_round(port, "relay", 1, 0.005, 10)  # warm up both paths
