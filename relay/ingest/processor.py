@@ -28,9 +28,10 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.util.types import AttributeValue
 
 from relay.events import Event
+from relay.ingest.live import HexIds, live_record
 from relay.mapping.feed import END, EVENT, START, feed
 from relay.mapping.state import MappingState
-from relay.spans import live_record
+from relay.spans import SpanRecord
 
 log = logging.getLogger("relay.processor")
 
@@ -52,6 +53,7 @@ class RelaySpanProcessor(SpanProcessor):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self.state = MappingState()
+        self._ids = HexIds()
         self.dropped = 0
         self.failures = 0
 
@@ -117,8 +119,11 @@ class RelaySpanProcessor(SpanProcessor):
     def _drain(self) -> None:
         self._scheduled = False  # before draining: a span appended from now on reschedules
         # publish inside feed's try: a bus that raises costs that span, never the drain
-        feed(self.state, _taken(self._pending), self._publish, read=live_record,
+        feed(self.state, _taken(self._pending), self._publish, read=self._read,
              on_failure=self._failed)
+
+    def _read(self, span: ReadableSpan, ended: bool) -> SpanRecord:
+        return live_record(span, ended, self._ids)
 
     def _failed(self, span: ReadableSpan, exc: Exception) -> None:
         """A phase that could not be mapped or published: counted and logged, and the

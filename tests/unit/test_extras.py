@@ -198,7 +198,12 @@ def test_serve_refuses_the_demo_without_its_extra(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("RELAY_DATA_DIR", str(tmp_path))
     served: list[object] = []
     monkeypatch.setattr(cli.logs, "configure", lambda *a, **k: None)
-    monkeypatch.setattr(cli.RelayServer, "run", lambda self, *a, **k: served.append(self))
+
+    def run(self: object, *args: object, **kwargs: object) -> None:  # a server that started
+        served.append(self)
+        self.started = True  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(cli.RelayServer, "run", run)
     assert cli.main(["serve"]) == 2
     assert ("span-relay: configuration error: the demo agent (span-relay serve without --app "
             "or --relay-only) needs the 'demo' extra") in capsys.readouterr().err

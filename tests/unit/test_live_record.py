@@ -1,4 +1,4 @@
-"""The processor's reading of live SDK spans (relay/spans.py ``live_record``): the same
+"""The processor's reading of live SDK spans (relay/ingest/live.py ``live_record``): the same
 record the store's full conversion gives, on the fields the mapping reads, through the
 SDK's own attribute dict where the pinned SDK has it, and through the public view where a
 span has no such internal."""
@@ -9,7 +9,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
 
-from relay.spans import from_sdk_span, live_record, to_ms
+from relay.ingest.live import HexIds, live_record
+from relay.spans import from_sdk_span, to_ms
 
 _READ = ("trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns", "status",
          "status_message")
@@ -74,3 +75,25 @@ def test_milliseconds_to_the_microsecond_half_up() -> None:
     assert to_ms(1_234_500) == 1.235 and to_ms(0) == 0.0
     epoch_ns = 1_796_241_573_290_953_500  # exact where round(ns / 1e6, 3) is not
     assert to_ms(epoch_ns) == 1_796_241_573_290.954
+
+
+def test_the_id_table_gives_the_same_ids_and_stays_bounded() -> None:
+    ids = HexIds(max_entries=4)
+    tracer = TracerProvider().get_tracer("t")
+    for _ in range(10):  # more traces and spans than the table keeps
+        root, child = _spans_of(tracer)
+        for span, ended in ((root, False), (child, False), (child, True), (root, True)):
+            if ended:
+                span.end()
+            assert _ids(live_record(span, ended, ids)) == _ids(live_record(span, ended))
+        assert len(ids.traces) <= 4 and len(ids.spans) <= 4
+    assert ids.spans == {}  # every span ended: its entry went with its end
+
+
+def _spans_of(tracer: trace.Tracer) -> tuple[trace.Span, trace.Span]:
+    root = tracer.start_span("root")
+    return root, tracer.start_span("child", context=trace.set_span_in_context(root))
+
+
+def _ids(record: object) -> tuple[object, ...]:
+    return tuple(getattr(record, k) for k in ("trace_id", "span_id", "parent_span_id"))

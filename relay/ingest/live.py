@@ -1,0 +1,108 @@
+"""Live SDK spans as the mapping reads them: the processor's drain, once per phase.
+
+:func:`live_record` is what the mapping reads of a span and nothing more, cheaper than the
+store's full conversion (:func:`relay.spans.from_sdk_span`), because it runs for every
+span start and end on the serving loop:
+
+- the attributes are the SDK's own plain dict (:func:`_attribute_dict`), read through no
+  mapping proxy: an ended span's dict itself (it never changes again), a copy of a started
+  span's (its thread may still be setting them; ``dict.copy`` is one step under the GIL,
+  so the copy is whole);
+- ids as hex through ``int.to_bytes().hex()``, and with a :class:`HexIds` (the
+  processor's) each id converted once: a trace's id for all its spans, an open span's
+  for its own end and its children;
+- the status by identity (an enum's hash is Python code); no links, resource or kind (the
+  mapping reads none of them); span events converted only when the span has any.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+from relay.spans import SpanRecord
+
+
+class HexIds:
+    """The hex of the trace and span ids of live spans, each converted once. Bounded: a
+    table past ``max_entries`` starts over (a span whose end never comes costs an entry
+    until then, never more)."""
+
+    __slots__ = ("max_entries", "spans", "traces")
+
+    def __init__(self, max_entries: int = 8192) -> None:
+        self.max_entries = max_entries
+        self.traces: dict[int, str] = {}
+        self.spans: dict[int, str] = {}
+
+    def trace(self, value: int) -> str:
+        if len(self.traces) >= self.max_entries:
+            self.traces.clear()
+        hexed = self.traces[value] = value.to_bytes(16, "big").hex()
+        return hexed
+
+    def span(self, value: int) -> str:
+        if len(self.spans) >= self.max_entries:
+            self.spans.clear()
+        hexed = self.spans[value] = value.to_bytes(8, "big").hex()
+        return hexed
+
+
+def live_record(span: ReadableSpan, ended: bool, ids: HexIds | None = None) -> SpanRecord:
+    """What the mapping reads of a live SDK span at its start (``ended=False``, also its
+    span events) or its end. ``ids``: the reader's id table (see :class:`HexIds`)."""
+    ctx, parent = span.context, span.parent
+    if ids is None:
+        trace_id = ctx.trace_id.to_bytes(16, "big").hex()
+        span_id = ctx.span_id.to_bytes(8, "big").hex()
+        parent_id = parent.span_id.to_bytes(8, "big").hex() if parent else None
+    else:
+        trace_id = ids.traces.get(ctx.trace_id) or ids.trace(ctx.trace_id)
+        if ended:  # its own end: its entry is no longer needed
+            span_id = ids.spans.pop(ctx.span_id, None) or ctx.span_id.to_bytes(8, "big").hex()
+        else:
+            span_id = ids.spans.get(ctx.span_id) or ids.span(ctx.span_id)
+        parent_id = (ids.spans.get(parent.span_id)
+                     or parent.span_id.to_bytes(8, "big").hex()) if parent else None
+    record = SpanRecord(trace_id, span_id, parent_id, span.name, span.start_time or 0, None,
+                        _attribute_dict(span, ended))
+    if ended:
+        record.end_ns = span.end_time or span.start_time or 0
+        status = span.status
+        code = status.status_code
+        if code is not StatusCode.UNSET:
+            record.status = "error" if code is StatusCode.ERROR else "ok"
+            record.status_message = status.description or ""
+        if _has_events(span):
+            record.events = [{"name": e.name, "time_ns": e.timestamp,
+                              "attributes": dict(e.attributes or {})} for e in span.events]
+    return record
+
+
+def _has_events(span: ReadableSpan) -> bool:
+    """Whether a span has span events, without ``span.events``' locked copy of them (the
+    SDK's ``_events`` is a ``BoundedList``; the public view where it is not there)."""
+    bounded = getattr(span, "_events", None)
+    if bounded is not None:
+        try:
+            return len(bounded) > 0
+        except TypeError:
+            pass
+    return bool(span.events)
+
+
+def _attribute_dict(span: ReadableSpan, ended: bool) -> Mapping[str, Any]:
+    """A span's attributes as a plain ``dict``: the SDK keeps them in a
+    ``BoundedAttributes`` whose ``_dict`` is one (an internal of opentelemetry-sdk,
+    pinned by requirements/lock.txt and checked by tests/unit/test_live_record.py). Each
+    read through the public ``span.attributes`` (a mapping proxy over that mapping) costs
+    about ten times a dict's; where the internal is not there, the public view it is."""
+    bounded = getattr(span, "_attributes", None)
+    inner = getattr(bounded, "_dict", None)
+    if type(inner) is dict:
+        return inner if ended else inner.copy()
+    attributes = span.attributes or {}
+    return attributes if ended else dict(attributes)
