@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from relay.bus.base import CursorExpired, UnknownTurn
-from relay.events import Event
+from relay.events import TURN_TERMINAL, Event
 
 
 class _TurnLog:
@@ -156,20 +156,22 @@ class MemoryBus:
         log = self._logs.get(event.turn_id)
         if log is None:
             log = self._logs[event.turn_id] = _TurnLog(event.turn_id, 0)
-        stamped = event.stamped(log.last_seq + 1)
-        log.events.append(stamped)
-        if len(log.events) > self.max_events_per_turn:
-            drop = len(log.events) - self.max_events_per_turn
-            del log.events[:drop]
+        events = log.events
+        stamped = event.stamped(log.base + len(events) + 1)
+        events.append(stamped)
+        if len(events) > self.max_events_per_turn:
+            drop = len(events) - self.max_events_per_turn
+            del events[:drop]
             log.base += drop
-        if stamped.is_turn_terminal:
+        if stamped.type in TURN_TERMINAL:
             log.terminal_seq = stamped.seq
             log.finished_at = time.monotonic()
             self._finished[event.turn_id] = log.finished_at
             self._finished.move_to_end(event.turn_id)
             if len(self._finished) > self.max_finished_turns:
                 self._expire()
-        log.wake()
+        if log.waiters or log.watchers:
+            log.wake()
         return stamped
 
     # -- reading ----------------------------------------------------------------------

@@ -53,7 +53,7 @@ class RelaySpanProcessor(SpanProcessor):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self.state = MappingState()
-        self._ids = HexIds()
+        self._ids = HexIds()  # the drain's id table (relay/ingest/live.py)
         self.dropped = 0
         self.failures = 0
 

@@ -238,7 +238,8 @@ def _span_started(state: MappingState, run: Run, record: SpanRecord,
     attrs = record.attributes
     if facts is None:
         facts = classify(record)
-    facts = effective(state, run, record, facts)
+    if facts is None or facts.source != "relay" or run.instrumented:  # (else: as it is)
+        facts = effective(state, run, record, facts)
     if facts is not None and facts.role == ROOT:
         run.root_span_id = record.span_id
         if not run.thread_id and facts.thread_id:

@@ -281,16 +281,17 @@ def classify(record: SpanRecord) -> Facts | None:
     ``values``): one dict lookup per identifying attribute instead of every row's reader,
     with the table's order kept where a span points to rows of several keys."""
     attrs, name = record.attributes, record.name
+    if c.TURN_ID in attrs:  # the table's first two rows, whose readers always match
+        return _relay_root(attrs, name)
+    if c.NODE_NAME in attrs:
+        return _relay_node(attrs, name)
     rows: tuple[Rule, ...] = ()
     several = False
     for key, table in _BY_KEY:
-        value = attrs.get(key)
-        if value is None:
+        if (value := attrs.get(key)) is None:
             continue
-        found = table.get(value if type(value) is str else None) or table.get(None)
-        if found:
-            several = bool(rows)
-            rows += found
+        if found := table.get(value if type(value) is str else None) or table.get(None):
+            several, rows = bool(rows), rows + found
     if several:
         rows = tuple(sorted(rows, key=_ORDER.__getitem__))
     for rule in rows:
