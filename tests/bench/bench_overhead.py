@@ -96,20 +96,21 @@ class Rig:
 
 
 async def drain_turn(reader: Any, deadline_s: float = 10.0) -> int:
-    """Read a turn's log until its run-terminal event; bounded in time."""
+    """Read a turn's log until its run-terminal event, as ``Relay.subscribe`` does (a wait
+    with no timer of its own); bounded in time by one timeout for the whole turn."""
     from relay.events import RUN_TERMINAL
 
     seen = 0
-    end = time.monotonic() + deadline_s
-    while True:
-        for event in reader.take():
-            seen += 1
-            if event.type in RUN_TERMINAL:
-                return seen
-        remaining = end - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("the subscriber saw no terminal event")
-        await reader.wait(remaining)
+    try:
+        async with asyncio.timeout(deadline_s):
+            while True:
+                for event in reader.take():
+                    seen += 1
+                    if event.type in RUN_TERMINAL:
+                        return seen
+                await reader.wait(None)
+    except TimeoutError:
+        raise TimeoutError("the subscriber saw no terminal event") from None
 
 
 async def relay_turn(rig: Rig, body: Callable[[str], Awaitable[Any]]) -> int:
