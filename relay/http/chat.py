@@ -7,9 +7,11 @@ text/event-stream``, NDJSON for ``application/x-ndjson``, ``202`` + ``Location``
 
 Idempotent: a chat with a known ``turn_id`` and the same body attaches to that turn (a
 different body is ``409 turn_conflict``); the same resume again attaches to its run. One
-check-and-start at a time (``starting``, shared with ``/agui``): concurrent duplicates
-start one run. One running turn per thread (``409 thread_busy``); a thread waiting on an
-interrupt takes a resume, not a new message (``409 thread_paused``).
+check-and-start at a time per turn and per thread (``starting``, a
+:class:`relay.turns.starting.StartLocks` shared with ``/agui``): concurrent duplicates
+start one run, and starts that share neither do not wait for each other. One running
+turn per thread (``409 thread_busy``); a thread waiting on an interrupt takes a resume,
+not a new message (``409 thread_paused``).
 """
 
 from __future__ import annotations
