@@ -50,6 +50,7 @@ from relay.turns.postgres import open_turn_store
 from relay.turns.records import TurnRecord, TurnStore
 from relay.turns.recovery import terminal_event
 from relay.turns.runs import RunManager
+from relay.turns.starting import StartLocks
 
 if TYPE_CHECKING:
     from relay.bus.redis_cancels import CancelChannel
@@ -101,7 +102,7 @@ class Relay:
         #: the mounted graphs, by name (GET /graphs)
         self.agents: dict[str, GraphAgent] = {}
         self._provider: TracerProvider | None = None
-        self._starting = asyncio.Lock()  # /chat, /chat/resume and /agui check-and-start
+        self._starting = StartLocks()  # /chat, /agui: check-and-start per turn and thread
         self._router: Any = None  # a FastAPI APIRouter, made on first use
         #: dependencies for the app's routes: the bearer token (RELAY_API_TOKEN), the
         #: rate limit of the run endpoints (RELAY_RATE_LIMIT), the shared bus being up

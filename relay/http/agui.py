@@ -18,7 +18,6 @@ client-side tools are the next step).
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import Sequence
@@ -48,6 +47,7 @@ from relay.http.requests import read_json_object
 from relay.langgraph.agent import GraphAgent, PendingInterrupt
 from relay.turns.records import PAUSED, TurnRecord, id_key
 from relay.turns.recovery import terminal_event
+from relay.turns.starting import StartLocks
 
 #: the namespace of turn ids derived from AG-UI (threadId, runId) pairs
 AGUI_NAMESPACE = uuid.UUID("5b0e7a52-6f3c-4c57-9d8e-2a41c0a9e6b1")
@@ -60,7 +60,7 @@ def turn_id_for(thread_id: str, run_id: str) -> str:
     return uuid.uuid5(AGUI_NAMESPACE, f"{id_key(thread_id)}\n{id_key(run_id)}").hex
 
 
-def agui_router(relay: RelayParts, agent: GraphAgent, starting: asyncio.Lock,
+def agui_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
                 dependencies: list[Any]) -> APIRouter:
     """The agent's ``POST /agui`` (include it with a prefix). ``starting`` is the lock
     ``/chat`` holds while it checks and starts a run (so duplicates attach, never rerun)."""
@@ -85,7 +85,8 @@ def agui_router(relay: RelayParts, agent: GraphAgent, starting: asyncio.Lock,
     async def chat(request: Request, thread_id: str, run_id: str, message: str,
                    request_hash: str, configurable: dict[str, Any]) -> Response:
         turn_id = turn_id_for(thread_id, run_id)
-        async with starting:  # one check-and-start at a time, shared with /chat
+        # one check-and-start at a time for this run and thread, shared with /chat
+        async with starting.hold(StartLocks.keys(turn=turn_id, thread=thread_id)):
             existing = await known_turn(relay, turn_id, request_hash, agent, ApiError(
                 409, "run_conflict", f"Run {run_id} of thread {thread_id} exists with a "
                 "different input; send a new runId for a new run."))
@@ -108,7 +109,7 @@ def agui_router(relay: RelayParts, agent: GraphAgent, starting: asyncio.Lock,
     async def resume(request: Request, thread_id: str, run_id: str, entries: list[Any],
                      configurable: dict[str, Any]) -> Response:
         wire = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in entries]
-        async with starting:
+        async with starting.hold(StartLocks.keys(thread=thread_id)):
             latest = await relay.turns.list(thread_id, 1)
             if not latest:
                 raise ApiError(404, "unknown_thread",

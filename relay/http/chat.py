@@ -7,14 +7,15 @@ text/event-stream``, NDJSON for ``application/x-ndjson``, ``202`` + ``Location``
 
 Idempotent: a chat with a known ``turn_id`` and the same body attaches to that turn (a
 different body is ``409 turn_conflict``); the same resume again attaches to its run. One
-check-and-start at a time (``starting``, shared with ``/agui``): concurrent duplicates
-start one run. One running turn per thread (``409 thread_busy``); a thread waiting on an
-interrupt takes a resume, not a new message (``409 thread_paused``).
+check-and-start at a time per turn and per thread (``starting``, a
+:class:`relay.turns.starting.StartLocks` shared with ``/agui``): concurrent duplicates
+start one run, and starts that share neither do not wait for each other. One running
+turn per thread (``409 thread_busy``); a thread waiting on an interrupt takes a resume,
+not a new message (``409 thread_paused``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import time
 from typing import Any
@@ -40,6 +41,7 @@ from relay.turns.records import PAUSED, TurnRecord, id_key
 from relay.turns.recovery import terminal_event
 from relay.turns.response import STATUSES, ChatResponse
 from relay.turns.runs import ThreadBusy
+from relay.turns.starting import StartLocks
 
 
 def on_disconnect_of(request: Request) -> str:
@@ -101,7 +103,7 @@ async def start_run(relay: RelayParts, record: TurnRecord, kind: str, runner: An
                        f"turn {exc.turn_id}; wait for it to finish.") from None
 
 
-def chat_router(relay: RelayParts, agent: GraphAgent, starting: asyncio.Lock,
+def chat_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
                 dependencies: list[Any]) -> APIRouter:
     """The agent's ``/chat`` and ``/chat/resume`` (include it with a prefix)."""
     router = APIRouter()
@@ -152,15 +154,19 @@ def chat_router(relay: RelayParts, agent: GraphAgent, starting: asyncio.Lock,
         request_hash = digest({"message": message, "thread_id": thread_key}
                               if graph_input is None else
                               {"input": graph_input, "thread_id": thread_key})
-        async with starting:  # one check-and-start at a time: duplicates attach, never rerun
+        # one check-and-start at a time for this turn and thread: duplicates attach, never
+        # rerun; requests that name neither the same turn nor the same thread do not wait
+        async with starting.hold(StartLocks.keys(turn=client_turn_id, thread=thread_id)):
             existing = None if client_turn_id is None else await known_turn(
                 relay, client_turn_id, request_hash, agent, ApiError(
                     409, "turn_conflict", f"Turn {client_turn_id} exists with a different "
                     "request; send a new turn_id for a new turn."))
             if existing is not None:
                 return await respond(request, existing, 0, media)
-            thread_id = await thread_spelling(relay, thread_id, agent) or secrets.token_hex(16)
-            if await agent.pending_interrupts(thread_id):
+            spelled = await thread_spelling(relay, thread_id, agent)
+            # a thread id made here is new: it has no checkpoint, so nothing to look up
+            thread_id = spelled or secrets.token_hex(16)
+            if spelled is not None and await agent.pending_interrupts(thread_id):
                 raise ApiError(409, "thread_paused",
                                f"Thread {thread_id} has a turn waiting for an answer; resume "
                                "it with POST /chat/resume first.")
@@ -192,7 +198,7 @@ def chat_router(relay: RelayParts, agent: GraphAgent, starting: asyncio.Lock,
         known = await relay.turns.get(turn_id)  # the id in any spelling: the turn's own
         if known is not None:
             await relay.runs.settle(known.turn_id)  # a run that just paused: let it record
-        async with starting:
+        async with starting.hold(StartLocks.keys(turn=turn_id, thread=thread_id)):
             record = await relay.turns.get(turn_id)
             if record is None or record.thread_key != id_key(thread_id):
                 raise ApiError(404, "unknown_turn", "There is no such turn in that thread.")

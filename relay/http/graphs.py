@@ -8,7 +8,6 @@ at ``/chat``, ``/chat/resume`` and ``/agui``.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,6 +19,7 @@ from relay.http.chat import chat_router
 from relay.http.errors import error_responses
 from relay.http.parts import RelayParts
 from relay.langgraph.agent import GraphAgent
+from relay.turns.starting import StartLocks
 
 
 def routes_of(name: str) -> dict[str, str]:
@@ -50,7 +50,7 @@ def add_graph_routes(router: APIRouter, agents: Mapping[str, GraphAgent],
 
 
 def mount_agents(app: Any, relay: RelayParts, agents: Sequence[GraphAgent],
-                 starting: asyncio.Lock, first: bool) -> None:
+                 starting: StartLocks, first: bool) -> None:
     """The run routes of ``agents`` on ``app``; ``first``: the first of them is also the
     app's ``/chat``, ``/chat/resume`` and ``/agui``."""
     dependencies = [relay.require_token, relay.rate_limit, relay.require_bus]

@@ -56,6 +56,12 @@ async def open_checkpointer(settings: RelaySettings, env: Mapping[str, str]
 
         async with AsyncSqliteSaver.from_conn_string(
                 str(settings.data_dir / "checkpoints.db")) as sqlite_saver:
+            await sqlite_saver.setup()  # WAL (LangGraph's own setup), then:
+            # WAL + synchronous=NORMAL, as the turn records and the span store: a commit
+            # no longer waits for the disk (an fsync per checkpoint under every running
+            # turn), and survives a crash of the process; only an OS crash or a power loss
+            # can take the last commits back (README, "Durability")
+            await sqlite_saver.conn.execute("PRAGMA synchronous=NORMAL")
             yield sqlite_saver
         return
     import psycopg

@@ -36,6 +36,7 @@ class SQLiteMessageStore:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # as the other stores: see README
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS messages (message_id TEXT PRIMARY KEY, "
             "turn_id TEXT NOT NULL, thread_id TEXT NOT NULL, text TEXT NOT NULL, "

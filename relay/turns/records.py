@@ -16,9 +16,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 RUNNING = "running"
 PAUSED = "paused"
@@ -207,30 +210,46 @@ class TurnStore(Protocol):
     def close(self) -> None: ...
 
 
+#: the worker threads of the turn records' calls, apart from asyncio's default executor
+#: (span batches, message saves, sync callbacks): a turn's start does not queue behind
+#: them. As many as a PostgreSQL store has connections (relay/store/pool.py); SQLite's
+#: calls take one lock anyway.
+TURN_THREADS = 4
+_executor: ThreadPoolExecutor | None = None
+
+
+def _in_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(TURN_THREADS, thread_name_prefix="relay-turns")
+    return asyncio.get_running_loop().run_in_executor(_executor, fn, *args)
+
+
 class ThreadedTurnAPI:
     """The async API of a turn store whose sync core (``_create``, ``_get``, ``_update``,
-    ``_list``, ``_mark_interrupted``) runs in a worker thread: the event loop never waits
-    on the database. SQLite and PostgreSQL share it."""
+    ``_list``, ``_mark_interrupted``) runs in a worker thread of its own executor
+    (:data:`TURN_THREADS`): the event loop never waits on the database. SQLite and
+    PostgreSQL share it."""
 
     async def create(self, record: TurnRecord) -> None:
-        await asyncio.to_thread(self._create, record)  # type: ignore[attr-defined]
+        await _in_thread(self._create, record)  # type: ignore[attr-defined]
 
     async def get(self, turn_id: str) -> TurnRecord | None:
-        return await asyncio.to_thread(self._get, turn_id)  # type: ignore[attr-defined]
+        return await _in_thread(self._get, turn_id)  # type: ignore[attr-defined]
 
     async def update(self, turn_id: str, **changes: Any) -> None:
-        await asyncio.to_thread(self._update, turn_id, changes)  # type: ignore[attr-defined]
+        await _in_thread(self._update, turn_id, changes)  # type: ignore[attr-defined]
 
     async def list(self, thread_id: str | None = None, limit: int = 50,
                    before: float | None = None, *, graph: str | None = None,
                    status: str | None = None) -> list[TurnRecord]:
-        return await asyncio.to_thread(self._list, thread_id, limit,  # type: ignore[attr-defined]
-                                       before, graph, status)
+        return await _in_thread(self._list, thread_id, limit,  # type: ignore[attr-defined]
+                                before, graph, status)
 
     async def mark_interrupted(self) -> int:
         """At start-up: turns that were running when their process died (this instance's,
         with shared records) become ``interrupted``."""
-        return await asyncio.to_thread(self._mark_interrupted)  # type: ignore[attr-defined]
+        return await _in_thread(self._mark_interrupted)  # type: ignore[attr-defined]
 
 
 class SQLiteTurnStore(ThreadedTurnAPI):

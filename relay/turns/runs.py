@@ -179,7 +179,9 @@ class RunManager:
                 raise ThreadBusy(record.thread_id, "(running on another instance)")
         run: _Run | None = None
         try:
-            if create:
+            if create:  # one write: the new record already says where this run stands
+                record.status, record.ended_at = RUNNING, None
+                record.run_after_seq = record.last_seq
                 await self.turns.create(record)
             self.bus.open_turn(record.turn_id, record.last_seq)
             first_seq = self.bus.last_seq(record.turn_id)
@@ -187,9 +189,10 @@ class RunManager:
                        thread_lock=thread_lock)
             self._runs[record.turn_id] = run
             self._threads[record.thread_id] = record.turn_id
-            record.run_after_seq = first_seq
-            await self.turns.update(record.turn_id, status=RUNNING, ended_at=None,
-                                    run_after_seq=first_seq)
+            if not create or first_seq != record.run_after_seq:
+                record.run_after_seq = first_seq
+                await self.turns.update(record.turn_id, status=RUNNING, ended_at=None,
+                                        run_after_seq=first_seq)
         except BaseException:
             # no run: the thread goes back to the run it was queued behind, or is free
             if run is not None:

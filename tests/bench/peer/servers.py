@@ -165,15 +165,17 @@ def _start(name: str, argv: list[str], env: dict[str, str], workdir: Path, port:
     raise RuntimeError(f"{name} did not answer {ready_path} within 120 s; see {log}")
 
 
-def start_relay(logs: Path) -> Server:
+def start_relay(logs: Path, root: Path = ROOT, name: str = "span-relay") -> Server:
+    """span-relay from the checkout at ``root`` (this one by default: another lets a
+    benchmark compare two trees, tests/bench/peer/firstbyte.py)."""
     port = free_port()
     workdir = _workdir("relay")
     env = {**os.environ, **OFFLINE_ENV, "RELAY_DATA_DIR": str(workdir),
-           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get(
+           "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get(
                "PYTHONPATH", "")) if p)}
     argv = [sys.executable, "-m", "relay.cli", "serve", "--config", "langgraph.json",
             "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-    return _start("span-relay", argv, env, workdir, port, "/readyz", logs)
+    return _start(name, argv, env, workdir, port, "/readyz", logs)
 
 
 def start_peer(exe: Path, logs: Path) -> Server:
