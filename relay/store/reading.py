@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from relay.spans import SpanRecord
-from relay.store.codec import COLUMNS, from_row
+from relay.store.codec import REPLAY_COLUMNS, REPLAY_START, replay_record
 
 #: rows in the first chunk (the first events come early) and in the later ones
 FIRST_CHUNK = 32
@@ -37,14 +38,18 @@ class SpanStream:
         self._q = q
         self._fine_start = fine_start
         self.trace_ids = trace_ids
-        sql = q(f"SELECT {', '.join(COLUMNS)} FROM spans WHERE trace_id = ? ORDER BY start_ns")
+        sql = q(f"SELECT {', '.join(REPLAY_COLUMNS)} FROM spans WHERE trace_id = ? "
+                "ORDER BY start_ns")
         cursors: list[Any] = []
         for trace_id in trace_ids:
             rows = row_cursor()
             rows.execute(sql, (trace_id,))
             cursors.append(rows)
-        self._rows: Iterator[Any] = iter(cursors[0] if cursors else ()) if len(cursors) < 2 else \
-            heapq.merge(*cursors, key=lambda row: row[5])  # start_ns (ties: any order)
+        #: one trace (the usual turn): its cursor, read ``fetchmany`` at a time
+        self._cursor: Any = cursors[0] if len(cursors) == 1 else None
+        self._rows: Iterator[Any] = iter(()) if not cursors else iter(cursors[0]) \
+            if len(cursors) == 1 else heapq.merge(  # by start_ns (ties: any order)
+                *cursors, key=lambda row: row[REPLAY_START])
         self._first = next(self._rows, None)
         self.closed = False
 
@@ -53,17 +58,21 @@ class SpanStream:
         return self._first is None
 
     def __iter__(self) -> Iterator[list[SpanRecord]]:
+        """Chunks of records as the mapping reads them (:func:`~relay.store.codec.
+        replay_record`: no kind, links or resource)."""
         try:
             if self._first is None:
                 return
-            chunk, size = [from_row(self._first)], FIRST_CHUNK
-            for row in self._rows:
-                chunk.append(from_row(row))
-                if len(chunk) >= size:
-                    yield chunk
-                    chunk, size = [], CHUNK
-            if chunk:
-                yield chunk
+            rows = self._rows
+            yield list(map(replay_record, [self._first,
+                                           *itertools.islice(rows, FIRST_CHUNK - 1)]))
+            cursor = self._cursor
+            while True:
+                batch = cursor.fetchmany(CHUNK) if cursor is not None else \
+                    list(itertools.islice(rows, CHUNK))
+                if not batch:
+                    return
+                yield list(map(replay_record, batch))
         finally:
             self.close()
 

@@ -102,6 +102,24 @@ def test_codec_text_keeps_what_json_readers_would_bend() -> None:
     assert dump_attributes({}) == "{}" and load_attributes("{}") == {}
 
 
+def test_codec_stores_plain_values_plain_and_reads_rows_of_every_version() -> None:
+    """Values that plain JSON keeps exactly are stored as themselves (schema 3); rows
+    written before (every value tagged, schema 1-2) read back the same values."""
+    from relay.store.codec import dump_attributes, load_attributes, load_events
+
+    attrs = {"s": "x", "i": 7, "f": 1.0, "b": False, "n": None, "t": ("a", 2)}
+    text = dump_attributes(attrs)
+    assert text == '{"s":"x","i":7,"f":1.0,"b":false,"n":null,"t":{"a":[{"s":"a"},{"i":2}]}}'
+    assert load_attributes(text) == attrs and type(load_attributes(text)["f"]) is float
+    old = ('{"s":{"s":"x"},"i":{"i":7},"f":{"d":1.0},"b":{"b":false},"n":{"n":null},'
+           '"t":{"a":[{"s":"a"},{"i":2}]}}')
+    back = load_attributes(old)
+    assert back == attrs and [type(v) for v in back.values()] == [type(v) for v in attrs.values()]
+    assert load_attributes('{"k":{"s":"v"}}') == {"k": "v"}  # an all-tagged row
+    assert load_events('[{"name":"e","time_ns":5,"attributes":{"k":{"i":1}}}]') == \
+        [{"name": "e", "time_ns": 5, "attributes": {"k": 1}}]
+
+
 # -- round trip and indexes ---------------------------------------------------------------
 
 def test_rows_round_trip_to_equal_span_records(make_store: Callable[..., Any]) -> None:
@@ -210,10 +228,10 @@ def test_orphan_spans_expire_by_age(make_store: Callable[..., Any]) -> None:
 
 def test_schema_is_versioned_and_reopening_keeps_data(make_store: Callable[..., Any]) -> None:
     first = make_store()
-    assert first.schema_version() == 2
+    assert first.schema_version() == 3
     first.write(turn_spans(6))
     second = make_store()  # a restart, or a second instance on shared storage
-    assert second.schema_version() == 2
+    assert second.schema_version() == 3
     assert second.turn_spans("turn-6")[0] == STORED
 
 
