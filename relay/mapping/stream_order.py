@@ -323,7 +323,7 @@ class PhaseOrderer:
                     group.append((i, kind, k))
                 keys = order_group(group, spans, self.parent, self.depth)
             else:
-                keys = ((i, kind, k),)
+                keys = [(i, kind, k)]
             for i, kind, k in keys:
                 record = spans[i]
                 if kind == 1:
