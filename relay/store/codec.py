@@ -136,6 +136,11 @@ def dump_attributes(attributes: Mapping[str, Any]) -> str:
 def load_attributes(text: str) -> dict[str, Any]:
     if text == "{}":  # most spans have no resource attributes of their own, many no events
         return {}
+    if '":{' not in text:
+        # no value is a JSON object (the store writes compact JSON, so a tagged value is
+        # a key's closing quote, a colon and a brace; in a string they would read \":{):
+        # the values are the object's own
+        return _loads(text)
     return decode_attributes(_loads(text))
 
 
@@ -193,21 +198,23 @@ def to_row(record: SpanRecord) -> tuple[Any, ...]:
 
 
 #: what a replay reads of a span (:func:`replay_record`): the mapping reads no kind, links
-#: or resource (as the live processor's :func:`relay.spans.live_record` does not)
-REPLAY_COLUMNS = ("trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns",
-                  "status", "status_message", "attributes", "events")
+#: or resource (as the live processor's :func:`relay.spans.live_record` does not); the
+#: trace id is the one the query asks for (one string for all its rows); an empty status
+#: message or event list comes as NULL (no new string per row)
+REPLAY_COLUMNS = ("span_id", "parent_span_id", "name", "start_ns", "end_ns", "status",
+                  "NULLIF(status_message, '')", "attributes", "NULLIF(events, '[]')")
 #: the index of ``start_ns`` in a row of :data:`REPLAY_COLUMNS`
-REPLAY_START = 4
+REPLAY_START = 3
 
 
-def replay_record(row: Sequence[Any]) -> SpanRecord:
-    """A row of :data:`REPLAY_COLUMNS` as the mapping reads it: kind, links and resource
-    left at their defaults."""
-    (trace_id, span_id, parent, name, start_ns, end_ns, status, status_message,
-     attributes, events) = row
+def replay_record(trace_id: str, row: Sequence[Any]) -> SpanRecord:
+    """A row of :data:`REPLAY_COLUMNS` of trace ``trace_id``, as the mapping reads it:
+    kind, links and resource left at their defaults."""
+    (span_id, parent, name, start_ns, end_ns, status, status_message, attributes,
+     events) = row
     return SpanRecord(trace_id, span_id, parent, name, start_ns, end_ns,
-                      load_attributes(attributes), status, status_message, "internal",
-                      () if events == "[]" else load_events(events))
+                      load_attributes(attributes), status, status_message or "", "internal",
+                      () if events is None else load_events(events))
 
 
 def from_row(row: Sequence[Any]) -> SpanRecord:

@@ -45,12 +45,14 @@ class SpanStream:
             rows = row_cursor()
             rows.execute(sql, (trace_id,))
             cursors.append(rows)
-        #: one trace (the usual turn): its cursor, read ``fetchmany`` at a time
+        #: one trace (the usual turn): its cursor, read ``fetchmany`` at a time; more: the
+        #: traces' rows merged by start (ties: any order), each with its trace id
         self._cursor: Any = cursors[0] if len(cursors) == 1 else None
-        self._rows: Iterator[Any] = iter(()) if not cursors else iter(cursors[0]) \
-            if len(cursors) == 1 else heapq.merge(  # by start_ns (ties: any order)
-                *cursors, key=lambda row: row[REPLAY_START])
-        self._first = next(self._rows, None)
+        self._pairs: Iterator[tuple[str, Any]] = iter(()) if not cursors else zip(
+            itertools.repeat(trace_ids[0]), cursors[0]) if len(cursors) == 1 else heapq.merge(
+            *(zip(itertools.repeat(t), c) for t, c in zip(trace_ids, cursors, strict=True)),
+            key=lambda pair: pair[1][REPLAY_START])
+        self._first = next(self._pairs, None)
         self.closed = False
 
     @property
@@ -63,16 +65,22 @@ class SpanStream:
         try:
             if self._first is None:
                 return
-            rows = self._rows
-            yield list(map(replay_record, [self._first,
-                                           *itertools.islice(rows, FIRST_CHUNK - 1)]))
+            pairs = self._pairs
+            yield [replay_record(t, row) for t, row in
+                   [self._first, *itertools.islice(pairs, FIRST_CHUNK - 1)]]
             cursor = self._cursor
+            trace_id = self.trace_ids[0]
             while True:
-                batch = cursor.fetchmany(CHUNK) if cursor is not None else \
-                    list(itertools.islice(rows, CHUNK))
-                if not batch:
-                    return
-                yield list(map(replay_record, batch))
+                if cursor is not None:  # one trace: the rows without a pair each
+                    rows = cursor.fetchmany(CHUNK)
+                    if not rows:
+                        return
+                    yield [replay_record(trace_id, row) for row in rows]
+                else:
+                    batch = list(itertools.islice(pairs, CHUNK))
+                    if not batch:
+                        return
+                    yield [replay_record(t, row) for t, row in batch]
         finally:
             self.close()
 

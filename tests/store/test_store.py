@@ -116,6 +116,10 @@ def test_codec_stores_plain_values_plain_and_reads_rows_of_every_version() -> No
     back = load_attributes(old)
     assert back == attrs and [type(v) for v in back.values()] == [type(v) for v in attrs.values()]
     assert load_attributes('{"k":{"s":"v"}}') == {"k": "v"}  # an all-tagged row
+    nested = {"j": '{"a":{"b":1}}', "k": '":{', "t": ()}  # JSON text that looks tagged
+    assert load_attributes(dump_attributes(nested)) == nested
+    assert load_attributes(dump_attributes(nested)[:-1].rsplit(',"t"', 1)[0] + "}") == \
+        {"j": '{"a":{"b":1}}', "k": '":{'}
     assert load_events('[{"name":"e","time_ns":5,"attributes":{"k":{"i":1}}}]') == \
         [{"name": "e", "time_ns": 5, "attributes": {"k": 1}}]
 
