@@ -268,3 +268,32 @@ def test_foreign_runs_are_indexed_by_whoever_mapped_them(make_store: Callable[..
     store.write(turn_spans(8, start_ns=1_800_000_000_000_000_000))  # past max_turns=1:
     # the older turn, the foreign one, expires like ours
     assert store.turn_spans(first)[0] == EXPIRED
+
+
+# -- the streaming read (a replay) ------------------------------------------------------------
+
+def test_streamed_read_gives_what_the_mapping_reads_in_start_order(
+        make_store: Callable[..., Any]) -> None:
+    """A turn of two runs (two traces, merged by start) read as a replay reads it: every
+    span with what the mapping reads (not its kind, links or resource), in start order,
+    and the events derived from it equal the reference replay of the stored spans."""
+    from relay.mapping.feed import iter_replay_events, replay_events
+
+    store = make_store()
+    chat, resume = turn_spans(8, outcome="paused"), turn_spans(8, run=1, kind="resume")
+    store.write(resume + chat)
+    state, stream = store.turn_span_stream("turn-8")
+    assert state == STORED and stream is not None
+    read = [r for chunk in stream for r in chunk]
+    assert stream.closed
+    expected = sorted(chat + resume, key=lambda r: r.start_ns)
+    assert [r.start_ns for r in read] == [r.start_ns for r in expected]
+    for got, want in zip(read, expected, strict=True):
+        assert got == SpanRecord(want.trace_id, want.span_id, want.parent_span_id, want.name,
+                                 want.start_ns, want.end_ns, want.attributes, want.status,
+                                 want.status_message, events=want.events)
+    _, stored = store.turn_spans("turn-8")
+    _, again = store.turn_span_stream("turn-8")
+    assert again is not None
+    streamed = [e for batch in iter_replay_events(again, lookups=again) for e in batch]
+    assert [e.to_json() for e in streamed] == [e.to_json() for e in replay_events(stored)]
