@@ -116,7 +116,8 @@ def iter_replay_events(chunks: Iterable[Sequence[SpanRecord]], *,
         nonlocal seq
         events: list[Event] = []
         feed(state, phases, events.append, read=as_live)
-        numbered = [event.with_seq(n) for n, event in enumerate(events, seq + 1)]
+        # fresh from a state of its own: numbered in place (Event.stamped), no copy
+        numbered = [event.stamped(n) for n, event in enumerate(events, seq + 1)]
         seq += len(numbered)
         return numbered
 

@@ -111,12 +111,16 @@ class PhaseOrderer:
 
     def push(self, records: Iterable[SpanRecord]) -> list[Phase]:
         group = self._group
+        at = group[0].start_ns if group else -1  # (with no group: any start is taken)
         for r in records:
-            if group and r.start_ns != group[0].start_ns:
-                if r.start_ns < group[0].start_ns:
-                    raise ValueError("spans must come in start order")
-                self._admit(group)
-                group = self._group = []
+            start = r.start_ns
+            if start != at:
+                if group:
+                    if start < at:
+                        raise ValueError("spans must come in start order")
+                    self._admit(group)
+                    group = self._group = []
+                at = start
             group.append(r)
         if not group:
             return []
@@ -144,40 +148,43 @@ class PhaseOrderer:
     def _admit(self, group: list[SpanRecord]) -> None:
         """Index spans that start at one instant (all of them, nothing unread starts then)."""
         changed = False
-        for r in sorted(group, key=lambda r: (r.trace_id, r.span_id)):
-            i = len(self.spans)
+        if len(group) > 1:
+            group.sort(key=lambda r: (r.trace_id, r.span_id))
+        spans, parents, index, waiting = self.spans, self.parent, self._index, self._waiting
+        lookups, coarse = self.lookups, self._coarse
+        for r in group:
+            i = len(spans)
             trace_id = r.trace_id
-            self.spans.append(r)
+            spans.append(r)
             self.depth.append(-1)
             self._settled.append(False)
-            self._index[(trace_id, r.span_id)] = i
+            index[trace_id, r.span_id] = i
             parent: int | None = None
             pid = r.parent_span_id
             if pid:
-                known = self._index.get((trace_id, pid))
-                if known is not None:
-                    parent = known
-                elif self.lookups is None or self.lookups.has_span(trace_id, pid):
+                parent = index.get((trace_id, pid))
+                if parent is None and (lookups is None or lookups.has_span(trace_id, pid)):
                     self._unknown.add(i)
-                    self._waiting.setdefault((trace_id, pid), []).append(i)
-            self.parent.append(parent)
-            children = self._waiting.pop((trace_id, r.span_id), None)
-            if children:
-                for child in children:
-                    self.parent[child] = i
-                    self._unknown.discard(child)
-                changed = True
-            if trace_id not in self._coarse:
-                if self.lookups is not None:
-                    self._coarse[trace_id] = self.lookups.coarse(trace_id)
+                    waiting.setdefault((trace_id, pid), []).append(i)
+            parents.append(parent)
+            if waiting:
+                children = waiting.pop((trace_id, r.span_id), None)
+                if children:
+                    for child in children:
+                        parents[child] = i
+                        self._unknown.discard(child)
+                    changed = True
+            if trace_id not in coarse:
+                if lookups is not None:
+                    coarse[trace_id] = lookups.coarse(trace_id)
                 elif r.start_ns % 1_000_000:
-                    self._coarse[trace_id] = False
+                    coarse[trace_id] = False
                     if trace_id in self._maybe_coarse:
                         self._maybe_coarse.discard(trace_id)
                         changed = True
                 else:
                     self._maybe_coarse.add(trace_id)
-            if not self._settle(i):
+            if not self._settle(i, True):
                 self._unsettled.append(i)
                 heapq.heappush(self._unsettled_starts, (r.start_ns, i))
         if changed:
@@ -186,32 +193,52 @@ class PhaseOrderer:
     def _settle_waiting(self) -> None:
         self._unsettled = [i for i in self._unsettled if not self._settle(i)]
 
-    def _settle(self, i: int) -> bool:
-        """Fix span ``i``'s place once its depth and clock are final; queue its phases."""
+    def _settle(self, i: int, fresh: bool = False) -> bool:
+        """Fix span ``i``'s place once its depth and clock are final; queue its phases.
+        ``fresh``: ``i`` is being admitted (no settled span's ancestry can hold it)."""
         r = self.spans[i]
         coarse = self._coarse.get(r.trace_id)
-        if coarse is None:
+        if coarse is None or i in self._unknown:
             return False
-        j, seen = i, {i}
-        while True:  # every ancestor read (or known to be outside the turn)
-            if j in self._unknown:
-                return False
-            p = self.parent[j]
-            if p is None or p in seen:
-                break
-            seen.add(p)
-            j = p
+        p = self.parent[i]
+        if fresh and (p is None or self._settled[p]):
+            # the usual case: its parent's place is final, so is every ancestor's, none
+            # of which is ``i`` (it did not exist when they settled)
+            start = r.start_ns + MS_SLACK_NS if coarse else r.start_ns
+            end = None if r.end_ns is None else max(r.end_ns, start)
+            if p is None:
+                self.depth[i] = 0
+            else:  # (_end_of, inline: the parent is above it and its end is set)
+                self.depth[i] = self.depth[p] + 1
+                parent_end = self._ends[p]
+                if end is not None and parent_end is not None \
+                        and 0 < end - parent_end <= NESTING_SLACK_NS:
+                    end = max(parent_end, start)
+            self._ends[i] = end
+        else:
+            j, seen = i, {i}
+            while True:  # every ancestor read (or known to be outside the turn)
+                if j in self._unknown:
+                    return False
+                q = self.parent[j]
+                if q is None or q in seen:
+                    break
+                seen.add(q)
+                j = q
+            self._depth(i)
+            start = r.start_ns + MS_SLACK_NS if coarse else r.start_ns
+            end = self._end_of(i)
         self._settled[i] = True
-        self._depth(i)
-        heapq.heappush(self._ready, (self._start(i), i, 0, 0))
-        end = self._end_of(i)
+        heapq.heappush(self._ready, (start, i, 0, 0))
         if coarse:  # its end may still move later (a descendant not read yet)
             self._held.append(i)
             floor = min((self._event_time(r, k, end) for k in range(len(r.events))),
                         default=_NEVER)
             self._held_floor = min(self._held_floor, floor, _NEVER if end is None else end)
-        else:
+        elif r.events:
             self._queue_rest(i, end)
+        elif end is not None:
+            heapq.heappush(self._ready, (end, i, 2, 0))
         return True
 
     def _queue_rest(self, i: int, end: int | None) -> None:
@@ -281,18 +308,24 @@ class PhaseOrderer:
 
     def _release(self, frontier: int) -> list[Phase]:
         waiting = self._unsettled_starts
-        while waiting and self._settled[waiting[0][1]]:
+        settled = self._settled
+        while waiting and settled[waiting[0][1]]:
             heapq.heappop(waiting)
         limit = min(frontier, self._held_floor, waiting[0][0] if waiting else _NEVER)
         ready, out = self._ready, list[Phase]()
+        spans, pop = self.spans, heapq.heappop
         while ready and ready[0][0] < limit:
-            t = ready[0][0]
-            group = []
-            while ready and ready[0][0] == t:
-                _, i, kind, k = heapq.heappop(ready)
-                group.append((i, kind, k))
-            for i, kind, k in order_group(group, self.spans, self.parent, self.depth):
-                record = self.spans[i]
+            t, i, kind, k = pop(ready)
+            if ready and ready[0][0] == t:  # phases at one instant: order_group orders them
+                group = [(i, kind, k)]
+                while ready and ready[0][0] == t:
+                    _, i, kind, k = pop(ready)
+                    group.append((i, kind, k))
+                keys = order_group(group, spans, self.parent, self.depth)
+            else:
+                keys = [(i, kind, k)]
+            for i, kind, k in keys:
+                record = spans[i]
                 if kind == 1:
                     out.append((record, EVENT, record.events[k]))
                 else:

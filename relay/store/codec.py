@@ -1,28 +1,34 @@
 """SpanRecord <-> row: a type-preserving JSON encoding of attribute values.
 
-Plain JSON loses what OpenTelemetry keeps: a tuple comes back a list, ``1.0`` and ``1``
-may merge in other readers, NaN is not JSON. Every attribute value is therefore tagged,
-like OTLP's ``AnyValue``, with one letter:
+Plain JSON loses what OpenTelemetry keeps: a tuple comes back a list, NaN is not JSON,
+an integer past 64 bits becomes a float in most readers. An attribute value that plain
+JSON (as ``orjson`` writes and reads it) keeps exactly is stored as itself: a str, a
+bool, None, an int within 64 bits, a finite float (``1.0`` is written ``1.0`` and read
+back a float). Every other value is tagged, like OTLP's ``AnyValue``, with one letter:
 
 | tag | value | JSON |
 |---|---|---|
 | ``s`` | str | string |
 | ``b`` | bool | true/false |
-| ``i`` | int | number |
+| ``i`` | int | number, or its decimal text past 64 bits (``{"i":"123..."}``) |
 | ``d`` | float | number, or ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` |
 | ``a`` | sequence (decoded as a tuple, as the SDK keeps it) | list of tagged values |
 | ``m`` | mapping (OTLP kvlist, from a receiver or an import) | object of tagged values |
 | ``x`` | bytes | hex string |
 | ``n`` | None | null |
 
-so ``{"k": 1.0}`` is stored as ``{"k":{"d":1.0}}`` and decodes to exactly ``{"k": 1.0}``.
-A JSON-string attribute (``relay.graph.topology``, ``relay.turn.response``) is an ``s``
-value: stored and returned byte for byte.
+so ``{"k": 1.0, "t": ("a",)}`` is stored as ``{"k":1.0,"t":{"a":[{"s":"a"}]}}``. A plain
+value is never a JSON object, so the reader tells the two apart by type: an object is a
+tagged value, anything else is the value. Rows written before schema version 3 tag
+every value (``{"k":{"d":1.0}}``) and read back the same; rows written since decode
+without a Python call per plain value (:func:`decode_attributes`: one pass in C finds
+whether a row has any tagged value at all; most have none). Elements of sequences and
+mappings stay tagged. A JSON-string attribute (``relay.graph.topology``,
+``relay.turn.response``) is a plain string: stored and returned byte for byte.
 
-An integer beyond 64 bits is tagged ``i`` with its decimal text (``{"i":"123..."}``), so
-that no JSON reader turns it into a float. The JSON text itself is written and read with
-``orjson``: several times faster than the standard library on these small objects, and
-the store writes and the replay reads every span through here.
+The JSON text itself is written and read with ``orjson``: several times faster than the
+standard library on these small objects, and the store writes and the replay reads
+every span through here.
 """
 
 from __future__ import annotations
@@ -81,12 +87,30 @@ def decode_value(tagged: Mapping[str, Any]) -> Any:
     raise ValueError(f"unknown attribute value tag {tag!r}")
 
 
+def stored_value(value: Any) -> Any:
+    """An attribute value as stored: itself where plain JSON keeps it exactly (exact
+    types only: a subclass, an IntEnum say, is tagged and reads back as its base type,
+    as before), else tagged (:func:`encode_value`)."""
+    t = type(value)
+    if t is str or t is bool or value is None:
+        return value
+    if t is int:
+        return value if _INT_MIN <= value <= _INT_MAX else {"i": str(value)}
+    if t is float and math.isfinite(value):
+        return value
+    return encode_value(value)
+
+
 def encode_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
-    return {str(k): encode_value(v) for k, v in attributes.items()}
+    return {str(k): stored_value(v) for k, v in attributes.items()}
 
 
 def decode_attributes(encoded: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: decode_value(v) for k, v in encoded.items()}
+    """Stored attributes (a JSON object as read) -> their values. ``dict in map(type,
+    ...)`` runs in C: a row of plain values (the usual one) is returned as read."""
+    if dict in map(type, encoded.values()):
+        return {k: decode_value(v) if type(v) is dict else v for k, v in encoded.items()}
+    return encoded if type(encoded) is dict else dict(encoded)
 
 
 def _dumps(value: Any) -> str:
@@ -112,6 +136,11 @@ def dump_attributes(attributes: Mapping[str, Any]) -> str:
 def load_attributes(text: str) -> dict[str, Any]:
     if text == "{}":  # most spans have no resource attributes of their own, many no events
         return {}
+    if '":{' not in text:
+        # no value is a JSON object (the store writes compact JSON, so a tagged value is
+        # a key's closing quote, a colon and a brace; in a string they would read \":{):
+        # the values are the object's own
+        return _loads(text)
     return decode_attributes(_loads(text))
 
 
@@ -166,6 +195,26 @@ def to_row(record: SpanRecord) -> tuple[Any, ...]:
             record.status, record.status_message, dump_attributes(record.attributes),
             dump_events(record.events), dump_links(record.links),
             dump_attributes(record.resource))
+
+
+#: what a replay reads of a span (:func:`replay_record`): the mapping reads no kind, links
+#: or resource (as the live processor's :func:`relay.spans.live_record` does not); the
+#: trace id is the one the query asks for (one string for all its rows); an empty status
+#: message or event list comes as NULL (no new string per row)
+REPLAY_COLUMNS = ("span_id", "parent_span_id", "name", "start_ns", "end_ns", "status",
+                  "NULLIF(status_message, '')", "attributes", "NULLIF(events, '[]')")
+#: the index of ``start_ns`` in a row of :data:`REPLAY_COLUMNS`
+REPLAY_START = 3
+
+
+def replay_record(trace_id: str, row: Sequence[Any]) -> SpanRecord:
+    """A row of :data:`REPLAY_COLUMNS` of trace ``trace_id``, as the mapping reads it:
+    kind, links and resource left at their defaults."""
+    (span_id, parent, name, start_ns, end_ns, status, status_message, attributes,
+     events) = row
+    return SpanRecord(trace_id, span_id, parent, name, start_ns, end_ns,
+                      load_attributes(attributes), status, status_message or "", "internal",
+                      () if events is None else load_events(events))
 
 
 def from_row(row: Sequence[Any]) -> SpanRecord:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from relay.spans import SpanRecord
-from relay.store.codec import COLUMNS, from_row
+from relay.store.codec import REPLAY_COLUMNS, REPLAY_START, replay_record
 
 #: rows in the first chunk (the first events come early) and in the later ones
 FIRST_CHUNK = 32
@@ -37,15 +38,21 @@ class SpanStream:
         self._q = q
         self._fine_start = fine_start
         self.trace_ids = trace_ids
-        sql = q(f"SELECT {', '.join(COLUMNS)} FROM spans WHERE trace_id = ? ORDER BY start_ns")
+        sql = q(f"SELECT {', '.join(REPLAY_COLUMNS)} FROM spans WHERE trace_id = ? "
+                "ORDER BY start_ns")
         cursors: list[Any] = []
         for trace_id in trace_ids:
             rows = row_cursor()
             rows.execute(sql, (trace_id,))
             cursors.append(rows)
-        self._rows: Iterator[Any] = iter(cursors[0] if cursors else ()) if len(cursors) < 2 else \
-            heapq.merge(*cursors, key=lambda row: row[5])  # start_ns (ties: any order)
-        self._first = next(self._rows, None)
+        #: one trace (the usual turn): its cursor, read ``fetchmany`` at a time; more: the
+        #: traces' rows merged by start (ties: any order), each with its trace id
+        self._cursor: Any = cursors[0] if len(cursors) == 1 else None
+        self._pairs: Iterator[tuple[str, Any]] = iter(()) if not cursors else zip(
+            itertools.repeat(trace_ids[0]), cursors[0]) if len(cursors) == 1 else heapq.merge(
+            *(zip(itertools.repeat(t), c) for t, c in zip(trace_ids, cursors, strict=True)),
+            key=lambda pair: pair[1][REPLAY_START])
+        self._first = next(self._pairs, None)
         self.closed = False
 
     @property
@@ -53,17 +60,27 @@ class SpanStream:
         return self._first is None
 
     def __iter__(self) -> Iterator[list[SpanRecord]]:
+        """Chunks of records as the mapping reads them (:func:`~relay.store.codec.
+        replay_record`: no kind, links or resource)."""
         try:
             if self._first is None:
                 return
-            chunk, size = [from_row(self._first)], FIRST_CHUNK
-            for row in self._rows:
-                chunk.append(from_row(row))
-                if len(chunk) >= size:
-                    yield chunk
-                    chunk, size = [], CHUNK
-            if chunk:
-                yield chunk
+            pairs = self._pairs
+            yield [replay_record(t, row) for t, row in
+                   [self._first, *itertools.islice(pairs, FIRST_CHUNK - 1)]]
+            cursor = self._cursor
+            trace_id = self.trace_ids[0]
+            while True:
+                if cursor is not None:  # one trace: the rows without a pair each
+                    rows = cursor.fetchmany(CHUNK)
+                    if not rows:
+                        return
+                    yield [replay_record(trace_id, row) for row in rows]
+                else:
+                    batch = list(itertools.islice(pairs, CHUNK))
+                    if not batch:
+                        return
+                    yield [replay_record(t, row) for t, row in batch]
         finally:
             self.close()
 

@@ -65,6 +65,9 @@ MIGRATIONS: list[list[str]] = [
     [
         "CREATE INDEX spans_trace_start ON spans (trace_id, start_ns)",
     ],
+    # version 3: attribute values stored plain where JSON keeps them exactly, tagged
+    # otherwise (relay.store.codec); rows of versions 1-2 (all tagged) read as before
+    [],
 ]
 
 

@@ -485,11 +485,12 @@ def _replay(quick: bool) -> list[Figure]:
         summary("replay.map_encode", "  the same + JSON encoding of every event", encoded,
                 "ms", params={"spans": n_spans}),
     ]
-    figs.extend(_replay_store(ends, n_spans, n_rounds))
+    figs.extend(_replay_store(phases, ends, n_spans, n_rounds))
     return figs
 
 
-def _replay_store(ends: list[Any], n_spans: int, n_rounds: int) -> list[Figure]:
+def _replay_store(phases: list[tuple[Any, bool]], ends: list[Any], n_spans: int,
+                  n_rounds: int) -> list[Figure]:
     """relay.mapping.feed.replay_events, from memory and from a SQLite span store (hooks)."""
     from relay import conventions as c
 
@@ -520,7 +521,7 @@ def _replay_store(ends: list[Any], n_spans: int, n_rounds: int) -> list[Figure]:
             t0 = time.perf_counter()
             store.write(ends)
             write_ms = (time.perf_counter() - t0) * 1000
-            times, firsts, whole_list = [], [], []
+            times, firsts, whole_list, cpu, map_cpu = [], [], [], [], []
             streaming = importlib.util.find_spec("relay.store.reading") is not None
             for _ in rounds(n_rounds, 30, minimum=2):
                 gc.collect()
@@ -530,9 +531,15 @@ def _replay_store(ends: list[Any], n_spans: int, n_rounds: int) -> list[Figure]:
                 whole_list.append((time.perf_counter() - t0) * 1000)
                 if streaming:
                     gc.collect()
+                    c0 = time.process_time()
                     first_ms, whole_ms, n_events = asyncio.run(_replay_streamed(store, turn_id))
+                    cpu.append((time.process_time() - c0) * 1000)
                     firsts.append(first_ms)
                     times.append(whole_ms)
+                    gc.collect()  # the mapping alone, in the same round (the CPU anchor)
+                    c0 = time.process_time()
+                    _map_all(phases, False)
+                    map_cpu.append((time.process_time() - c0) * 1000)
             params = {"write_ms": write_ms, "events": len(events)}
             if streaming:
                 figs.append(summary(
@@ -544,6 +551,15 @@ def _replay_store(ends: list[Any], n_spans: int, n_rounds: int) -> list[Figure]:
                     times, "ms", target="<= 100", limit=100.0,
                     note=f"{n_events:,} events; list path: {median(whole_list):.0f} ms",
                     params=params))
+            if streaming:
+                ratios = [a / b for a, b in zip(cpu, map_cpu, strict=True)]
+                figs.append(summary(
+                    "replay.sqlite_cpu", "  the same, process CPU time (worker + loop; "
+                    "ratio: x the mapping alone)", cpu, "ms", anchor="map_span alone, CPU",
+                    anchor_value=median(map_cpu), anchor_unit="ms",
+                    note=f"{median(ratios):.2f}x the mapping alone (min "
+                         f"{min(ratios):.2f}x): less sensitive to other processes",
+                    params={"ratio_to_map": median(ratios)}))
             figs.append(summary("replay.sqlite_list",
                                 "  from SQLite: turn_spans + replay_events (whole list)",
                                 whole_list, "ms", note=f"state={state}, {len(spans):,} spans",

@@ -62,12 +62,16 @@ EXPECTED_KEYS: tuple[str, ...] = (
     "replay.map_encode",
     "replay.events",
     "replay.sqlite",
+    "replay.first_event",
+    "replay.sqlite_cpu",
+    "replay.sqlite_list",
     "realistic.offline",
     "realistic.model_1s",
 )
 
 #: Figures that may be "n/a" because what they measure is not built yet (hooks).
-MAY_BE_NA = frozenset({"bus.redis", "ingest.otlp_http", "replay.events", "replay.sqlite"})
+MAY_BE_NA = frozenset({"bus.redis", "ingest.otlp_http", "replay.events", "replay.sqlite",
+                       "replay.first_event", "replay.sqlite_cpu", "replay.sqlite_list"})
 
 
 @dataclass

@@ -97,7 +97,8 @@ def test_first_events_arrive_while_the_turn_is_still_being_read(
         # event 1 is here, and the store has handed over one chunk of the turn's spans:
         # the rest is not read yet (the read waits at the gate)
         assert first["id"] == "1" and first["data"] == reference[0]
-        assert held.held.is_set() and not held.gate.is_set() and held.chunks_read == 1
+        # (the worker asks for the second chunk just after it hands over the first batch)
+        assert held.held.wait(60) and not held.gate.is_set() and held.chunks_read == 1
         held.release()
         rest = list(frames)
     assert [first["data"], *(f["data"] for f in rest)] == reference

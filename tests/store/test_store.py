@@ -102,6 +102,28 @@ def test_codec_text_keeps_what_json_readers_would_bend() -> None:
     assert dump_attributes({}) == "{}" and load_attributes("{}") == {}
 
 
+def test_codec_stores_plain_values_plain_and_reads_rows_of_every_version() -> None:
+    """Values that plain JSON keeps exactly are stored as themselves (schema 3); rows
+    written before (every value tagged, schema 1-2) read back the same values."""
+    from relay.store.codec import dump_attributes, load_attributes, load_events
+
+    attrs = {"s": "x", "i": 7, "f": 1.0, "b": False, "n": None, "t": ("a", 2)}
+    text = dump_attributes(attrs)
+    assert text == '{"s":"x","i":7,"f":1.0,"b":false,"n":null,"t":{"a":[{"s":"a"},{"i":2}]}}'
+    assert load_attributes(text) == attrs and type(load_attributes(text)["f"]) is float
+    old = ('{"s":{"s":"x"},"i":{"i":7},"f":{"d":1.0},"b":{"b":false},"n":{"n":null},'
+           '"t":{"a":[{"s":"a"},{"i":2}]}}')
+    back = load_attributes(old)
+    assert back == attrs and [type(v) for v in back.values()] == [type(v) for v in attrs.values()]
+    assert load_attributes('{"k":{"s":"v"}}') == {"k": "v"}  # an all-tagged row
+    nested = {"j": '{"a":{"b":1}}', "k": '":{', "t": ()}  # JSON text that looks tagged
+    assert load_attributes(dump_attributes(nested)) == nested
+    assert load_attributes(dump_attributes(nested)[:-1].rsplit(',"t"', 1)[0] + "}") == \
+        {"j": '{"a":{"b":1}}', "k": '":{'}
+    assert load_events('[{"name":"e","time_ns":5,"attributes":{"k":{"i":1}}}]') == \
+        [{"name": "e", "time_ns": 5, "attributes": {"k": 1}}]
+
+
 # -- round trip and indexes ---------------------------------------------------------------
 
 def test_rows_round_trip_to_equal_span_records(make_store: Callable[..., Any]) -> None:
@@ -210,10 +232,10 @@ def test_orphan_spans_expire_by_age(make_store: Callable[..., Any]) -> None:
 
 def test_schema_is_versioned_and_reopening_keeps_data(make_store: Callable[..., Any]) -> None:
     first = make_store()
-    assert first.schema_version() == 2
+    assert first.schema_version() == 3
     first.write(turn_spans(6))
     second = make_store()  # a restart, or a second instance on shared storage
-    assert second.schema_version() == 2
+    assert second.schema_version() == 3
     assert second.turn_spans("turn-6")[0] == STORED
 
 
@@ -246,3 +268,32 @@ def test_foreign_runs_are_indexed_by_whoever_mapped_them(make_store: Callable[..
     store.write(turn_spans(8, start_ns=1_800_000_000_000_000_000))  # past max_turns=1:
     # the older turn, the foreign one, expires like ours
     assert store.turn_spans(first)[0] == EXPIRED
+
+
+# -- the streaming read (a replay) ------------------------------------------------------------
+
+def test_streamed_read_gives_what_the_mapping_reads_in_start_order(
+        make_store: Callable[..., Any]) -> None:
+    """A turn of two runs (two traces, merged by start) read as a replay reads it: every
+    span with what the mapping reads (not its kind, links or resource), in start order,
+    and the events derived from it equal the reference replay of the stored spans."""
+    from relay.mapping.feed import iter_replay_events, replay_events
+
+    store = make_store()
+    chat, resume = turn_spans(8, outcome="paused"), turn_spans(8, run=1, kind="resume")
+    store.write(resume + chat)
+    state, stream = store.turn_span_stream("turn-8")
+    assert state == STORED and stream is not None
+    read = [r for chunk in stream for r in chunk]
+    assert stream.closed
+    expected = sorted(chat + resume, key=lambda r: r.start_ns)
+    assert [r.start_ns for r in read] == [r.start_ns for r in expected]
+    for got, want in zip(read, expected, strict=True):
+        assert got == SpanRecord(want.trace_id, want.span_id, want.parent_span_id, want.name,
+                                 want.start_ns, want.end_ns, want.attributes, want.status,
+                                 want.status_message, events=want.events)
+    _, stored = store.turn_spans("turn-8")
+    _, again = store.turn_span_stream("turn-8")
+    assert again is not None
+    streamed = [e for batch in iter_replay_events(again, lookups=again) for e in batch]
+    assert [e.to_json() for e in streamed] == [e.to_json() for e in replay_events(stored)]
