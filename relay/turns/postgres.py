@@ -206,6 +206,7 @@ class PostgresTurnStore(ThreadedTurnAPI):
         return self._locks.try_lock(key, f"thread {thread_id}")
 
     def close(self) -> None:
+        self._close_executor()
         for pool in self._opened:
             pool.close()
 

@@ -210,46 +210,54 @@ class TurnStore(Protocol):
     def close(self) -> None: ...
 
 
-#: the worker threads of the turn records' calls, apart from asyncio's default executor
+#: the worker threads of a turn store's calls, apart from asyncio's default executor
 #: (span batches, message saves, sync callbacks): a turn's start does not queue behind
 #: them. As many as a PostgreSQL store has connections (relay/store/pool.py); SQLite's
-#: calls take one lock anyway.
+#: calls take one lock anyway. Each store has its own (several relays in one process, as
+#: in tests, do not wait on each other's database).
 TURN_THREADS = 4
-_executor: ThreadPoolExecutor | None = None
-
-
-def _in_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-    global _executor
-    if _executor is None:
-        _executor = ThreadPoolExecutor(TURN_THREADS, thread_name_prefix="relay-turns")
-    return asyncio.get_running_loop().run_in_executor(_executor, fn, *args)
 
 
 class ThreadedTurnAPI:
     """The async API of a turn store whose sync core (``_create``, ``_get``, ``_update``,
-    ``_list``, ``_mark_interrupted``) runs in a worker thread of its own executor
-    (:data:`TURN_THREADS`): the event loop never waits on the database. SQLite and
-    PostgreSQL share it."""
+    ``_list``, ``_mark_interrupted``) runs in a worker thread of the store's own executor
+    (:data:`TURN_THREADS`, made on first use, shut down by :meth:`_close_executor`): the
+    event loop never waits on the database. SQLite and PostgreSQL share it."""
+
+    _executor: ThreadPoolExecutor | None = None
+
+    def _in_thread(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(TURN_THREADS,
+                                                thread_name_prefix="relay-turns")
+        return asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def _close_executor(self) -> None:
+        """No new calls; the running ones finish on their own (never waited for here: a
+        call may be waiting on a database that is away)."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
 
     async def create(self, record: TurnRecord) -> None:
-        await _in_thread(self._create, record)  # type: ignore[attr-defined]
+        await self._in_thread(self._create, record)  # type: ignore[attr-defined]
 
     async def get(self, turn_id: str) -> TurnRecord | None:
-        return await _in_thread(self._get, turn_id)  # type: ignore[attr-defined]
+        return await self._in_thread(self._get, turn_id)  # type: ignore[attr-defined]
 
     async def update(self, turn_id: str, **changes: Any) -> None:
-        await _in_thread(self._update, turn_id, changes)  # type: ignore[attr-defined]
+        await self._in_thread(self._update, turn_id, changes)  # type: ignore[attr-defined]
 
     async def list(self, thread_id: str | None = None, limit: int = 50,
                    before: float | None = None, *, graph: str | None = None,
                    status: str | None = None) -> list[TurnRecord]:
-        return await _in_thread(self._list, thread_id, limit,  # type: ignore[attr-defined]
-                                before, graph, status)
+        return await self._in_thread(self._list, thread_id,  # type: ignore[attr-defined]
+                                     limit, before, graph, status)
 
     async def mark_interrupted(self) -> int:
         """At start-up: turns that were running when their process died (this instance's,
         with shared records) become ``interrupted``."""
-        return await _in_thread(self._mark_interrupted)  # type: ignore[attr-defined]
+        return await self._in_thread(self._mark_interrupted)  # type: ignore[attr-defined]
 
 
 class SQLiteTurnStore(ThreadedTurnAPI):
@@ -339,5 +347,6 @@ class SQLiteTurnStore(ThreadedTurnAPI):
         await self.list(limit=1)
 
     def close(self) -> None:
+        self._close_executor()
         with self._lock:
             self._db.close()
