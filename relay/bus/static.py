@@ -1,9 +1,7 @@
 """Readers over events that are not a live log: a fixed list (the terminal event of a turn
-whose log is gone), or a list that grows as a worker derives it (a streaming replay
-from stored spans, :class:`DerivedReader`).
-
-With ``due`` (seconds after the first read at which each event becomes available) it
-paces them: that is how a replay keeps the original gaps between spans.
+whose log is gone, :class:`StaticReader`), or a list that grows as a worker derives it (a
+streaming replay from stored spans, :class:`DerivedReader`), paced by :func:`gap_s`:
+that is how a replay keeps the original gaps between spans.
 """
 
 from __future__ import annotations
@@ -15,14 +13,23 @@ from collections.abc import Sequence
 from relay.events import Event
 
 
+def gap_s(previous_ts: float, ts: float, speed: float, max_gap_s: float | None) -> float:
+    """Seconds a paced replay waits between two events (``ts`` in ms): their gap, at most
+    ``max_gap_s``, divided by ``speed``; 0 = all at once."""
+    if speed == 0:
+        return 0.0
+    gap = max(0.0, (ts - previous_ts) / 1000.0)
+    if max_gap_s is not None:
+        gap = min(gap, max_gap_s)
+    return gap / speed
+
+
 class StaticReader:
-    def __init__(self, events: Sequence[Event], after: int = 0,
-                 due: Sequence[float] | None = None) -> None:
-        kept = [(i, e) for i, e in enumerate(events) if e.seq > after]
-        self._events = [e for _, e in kept]
-        self._due = [due[i] for i, _ in kept] if due is not None else [0.0] * len(kept)
+    """The events of a fixed list after ``after``, all available at once."""
+
+    def __init__(self, events: Sequence[Event], after: int = 0) -> None:
+        self._events = [e for e in events if e.seq > after]
         self._next = 0
-        self._start: float | None = None
         self.cursor = after
 
     @property
@@ -30,19 +37,9 @@ class StaticReader:
         """True once every event has been taken: nothing more will ever come."""
         return self._next >= len(self._events)
 
-    def _elapsed(self) -> float:
-        if self._start is None:
-            self._start = time.monotonic()
-        return time.monotonic() - self._start
-
     def take(self, limit: int = 256) -> list[Event]:
-        elapsed = self._elapsed()
-        end = self._next
-        while (end < len(self._events) and end - self._next < limit
-               and self._due[end] <= elapsed):
-            end += 1
-        batch = self._events[self._next:end]
-        self._next = end
+        batch = self._events[self._next:self._next + limit]
+        self._next += len(batch)
         if batch:
             self.cursor = batch[-1].seq
         return batch
@@ -51,11 +48,6 @@ class StaticReader:
         if self.exhausted:
             await asyncio.sleep(timeout if timeout is not None else 3600)
             return False
-        until_due = max(0.0, self._due[self._next] - self._elapsed())
-        if timeout is not None and timeout < until_due:
-            await asyncio.sleep(timeout)
-            return False
-        await asyncio.sleep(until_due)
         return True
 
     def close(self) -> None:
@@ -119,13 +111,8 @@ class DerivedReader:
         events, due = self._source.events, self._due
         while len(due) <= k:
             n = len(due)
-            if n == 0 or self._speed == 0:
-                due.append(0.0)
-                continue
-            gap = max(0.0, (events[n].ts - events[n - 1].ts) / 1000.0)
-            if self._max_gap_s is not None:
-                gap = min(gap, self._max_gap_s)
-            due.append(due[-1] + gap / self._speed)
+            due.append(0.0 if n == 0 else due[-1] + gap_s(
+                events[n - 1].ts, events[n].ts, self._speed, self._max_gap_s))
         return due[k]
 
     def _elapsed(self) -> float:

@@ -14,7 +14,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from relay.bus.static import Derived, DerivedReader
+from relay.bus.static import Derived, DerivedReader, gap_s
 from relay.delivery.streaming import Encoder, EventStream
 from relay.events import Event
 from relay.mapping.feed import iter_replay_events
@@ -29,15 +29,12 @@ log = logging.getLogger(__name__)
 
 def paced(events: Iterable[Event], speed: float,
           max_gap_s: float | None = None) -> Iterator[tuple[Event, float]]:
-    """Each event with the seconds after the stream starts at which it is due (its gap
-    to the one before, at most ``max_gap_s``, divided by ``speed``; 0 = all at once)."""
+    """Each event with the seconds after the stream starts at which it is due (the gaps of
+    :func:`relay.bus.static.gap_s` added up)."""
     at, previous = 0.0, None
     for event in events:
-        if speed != 0 and previous is not None:
-            gap = max(0.0, (event.ts - previous) / 1000.0)
-            if max_gap_s is not None:
-                gap = min(gap, max_gap_s)
-            at += gap / speed
+        if previous is not None:
+            at += gap_s(previous, event.ts, speed, max_gap_s)
         previous = event.ts
         yield event, at
 
