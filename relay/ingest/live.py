@@ -39,15 +39,15 @@ class HexIds:
         self.spans: dict[int, str] = {}
 
     def trace(self, value: int) -> str:
-        if len(self.traces) >= self.max_entries:
-            self.traces.clear()
-        hexed = self.traces[value] = value.to_bytes(16, "big").hex()
-        return hexed
+        return self._add(self.traces, value, 16)
 
     def span(self, value: int) -> str:
-        if len(self.spans) >= self.max_entries:
-            self.spans.clear()
-        hexed = self.spans[value] = value.to_bytes(8, "big").hex()
+        return self._add(self.spans, value, 8)
+
+    def _add(self, table: dict[int, str], value: int, size: int) -> str:
+        if len(table) >= self.max_entries:
+            table.clear()
+        hexed = table[value] = value.to_bytes(size, "big").hex()
         return hexed
 
 

@@ -95,7 +95,7 @@ def replay_events(records: Sequence[SpanRecord],
     events: list[Event] = []
     feed(MappingState(resume_route=resume_route), ordered_phases(records), events.append,
          read=as_live)
-    return [event.with_seq(seq) for seq, event in enumerate(events, 1)]
+    return [event.stamped(seq) for seq, event in enumerate(events, 1)]  # fresh: in place
 
 
 def iter_replay_events(chunks: Iterable[Sequence[SpanRecord]], *,

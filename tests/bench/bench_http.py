@@ -43,7 +43,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.bench.harness import ROOT, Figure, median, na, percentile, rounds, summary
+from tests.bench.harness import (
+    ROOT,
+    Figure,
+    median,
+    na,
+    percentile,
+    rounds,
+    stop_process,
+    summary,
+)
 
 _TS = re.compile(rb'"type":"node_completed".*?"ts":([0-9.]+)')
 _soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -84,12 +93,7 @@ def server(heartbeat_s: float = 15.0, otlp: bool = False) -> Iterator[Server]:
         _wait_ready(port)
         yield Server(port, pid, proc)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop_process(proc, 10, 5)
 
 
 def _wait_ready(port: int) -> None:

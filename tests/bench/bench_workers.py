@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from tests.bench.harness import ROOT, Figure, median, na, percentile, rounds
+from tests.bench.harness import ROOT, Figure, median, na, percentile, rounds, stop_process
 
 REDIS = os.environ.get("RELAY_TEST_REDIS", "redis://127.0.0.1:6379/0")
 POSTGRES = os.environ.get("RELAY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -87,12 +87,7 @@ def serve(workers: int, store: str, data_dir: str) -> Iterator[int]:
             raise
         yield port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_process(proc, 60, 10)
         log.close()
 
 

@@ -13,6 +13,7 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -212,3 +213,13 @@ def as_json(figures: Sequence[Figure], meta: dict[str, Any]) -> dict[str, Any]:
                 d[k] = None
         out.append(d)
     return {"machine": meta, "figures": out}
+
+
+def stop_process(proc: subprocess.Popen[Any], grace_s: float, kill_wait_s: float) -> None:
+    """SIGTERM a bench server and wait ``grace_s`` for it; past that, SIGKILL."""
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(kill_wait_s)
