@@ -270,7 +270,7 @@ def _index(rules: tuple[Rule, ...]) -> tuple[tuple[str, dict[Any, tuple[Rule, ..
     return tuple(keys.items())
 
 
-_BY_KEY = _index(RULES)
+_BY_KEY = _index(RULES[2:])  # the first two (ours) classify tries before it
 _ORDER = {rule: i for i, rule in enumerate(RULES)}
 
 
@@ -281,7 +281,7 @@ def classify(record: SpanRecord) -> Facts | None:
     ``values``): one dict lookup per identifying attribute instead of every row's reader,
     with the table's order kept where a span points to rows of several keys."""
     attrs, name = record.attributes, record.name
-    if c.TURN_ID in attrs:  # the table's first two rows, whose readers always match
+    if c.TURN_ID in attrs:  # the table's first two rows: their readers always match
         return _relay_root(attrs, name)
     if c.NODE_NAME in attrs:
         return _relay_node(attrs, name)
