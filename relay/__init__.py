@@ -14,6 +14,9 @@ The public surface, curated: what an app that serves its own graph writes agains
   :class:`ChatResponse`, the run manager's :class:`ThreadBusy`.
 - the run endpoints' helpers: :func:`read_json_object`, :func:`negotiate` (JSON / SSE /
   NDJSON), :class:`ApiError` (a 4xx JSON answer), :class:`AGUIEncoder` (AG-UI 1.0 frames).
+- client-executed tools: :func:`client_tool` (a tool the client runs: calling it pauses
+  the turn with an interrupt of type ``client_tool``), :func:`client_tools_of` (the tools
+  an AG-UI client sent, for a model node to bind).
 - LangGraph's checkpointer of the embedded default (SQLite) or PostgreSQL:
   :func:`open_checkpointer`.
 - the event contract: :mod:`relay.events`; span attribute names: :mod:`relay.conventions`.
@@ -29,6 +32,7 @@ from relay.http.requests import read_json_object
 from relay.ingest.processor import RelaySpanProcessor
 from relay.langgraph.agent import GraphAgent, PendingInterrupt
 from relay.langgraph.checkpoints import check_checkpointer, open_checkpointer, read_checkpoints
+from relay.langgraph.client_tools import ClientTool, client_tool, client_tools_of
 from relay.langgraph.instrument import GraphInstrumentation
 from relay.langgraph.spans import child_span, run_span, traced_node
 from relay.langgraph.topology import topology_metadata
@@ -49,6 +53,7 @@ __all__ = [
     "AGUIEncoder",
     "ApiError",
     "ChatResponse",
+    "ClientTool",
     "ConfigError",
     "Event",
     "GraphAgent",
@@ -67,6 +72,8 @@ __all__ = [
     "TurnStore",
     "check_checkpointer",
     "child_span",
+    "client_tool",
+    "client_tools_of",
     "conventions",
     "events",
     "id_key",

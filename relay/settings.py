@@ -65,6 +65,10 @@ class RelaySettings:
     #: (set by ``serve`` in each worker it starts)
     workers: int = 1
     worker: int | None = None
+    # -- client-executed tools (relay/langgraph/client_tools.py) -----------------------
+    client_tool_max_rounds: int = 8
+    client_tool_max_result_bytes: int = 16 * 1024
+    client_tool_timeout_s: float = 300.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RelaySettings:
@@ -110,6 +114,10 @@ class RelaySettings:
             instance_id=env.get("RELAY_INSTANCE_ID") or None,
             workers=int(_float(env, "RELAY_WORKERS", 1)),
             worker=int(env["RELAY_WORKER"]) if env.get("RELAY_WORKER", "").isdigit() else None,
+            client_tool_max_rounds=int(_float(env, "RELAY_CLIENT_TOOL_MAX_ROUNDS", 8)),
+            client_tool_max_result_bytes=int(_float(env, "RELAY_CLIENT_TOOL_MAX_RESULT_BYTES",
+                                                    16 * 1024)),
+            client_tool_timeout_s=_float(env, "RELAY_CLIENT_TOOL_TIMEOUT_S", 300.0),
         )
         settings.validate()
         require_extras(settings, env)
@@ -147,6 +155,7 @@ class RelaySettings:
             raise ConfigError("RELAY_METRICS must be 'off' or 'prometheus'")
         if self.log_format not in ("text", "json"):
             raise ConfigError("RELAY_LOG_FORMAT must be 'text' or 'json'")
+        self._validate_client_tools()
         if self.thread_policy not in ("reject", "enqueue"):
             raise ConfigError("RELAY_THREAD_POLICY must be 'reject' or 'enqueue'")
         if not self.tool_timeout_s < self.turn_timeout_s:
@@ -161,6 +170,19 @@ class RelaySettings:
                 f"RELAY_SERVER_TIMEOUT_S ({self.server_timeout_s:g}): lower the turn timeout "
                 "or raise the server limit"
             )
+
+    def _validate_client_tools(self) -> None:
+        if self.client_tool_max_rounds < 1:
+            raise ConfigError("RELAY_CLIENT_TOOL_MAX_ROUNDS must be >= 1 (times one turn may "
+                              "pause for the client to run tools)")
+        if not 0 < self.client_tool_max_result_bytes < self.max_body_bytes:
+            raise ConfigError(
+                f"RELAY_CLIENT_TOOL_MAX_RESULT_BYTES ({self.client_tool_max_result_bytes}) "
+                f"must be > 0 and smaller than RELAY_MAX_BODY_BYTES ({self.max_body_bytes}): "
+                "a result travels in the resume's body")
+        if not self.client_tool_timeout_s > 0:
+            raise ConfigError("RELAY_CLIENT_TOOL_TIMEOUT_S must be > 0 (seconds a turn waits "
+                              "for the client to answer a tool call)")
 
     def _validate_scale_out(self) -> None:
         """The OTLP receiver, the Redis bus and the replica settings."""

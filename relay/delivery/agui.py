@@ -17,7 +17,12 @@ The runs (their start, outcome and order) are this module's; what one run holds 
   event, else from the approval interrupt that proposed the call), ``TOOL_CALL_END``;
 - ``tool_completed``: ``TOOL_CALL_RESULT`` (``{"tool", "status", "duration_ms"}`` as JSON);
 - ``text_delta``: ``TEXT_MESSAGE_START`` (a message's first delta), ``TEXT_MESSAGE_CONTENT``;
-- ``paused``: ``RUN_FINISHED`` with ``outcome {type: "interrupt", interrupts}``;
+- ``paused``: ``RUN_FINISHED`` with ``outcome {type: "interrupt", interrupts}``; a run
+  paused only on client-executed tools (interrupts of type ``client_tool``) is a run that
+  left frontend tool calls for the client: ``outcome {type: "success",
+  pendingToolCallIds}``, their ``TOOL_CALL_START``/``ARGS``/``END`` without a result (the
+  client answers in its next run's tool messages; the later runs of the turn do not
+  repeat those calls);
 - ``turn_completed``: ``RUN_FINISHED`` with ``outcome {type: "success"}`` and the
   ChatResponse as ``result``;
 - ``error``: ``RUN_ERROR`` (``message``, ``code``); code ``cancelled``: ``RUN_FINISHED``
@@ -55,6 +60,13 @@ APPROVAL_SCHEMA: dict[str, Any] = {
     "properties": {"approved": {"type": "boolean"}, "comment": {"type": "string"}},
 }
 
+#: what a client-executed tool's interrupt expects (resume[] instead of a tool message)
+CLIENT_TOOL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["token"],
+    "properties": {"result": {}, "error": {"type": "string"}, "token": {"type": "string"}},
+}
+
 
 def frame(event: Mapping[str, Any]) -> bytes:
     """One AG-UI event as an SSE frame: a single ``data`` line, LF framing."""
@@ -80,6 +92,7 @@ class AGUIEncoder:
         self._run: Run | None = None
         self._runs = 0
         self._tool_args: dict[str, Any] = {}
+        self._client_calls: set[str] = set()  # client-tool calls answered: not shown again
         self._remember_interrupts(interrupts or ())
         #: a successful run's RUN_FINISHED, held for the answer's message_saved (which our
         #: streams send right after turn_completed); released by the next event or the end
@@ -168,6 +181,8 @@ class AGUIEncoder:
             out += run.node_completed(f, ts)
         elif t == ev.TEXT_DELTA:
             out += run.text_delta(f, ts)
+        elif t in (ev.TOOL_STARTED, ev.TOOL_COMPLETED) and f.get("call_id") in self._client_calls:
+            pass  # a client-executed call of an earlier run: the client has it and its result
         elif t == ev.TOOL_STARTED:
             out += run.tool_started(f, ts, self._tool_args)
         elif t == ev.TOOL_COMPLETED:
@@ -217,12 +232,19 @@ class AGUIEncoder:
         raw = f.get("interrupts")
         pending = [i for i in raw if isinstance(i, Mapping)] if isinstance(raw, list) else []
         self._remember_interrupts(pending)
+        calls = [str(v.get("call_id")) for v in (i.get("value") for i in pending)
+                 if isinstance(v, Mapping) and v.get("type") == "client_tool"]
+        for call_id in calls:  # the client's to answer: no result from us
+            run.paused_results.pop(call_id, None)
         out = self._close_all(ts, status="paused")
         if not pending:
             out.append(agui_event("RUN_ERROR", ts, code="invalid_pause",
                                   message="The run paused without saying what it waits for."))
             self._run = None
             return out
+        if len(calls) == len(pending):  # frontend tool calls only: AG-UI's own way
+            return out + self._finish(ts, outcome={"type": "success",
+                                                   "pendingToolCallIds": calls})
         interrupts = [interrupt(i) for i in pending]
         return out + self._finish(ts, outcome={"type": "interrupt", "interrupts": interrupts})
 
@@ -270,6 +292,8 @@ class AGUIEncoder:
             value = item.get("value")
             if isinstance(value, Mapping) and value.get("tool") and "args" in value:
                 self._tool_args[str(value["tool"])] = value["args"]
+            if isinstance(value, Mapping) and value.get("type") == "client_tool":
+                self._client_calls.add(str(value.get("call_id")))
 
     def _release(self) -> list[dict[str, Any]]:
         held, self._held = self._held, None
@@ -286,6 +310,10 @@ def interrupt(item: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"id": str(item.get("id", "")), "reason": "input"}
     if isinstance(value, Mapping):
         out["reason"] = str(value.get("type") or "input")
+        if value.get("type") == "client_tool":
+            out["toolCallId"] = str(value.get("call_id", ""))
+            out["message"] = f"Run the tool {value.get('name')} on the client."
+            out["responseSchema"] = CLIENT_TOOL_SCHEMA
         if value.get("type") == "approval":
             out["responseSchema"] = APPROVAL_SCHEMA
             tool, args = value.get("tool"), value.get("args")

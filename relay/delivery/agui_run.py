@@ -83,6 +83,9 @@ class Run:
     streamed: bool = False  # a text message was streamed in this run
     pending_results: dict[str, tuple[str, str]] = field(default_factory=dict)  # span -> call
     tool_calls: set[str] = field(default_factory=set)  # call ids started in this run
+    #: results of tools that paused, held until the run's end: a client-executed tool
+    #: gets none (its result is the client's to give: AG-UI's pendingToolCallIds)
+    paused_results: dict[str, dict[str, Any]] = field(default_factory=dict)
     ordinal: int = 0
 
     def close_all(self, ts: float, status: str = "cancelled") -> list[dict[str, Any]]:
@@ -97,6 +100,9 @@ class Run:
         for call_id, tool in self.pending_results.values():
             out.append(tool_result(call_id, ts, {"tool": tool, "status": status}))
         self.pending_results.clear()
+        out += [tool_result(call_id, ts, content)
+                for call_id, content in self.paused_results.items()]
+        self.paused_results.clear()
         return out
 
     def node_started(self, f: Mapping[str, Any], ts: float) -> list[dict[str, Any]]:
@@ -194,5 +200,8 @@ class Run:
         call_id, tool = opened
         content = {"tool": tool, "status": f.get("status", "ok"),
                    "duration_ms": f.get("duration_ms"), "result": f.get("result")}
-        out.append(tool_result(call_id, ts, content))
+        if content["status"] == "paused":
+            self.paused_results[call_id] = content
+        else:
+            out.append(tool_result(call_id, ts, content))
         return out

@@ -12,8 +12,11 @@ AG-UI events by :class:`relay.agui.AGUIEncoder`.
 Idempotent runs: the turn of a chat run is ``uuid5(threadId, runId)``, so the same
 ``(threadId, runId)`` again attaches to that turn (same body) or is a ``409 run_conflict``
 (another body); a resume run is keyed by its body's hash, as ``/chat/resume`` is.
-``state``, ``tools``, ``context`` and ``forwardedProps`` are accepted and not used (yet:
-client-side tools are the next step).
+``tools`` (frontend tools) reach the graph as ``configurable["client_tools"]``
+(:func:`relay.client_tools_of`); a run whose ``role: "tool"`` messages answer the thread's
+pending client-tool calls (by ``toolCallId``) resumes that turn, as ``resume[]`` does
+(relay/http/client_tools.py). ``state``, ``context`` and ``forwardedProps`` are accepted
+and not used.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ from relay.http.chat import (
     start_run,
     thread_spelling,
 )
-from relay.http.chat_input import ID, digest, match_interrupts
+from relay.http.chat_input import ID, digest
+from relay.http.client_tools import ClientTools
 from relay.http.openapi import AGUI_OPENAPI
 from relay.http.parts import RelayParts
 from relay.http.requests import read_json_object
@@ -66,6 +70,7 @@ def agui_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
     ``/chat`` holds while it checks and starts a run (so duplicates attach, never rerun)."""
     router = APIRouter()
     settings = relay.settings
+    tools = ClientTools(relay, agent, starting)  # client-executed tools: checks, limits
 
     async def answer(request: Request, record: TurnRecord, after: int, run_id: str,
                      pending: list[PendingInterrupt] | None = None) -> Response:
@@ -101,9 +106,9 @@ def agui_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
                                 message=message, request_hash=request_hash,
                                 started_at=time.time() * 1000, graph=agent.name)
             run_input = agent.input_of(message, record)
-            after = await start_run(relay, record, "chat",
-                                    lambda: agent.chat(record, run_input, configurable),
-                                    create=True)
+            after = await start_run(relay, record, "chat", lambda: tools.watched(
+                record, agent.chat(record, run_input, configurable), configurable),
+                create=True)
         return await answer(request, record, after, run_id)
 
     async def resume(request: Request, thread_id: str, run_id: str, entries: list[Any],
@@ -135,11 +140,13 @@ def agui_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
                 raise ApiError(409, "not_paused", f"Thread {thread_id} has no paused run "
                                "(or this resume[] was already sent with another body); "
                                "nothing to resume.")
-            answers = match_interrupts(_resume_answers(entries, pending), pending)
+            answers = await tools.answers(record, _resume_answers(entries, pending), pending,
+                                          configurable)
+            configurable = tools.configure(configurable, pending=pending, answers=answers)
             record.resume_hash = request_hash
             await relay.turns.update(record.turn_id, resume_hash=request_hash)
-            after = await start_run(relay, record, "resume",
-                                    lambda: agent.resume(record, answers, configurable))
+            after = await start_run(relay, record, "resume", lambda: tools.watched(
+                record, agent.resume(record, answers, configurable), configurable))
         return await answer(request, record, after, run_id, pending)
 
     @router.post("/agui", dependencies=[Depends(d) for d in dependencies], tags=["agui"],
@@ -158,10 +165,11 @@ def agui_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
                            "of letters, digits, '_', '-', '.', ':'.")
         if not run_id or len(run_id) > 256:
             raise ApiError(422, "invalid_run_id", "'runId' must be 1-256 characters.")
-        configurable = configurable_of(agent, request)
-        if run_input.resume:
-            return await resume(request, thread_id, run_id, list(run_input.resume),
-                                configurable)
+        configurable = tools.configure(configurable_of(agent, request), tools=run_input.tools)
+        entries = list(run_input.resume or ()) or \
+            await tools.agui_entries(thread_id, run_input.messages)  # frontend tools' results
+        if entries:
+            return await resume(request, thread_id, run_id, entries, configurable)
         message = _last_user_message(run_input.messages)
         fingerprint = run_input.model_dump(mode="json", by_alias=True, exclude_none=True)
         fingerprint.update(threadId=id_key(thread_id), runId=id_key(run_id))  # any spelling

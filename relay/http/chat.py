@@ -29,10 +29,10 @@ from relay.events import RUN_TERMINAL
 from relay.http.chat_input import (
     digest,
     id_field,
-    match_interrupts,
     message_or_input,
     turn_id_field,
 )
+from relay.http.client_tools import ClientTools
 from relay.http.openapi import CHAT_OPENAPI, RESUME_OPENAPI
 from relay.http.parts import RelayParts
 from relay.http.requests import read_json_object
@@ -109,6 +109,7 @@ def chat_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
     router = APIRouter()
     settings = relay.settings
     limited = [Depends(d) for d in dependencies]
+    tools = ClientTools(relay, agent, starting)  # client-executed tools: checks, limits
 
     def media_of(request: Request) -> str:
         try:
@@ -149,7 +150,7 @@ def chat_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
         message, graph_input = message_or_input(body)
         thread_id = id_field(body, "thread_id")
         client_turn_id = turn_id_field(body)
-        configurable = configurable_of(agent, request)
+        configurable = tools.configure(configurable_of(agent, request))
         thread_key = id_key(thread_id) if thread_id else None
         request_hash = digest({"message": message, "thread_id": thread_key}
                               if graph_input is None else
@@ -176,9 +177,9 @@ def chat_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
                                 graph=agent.name)
             run_input = graph_input if graph_input is not None \
                 else agent.input_of(message, record)
-            after = await start_run(relay, record, "chat",
-                                    lambda: agent.chat(record, run_input, configurable),
-                                    create=True)
+            after = await start_run(relay, record, "chat", lambda: tools.watched(
+                record, agent.chat(record, run_input, configurable), configurable),
+                create=True)
         return await respond(request, record, after, media)
 
     @router.post("/chat/resume", dependencies=limited, tags=["chat"],
@@ -213,7 +214,8 @@ def chat_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
             if record.status != PAUSED or not pending:
                 raise ApiError(409, "not_paused", f"Turn {record.turn_id} is {record.status}, "
                                "not paused; nothing to resume.")
-            answers = match_interrupts(body["resume"], pending)
+            answers = await tools.answers(record, body["resume"], pending, configurable)
+            configurable = tools.configure(configurable, pending=pending, answers=answers)
             try:
                 await relay.runs.check_thread_settled(record.thread_id)
             except ThreadBusy as exc:
@@ -221,8 +223,8 @@ def chat_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
                                f"running turn {exc.turn_id}; wait for it to finish.") from None
             record.resume_hash = request_hash
             await relay.turns.update(record.turn_id, resume_hash=request_hash)
-            after = await start_run(relay, record, "resume",
-                                    lambda: agent.resume(record, answers, configurable))
+            after = await start_run(relay, record, "resume", lambda: tools.watched(
+                record, agent.resume(record, answers, configurable), configurable))
         return await respond(request, record, after, media)
 
     return router

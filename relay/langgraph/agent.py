@@ -35,6 +35,7 @@ from opentelemetry.trace import Status, StatusCode, Tracer
 
 from relay import conventions as c
 from relay.langgraph.checkpoints import read_checkpoints
+from relay.langgraph.client_tools import run_graph
 from relay.langgraph.hooks import (
     default_answer,
     default_citations,
@@ -198,7 +199,7 @@ class GraphAgent:
         }
         try:
             async with asyncio.timeout(bound.turn_timeout_s):
-                values = await self.graph.ainvoke(graph_input, config)
+                values, limit = await run_graph(self.graph, graph_input, config)
         except TimeoutError:
             spans.close("cancelled")
             return self._failed(record, run, "turn_timeout",
@@ -218,6 +219,8 @@ class GraphAgent:
             log.exception("turn %s: the graph raised", record.turn_id)
             return self._failed(record, run, "node_failed", None)
         spans.close("cancelled")  # nothing is left open by a run that returned
+        if limit is not None:  # a client-tool limit stopped the graph (client_tools.py)
+            return self._failed(record, run, limit.code, limit.message)
         return self._finished(record, run, values)
 
     def _finished(self, record: TurnRecord, run: RunSpan, values: Any) -> ChatResponse:

@@ -1,0 +1,240 @@
+"""The routes' side of client-executed tools (relay/langgraph/client_tools.py).
+
+:class:`ClientTools` is what ``/chat``, ``/chat/resume`` and ``/agui`` call, a line each:
+
+- :meth:`configure`: the run's ``configurable`` with the limits, the AG-UI client's tools
+  and, on a resume, the round it answers;
+- :meth:`answers`: a resume's answers, checked. A client-tool call is answered with
+  ``{"result": <any JSON>, "token": "..."}`` or ``{"error": "...", "token": "..."}``; a
+  token that answers no pending call of this turn (another turn's, another call's, or
+  one already used) is ``409 client_tool_token_stale``; a result over
+  ``RELAY_CLIENT_TOOL_MAX_RESULT_BYTES`` is ``413 client_tool_result_too_large``; an
+  answer after ``RELAY_CLIENT_TOOL_TIMEOUT_S`` is ``409 client_tool_timeout`` (the turn
+  is ended). The token is checked against the pending interrupt in the thread's
+  checkpoint, which every replica shares, and is stripped before the graph sees it;
+- :meth:`watched`: a run that pauses on a client tool is ended when nobody answers in
+  ``RELAY_CLIENT_TOOL_TIMEOUT_S`` (a timer on the instance that ran it; after a restart,
+  the first resume that comes too late ends it);
+- :meth:`agui_entries`: an AG-UI run whose tool messages answer the thread's pending
+  client-tool calls (by ``toolCallId``) is that turn's resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import time
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any
+
+from relay.errors import ApiError
+from relay.http.chat_input import match_interrupts
+from relay.http.parts import RelayParts
+from relay.langgraph.agent import GraphAgent, PendingInterrupt
+from relay.langgraph.client_tools import (
+    ANSWERED_KEY,
+    MAX_ROUNDS_KEY,
+    ROUND_KEY,
+    TOOLS_KEY,
+    is_client_tool_call,
+    stop_answers,
+)
+from relay.turns.records import PAUSED, TurnRecord
+from relay.turns.response import ChatResponse
+from relay.turns.runs import ThreadBusy
+from relay.turns.starting import StartLocks
+
+log = logging.getLogger("relay.client_tools")
+
+
+class ClientTools:
+    def __init__(self, relay: RelayParts, agent: GraphAgent, starting: StartLocks) -> None:
+        self.relay, self.agent, self.starting = relay, agent, starting
+        self.settings = relay.settings
+        self._timers: set[asyncio.TimerHandle] = set()
+        self._ending: set[asyncio.Task[None]] = set()
+
+    # -- a run's configurable -------------------------------------------------------------
+
+    def configure(self, configurable: Mapping[str, Any], *,
+                  pending: Sequence[PendingInterrupt] = (),
+                  answers: Mapping[str, Any] | None = None,
+                  tools: Sequence[Any] = ()) -> dict[str, Any]:
+        out = {**configurable, MAX_ROUNDS_KEY: self.settings.client_tool_max_rounds}
+        if tools:  # AG-UI's RunAgentInput.tools
+            out[TOOLS_KEY] = [t.model_dump(mode="json", exclude_none=True)
+                              if hasattr(t, "model_dump") else dict(t) for t in tools]
+        calls = [p.value for p in pending
+                 if answers is not None and p.id in answers and is_client_tool_call(p.value)]
+        if calls:
+            out[ROUND_KEY] = max(int(c.get("round") or 0) for c in calls)
+            out[ANSWERED_KEY] = [str(c.get("call_id")) for c in calls]
+        return out
+
+    # -- a resume's answers ---------------------------------------------------------------
+
+    async def answers(self, record: TurnRecord, resume: Any,
+                      pending: Sequence[PendingInterrupt],
+                      configurable: Mapping[str, Any]) -> dict[str, Any]:
+        """``match_interrupts`` with the client-tool answers checked (see the module)."""
+        calls = {p.id: p.value for p in pending if is_client_tool_call(p.value)}
+        if not calls:
+            return match_interrupts(resume, pending)
+        _check_tokens(resume, calls)
+        if self._expired(record):
+            await self._end(record, list(calls), configurable)
+            raise ApiError(409, "client_tool_timeout", f"Turn {record.turn_id} waited longer "
+                           "than RELAY_CLIENT_TOOL_TIMEOUT_S "
+                           f"({self.settings.client_tool_timeout_s:g} s) for the client's "
+                           "tool result and was ended.")
+        answers = match_interrupts(resume, pending)
+        for interrupt_id, value in calls.items():
+            answers[interrupt_id] = self._answer(value, answers[interrupt_id])
+        return answers
+
+    def _answer(self, value: Mapping[str, Any], answer: Any) -> dict[str, Any]:
+        name = value.get("name")
+        if not isinstance(answer, dict) or not isinstance(answer.get("token"), str) or \
+                ("result" in answer) == ("error" in answer):
+            raise ApiError(422, "invalid_resume", f"The call of client tool {name} is "
+                           'answered with {"result": <any JSON>, "token": "..."} or '
+                           '{"error": "...", "token": "..."}, the token from its interrupt.')
+        if "error" in answer:
+            if not isinstance(answer["error"], str):
+                raise ApiError(422, "invalid_resume", "'error' must be a string.")
+            return {"error": answer["error"][:2000]}
+        size = len(json.dumps(answer["result"], ensure_ascii=False).encode())
+        limit = self.settings.client_tool_max_result_bytes
+        if size > limit:
+            raise ApiError(413, "client_tool_result_too_large", f"The result of client tool "
+                           f"{name} is {size} bytes; RELAY_CLIENT_TOOL_MAX_RESULT_BYTES "
+                           f"allows {limit}.")
+        return {"result": answer["result"]}
+
+    def _expired(self, record: TurnRecord) -> bool:
+        return bool(record.paused_at) and time.time() * 1000 - (record.paused_at or 0) > \
+            self.settings.client_tool_timeout_s * 1000
+
+    # -- the time to answer ---------------------------------------------------------------
+
+    async def watched(self, record: TurnRecord, run: Awaitable[ChatResponse],
+                      configurable: Mapping[str, Any]) -> ChatResponse:
+        """The run; when it pauses on a client tool, a timer ends the turn if nobody
+        answers in time."""
+        response = await run
+        if response.status == PAUSED and any(is_client_tool_call(i.get("value"))
+                                             for i in response.interrupts):
+            self._later(self.settings.client_tool_timeout_s, record.turn_id, configurable)
+        return response
+
+    def _later(self, delay_s: float, turn_id: str, configurable: Mapping[str, Any]) -> None:
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._timers.discard(handle)
+            self._spawn(self._expire(turn_id, configurable))
+
+        handle = loop.call_later(max(delay_s, 0.01), fire)
+        self._timers.add(handle)
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._ending.add(task)
+        task.add_done_callback(self._ending.discard)
+
+    async def _expire(self, turn_id: str, configurable: Mapping[str, Any]) -> None:
+        try:
+            record = await self.relay.turns.get(turn_id)
+            if record is None or record.status != PAUSED:
+                return
+            if not self._expired(record):  # recorded a moment after the run returned
+                left = (record.paused_at or 0) / 1000 + self.settings.client_tool_timeout_s
+                self._later(left - time.time(), turn_id, configurable)
+                return
+            async with self.starting.hold(StartLocks.keys(turn=turn_id,
+                                                          thread=record.thread_id)):
+                record = await self.relay.turns.get(turn_id)
+                if record is None or record.status != PAUSED or \
+                        self.relay.runs.running(record.turn_id):
+                    return  # answered (here or on another instance) meanwhile
+                pending = await self.agent.pending_interrupts(record.thread_id) or []
+                ids = [p.id for p in pending if is_client_tool_call(p.value)]
+                if ids:
+                    await self._end(record, ids, configurable)
+        except Exception:
+            log.exception("relay: could not end turn %s past RELAY_CLIENT_TOOL_TIMEOUT_S",
+                          turn_id)
+
+    async def _end(self, record: TurnRecord, ids: list[str],
+                   configurable: Mapping[str, Any]) -> None:
+        """End the turn past its time: a resume run that stops the calls ``ids`` and ends
+        with the ``error`` event ``client_tool_timeout`` (the caller holds the start
+        locks of the turn and its thread)."""
+        answers = stop_answers(ids, "client_tool_timeout")
+        agent = self.agent
+        try:
+            await self.relay.runs.check_thread_settled(record.thread_id)
+            await self.relay.runs.start(record, "resume",
+                                        lambda: agent.resume(record, answers,
+                                                             dict(configurable)))
+        except ThreadBusy:
+            log.info("turn %s: its thread is busy; its expiry waits for the next resume",
+                     record.turn_id)
+
+    # -- AG-UI: tool messages answer the pending calls ------------------------------------
+
+    async def agui_entries(self, thread_id: str, messages: Sequence[Any]) -> list[Any] | None:
+        """The run's tool messages as ``resume[]`` entries when they answer the thread's
+        pending client-tool calls (by ``toolCallId``); None when they answer none."""
+        from ag_ui.core import ResumeEntry
+
+        results = {getattr(m, "tool_call_id", None): m for m in messages
+                   if getattr(m, "role", None) == "tool"}
+        if not results:
+            return None
+        latest = await self.relay.turns.list(thread_id, 1)
+        if not latest or latest[0].status != PAUSED:
+            return None
+        pending = await self.agent.pending_interrupts(latest[0].thread_id) or []
+        entries = []
+        for p in pending:
+            value = p.value
+            if not is_client_tool_call(value) or value.get("call_id") not in results:
+                continue
+            message = results[value.get("call_id")]
+            answer: dict[str, Any] = {"token": value.get("token")}
+            if getattr(message, "error", None):
+                answer["error"] = str(message.error)
+            else:
+                answer["result"] = _content(message.content)
+            entries.append(ResumeEntry(interrupt_id=p.id, status="resolved", payload=answer))
+        return entries or None
+
+
+def _content(content: Any) -> Any:
+    """A tool message's content: its JSON when it is JSON, else the text."""
+    if isinstance(content, str):
+        try:
+            return json.loads(content)
+        except ValueError:
+            return content
+    return content
+
+
+def _check_tokens(resume: Any, calls: Mapping[str, Mapping[str, Any]]) -> None:
+    """Every token the resume carries answers a pending call: 409 otherwise."""
+    answers = list(resume.values()) if isinstance(resume, dict) and "token" not in resume \
+        else [resume]
+    valid = [str(v.get("token") or "") for v in calls.values()]
+    for answer in answers:
+        token = answer.get("token") if isinstance(answer, dict) else None
+        if isinstance(token, str) and not any(hmac.compare_digest(token.encode(), v.encode())
+                                              for v in valid if v):
+            raise ApiError(409, "client_tool_token_stale", "This client-tool token answers no "
+                           "pending call of this turn: it belongs to another turn or call, or "
+                           "was already used. Answer the turn's latest paused event.")
+
+
+__all__ = ["ClientTools"]
