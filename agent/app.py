@@ -86,6 +86,8 @@ def support_agent(graph: Any, config_of: Any = None) -> GraphAgent:
 def waiting_sentence(interrupts: list[dict[str, Any]]) -> str:
     """The answer of a turn that waits for a person's approval of a refund."""
     value = interrupts[0]["value"]
+    if isinstance(value, dict) and value.get("type") == "client_tool":
+        return f"Asking your browser to run {value.get('name')}."
     if isinstance(value, dict) and value.get("tool") == "issue_refund":
         args = value.get("args", {})
         return (f"I can refund ${float(args.get('amount', 0)):.2f} on order "

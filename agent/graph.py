@@ -1,7 +1,8 @@
 """build_graph(): the compiled support agent (DESIGN.md §8).
 
     guardrail_pre ─┬─> retrieve_context ─> generate ─┬─> guardrail_post ─> END
-                   └──────(refused)──────────^       └─> human_approval ─^
+                   └──────(refused)──────────^  ^    ├─> human_approval ─^
+                                                └────┴── browser_tool (the person's browser)
 
 The library's :class:`relay.GraphAgent` opens every node's span
 (relay/langgraph/instrument.py); a node honours the fault-injection header
@@ -23,6 +24,7 @@ from agent.nodes import (
     make_human_approval,
     make_retrieve_context,
 )
+from agent.nodes.browser import browser_tool
 from agent.nodes.generate import route_after_generate
 from agent.nodes.guard import route_after_guardrail
 from agent.state import SupportState
@@ -38,6 +40,7 @@ def build_graph(deps: NodeDeps,
         "retrieve_context": make_retrieve_context(deps),
         "generate": make_generate(deps),
         "human_approval": make_human_approval(deps),
+        "browser_tool": browser_tool,
         "guardrail_post": make_guardrail_post(deps),
     }
     for name, fn in nodes.items():
@@ -47,7 +50,8 @@ def build_graph(deps: NodeDeps,
                                   ["retrieve_context", "generate"])
     builder.add_edge("retrieve_context", "generate")
     builder.add_conditional_edges("generate", route_after_generate,
-                                  ["human_approval", "guardrail_post"])
+                                  ["human_approval", "browser_tool", "guardrail_post"])
+    builder.add_edge("browser_tool", "generate")
     builder.add_edge("human_approval", "guardrail_post")
     builder.add_edge("guardrail_post", END)
     return builder.compile(checkpointer=checkpointer, name=GRAPH_ID)

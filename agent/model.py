@@ -24,7 +24,7 @@ from langchain_core.callbacks import (
     CallbackManagerForLLMRun,
 )
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
@@ -36,6 +36,8 @@ _REFUND = re.compile(
     r"\brefund\b.*?\border\s*#?\s*(?P<order>[A-Za-z0-9-]+).*?\$\s*(?P<amount>\d+(?:\.\d{1,2})?)",
     re.IGNORECASE | re.DOTALL,
 )
+_LOCAL_TIME = re.compile(r"\b(what time is it|what(?:'s| is) the time|local time|what(?:'s| is) "
+                         r"(?:the )?date|what day is it)\b", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _WORD = re.compile(r"\S+\s*")
 
@@ -71,9 +73,12 @@ class OfflineSupportModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         prompt = "\n".join(str(m.content) for m in messages)
-        question = str(messages[-1].content).split("\n\nContext:", 1)[0]
         tool_names = {t["function"]["name"] for t in kwargs.get("tools") or []}
-        message = self._tool_call(question, tool_names) or self._answer(prompt)
+        if isinstance(messages[-1], ToolMessage):  # a tool's answer: say it
+            message = _tool_answer(messages[-1])
+        else:
+            question = str(messages[-1].content).split("\n\nContext:", 1)[0]
+            message = self._tool_call(question, tool_names) or self._answer(prompt)
         input_tokens = _words(prompt)
         output_tokens = _words(str(message.content)) + 8 * len(message.tool_calls)
         message.usage_metadata = {"input_tokens": input_tokens, "output_tokens": output_tokens,
@@ -115,6 +120,9 @@ class OfflineSupportModel(BaseChatModel):
             yield ChatGenerationChunk(message=chunk)
 
     def _tool_call(self, question: str, tool_names: set[str]) -> AIMessage | None:
+        if "local_time" in tool_names and _LOCAL_TIME.search(question):
+            return AIMessage(content="", tool_calls=[
+                {"name": "local_time", "args": {}, "id": "call_local_time", "type": "tool_call"}])
         match = _REFUND.search(question)
         if match is None or "issue_refund" not in tool_names:
             return None
@@ -135,6 +143,22 @@ class OfflineSupportModel(BaseChatModel):
             sentences = _SENTENCE.split(" ".join(block["text"].split()))
             parts.append(" ".join(sentences[: self.sentences_per_passage]) + f" [{block['id']}]")
         return AIMessage(content=" ".join(parts))
+
+
+def _tool_answer(message: ToolMessage) -> AIMessage:
+    """The answer from a tool's result: the browser's ``local_time`` (``{"local",
+    "time_zone"}``), or any tool's text as it is."""
+    content = str(message.content)
+    if content.startswith("Error:"):
+        return AIMessage(content="I could not read your local time from your browser.")
+    try:
+        value = json.loads(content)
+    except ValueError:
+        value = content
+    if isinstance(value, dict) and value.get("local"):
+        zone = f" ({value['time_zone']})" if value.get("time_zone") else ""
+        return AIMessage(content=f"It is {value['local']} where you are{zone}.")
+    return AIMessage(content=f"It is {value} where you are.")
 
 
 @dataclass(frozen=True, slots=True)

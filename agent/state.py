@@ -16,10 +16,13 @@ class SupportState(TypedDict, total=False):
     proposed_tool: dict[str, Any] | None  # {"name", "args", "id"}
     refused: bool
     tool_outcome: str | None  # approved | rejected
+    client_call: dict[str, Any] | None  # a browser-side tool to run: {"name", "args", "id"}
+    client_result: dict[str, Any] | None  # its call and the browser's answer ("content")
 
 
 def fresh_turn(turn_id: str, message: str) -> SupportState:
     """The input of a new turn: resets everything the previous turn of the thread left."""
     return SupportState(turn_id=turn_id, message=message, verdict="", block_reason="",
                         passages=[], answer="", citations=[], proposed_tool=None,
-                        refused=False, tool_outcome=None)
+                        refused=False, tool_outcome=None, client_call=None,
+                        client_result=None)

@@ -62,6 +62,8 @@ GUARDRAIL_NAME = "relay.guardrail.name"
 GUARDRAIL_DECISION = "relay.guardrail.decision"
 GUARDRAIL_REASON = "relay.guardrail.reason"
 TOOL_LABEL = "relay.tool.label"
+#: a client-executed tool (relay.client_tool): its arguments are in TOOL_CALL_ARGUMENTS
+TOOL_CLIENT = "relay.tool.client"
 
 # text as it is written: a span event on the model-call span, one per chunk
 DELTA_EVENT = "gen_ai.content.delta"

@@ -5,12 +5,20 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableConfig
 
 from agent.faults import TransientModelError, fault_for
 from agent.nodes.deps import NodeDeps
 from agent.state import SupportState
+from agent.tools.local_time import local_time
 from agent.tools.refund import issue_refund
 from relay import child_span
 from relay import conventions as c
@@ -18,7 +26,8 @@ from relay import conventions as c
 SYSTEM = (
     "You are the support assistant of Larkspur Goods, a small online shop. Answer only "
     "from the context passages, cite them by their [id], and be brief. To refund an "
-    "order, call issue_refund; a person approves it before it runs."
+    "order, call issue_refund; a person approves it before it runs. For the person's own "
+    "date or time, call local_time (their browser answers it)."
 )
 
 REFUSALS = {
@@ -45,7 +54,7 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def make_generate(deps: NodeDeps):
-    model = deps.model.model.bind_tools([issue_refund])
+    model = deps.model.model.bind_tools([issue_refund, local_time])
 
     async def generate(state: SupportState, config: RunnableConfig) -> dict[str, Any]:
         if state.get("verdict") == "block":
@@ -54,8 +63,9 @@ def make_generate(deps: NodeDeps):
                     "citations": []}
         passages = state.get("passages") or []
         context = "\n".join(f"[{p['doc_id']}] {p['title']}\n{p['text']}" for p in passages)
-        messages = [SystemMessage(SYSTEM),
-                    HumanMessage(f"{state['message']}\n\nContext:\n{context}")]
+        messages: list[BaseMessage] = [
+            SystemMessage(SYSTEM), HumanMessage(f"{state['message']}\n\nContext:\n{context}")]
+        messages += _client_exchange(state.get("client_result"))
         fault = fault_for("generate", config)
         failures_left = fault.count if fault and fault.kind == "transient" else 0
         cut_after = fault.count if fault and fault.kind == "cut" else None
@@ -106,6 +116,11 @@ def make_generate(deps: NodeDeps):
             call = refund_calls[0]
             return {"proposed_tool": {"name": call["name"], "args": dict(call["args"]),
                                       "id": call.get("id") or "call_0"}}
+        browser_calls = [t for t in reply.tool_calls if t["name"] == local_time.name]
+        if browser_calls and not state.get("client_result"):
+            call = browser_calls[0]
+            return {"client_call": {"name": call["name"], "args": dict(call["args"]),
+                                    "id": call.get("id") or "call_local_time"}}
         answer = str(reply.content)
         return {"answer": answer, "proposed_tool": None,
                 "citations": _citations(passages, answer)}
@@ -118,6 +133,19 @@ def _citations(passages: list[dict[str, Any]], answer: str) -> list[dict[str, An
     return [{"doc_id": p["doc_id"], "title": p["title"]} for p in cited]
 
 
+def _client_exchange(result: dict[str, Any] | None) -> list[BaseMessage]:
+    """The browser tool's call and answer, for the model's second pass."""
+    if not result:
+        return []
+    return [AIMessage(content="", tool_calls=[{"name": result["name"], "args": result.get(
+                "args") or {}, "id": result["id"], "type": "tool_call"}]),
+            ToolMessage(content=str(result.get("content", "")), tool_call_id=result["id"],
+                        name=result["name"])]
+
+
 def route_after_generate(state: SupportState) -> str:
-    """A proposed side effect waits for a human; everything else is checked and sent."""
-    return "human_approval" if state.get("proposed_tool") else "guardrail_post"
+    """A proposed side effect waits for a human; a browser-side tool goes to the browser;
+    everything else is checked and sent."""
+    if state.get("proposed_tool"):
+        return "human_approval"
+    return "browser_tool" if state.get("client_call") else "guardrail_post"

@@ -32,6 +32,7 @@ node's context cannot be restored; the run tree does not depend on it.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -198,6 +199,10 @@ class GraphInstrumentation(BaseCallbackHandler):
         attributes: dict[str, Any] = {c.OPERATION: c.OP_TOOL, c.TOOL_NAME: name}
         if kwargs.get("tool_call_id"):
             attributes[c.TOOL_CALL_ID] = str(kwargs["tool_call_id"])
+        if (kwargs.get("metadata") or {}).get("relay_client_tool"):  # the client runs it
+            attributes[c.TOOL_CLIENT] = True
+            attributes[c.TOOL_CALL_ARGUMENTS] = json.dumps(kwargs.get("inputs") or {},
+                                                           default=str)
         self._begin(run_id, TOOL, f"execute_tool {name}", attributes)
         self._bound_tool(run_id, name)
 

@@ -8,6 +8,7 @@ nodes' names, outermost first); a node's status comes from
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from relay import conventions as c
@@ -59,6 +60,12 @@ def tool_fields(record: SpanRecord, facts: Facts) -> dict[str, Any]:
     }
     if c.TOOL_LABEL in record.attributes:
         fields["label"] = str(record.attributes[c.TOOL_LABEL])
+    if record.attributes.get(c.TOOL_CLIENT):  # a client-executed tool: what it is asked
+        fields["client"] = True
+        try:
+            fields["args"] = json.loads(str(record.attributes.get(c.TOOL_CALL_ARGUMENTS)))
+        except ValueError:
+            fields["args"] = {}
     return fields
 
 

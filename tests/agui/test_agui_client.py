@@ -72,6 +72,25 @@ def test_demo_script_through_the_real_client(agui_client: Path,
     assert first["result"] == again["result"]
 
 
+def test_a_frontend_tool_through_the_real_client(agui_client: Path,
+                                                 make_server: Callable[..., LiveServer],
+                                                 tmp_path: Path) -> None:
+    """A frontend tool (``RunAgentInput.tools``) that the demo graph calls as a client
+    tool: the run ends with the call pending (``pendingToolCallIds``, no result), the
+    real client's next run carries the tool message, and the turn answers with it."""
+    server = make_server()
+    asked, answered = _run(agui_client, server, tmp_path, "frontend_tool")["frontend_tool"][
+        "runs"]
+    finished = asked["events"][-1]
+    assert finished["type"] == "RUN_FINISHED"
+    assert finished["outcome"] == {"type": "success", "pendingToolCallIds": ["call_local_time"]}
+    start = next(e for e in asked["events"] if e["type"] == "TOOL_CALL_START")
+    assert (start["toolCallId"], start["toolCallName"]) == ("call_local_time", "local_time")
+    assert answered["result"]["status"] == "answered"
+    assert answered["result"]["turn_id"] == asked["events"][0]["runId"] or \
+        answered["result"]["thread_id"] == asked["events"][0]["threadId"]
+
+
 def test_text_arrives_in_several_deltas_over_time(agui_client: Path,
                                                   make_server: Callable[..., LiveServer],
                                                   tmp_path: Path,

@@ -19,6 +19,7 @@ DEMO_NODES = [
     "retrieve_context",
     "generate",
     "human_approval",
+    "browser_tool",
     "guardrail_post",
     "__end__",
 ]

@@ -75,7 +75,7 @@ def test_topology(agent: Agent) -> None:
     assert topo["graph_id"] == "support_agent"
     ids = [n["id"] for n in topo["nodes"]]
     assert set(ids) == {"__start__", "guardrail_pre", "retrieve_context", "generate",
-                        "human_approval", "guardrail_post", "__end__"}
+                        "human_approval", "browser_tool", "guardrail_post", "__end__"}
     edges = {(e["source"], e["target"]): e["conditional"] for e in topo["edges"]}
     assert edges[("__start__", "guardrail_pre")] is False
     assert edges[("guardrail_pre", "retrieve_context")] is True
@@ -84,6 +84,8 @@ def test_topology(agent: Agent) -> None:
     assert edges[("generate", "human_approval")] is True
     assert edges[("generate", "guardrail_post")] is True
     assert edges[("human_approval", "guardrail_post")] is False
+    assert edges[("generate", "browser_tool")] is True
+    assert edges[("browser_tool", "generate")] is False
     assert edges[("guardrail_post", "__end__")] is False
 
 
