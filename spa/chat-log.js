@@ -8,7 +8,7 @@ function h(tag, cls, text) {
   return e;
 }
 
-const SYSTEM_WHO = { error: 'Error', cancelled: 'Cancelled', paused: 'Paused' };
+const SYSTEM_WHO = { error: 'Error', cancelled: 'Cancelled', paused: 'Paused', tool: 'Browser tool' };
 
 export class ChatLog {
   /**

@@ -2,6 +2,7 @@
 // where it is answered) and the live wait clock under it and in the outcome line.
 
 import { renderInterruptCard, renderInterruptNotice } from './interrupt-card.js';
+import { browserResume } from './client-tools.js';
 import { formatClock } from './format.js';
 import { safePath } from './graphs.js';
 
@@ -25,6 +26,14 @@ export function createPause(page) {
 
   function showInterrupts(interrupts) {
     const where = resumeHere();
+    const ran = where.ok ? browserResume(interrupts) : null;
+    if (ran) {
+      // tools this browser runs (the person's local time): answered here, no card
+      const names = ran.names.join(', ');
+      chat.add('system', `Your browser ran ${names} for the agent.`, { variant: 'tool' });
+      page.resumeTurn(ran.resume, `Your browser ran ${names}.`);
+      return;
+    }
     const handle = where.ok ? renderInterruptCard(interrupts, { onResume: page.resumeTurn }) : renderInterruptNotice(interrupts, { message: where.message });
     app.approvalCard = handle;
     chat.append(handle.card);
