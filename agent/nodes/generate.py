@@ -122,8 +122,8 @@ def make_generate(deps: NodeDeps):
             return {"client_call": {"name": call["name"], "args": dict(call["args"]),
                                     "id": call.get("id") or "call_local_time"}}
         answer = str(reply.content)
-        return {"answer": answer, "proposed_tool": None,
-                "citations": _citations(passages, answer)}
+        return {"answer": answer, "proposed_tool": None,  # a browser tool's answer cites none
+                "citations": [] if state.get("client_result") else _citations(passages, answer)}
 
     return generate
 

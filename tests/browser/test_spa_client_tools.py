@@ -27,6 +27,7 @@ def test_the_browser_runs_local_time_and_the_turn_goes_on(browser, relay_server,
         wait_outcome(page, "answered")
         answer = page.inner_text("#messages .msg-agent:last-of-type .msg-body")
         assert "where you are (Asia/Tokyo)." in answer, answer
+        assert not page.query_selector("#messages .msg-agent:last-of-type .citations")
         assert page.inner_text("#messages .msg-tool") .endswith(
             "Your browser ran local_time for the agent.")
         assert not page.query_selector("#messages .interrupt-card, #messages [data-resumable]")

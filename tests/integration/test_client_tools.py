@@ -176,3 +176,26 @@ def test_a_client_that_does_not_answer_in_time_ends_the_turn(
     nxt = client.post(f"{server.url}/chat", json={"message": "Hello?",
                                                   "thread_id": paused["thread_id"]})
     assert nxt.status_code == 200 and nxt.json()["answer"] == "Free.", nxt.text
+
+
+def test_after_a_restart_a_late_answer_ends_the_turn(
+        make_server: Callable[..., LiveServer], client: httpx.Client) -> None:
+    """The demo's local_time (a client tool of the demo graph): the instance that ran the
+    pausing run stops before its timer fires; on the next instance (a short limit, long
+    past) the late answer is a 409 naming the limit, and the turn ends with its error."""
+    first = make_server(RELAY_CLIENT_TOOL_TIMEOUT_S="3600")
+    paused = events_of(stream_post(client, f"{first.url}/chat",
+                                   {"message": "What time is it for me?"}))[-1]
+    interrupt_id, value = paused_call(paused)
+    first.stop()
+    second = make_server(RELAY_CLIENT_TOOL_TIMEOUT_S="0.001")
+    ids = {"thread_id": paused["thread_id"], "turn_id": paused["turn_id"]}
+    late = client.post(f"{second.url}/chat/resume", json={
+        **ids, "resume": {interrupt_id: {"result": {"local": "noon"}, "token": value["token"]}}})
+    assert late.status_code == 409, late.text
+    assert late.json()["error"]["code"] == "client_tool_timeout"
+    assert "RELAY_CLIENT_TOOL_TIMEOUT_S" in late.json()["error"]["message"]
+    events = events_of(stream_get(client, f"{second.url}/turns/{ids['turn_id']}/events",
+                                  {"after": paused["seq"]}))
+    assert events[-1]["type"] == "error" and events[-1]["code"] == "client_tool_timeout"
+    assert client.get(f"{second.url}/turns/{ids['turn_id']}").json()["status"] == "error"

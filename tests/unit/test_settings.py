@@ -173,3 +173,26 @@ def test_rate_limit_accepted(raw: str) -> None:
 def test_rate_limit_refused(raw: str) -> None:
     with pytest.raises(ConfigError, match="RELAY_RATE_LIMIT"):
         RelaySettings.from_env({"RELAY_RATE_LIMIT": raw})
+
+
+def test_client_tool_limits_are_read_and_checked() -> None:
+    settings = RelaySettings.from_env({"RELAY_CLIENT_TOOL_MAX_ROUNDS": "3",
+                                       "RELAY_CLIENT_TOOL_MAX_RESULT_BYTES": "1024",
+                                       "RELAY_CLIENT_TOOL_TIMEOUT_S": "45"})
+    assert (settings.client_tool_max_rounds, settings.client_tool_max_result_bytes,
+            settings.client_tool_timeout_s) == (3, 1024, 45.0)
+    defaults = RelaySettings.from_env({})
+    assert (defaults.client_tool_max_rounds, defaults.client_tool_max_result_bytes,
+            defaults.client_tool_timeout_s) == (8, 16384, 300.0)
+
+
+@pytest.mark.parametrize(("env", "named"), [
+    ({"RELAY_CLIENT_TOOL_MAX_ROUNDS": "0"}, "RELAY_CLIENT_TOOL_MAX_ROUNDS"),
+    ({"RELAY_CLIENT_TOOL_MAX_RESULT_BYTES": "0"}, "RELAY_CLIENT_TOOL_MAX_RESULT_BYTES"),
+    ({"RELAY_CLIENT_TOOL_MAX_RESULT_BYTES": "70000"}, "RELAY_MAX_BODY_BYTES"),
+    ({"RELAY_CLIENT_TOOL_TIMEOUT_S": "0"}, "RELAY_CLIENT_TOOL_TIMEOUT_S"),
+    ({"RELAY_CLIENT_TOOL_TIMEOUT_S": "soon"}, "RELAY_CLIENT_TOOL_TIMEOUT_S"),
+])
+def test_bad_client_tool_limits_refuse_to_start(env: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        RelaySettings.from_env(env)
