@@ -241,9 +241,12 @@ def _resume_answers(entries: Sequence[Any], pending: list[PendingInterrupt]) -> 
                            f"(it waits on: {', '.join(sorted(known)) or 'nothing'}).")
         if entry.status == "cancelled":
             value = known[entry.interrupt_id]
-            answers[entry.interrupt_id] = {"approved": False,
-                                           "comment": "Cancelled by the client."} \
-                if isinstance(value, dict) and value.get("type") == "approval" else None
+            kind = value.get("type") if isinstance(value, dict) else None
+            answers[entry.interrupt_id] = \
+                {"approved": False, "comment": "Cancelled by the client."} \
+                if kind == "approval" else \
+                {"error": "Cancelled by the client.", "token": value.get("token")} \
+                if kind == "client_tool" and isinstance(value, dict) else None
         else:
             answers[entry.interrupt_id] = entry.payload
     if not answers:

@@ -187,20 +187,27 @@ class ClientTools:
 
     async def agui_entries(self, thread_id: str, messages: Sequence[Any]) -> list[Any] | None:
         """The run's tool messages as ``resume[]`` entries when they answer the thread's
-        pending client-tool calls (by ``toolCallId``); None when they answer none."""
+        pending client-tool calls (by ``toolCallId``); None when they answer none. A run
+        that ends with tool messages is one that answers calls: when the turn is no longer
+        paused it is the retry of the run that answered them (its entries again, so it
+        attaches to that run), or a 409."""
         from ag_ui.core import ResumeEntry
 
         results = {getattr(m, "tool_call_id", None): m for m in messages
                    if getattr(m, "role", None) == "tool"}
+        answering = bool(messages) and getattr(messages[-1], "role", None) == "tool"
         if not results:
             return None
         latest = await self.relay.turns.list(thread_id, 1)
-        if not latest or latest[0].status != PAUSED:
-            return None
-        pending = await self.agent.pending_interrupts(latest[0].thread_id) or []
+        record = latest[0] if latest else None
+        pending: list[tuple[str, Any]] = []
+        if record is not None and record.status == PAUSED:
+            pending = [(p.id, p.value) for p in
+                       await self.agent.pending_interrupts(record.thread_id) or []]
+        elif record is not None and answering and record.resume_hash:
+            pending = self._answered(record)
         entries = []
-        for p in pending:
-            value = p.value
+        for interrupt_id, value in pending:
             if not is_client_tool_call(value) or value.get("call_id") not in results:
                 continue
             message = results[value.get("call_id")]
@@ -209,8 +216,29 @@ class ClientTools:
                 answer["error"] = str(message.error)
             else:
                 answer["result"] = _content(message.content)
-            entries.append(ResumeEntry(interrupt_id=p.id, status="resolved", payload=answer))
+            entries.append(ResumeEntry(interrupt_id=interrupt_id, status="resolved",
+                                       payload=answer))
+        if not entries and answering:
+            raise ApiError(409, "not_paused", f"Thread {thread_id} waits on no client tool "
+                           "call that these tool messages answer; nothing to resume.")
         return entries or None
+
+    def _answered(self, record: TurnRecord) -> list[tuple[str, Any]]:
+        """The interrupts the turn's latest resume answered: its previous run's ``paused``
+        event on the bus (none when retention or a restart dropped it)."""
+        try:
+            reader = self.relay.bus.reader(record.turn_id, max(record.run_after_seq - 1, 0))
+            try:
+                previous = reader.take(1)
+            finally:
+                reader.close()
+        except Exception:
+            return []
+        if not previous or previous[0].type != "paused":
+            return []
+        items = previous[0].fields.get("interrupts")
+        return [(str(i.get("id")), i.get("value")) for i in items if isinstance(i, Mapping)] \
+            if isinstance(items, list) else []
 
 
 def _content(content: Any) -> Any:

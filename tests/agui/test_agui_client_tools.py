@@ -53,7 +53,7 @@ def build(model: Any) -> Any:
 def served(app_env: dict[str, str]) -> Iterator[LiveServer]:
     relay = Relay.from_env(app_env)
     model = scripted(call("get_location", {"precise": False}, "call_loc_1"),
-                     text("You are in Lyon."), name="where-model")
+                     text("You are in Lyon."), text("You're welcome."), name="where-model")
     app = FastAPI(lifespan=relay.lifespan)
     relay.mount(app, GraphAgent(build(model), name="whereami"))
     server = LiveServer(app).start()
@@ -98,6 +98,16 @@ def test_a_frontend_tool_round_trips_over_agui(served: LiveServer) -> None:
         state = http.get(f"{served.url}/turns/{turn}").json()
         assert state["status"] == "answered"
 
-        # the same history again (a new run): the call is answered, nothing is pending
+        # the same run again (a retry): it attaches to the run that answered the call
+        again = post_agui(http, served.url, run_input(thread, "run-2", history))
+        assert again[-1]["result"] == second[-1]["result"]
+        # another run with the same tool messages: they answer nothing pending now
         third = http.post(f"{served.url}/agui", json=run_input(thread, "run-3", history))
-        assert third.status_code == 200  # a new turn from the last user message
+        assert third.status_code == 409, third.text
+        assert third.json()["error"]["code"] == "not_paused"
+        # a new user message after them is a new turn (the old tool messages are history)
+        fourth = post_agui(http, served.url, run_input(thread, "run-4", [
+            *history, {"id": "a2", "role": "assistant", "content": "You are in Lyon."},
+            user("Thanks!", "m2")]))
+        check_stream(fourth)
+        assert fourth[-1]["result"]["answer"] == "You're welcome."
