@@ -116,7 +116,7 @@ def test_answered_turn_live_graph(page, shot, trace_url):
     assert page.locator("#latency-legend li").count() == 5
     assert page.get_attribute("[data-node='generate']", "data-instances") == "1"
     # conditional edges are drawn differently; the taken path is highlighted
-    assert page.locator("path.edge-conditional").count() == 4
+    assert page.locator("path.edge-conditional").count() == 5  # guardrail_pre: 2, generate: 3
     assert page.locator("path.edge-taken[data-edge='retrieve_context->generate']").count() == 1
     assert page.locator("path.edge-taken[data-edge='guardrail_pre->generate']").count() == 0
     # the answer, with citations, as text
