@@ -46,6 +46,11 @@ def default_status(values: Any) -> str:
 
 
 def default_waiting(interrupts: list[dict[str, Any]]) -> str:
+    values = [i.get("value") for i in interrupts]
+    names = [str(v.get("name")) for v in values
+             if isinstance(v, Mapping) and v.get("type") == "client_tool"]
+    if names and len(names) == len(values):  # client-executed tools (client_tools.py)
+        return f"Waiting for the client to run {', '.join(names)}."
     return "Waiting for a person to answer."
 
 

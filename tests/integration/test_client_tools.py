@@ -82,6 +82,7 @@ def test_a_client_tool_round_trips_over_json_and_its_token_is_single_use(
     server = serve(ask_time(), text("Noon."), ask_time("call_time_2"), text("One."))
     first = client.post(f"{server.url}/chat", json={"message": "Time?"}).json()
     assert first["status"] == "paused"
+    assert first["answer"] == "Waiting for the client to run local_time."
     [item] = first["interrupts"]
     token = item["value"]["token"]
     ids = {"thread_id": first["thread_id"], "turn_id": first["turn_id"]}

@@ -164,3 +164,24 @@ def test_one_running_turn_per_thread_across_instances(make_instance, redis_url,
         third = client.post(f"{b.url}/chat", json={"message": "How do refunds work?",
                                                    "thread_id": thread})
         assert third.status_code == 200 and third.json()["status"] == "answered"
+
+
+def test_a_client_tool_paused_on_a_is_answered_on_b(make_instance, redis_url,
+                                                    postgres_url) -> None:
+    """The demo's local_time: the single-use token is checked against the shared
+    checkpoint, so B takes the answer; the used token is then refused on A."""
+    a, b = pair(make_instance, redis_url, postgres_url)
+    with httpx.Client(timeout=30) as client:
+        body = client.post(f"{a.url}/chat", json={"message": "What time is it for me?"}).json()
+        assert body["status"] == "paused", body
+        [item] = body["interrupts"]
+        assert item["value"]["type"] == "client_tool"
+        ids = {"thread_id": body["thread_id"], "turn_id": body["turn_id"]}
+        answer = {"result": {"local": "09:30", "time_zone": "UTC"},
+                  "token": item["value"]["token"]}
+        resumed = client.post(f"{b.url}/chat/resume", json={**ids, "resume": answer})
+        assert resumed.status_code == 200, resumed.text
+        assert resumed.json()["answer"] == "It is 09:30 where you are (UTC)."
+        reused = client.post(f"{a.url}/chat/resume", json={**ids, "resume": {
+            **answer, "result": {"local": "10:00"}}})
+        assert reused.status_code == 409, reused.text
