@@ -26,9 +26,10 @@ export function createPause(page) {
 
   function showInterrupts(interrupts) {
     const where = resumeHere();
-    const ran = where.ok ? browserResume(interrupts) : null;
+    const ran = where.ok && app.turnRoutes ? browserResume(interrupts) : null;
     if (ran) {
-      // tools this browser runs (the person's local time): answered here, no card
+      // tools this browser runs (the person's local time) for a turn this page started:
+      // answered here, no card
       const names = ran.names.join(', ');
       chat.add('system', `Your browser ran ${names} for the agent.`, { variant: 'tool' });
       page.resumeTurn(ran.resume, `Your browser ran ${names}.`);
