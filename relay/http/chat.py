@@ -211,6 +211,7 @@ def chat_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
                 raise ApiError(409, "turn_running",
                                f"Turn {record.turn_id} is running, not paused.")
             pending = await agent.pending_interrupts(record.thread_id)
+            tools.refuse_spent_token(record, body["resume"], pending)
             if record.status != PAUSED or not pending:
                 raise ApiError(409, "not_paused", f"Turn {record.turn_id} is {record.status}, "
                                "not paused; nothing to resume.")

@@ -94,6 +94,16 @@ class ClientTools:
             answers[interrupt_id] = self._answer(value, answers[interrupt_id])
         return answers
 
+    def refuse_spent_token(self, record: TurnRecord, resume: Any,
+                           pending: Sequence[PendingInterrupt] | None) -> None:
+        """A resume that carries a client-tool token to a turn waiting on no client-tool
+        call (it finished, or waits on something else): ``409 client_tool_token_stale``."""
+        calls = {p.id: p.value for p in pending or () if is_client_tool_call(p.value)}
+        if record.status != PAUSED:
+            calls = {}
+        if _tokens(resume) and not calls:
+            raise ApiError(409, "client_tool_token_stale", _STALE)
+
     def _answer(self, value: Mapping[str, Any], answer: Any) -> dict[str, Any]:
         name = value.get("name")
         if not isinstance(answer, dict) or not isinstance(answer.get("token"), str) or \
@@ -251,18 +261,23 @@ def _content(content: Any) -> Any:
     return content
 
 
-def _check_tokens(resume: Any, calls: Mapping[str, Mapping[str, Any]]) -> None:
-    """Every token the resume carries answers a pending call: 409 otherwise."""
+_STALE = ("This client-tool token answers no pending call of this turn: it belongs to "
+          "another turn or call, or was already used. Answer the turn's latest paused event.")
+
+
+def _tokens(resume: Any) -> list[str]:
+    """The client-tool tokens a resume carries (a bare answer, or one per interrupt)."""
     answers = list(resume.values()) if isinstance(resume, dict) and "token" not in resume \
         else [resume]
+    return [a["token"] for a in answers if isinstance(a, dict) and isinstance(a.get("token"), str)]
+
+
+def _check_tokens(resume: Any, calls: Mapping[str, Mapping[str, Any]]) -> None:
+    """Every token the resume carries answers a pending call: 409 otherwise."""
     valid = [str(v.get("token") or "") for v in calls.values()]
-    for answer in answers:
-        token = answer.get("token") if isinstance(answer, dict) else None
-        if isinstance(token, str) and not any(hmac.compare_digest(token.encode(), v.encode())
-                                              for v in valid if v):
-            raise ApiError(409, "client_tool_token_stale", "This client-tool token answers no "
-                           "pending call of this turn: it belongs to another turn or call, or "
-                           "was already used. Answer the turn's latest paused event.")
+    for token in _tokens(resume):
+        if not any(hmac.compare_digest(token.encode(), v.encode()) for v in valid if v):
+            raise ApiError(409, "client_tool_token_stale", _STALE)
 
 
 __all__ = ["ClientTools"]

@@ -96,6 +96,7 @@ def test_a_client_tool_round_trips_over_json_and_its_token_is_single_use(
     reused = client.post(f"{server.url}/chat/resume", json={
         **ids, "resume": {"result": "13:00", "token": token}})
     assert reused.status_code == 409, reused.text
+    assert reused.json()["error"]["code"] == "client_tool_token_stale"
 
     second = client.post(f"{server.url}/chat", json={"message": "And now?",
                                                      "thread_id": first["thread_id"]}).json()
