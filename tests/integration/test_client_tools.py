@@ -7,6 +7,7 @@ token is a 409."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -75,6 +76,18 @@ def test_a_client_tool_round_trips_over_sse(serve: Callable[..., LiveServer],
     assert resumed[-1]["response"]["answer"] == "It is 09:30 where you are."
     done = [e for e in resumed if e["type"] == "tool_completed"]
     assert [(e["tool"], e["status"]) for e in done] == [("local_time", "ok")]
+    assert started[0]["client"] is True and started[0]["args"] == {"format": "iso"}
+
+    # the spans hold it all: the turn replays from them as it streamed live
+    turn = events[-1]["turn_id"]
+    deadline = time.monotonic() + 10
+    while client.get(f"{server.url}/turns/{turn}").json()["status"] == "running":
+        assert time.monotonic() < deadline, "the turn never recorded its end"
+        time.sleep(0.02)
+    live = events_of(stream_get(client, f"{server.url}/turns/{turn}/events"))
+    replayed = events_of(stream_get(client, f"{server.url}/turns/{turn}/events",
+                                    {"source": "spans"}))
+    assert replayed == live
 
 
 def test_a_client_tool_round_trips_over_json_and_its_token_is_single_use(
