@@ -15,7 +15,7 @@ class SupportState(TypedDict, total=False):
     citations: list[dict[str, Any]]
     proposed_tool: dict[str, Any] | None  # {"name", "args", "id"}
     refused: bool
-    tool_outcome: str | None  # approved | rejected
+    tool_outcome: str | None  # approved | rejected | refused (not the user's order)
 
 
 def fresh_turn(turn_id: str, message: str) -> SupportState:

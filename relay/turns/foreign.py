@@ -85,9 +85,15 @@ async def record_received_events(turns: TurnStore, events: Sequence[Event],
             log.exception("relay: could not record received turn %s", event.turn_id)
 
 
-async def record_imported_turn(turns: TurnStore, turn: TurnSpans) -> None:
-    """List an imported turn in GET /turns (past turns), unless this relay knows it."""
-    await record_received_turn(turns, turn.turn_id, lambda: _imported_record(turn))
+async def record_imported_turn(turns: TurnStore, turn: TurnSpans, user_id: str = "") -> None:
+    """List an imported turn in GET /turns (past turns), unless this relay knows it; the
+    importer's (``user_id``) when requests have users."""
+    def build() -> TurnRecord:
+        record = _imported_record(turn)
+        record.user_id = user_id
+        return record
+
+    await record_received_turn(turns, turn.turn_id, build)
 
 
 def imported_runs(turn: TurnSpans) -> list[RunIndex]:
