@@ -73,8 +73,9 @@ def may_see(user: User | None, record: TurnRecord) -> bool:
 
 
 def check_owner(user: User | None, record: TurnRecord | None,
-                message: str = "There is no such turn.") -> TurnRecord:
+                message: str = "There is no such turn.", code: str = "unknown_turn"
+                ) -> TurnRecord:
     """``record`` when ``user`` may see it; else the 404 of a turn that does not exist."""
     if record is None or not may_see(user, record):
-        raise ApiError(404, "unknown_turn", message)
+        raise ApiError(404, code, message)
     return record

@@ -241,7 +241,7 @@ def build_router(relay: RelayParts) -> APIRouter:
         if user is not None:  # whose answer it is: its turn's user
             message = await relay.messages.get(message_id)
             record = await relay.turns.get(message.turn_id) if message is not None else None
-            check_owner(user, record, "There is no such message.")
+            check_owner(user, record, "There is no such message.", "unknown_message")
         if not await relay.messages.rate(message_id, rating, comment):
             raise ApiError(404, "unknown_message", "There is no such message.")
         return JSONResponse({"message_id": message_id, "rating": rating})
