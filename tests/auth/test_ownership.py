@@ -19,7 +19,7 @@ from tests.auth.ownership import (
     assert_none_reachable,
     requests_on,
 )
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, iter_frames
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +118,28 @@ def test_proxy_mode_trusts_the_user_header_only_with_its_secret(
         assert response.status_code == 401
         assert response.headers["www-authenticate"] == 'Proxy realm="span-relay"'
     assert_all_reachable(client, server.url, alice, turns)
+
+
+def test_the_live_turn_list_shows_one_only_ones_own(jwt_server: LiveServer, issuer: Issuer,
+                                                    client: httpx.Client) -> None:
+    alice, bob = bearer(issuer.token("alice")), bearer(issuer.token("bob"))
+    turns = alices_turns(client, jwt_server.url, alice)
+    seen: list[dict] = []
+    with client.stream("GET", f"{jwt_server.url}/turns", headers={
+            **bob, "Accept": "text/event-stream"}) as response:
+        assert response.status_code == 200
+        frames = iter_frames(response)
+        first = next(f for f in frames if f.event == "turns")
+        assert first.json["turns"] == []
+        # alice's turn changes first, then bob's: the feed sends changes in order, so
+        # anything of hers would come before his
+        client.post(f"{jwt_server.url}/chat", headers=alice, json={"message": "Shipping?"})
+        own = client.post(f"{jwt_server.url}/chat", headers=bob,
+                          json={"message": "Shipping?"}).json()
+        for frame in frames:
+            if frame.event == "turn":
+                seen.append(frame.json)
+                if frame.json["turn_id"] == own["turn_id"]:
+                    break
+    assert seen and {t["turn_id"] for t in seen} == {own["turn_id"]}
+    assert turns.answered not in {t["turn_id"] for t in seen}
