@@ -83,7 +83,8 @@ class Relay:
         #: every change of a turn's status, for watchers (GET /turns as a stream, ?wait=)
         self.feed = TurnFeed()
         self.turns: TurnStore = WatchedTurns(open_turn_store(settings), self.feed)
-        self._foreign_records = RecordWriter(self.turns, self._noted.messages)
+        self._foreign_records = RecordWriter(self.turns, self._noted.messages,
+                                             self._noted.users)
         self.messages = SQLiteMessageStore(settings.data_dir / "messages.db")
         #: finished spans, for replay (RELAY_STORE); written by add_span_store's processor
         self.store: SpanStore = open_store(settings)
