@@ -15,7 +15,7 @@ class SupportState(TypedDict, total=False):
     citations: list[dict[str, Any]]
     proposed_tool: dict[str, Any] | None  # {"name", "args", "id"}
     refused: bool
-    tool_outcome: str | None  # approved | rejected
+    tool_outcome: str | None  # approved | rejected | refused (not the user's order)
     client_call: dict[str, Any] | None  # a browser-side tool to run: {"name", "args", "id"}
     client_result: dict[str, Any] | None  # its call and the browser's answer ("content")
 

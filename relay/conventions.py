@@ -8,6 +8,8 @@ a constant.
 OPERATION = "gen_ai.operation.name"
 AGENT_NAME = "gen_ai.agent.name"
 CONVERSATION_ID = "gen_ai.conversation.id"
+#: the user a run acts for (RELAY_AUTH=jwt or proxy): OTel's general attribute
+ENDUSER_ID = "enduser.id"
 PROVIDER = "gen_ai.provider.name"
 REQUEST_MODEL = "gen_ai.request.model"
 RESPONSE_MODEL = "gen_ai.response.model"

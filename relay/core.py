@@ -31,6 +31,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer
 
 from relay import readiness
+from relay.auth import open_authenticator
 from relay.bus import Bus, open_bus, open_cancels
 from relay.delivery.streaming import Encoder, EventStream
 from relay.delivery.streams import Streams
@@ -47,8 +48,7 @@ from relay.turns.feed import TurnFeed, WatchedTurns
 from relay.turns.foreign import NotedRuns, RecordWriter
 from relay.turns.messages import SQLiteMessageStore
 from relay.turns.postgres import open_turn_store
-from relay.turns.records import TurnRecord, TurnStore
-from relay.turns.recovery import terminal_event
+from relay.turns.records import TurnStore
 from relay.turns.runs import RunManager
 from relay.turns.starting import StartLocks
 
@@ -63,9 +63,9 @@ log = logging.getLogger("relay")
 class Relay:
     def __init__(self, settings: RelaySettings,
                  environ: Mapping[str, str] | None = None) -> None:
+        from relay.http.identity import identity_dependency, token_checker
         from relay.http.limits import RateLimit, no_limit
         from relay.http.middleware import bus_dependency
-        from relay.http.requests import token_checker
 
         self.settings = settings
         #: the environment it was made from (the checkpointer's and OTLP export's OTEL_*)
@@ -83,7 +83,8 @@ class Relay:
         #: every change of a turn's status, for watchers (GET /turns as a stream, ?wait=)
         self.feed = TurnFeed()
         self.turns: TurnStore = WatchedTurns(open_turn_store(settings), self.feed)
-        self._foreign_records = RecordWriter(self.turns, self._noted.messages)
+        self._foreign_records = RecordWriter(self.turns, self._noted.messages,
+                                             self._noted.users)
         self.messages = SQLiteMessageStore(settings.data_dir / "messages.db")
         #: finished spans, for replay (RELAY_STORE); written by add_span_store's processor
         self.store: SpanStore = open_store(settings)
@@ -107,6 +108,8 @@ class Relay:
         #: dependencies for the app's routes: the bearer token (RELAY_API_TOKEN), the
         #: rate limit of the run endpoints (RELAY_RATE_LIMIT), the shared bus being up
         self.require_token: Callable[..., Awaitable[None]] = token_checker(settings.api_token)
+        #: who a request acts for (RELAY_AUTH; relay/auth): every API route's dependency
+        self.identify = identity_dependency(open_authenticator(settings))
         self.rate_limit = RateLimit.parse(settings.rate_limit) if settings.rate_limit \
             else no_limit
         self.require_bus = bus_dependency(self.bus_problem)
@@ -391,10 +394,3 @@ class Relay:
                 await reader.wait(None)
         finally:
             reader.close()
-
-    def outcome_stream(self, record: TurnRecord, after: int, media: str, *,
-                       encoder: Encoder | None = None) -> EventStream:
-        """A stream of just the turn's terminal event, rebuilt from its record (the log is
-        gone: a restart, or retention)."""
-        return self.streams.outcome(terminal_event(record, after), after, media,
-                                    encoder=encoder)

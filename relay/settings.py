@@ -65,7 +65,15 @@ class RelaySettings:
     #: (set by ``serve`` in each worker it starts)
     workers: int = 1
     worker: int | None = None
-    # -- client-executed tools (relay/langgraph/client_tools.py) -----------------------
+    # -- who is asking (relay/auth): RELAY_AUTH none | token | jwt | proxy ---------------
+    auth: str = "none"
+    jwt_jwks: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    jwt_leeway_s: float = 30.0
+    proxy_user_header: str = "X-Forwarded-User"
+    proxy_secret: str | None = None
+    # client-executed tools (relay/langgraph/client_tools.py)
     client_tool_max_rounds: int = 8
     client_tool_max_result_bytes: int = 16 * 1024
     client_tool_timeout_s: float = 300.0
@@ -114,6 +122,14 @@ class RelaySettings:
             instance_id=env.get("RELAY_INSTANCE_ID") or None,
             workers=int(_float(env, "RELAY_WORKERS", 1)),
             worker=int(env["RELAY_WORKER"]) if env.get("RELAY_WORKER", "").isdigit() else None,
+            auth=(env.get("RELAY_AUTH") or ("token" if env.get("RELAY_API_TOKEN") else "none"))
+            .strip().lower(),
+            jwt_jwks=env.get("RELAY_JWT_JWKS") or None,
+            jwt_issuer=env.get("RELAY_JWT_ISSUER") or None,
+            jwt_audience=env.get("RELAY_JWT_AUDIENCE") or None,
+            jwt_leeway_s=_float(env, "RELAY_JWT_LEEWAY_S", 30.0),
+            proxy_user_header=env.get("RELAY_PROXY_USER_HEADER") or "X-Forwarded-User",
+            proxy_secret=env.get("RELAY_PROXY_SECRET") or None,
             client_tool_max_rounds=int(_float(env, "RELAY_CLIENT_TOOL_MAX_ROUNDS", 8)),
             client_tool_max_result_bytes=int(_float(env, "RELAY_CLIENT_TOOL_MAX_RESULT_BYTES",
                                                     16 * 1024)),
@@ -133,6 +149,7 @@ class RelaySettings:
         if self.bus != "memory" and not self.bus.startswith(("redis://", "rediss://")):
             raise ConfigError(f"RELAY_BUS={self.bus!r}: use 'memory' or a redis:// URL")
         self._validate_scale_out()
+        self._validate_auth()
         if self.store != "sqlite" and not self.store.startswith(("postgresql://", "postgres://")):
             raise ConfigError(f"RELAY_STORE={self.store!r}: use 'sqlite' or a postgresql:// URL")
         if not 0 < self.store_retention_s < float("inf"):  # also refuses nan
@@ -173,16 +190,13 @@ class RelaySettings:
 
     def _validate_client_tools(self) -> None:
         if self.client_tool_max_rounds < 1:
-            raise ConfigError("RELAY_CLIENT_TOOL_MAX_ROUNDS must be >= 1 (times one turn may "
-                              "pause for the client to run tools)")
-        if not 0 < self.client_tool_max_result_bytes < self.max_body_bytes:
-            raise ConfigError(
-                f"RELAY_CLIENT_TOOL_MAX_RESULT_BYTES ({self.client_tool_max_result_bytes}) "
-                f"must be > 0 and smaller than RELAY_MAX_BODY_BYTES ({self.max_body_bytes}): "
-                "a result travels in the resume's body")
+            raise ConfigError("RELAY_CLIENT_TOOL_MAX_ROUNDS must be >= 1 (client-tool pauses)")
         if not self.client_tool_timeout_s > 0:
-            raise ConfigError("RELAY_CLIENT_TOOL_TIMEOUT_S must be > 0 (seconds a turn waits "
-                              "for the client to answer a tool call)")
+            raise ConfigError("RELAY_CLIENT_TOOL_TIMEOUT_S must be > 0 (seconds to answer)")
+        limit, body = self.client_tool_max_result_bytes, self.max_body_bytes
+        if not 0 < limit < body:
+            raise ConfigError(f"RELAY_CLIENT_TOOL_MAX_RESULT_BYTES ({limit}) must be > 0 and "
+                              f"below RELAY_MAX_BODY_BYTES ({body}): the result is in the body")
 
     def _validate_scale_out(self) -> None:
         """The OTLP receiver, the Redis bus and the replica settings."""
@@ -207,6 +221,51 @@ class RelaySettings:
             raise ConfigError("RELAY_OTLP_SETTLE_MS must be between 0 and 60000 (how long "
                               "received spans wait for the spans racing them; 0: no wait)")
 
+    def _validate_auth(self) -> None:
+        """RELAY_AUTH and what its mode needs (README "Security")."""
+        if self.auth not in ("none", "token", "jwt", "proxy"):
+            raise ConfigError(f"RELAY_AUTH={self.auth!r}: use none, token (RELAY_API_TOKEN), "
+                              "jwt (RELAY_JWT_*) or proxy (RELAY_PROXY_*)")
+        if self.auth == "token" and not self.api_token:
+            raise ConfigError("RELAY_AUTH=token needs RELAY_API_TOKEN (the shared token)")
+        if self.auth == "none" and self.api_token:
+            raise ConfigError("RELAY_AUTH=none with RELAY_API_TOKEN set: unset the token, "
+                              "or use RELAY_AUTH=token")
+        if self.auth == "jwt":
+            missing = [name for name, value in (("RELAY_JWT_JWKS", self.jwt_jwks),
+                                                ("RELAY_JWT_ISSUER", self.jwt_issuer),
+                                                ("RELAY_JWT_AUDIENCE", self.jwt_audience))
+                       if not value]
+            if missing:
+                raise ConfigError(f"RELAY_AUTH=jwt needs {', '.join(missing)} (the key set "
+                                  "a token is verified against, its iss and its aud)")
+            assert self.jwt_jwks is not None
+            if not self.jwt_jwks.startswith(("https://", "http://")) \
+                    and not Path(self.jwt_jwks).is_file():
+                raise ConfigError(f"RELAY_JWT_JWKS={self.jwt_jwks!r} is neither an http(s) "
+                                  "URL nor a readable file")
+            if not 0 <= self.jwt_leeway_s <= 300:
+                raise ConfigError("RELAY_JWT_LEEWAY_S must be between 0 and 300 (seconds of "
+                                  "clock skew allowed on exp and nbf)")
+        if self.auth in ("jwt", "proxy") and (self.otlp_http or self.otlp_grpc) \
+                and not self.api_token:
+            raise ConfigError(f"RELAY_AUTH={self.auth} with the OTLP receiver on needs "
+                              "RELAY_API_TOKEN: the receiver keeps its own credential (the "
+                              "collector's), apart from the users' tokens")
+        if self.auth == "proxy":
+            if not self.proxy_secret or len(self.proxy_secret) < 16:
+                raise ConfigError("RELAY_AUTH=proxy needs RELAY_PROXY_SECRET (16 characters "
+                                  "or more): the proxy sends it in X-Relay-Proxy-Secret, so "
+                                  "a user header from anyone else is not trusted")
+            if not self.proxy_user_header.replace("-", "").isalnum():
+                raise ConfigError(f"RELAY_PROXY_USER_HEADER={self.proxy_user_header!r} is "
+                                  "not a header name")
+
+    @property
+    def has_users(self) -> bool:
+        """Requests act for a user (RELAY_AUTH=jwt or proxy): turns have owners."""
+        return self.auth in ("jwt", "proxy")
+
     def resolved_spa_dir(self) -> Path | None:
         """The SPA folder: RELAY_SPA_DIR, else ``spa/`` beside the package, else ./spa."""
         candidates = [self.spa_dir] if self.spa_dir else []
@@ -230,6 +289,7 @@ _DISTRIBUTIONS = {
     "langgraph.checkpoint.postgres": "langgraph-checkpoint-postgres",
     "bm25s": "bm25s",
     "langchain_openai": "langchain-openai",
+    "jwt": "pyjwt",
 }
 _POSTGRES = ("postgresql://", "postgres://")
 
@@ -278,6 +338,8 @@ def missing_extras(settings: RelaySettings, environ: Mapping[str, str] | None = 
         elif protocol == "http/protobuf":
             need("otlp", f"{endpoint} (OTLP export over HTTP)",
                  "opentelemetry.exporter.otlp.proto.http")
+    if settings.auth == "jwt":
+        need("auth", "RELAY_AUTH=jwt", "jwt", "cryptography")
     if settings.metrics == "prometheus":
         need("metrics", "RELAY_METRICS=prometheus",
              "opentelemetry.exporter.prometheus", "prometheus_client")

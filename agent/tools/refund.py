@@ -1,7 +1,10 @@
 """``issue_refund``: the demo's side-effecting tool, and the ledger it writes to.
 
 The ledger is a SQLite table keyed by an idempotency key (the turn id), so a refund that
-was approved once is issued once, even if the node runs again.
+was approved once is issued once, even if the node runs again. Orders have owners: a
+refund is issued only on an order of the user the turn acts for
+(``config["configurable"]["user"]``, RELAY_AUTH=jwt or proxy); a relay without users
+acts for :data:`GUEST`. The demo's orders are :data:`DEMO_ORDERS`.
 """
 
 from __future__ import annotations
@@ -15,6 +18,12 @@ from pathlib import Path
 from langchain_core.tools import tool
 
 MAX_REFUND = 500.0
+#: whom the demo acts for when requests have no user (RELAY_AUTH none or token)
+GUEST = "guest"
+#: the demo shop's orders and their owners: the guest's, and two users' for trying
+#: RELAY_AUTH=jwt or proxy (a token whose ``sub`` is ``alice`` may refund 2001, not 1234)
+DEMO_ORDERS = {"1234": GUEST, "1001": GUEST, "2001": "alice", "2002": "alice",
+               "3001": "bob"}
 
 
 @tool
@@ -35,6 +44,10 @@ class RefundError(Exception):
     pass
 
 
+class NotYourOrder(RefundError):
+    """The order is not the requesting user's (or does not exist): refused, not failed."""
+
+
 class RefundLedger:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -45,10 +58,23 @@ class RefundLedger:
             "refund_id TEXT NOT NULL, order_id TEXT NOT NULL, amount REAL NOT NULL, "
             "created_at REAL NOT NULL)"
         )
+        self._db.execute("CREATE TABLE IF NOT EXISTS orders (order_id TEXT PRIMARY KEY, "
+                         "owner TEXT NOT NULL)")
+        self._db.executemany("INSERT OR IGNORE INTO orders VALUES (?, ?)",
+                             list(DEMO_ORDERS.items()))
 
-    def issue(self, order_id: str, amount: float, idempotency_key: str) -> Refund:
+    def owner_of(self, order_id: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT owner FROM orders WHERE order_id = ?",
+                                   (order_id,)).fetchone()
+        return str(row[0]) if row else None
+
+    def issue(self, order_id: str, amount: float, idempotency_key: str,
+              user_id: str = GUEST) -> Refund:
         if not 0 < amount <= MAX_REFUND:
             raise RefundError(f"refunds must be between $0.01 and ${MAX_REFUND:.0f}")
+        if self.owner_of(order_id) != user_id:
+            raise NotYourOrder(f"order {order_id} is not one of your orders")
         with self._lock:
             row = self._db.execute(
                 "SELECT refund_id, order_id, amount FROM refunds WHERE idempotency_key = ?",

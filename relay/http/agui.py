@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from starlette.responses import Response
 
 from relay import events
+from relay.auth import User
 from relay.delivery.agui import AGUIEncoder
 from relay.delivery.negotiation import SSE
 from relay.errors import ApiError
@@ -45,6 +46,7 @@ from relay.http.chat import (
 )
 from relay.http.chat_input import ID, digest
 from relay.http.client_tools import ClientTools
+from relay.http.identity import may_see, user_of
 from relay.http.openapi import AGUI_OPENAPI
 from relay.http.parts import RelayParts
 from relay.http.requests import read_json_object
@@ -88,23 +90,25 @@ def agui_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
                                      encoder=encoder)
 
     async def chat(request: Request, thread_id: str, run_id: str, message: str,
-                   request_hash: str, configurable: dict[str, Any]) -> Response:
+                   request_hash: str, configurable: dict[str, Any],
+                   user: User | None) -> Response:
         turn_id = turn_id_for(thread_id, run_id)
         # one check-and-start at a time for this run and thread, shared with /chat
         async with starting.hold(StartLocks.keys(turn=turn_id, thread=thread_id)):
             existing = await known_turn(relay, turn_id, request_hash, agent, ApiError(
                 409, "run_conflict", f"Run {run_id} of thread {thread_id} exists with a "
-                "different input; send a new runId for a new run."))
+                "different input; send a new runId for a new run."), user)
             if existing is not None:
                 return await answer(request, existing, 0, run_id)
-            thread_id = await thread_spelling(relay, thread_id, agent) or thread_id
+            thread_id = await thread_spelling(relay, thread_id, agent, user) or thread_id
             if await agent.pending_interrupts(thread_id):
                 raise ApiError(409, "thread_paused",
                                f"Thread {thread_id} has a run waiting for its interrupts; "
                                "answer them with resume[] first.")
             record = TurnRecord(turn_id=turn_id, thread_id=thread_id, status="running",
                                 message=message, request_hash=request_hash,
-                                started_at=time.time() * 1000, graph=agent.name)
+                                started_at=time.time() * 1000, graph=agent.name,
+                                user_id=user.id if user else "")
             run_input = agent.input_of(message, record)
             after = await start_run(relay, record, "chat", lambda: tools.watched(
                 record, agent.chat(record, run_input, configurable), configurable),
@@ -112,11 +116,11 @@ def agui_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
         return await answer(request, record, after, run_id)
 
     async def resume(request: Request, thread_id: str, run_id: str, entries: list[Any],
-                     configurable: dict[str, Any]) -> Response:
+                     configurable: dict[str, Any], user: User | None) -> Response:
         wire = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in entries]
         async with starting.hold(StartLocks.keys(thread=thread_id)):
             latest = await relay.turns.list(thread_id, 1)
-            if not latest:
+            if not latest or not may_see(user, latest[0]):
                 raise ApiError(404, "unknown_thread",
                                f"Thread {thread_id} has no run to resume.")
             record = latest[0]
@@ -152,6 +156,7 @@ def agui_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
     @router.post("/agui", dependencies=[Depends(d) for d in dependencies], tags=["agui"],
                  openapi_extra=AGUI_OPENAPI, summary=f"Run {agent.name} for an AG-UI client")
     async def agui(request: Request) -> Response:
+        user = user_of(request)
         """Run the agent for an AG-UI client: ``RunAgentInput`` in, AG-UI events out."""
         accept = request.headers.get("accept", "").lower()
         if accept.strip() and not any(a in accept for a in _ACCEPTS):
@@ -165,16 +170,17 @@ def agui_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
                            "of letters, digits, '_', '-', '.', ':'.")
         if not run_id or len(run_id) > 256:
             raise ApiError(422, "invalid_run_id", "'runId' must be 1-256 characters.")
-        configurable = tools.configure(configurable_of(agent, request), tools=run_input.tools)
+        configurable = tools.configure(configurable_of(agent, request, user),
+                                       tools=run_input.tools)
         entries = list(run_input.resume or ()) or \
-            await tools.agui_entries(thread_id, run_input.messages)  # frontend tools' results
+            await tools.agui_entries(thread_id, run_input.messages, user)  # frontend tools
         if entries:
-            return await resume(request, thread_id, run_id, entries, configurable)
+            return await resume(request, thread_id, run_id, entries, configurable, user)
         message = _last_user_message(run_input.messages)
         fingerprint = run_input.model_dump(mode="json", by_alias=True, exclude_none=True)
         fingerprint.update(threadId=id_key(thread_id), runId=id_key(run_id))  # any spelling
         return await chat(request, thread_id, run_id, message, digest({"agui": fingerprint}),
-                          configurable)
+                          configurable, user)
 
     return router
 

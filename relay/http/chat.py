@@ -23,6 +23,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import JSONResponse, Response
 
+from relay.auth import User
 from relay.delivery.negotiation import JSON, NotAcceptable, negotiate
 from relay.errors import ApiError
 from relay.events import RUN_TERMINAL
@@ -33,6 +34,7 @@ from relay.http.chat_input import (
     turn_id_field,
 )
 from relay.http.client_tools import ClientTools
+from relay.http.identity import may_see, user_of
 from relay.http.openapi import CHAT_OPENAPI, RESUME_OPENAPI
 from relay.http.parts import RelayParts
 from relay.http.requests import read_json_object
@@ -52,20 +54,29 @@ def on_disconnect_of(request: Request) -> str:
     return value
 
 
-def configurable_of(agent: GraphAgent, request: Request) -> dict[str, Any]:
-    """The agent's request-specific ``configurable`` (its ``config_of`` hook)."""
-    return agent.request_config(request.headers)
+def configurable_of(agent: GraphAgent, request: Request,
+                    user: User | None = None) -> dict[str, Any]:
+    """The agent's request-specific ``configurable`` (its ``config_of`` hook), and the user
+    the run acts for (``configurable["user"]``: ``{"id", "claims"}``), when there is one."""
+    configurable = agent.request_config(request.headers)
+    if user is not None:
+        configurable["user"] = user.as_config()
+    return configurable
 
 
-async def thread_spelling(relay: RelayParts, thread_id: str | None,
-                          agent: GraphAgent) -> str | None:
+async def thread_spelling(relay: RelayParts, thread_id: str | None, agent: GraphAgent,
+                          user: User | None = None) -> str | None:
     """A thread is one thread in every spelling of its id (a UUID with or without
     hyphens, any case): its turns run under the spelling it began with, which is the key
     of its checkpoints and of its lock. A thread belongs to the graph it began on (the
-    checkpoints of one graph are not another's state): elsewhere it is a 409."""
+    checkpoints of one graph are not another's state): elsewhere it is a 409. It belongs
+    to the user whose turn is its latest: for another user it does not exist (404)."""
     if thread_id is None:
         return None
     latest = await relay.turns.list(thread_id, 1)
+    if latest and not may_see(user, latest[0]):
+        raise ApiError(404, "unknown_thread", f"There is no thread {thread_id} of yours; "
+                       "send no thread_id to start a new one.")
     if latest and latest[0].graph and latest[0].graph != agent.name:
         raise ApiError(409, "thread_conflict", f"Thread {latest[0].thread_id} belongs to "
                        f"graph {latest[0].graph}; send its turns to /graphs/"
@@ -74,12 +85,13 @@ async def thread_spelling(relay: RelayParts, thread_id: str | None,
 
 
 async def known_turn(relay: RelayParts, turn_id: str, request_hash: str, agent: GraphAgent,
-                     conflict: ApiError) -> TurnRecord | None:
+                     conflict: ApiError, user: User | None = None) -> TurnRecord | None:
     """The turn a retried request names, when it exists: the same request (same body,
-    same graph) attaches to it; another one is ``conflict`` (a 409)."""
+    same graph, same user) attaches to it; another one is ``conflict`` (a 409, whoever's
+    the turn is: the answer says nothing of its owner)."""
     existing = await relay.turns.get(turn_id)
     if existing is not None and (existing.request_hash != request_hash or (
-            existing.graph and existing.graph != agent.name)):
+            existing.graph and existing.graph != agent.name) or not may_see(user, existing)):
         raise conflict
     return existing
 
@@ -145,12 +157,13 @@ def chat_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
     @router.post("/chat", dependencies=limited, tags=["chat"], openapi_extra=CHAT_OPENAPI,
                  summary=f"Start a turn of {agent.name}")
     async def chat(request: Request) -> Response:
+        user = user_of(request)
         media = media_of(request)
         body = await read_json_object(request, settings.max_body_bytes)
         message, graph_input = message_or_input(body)
         thread_id = id_field(body, "thread_id")
         client_turn_id = turn_id_field(body)
-        configurable = tools.configure(configurable_of(agent, request))
+        configurable = tools.configure(configurable_of(agent, request, user))
         thread_key = id_key(thread_id) if thread_id else None
         request_hash = digest({"message": message, "thread_id": thread_key}
                               if graph_input is None else
@@ -161,10 +174,10 @@ def chat_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
             existing = None if client_turn_id is None else await known_turn(
                 relay, client_turn_id, request_hash, agent, ApiError(
                     409, "turn_conflict", f"Turn {client_turn_id} exists with a different "
-                    "request; send a new turn_id for a new turn."))
+                    "request; send a new turn_id for a new turn."), user)
             if existing is not None:
                 return await respond(request, existing, 0, media)
-            spelled = await thread_spelling(relay, thread_id, agent)
+            spelled = await thread_spelling(relay, thread_id, agent, user)
             # a thread id made here is new: it has no checkpoint, so nothing to look up
             thread_id = spelled or secrets.token_hex(16)
             if spelled is not None and await agent.pending_interrupts(thread_id):
@@ -174,7 +187,7 @@ def chat_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
             record = TurnRecord(turn_id=client_turn_id or secrets.token_hex(16),
                                 thread_id=thread_id, status="running", message=message,
                                 request_hash=request_hash, started_at=time.time() * 1000,
-                                graph=agent.name)
+                                graph=agent.name, user_id=user.id if user else "")
             run_input = graph_input if graph_input is not None \
                 else agent.input_of(message, record)
             after = await start_run(relay, record, "chat", lambda: tools.watched(
@@ -185,6 +198,7 @@ def chat_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
     @router.post("/chat/resume", dependencies=limited, tags=["chat"],
                  openapi_extra=RESUME_OPENAPI, summary=f"Resume a paused turn of {agent.name}")
     async def resume(request: Request) -> Response:
+        user = user_of(request)
         media = media_of(request)
         body = await read_json_object(request, settings.max_body_bytes)
         thread_id = id_field(body, "thread_id", required=True)
@@ -192,16 +206,17 @@ def chat_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
         if "resume" not in body:
             raise ApiError(422, "invalid_resume", "'resume' is required: the answer to the "
                            "interrupt, or {interrupt_id: answer}.")
-        configurable = configurable_of(agent, request)
+        configurable = configurable_of(agent, request, user)
         assert thread_id is not None and turn_id is not None
         request_hash = digest({"thread_id": id_key(thread_id), "turn_id": id_key(turn_id),
                                "resume": body["resume"]})
         known = await relay.turns.get(turn_id)  # the id in any spelling: the turn's own
-        if known is not None:
+        if known is not None and may_see(user, known):
             await relay.runs.settle(known.turn_id)  # a run that just paused: let it record
         async with starting.hold(StartLocks.keys(turn=turn_id, thread=thread_id)):
             record = await relay.turns.get(turn_id)
-            if record is None or record.thread_key != id_key(thread_id):
+            if record is None or record.thread_key != id_key(thread_id) or \
+                    not may_see(user, record):
                 raise ApiError(404, "unknown_turn", "There is no such turn in that thread.")
             check_graph(record, agent)
             if record.resume_hash == request_hash and record.status != PAUSED:

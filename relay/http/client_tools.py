@@ -29,8 +29,10 @@ import time
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
+from relay.auth import User
 from relay.errors import ApiError
 from relay.http.chat_input import match_interrupts
+from relay.http.identity import may_see
 from relay.http.parts import RelayParts
 from relay.langgraph.agent import GraphAgent, PendingInterrupt
 from relay.langgraph.client_tools import (
@@ -195,7 +197,8 @@ class ClientTools:
 
     # -- AG-UI: tool messages answer the pending calls ------------------------------------
 
-    async def agui_entries(self, thread_id: str, messages: Sequence[Any]) -> list[Any] | None:
+    async def agui_entries(self, thread_id: str, messages: Sequence[Any],
+                           user: User | None = None) -> list[Any] | None:
         """The run's tool messages as ``resume[]`` entries when they answer the thread's
         pending client-tool calls (by ``toolCallId``); None when they answer none. A run
         that ends with tool messages is one that answers calls: when the turn is no longer
@@ -209,7 +212,7 @@ class ClientTools:
         if not results:
             return None
         latest = await self.relay.turns.list(thread_id, 1)
-        record = latest[0] if latest else None
+        record = latest[0] if latest and may_see(user, latest[0]) else None  # else: 404
         pending: list[tuple[str, Any]] = []
         if record is not None and record.status == PAUSED:
             pending = [(p.id, p.value) for p in
@@ -228,7 +231,7 @@ class ClientTools:
                 answer["result"] = _content(message.content)
             entries.append(ResumeEntry(interrupt_id=interrupt_id, status="resolved",
                                        payload=answer))
-        if not entries and answering:
+        if not entries and answering and record is not None:
             raise ApiError(409, "not_paused", f"Thread {thread_id} waits on no client tool "
                            "call that these tool messages answer; nothing to resume.")
         return entries or None

@@ -53,7 +53,7 @@ def mount_agents(app: Any, relay: RelayParts, agents: Sequence[GraphAgent],
                  starting: StartLocks, first: bool) -> None:
     """The run routes of ``agents`` on ``app``; ``first``: the first of them is also the
     app's ``/chat``, ``/chat/resume`` and ``/agui``."""
-    dependencies = [relay.require_token, relay.rate_limit, relay.require_bus]
+    dependencies = [relay.identify, relay.rate_limit, relay.require_bus]
     for index, agent in enumerate(agents):
         prefixes = [f"/graphs/{agent.name}"] + ([""] if first and index == 0 else [])
         for prefix in prefixes:

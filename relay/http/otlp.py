@@ -10,7 +10,7 @@ Answers, as OTLP/HTTP specifies them, in the encoding of the request:
 - 429 (store queue full) and 503 (the bus or the receiver is unavailable) with
   ``Retry-After``: exporters retry those;
 - 401 without the bearer token when ``RELAY_API_TOKEN`` is set (the relay's own error
-  shape, from :func:`relay.http.requests.token_checker`).
+  shape, from :func:`relay.http.identity.token_checker`).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from relay.auth import User
 from relay.bus.base import Bus
 from relay.delivery.streams import Streams
 from relay.export.metrics import RelayMetrics
@@ -46,8 +47,11 @@ class RelayParts(Protocol):
     topology: dict[str, Any] | None
     #: the served graphs by name, in mount order (GET /graphs); empty for a relay-only server
     agents: dict[str, GraphAgent]
-    #: the dependency that checks ``Authorization: Bearer`` (RELAY_API_TOKEN)
+    #: the dependency that checks ``Authorization: Bearer`` (RELAY_API_TOKEN): the OTLP
+    #: receiver's credential
     require_token: Callable[..., Awaitable[None]]
+    #: the dependency of every other API route: the request's user (RELAY_AUTH), or None
+    identify: Callable[..., Awaitable[User | None]]
     #: the run endpoints' rate limit (RELAY_RATE_LIMIT) and the shared bus being up
     rate_limit: Callable[..., Any]
     require_bus: Callable[..., Any]

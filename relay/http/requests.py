@@ -1,10 +1,9 @@
 """What the HTTP surface reads from a request: the body (the one size-limited reader, and
-the JSON object reader on it), the reader's cursor (``Last-Event-ID`` / ``?after``), and
-the bearer token."""
+the JSON object reader on it) and the reader's cursor (``Last-Event-ID`` / ``?after``).
+Who is asking is relay/http/identity.py's."""
 
 from __future__ import annotations
 
-import hmac
 import json
 from collections.abc import Callable
 from typing import Any
@@ -43,24 +42,6 @@ async def read_json_object(request: Request, limit: int) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ApiError(400, "invalid_json", "The request body must be a JSON object.")
     return value
-
-
-def token_checker(token: str | None):
-    """A dependency that requires ``Authorization: Bearer <token>`` when a token is set."""
-    expected = token.encode() if token else None
-
-    async def require_token(request: Request) -> None:
-        if expected is None:
-            return
-        header = request.headers.get("authorization", "")
-        scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
-                                                                  expected):
-            raise ApiError(401, "unauthorized",
-                           "This API needs an 'Authorization: Bearer <token>' header.",
-                           headers={"WWW-Authenticate": "Bearer"})
-
-    return require_token
 
 
 def parse_cursor(request: Request, after: int | None) -> int:

@@ -25,6 +25,7 @@ from relay.errors import ApiError, StoreUnavailable
 from relay.events import TURN_TERMINAL
 from relay.http.errors import error_responses
 from relay.http.graphs import add_graph_routes
+from relay.http.identity import check_owner, may_see, user_key, user_of
 from relay.http.imports import import_response
 from relay.http.otlp import add_receiver_routes
 from relay.http.parts import RelayParts
@@ -65,7 +66,7 @@ async def turn_arrival(relay: RelayParts, turn_id: str, wait_s: float) -> None:
 
 def build_router(relay: RelayParts) -> APIRouter:
     router = APIRouter()
-    auth = [Depends(relay.require_token)]
+    auth = [Depends(relay.identify)]  # the user (RELAY_AUTH): a turn is only its owner's
 
     @router.get("/turns/{turn_id}/events", dependencies=auth, tags=["turns"],
                 responses={200: {"description": "The turn's events (SSE, or NDJSON)",
@@ -78,6 +79,7 @@ def build_router(relay: RelayParts) -> APIRouter:
     async def turn_events(request: Request, turn_id: str,
                           after: int | None = Query(default=None, ge=0),
                           wait: float = Query(default=0, ge=0, le=MAX_WAIT_S)) -> Response:
+        user = user_of(request)
         cursor = parse_cursor(request, after)
         agui = agui_query(request)  # ?format=agui: AG-UI 1.0 events (relay/agui.py)
         if wait:  # ?wait=S: a turn that has not arrived yet (its spans are on their way)
@@ -86,14 +88,18 @@ def build_router(relay: RelayParts) -> APIRouter:
             record = await relay.turns.get(turn_id)  # the id in any spelling of a UUID
         except StoreUnavailable:
             # the turn records are away (a database restarting): a turn the bus still
-            # holds streams on regardless; only one it does not is a 503
+            # holds streams on regardless; only one it does not is a 503 (and any turn,
+            # when its owner cannot be checked)
             with contextlib.suppress(BusUnavailable):
                 await relay.bus.lookup(turn_id)
-            if not relay.bus.has_turn(turn_id):
+            if user is not None or not relay.bus.has_turn(turn_id):
                 raise
             record = None
         if record is not None:
+            check_owner(user, record)
             turn_id = record.turn_id  # its own spelling: its key on the bus and in the store
+        # (no record: no user's turn, as a user's run records its turn before it starts; a
+        # turn received over OTLP that has not settled, say: everyone's)
         if request.query_params.get("source") not in (None, "", "live"):  # ?source=spans
             return await replay_response(relay, request, turn_id, cursor,
                                          encoder=AGUIEncoder() if agui else None)
@@ -146,11 +152,10 @@ def build_router(relay: RelayParts) -> APIRouter:
 
     @router.get("/turns/{turn_id}", dependencies=auth, tags=["turns"],
                 responses=error_responses(401, 404))
-    async def turn(turn_id: str) -> JSONResponse:
+    async def turn(request: Request, turn_id: str) -> JSONResponse:
+        user = user_of(request)
         record = await relay.turns.get(turn_id)  # the id in any spelling of a UUID
-        if record is None:
-            raise ApiError(404, "unknown_turn", "There is no such turn.")
-        return JSONResponse(record.public())
+        return JSONResponse(check_owner(user, record).public())
 
     @router.get("/turns", dependencies=auth, tags=["turns"],
                 responses={200: {"description": "The turns (JSON); with Accept: "
@@ -163,15 +168,19 @@ def build_router(relay: RelayParts) -> APIRouter:
                     status: str | None = Query(default=None, pattern="^(running|paused|"
                                                "answered|refused|error|cancelled|"
                                                "interrupted)$")) -> Response:
-        """The turns, newest first; with ``Accept: text/event-stream``, the same list and
-        then every change of a turn's status, live (relay/delivery/turn_feed.py)."""
+        """The turns the asker may see, newest first; with ``Accept: text/event-stream``,
+        the same list and then every change of a turn's status, live
+        (relay/delivery/turn_feed.py)."""
+        user = user_of(request)
+
         def listed() -> Any:
             return relay.turns.list(thread_id, limit, before, graph=graph or None,
-                                    status=status)
+                                    status=status, user_id=user_key(user))
 
         if SSE in (request.headers.get("accept") or ""):
             def accepts(record: TurnRecord) -> bool:
-                return ((thread_id is None or record.thread_key == id_key(thread_id))
+                return (may_see(user, record)
+                        and (thread_id is None or record.thread_key == id_key(thread_id))
                         and (not graph or record.graph == graph)
                         and (status is None or record.status == status))
 
@@ -190,16 +199,14 @@ def build_router(relay: RelayParts) -> APIRouter:
                  responses=error_responses(400, 401, 413, 422))
     async def imports(request: Request) -> JSONResponse:
         """A trace file (OTLP JSON, Jaeger v2 API, Jaeger UI JSON) -> stored, replayable
-        turns (relay/imports.py)."""
-        return await import_response(relay, request)
+        turns (relay/imports.py), the importer's."""
+        return await import_response(relay, request, user_key(user_of(request)))
 
     @router.post("/turns/{turn_id}/cancel", dependencies=auth, tags=["turns"],
                  responses={202: {"description": "Cancelling"},
                             **error_responses(401, 404)})
-    async def cancel(turn_id: str) -> JSONResponse:
-        record = await relay.turns.get(turn_id)
-        if record is None:
-            raise ApiError(404, "unknown_turn", "There is no such turn.")
+    async def cancel(request: Request, turn_id: str) -> JSONResponse:
+        record = check_owner(user_of(request), await relay.turns.get(turn_id))
         cancelled = relay.runs.cancel(record.turn_id)
         if not cancelled and record.status == RUNNING and relay.cancels is not None:
             try:  # another instance runs it (a replica, a worker): its owner cancels it
@@ -221,7 +228,9 @@ def build_router(relay: RelayParts) -> APIRouter:
                                         "comment": {"type": "string", "maxLength": 2000}}}}}}},
                  responses=error_responses(400, 401, 404, 413, 422))
     async def feedback(request: Request, message_id: str) -> JSONResponse:
-        """Thumbs up or down on a saved answer (the id of its ``message_saved`` event)."""
+        """Thumbs up or down on a saved answer (the id of its ``message_saved`` event), by
+        the user whose turn it answered."""
+        user = user_of(request)
         body = await read_json_object(request, relay.settings.max_body_bytes)
         rating, comment = body.get("rating"), body.get("comment")
         if rating not in RATINGS:
@@ -229,6 +238,10 @@ def build_router(relay: RelayParts) -> APIRouter:
         if comment is not None and (not isinstance(comment, str) or len(comment) > 2000):
             raise ApiError(422, "invalid_comment",
                            "'comment' must be a string of at most 2000 characters.")
+        if user is not None:  # whose answer it is: its turn's user
+            message = await relay.messages.get(message_id)
+            record = await relay.turns.get(message.turn_id) if message is not None else None
+            check_owner(user, record, "There is no such message.", "unknown_message")
         if not await relay.messages.rate(message_id, rating, comment):
             raise ApiError(404, "unknown_message", "There is no such message.")
         return JSONResponse({"message_id": message_id, "rating": rating})
@@ -245,7 +258,9 @@ def build_router(relay: RelayParts) -> APIRouter:
     @router.get("/config", tags=["ui"])
     async def config() -> JSONResponse:
         return JSONResponse({"trace_url": relay.settings.trace_url,
-                             "auth_required": relay.settings.api_token is not None})
+                             # the SPA asks for a bearer token (the shared one, or a JWT)
+                             "auth": relay.settings.auth,
+                             "auth_required": relay.settings.auth in ("token", "jwt")})
 
     @router.get("/healthz", tags=["ops"])
     async def healthz() -> JSONResponse:
@@ -260,7 +275,8 @@ def build_router(relay: RelayParts) -> APIRouter:
             return JSONResponse({"status": "not ready", "problems": problems}, status_code=503)
         return JSONResponse({"status": "ready"})
 
-    add_receiver_routes(router, relay, auth)  # POST /v1/traces (RELAY_OTLP_HTTP)
+    # POST /v1/traces (RELAY_OTLP_HTTP): the receiver keeps its own credential
+    add_receiver_routes(router, relay, [Depends(relay.require_token)])
     if relay.metrics.enabled:
         @router.get("/metrics", tags=["ops"], include_in_schema=False)
         async def metrics() -> Response:

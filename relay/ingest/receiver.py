@@ -106,7 +106,7 @@ class OTLPReceiver:
         self._counts: OrderedDict[str, int] = OrderedDict()  # spans received, per trace
         self._finished: OrderedDict[str, None] = OrderedDict()  # traces whose run ended
         self._noted = NotedRuns(max_turns)  # what the mapping noted: messages, the index
-        self._records = RecordWriter(turns, self._noted.messages)
+        self._records = RecordWriter(turns, self._noted.messages, self._noted.users)
         self.pending_spans = pending_spans
         self.pending_s = pending_s
         self.max_turns = max_turns
@@ -366,4 +366,5 @@ class OTLPReceiver:
 
     async def remember(self, events: Sequence[Event]) -> None:
         """Keep GET /turns/{id} in step with received turns."""
-        await record_received_events(self.turns, events, self._noted.messages)
+        await record_received_events(self.turns, events, self._noted.messages,
+                                     self._noted.users)

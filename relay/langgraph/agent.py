@@ -179,7 +179,8 @@ class GraphAgent:
     def _run_span(self, record: TurnRecord, kind: str, **kwargs: Any) -> Any:
         return run_span(self.bound.tracer, agent=self.name, thread_id=record.thread_id,
                         turn_id=record.turn_id, run_kind=kind, graph_id=self.graph_id,
-                        topology=self.topology, instrumented=True, **kwargs)
+                        topology=self.topology, instrumented=True,
+                        user_id=record.user_id or None, **kwargs)
 
     async def _remember_root(self, record: TurnRecord, run: RunSpan) -> None:
         """The paused run's root is what a resume links to."""
@@ -192,7 +193,8 @@ class GraphAgent:
                       configurable: Mapping[str, Any] | None) -> ChatResponse:
         bound = self.bound
         spans = GraphInstrumentation(bound.tracer, bound.add_event, run.node_log,
-                                     tool_timeout_s=bound.tool_timeout_s)
+                                     tool_timeout_s=bound.tool_timeout_s,
+                                     user_id=record.user_id or None)
         config: dict[str, Any] = {
             "configurable": {**(configurable or {}), "thread_id": record.thread_id},
             "callbacks": [spans],

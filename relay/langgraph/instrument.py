@@ -99,8 +99,11 @@ class GraphInstrumentation(BaseCallbackHandler):
     raise_error = False  # never raise into the graph
 
     def __init__(self, tracer: Tracer, add_event: AddEvent | None = None,
-                 node_log: NodeLog | None = None, tool_timeout_s: float | None = None) -> None:
+                 node_log: NodeLog | None = None, tool_timeout_s: float | None = None,
+                 user_id: str | None = None) -> None:
         self.tracer = tracer
+        #: the user the run acts for: ``enduser.id`` on every span of this run
+        self.user_id = user_id
         self.add_event = add_event
         self.node_log = node_log
         #: an async tool still running after this is cancelled (RELAY_TOOL_TIMEOUT_S);
@@ -295,6 +298,8 @@ class GraphInstrumentation(BaseCallbackHandler):
                current: bool = False) -> None:
         """Open the span under its parent; ``current``: make it the current span of the
         caller's context (a node: what its own code opens is its child)."""
+        if self.user_id:
+            attributes[c.ENDUSER_ID] = self.user_id
         span = self.tracer.start_span(name, context=self._parent_context(run_id),
                                       attributes=attributes)
         token = otel_context.attach(trace.set_span_in_context(span)) if current else None

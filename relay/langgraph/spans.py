@@ -104,6 +104,7 @@ def run_span(
     link_to: tuple[str, str] | None = None,
     start_markers: bool = False,
     instrumented: bool = False,
+    user_id: str | None = None,
 ) -> Iterator[RunSpan]:
     """The root span of one run. ``link_to`` = (trace_id, span_id) of the paused run.
 
@@ -122,6 +123,8 @@ def run_span(
         attributes[c.TURN_MESSAGE] = message
     if instrumented:  # GraphInstrumentation spans the graph: read no other instrumentation
         attributes[c.GRAPH_INSTRUMENTED] = True
+    if user_id:
+        attributes[c.ENDUSER_ID] = user_id
     links = []
     if link_to is not None:
         links.append(Link(SpanContext(int(link_to[0], 16), int(link_to[1], 16),

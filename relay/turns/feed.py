@@ -108,8 +108,10 @@ class WatchedTurns:
 
     async def list(self, thread_id: str | None = None, limit: int = 50,
                    before: float | None = None, *, graph: str | None = None,
-                   status: str | None = None) -> list[TurnRecord]:
-        return await self.inner.list(thread_id, limit, before, graph=graph, status=status)
+                   status: str | None = None, user_id: str | None = None
+                   ) -> list[TurnRecord]:
+        return await self.inner.list(thread_id, limit, before, graph=graph, status=status,
+                                     user_id=user_id)
 
     async def mark_interrupted(self) -> int:
         return await self.inner.mark_interrupted()

@@ -46,12 +46,15 @@ async def record_received_turn(turns: TurnStore, turn_id: str,
 
 
 async def record_received_events(turns: TurnStore, events: Sequence[Event],
-                                 messages: Mapping[str, str] | None = None) -> None:
+                                 messages: Mapping[str, str] | None = None,
+                                 users: Mapping[str, str] | None = None) -> None:
     """Keep GET /turns/{id} in step with turns received over OTLP: a run's start (its
     topology) creates or reopens the record, its terminal event ends it. ``messages``:
     the user's message of a turn whose spans carry no ``relay.turn.message`` (another
-    instrumentation's, read from its input by the mapping)."""
+    instrumentation's, read from its input by the mapping); ``users``: the user a turn's
+    root named in ``enduser.id``, whose turn it then is (README "Security")."""
     messages = messages or {}
+    users = users or {}
     for event in events:
         try:
             if event.type == ev.GRAPH_TOPOLOGY:
@@ -60,7 +63,8 @@ async def record_received_events(turns: TurnStore, events: Sequence[Event],
                         TurnRecord, turn_id=event.turn_id, thread_id=event.thread_id,
                         status=RUNNING, started_at=event.ts, last_seq=event.seq,
                         root_trace_id=event.trace_id,
-                        message=messages.get(event.turn_id, "")))
+                        message=messages.get(event.turn_id, ""),
+                        user_id=users.get(event.turn_id, "")))
                 if known is not None:
                     await turns.update(event.turn_id, status=RUNNING, ended_at=None,
                                        root_trace_id=event.trace_id)
@@ -85,9 +89,15 @@ async def record_received_events(turns: TurnStore, events: Sequence[Event],
             log.exception("relay: could not record received turn %s", event.turn_id)
 
 
-async def record_imported_turn(turns: TurnStore, turn: TurnSpans) -> None:
-    """List an imported turn in GET /turns (past turns), unless this relay knows it."""
-    await record_received_turn(turns, turn.turn_id, lambda: _imported_record(turn))
+async def record_imported_turn(turns: TurnStore, turn: TurnSpans, user_id: str = "") -> None:
+    """List an imported turn in GET /turns (past turns), unless this relay knows it; the
+    importer's (``user_id``) when requests have users."""
+    def build() -> TurnRecord:
+        record = _imported_record(turn)
+        record.user_id = user_id
+        return record
+
+    await record_received_turn(turns, turn.turn_id, build)
 
 
 def imported_runs(turn: TurnSpans) -> list[RunIndex]:
@@ -144,13 +154,15 @@ def _imported_record(turn: TurnSpans) -> TurnRecord:
 
 class NotedRuns:
     """What the mapping noted of the runs it began and ended (``MappingState.notes``),
-    for the store's index and the turn records: the user's message of each turn, the
-    turns of other instrumentations (``foreign``), and their :class:`RunIndex` entries.
-    Bounded: past ``max_turns`` the oldest are forgotten."""
+    for the store's index and the turn records: the user's message of each turn, the user
+    its root names (``enduser.id``), the turns of other instrumentations (``foreign``),
+    and their :class:`RunIndex` entries. Bounded: past ``max_turns`` the oldest are
+    forgotten."""
 
     def __init__(self, max_turns: int = 10_000) -> None:
         self.max_turns = max_turns
         self.messages: OrderedDict[str, str] = OrderedDict()
+        self.users: OrderedDict[str, str] = OrderedDict()
         self.foreign: OrderedDict[str, None] = OrderedDict()
 
     def take(self, notes: list[tuple[str, Run, SpanRecord]]) -> list[RunIndex]:
@@ -159,6 +171,9 @@ class NotedRuns:
         for what, run, record in notes:
             if run.message:
                 self._remember(self.messages, run.turn_id, run.message)
+            user = record.attributes.get(c.ENDUSER_ID) if what == "start" else None
+            if isinstance(user, str) and user:
+                self._remember(self.users, run.turn_id, user)
             if not run.foreign:  # our roots say it themselves: indexed as they are stored
                 continue
             self._remember(self.foreign, run.turn_id, None)
@@ -187,9 +202,11 @@ class RecordWriter:
     """Turn records of received (or in-process foreign) turns, written in order by one
     task: a run's start before its end, whatever the loop does meanwhile."""
 
-    def __init__(self, turns: TurnStore, messages: Mapping[str, str]) -> None:
+    def __init__(self, turns: TurnStore, messages: Mapping[str, str],
+                 users: Mapping[str, str] | None = None) -> None:
         self.turns = turns
         self.messages = messages
+        self.users = users
         self._queue: deque[Sequence[Event]] = deque()
         self.task: asyncio.Task[None] | None = None
 
@@ -205,7 +222,7 @@ class RecordWriter:
         try:
             while self._queue:
                 await record_received_events(self.turns, self._queue.popleft(),
-                                             self.messages)
+                                             self.messages, self.users)
         finally:
             self.task = None
 

@@ -139,6 +139,8 @@ class PostgresTurnStore(ThreadedTurnAPI):
                         "ON relay_turns (thread_key, started_at DESC)")
             cur.execute("CREATE INDEX IF NOT EXISTS relay_turns_status "
                         "ON relay_turns (status, owner)")
+            cur.execute("CREATE INDEX IF NOT EXISTS relay_turns_user "
+                        "ON relay_turns (user_id, started_at DESC)")
 
     # -- sync core (worker threads) -------------------------------------------------------
 
@@ -176,8 +178,9 @@ class PostgresTurnStore(ThreadedTurnAPI):
                         [*changes.values(), id_key(turn_id)])
 
     def _list(self, thread_id: str | None, limit: int, before: float | None,
-              graph: str | None = None, status: str | None = None) -> list[TurnRecord]:
-        clause, args = list_filter(thread_id, before, "%s", graph, status)
+              graph: str | None = None, status: str | None = None,
+              user_id: str | None = None) -> list[TurnRecord]:
+        clause, args = list_filter(thread_id, before, "%s", graph, status, user_id)
         with self._cursor() as cur:
             cur.execute(f"SELECT {', '.join(_COLUMNS)} FROM relay_turns {clause} "
                         "ORDER BY started_at DESC LIMIT %s", [*args, limit])

@@ -75,6 +75,11 @@ _MIGRATIONS = [
     """
     ALTER TABLE turns ADD COLUMN graph TEXT NOT NULL DEFAULT '';
     """,
+    # version 5: the user a turn (and its thread) belongs to; '' for none (RELAY_AUTH)
+    """
+    ALTER TABLE turns ADD COLUMN user_id TEXT NOT NULL DEFAULT '';
+    CREATE INDEX turns_user ON turns (user_id, started_at DESC);
+    """,
 ]
 
 
@@ -110,6 +115,9 @@ class TurnRecord:
     turn_key: str = ""  # id_key(turn_id): what the turn is found by; filled when empty
     thread_key: str = ""  # id_key(thread_id)
     graph: str = ""  # the GraphAgent's name; '' for a turn received over OTLP
+    #: the user who started the turn (RELAY_AUTH=jwt or proxy: the token's ``sub``); ''
+    #: for none (no users, or a turn received over OTLP): such a turn is every user's
+    user_id: str = ""
 
     def __post_init__(self) -> None:
         if not self.turn_key:
@@ -158,13 +166,17 @@ HOLDS_NOTHING: HeldThread = _HoldsNothing()
 
 
 def list_filter(thread_id: str | None, before: float | None, placeholder: str,
-                graph: str | None = None, status: str | None = None
-                ) -> tuple[str, list[Any]]:
+                graph: str | None = None, status: str | None = None,
+                user_id: str | None = None) -> tuple[str, list[Any]]:
     """The WHERE clause and its arguments of a turn listing, for both SQL stores (their
     drivers differ only in the placeholder): a thread in any spelling, older than
-    ``before``, of one graph, in one status."""
+    ``before``, of one graph, in one status, that ``user_id`` may see (its own and the
+    turns of no user)."""
     where: list[str] = []
     args: list[Any] = []
+    if user_id is not None:
+        where.append(f"COALESCE(user_id, '') IN ({placeholder}, '')")
+        args.append(user_id)
     if graph is not None:
         where.append(f"graph = {placeholder}")
         args.append(graph)
@@ -193,7 +205,8 @@ class TurnStore(Protocol):
 
     async def list(self, thread_id: str | None = None, limit: int = 50,
                    before: float | None = None, *, graph: str | None = None,
-                   status: str | None = None) -> list[TurnRecord]: ...
+                   status: str | None = None, user_id: str | None = None
+                   ) -> list[TurnRecord]: ...
 
     async def mark_interrupted(self) -> int: ...
 
@@ -250,9 +263,10 @@ class ThreadedTurnAPI:
 
     async def list(self, thread_id: str | None = None, limit: int = 50,
                    before: float | None = None, *, graph: str | None = None,
-                   status: str | None = None) -> list[TurnRecord]:
+                   status: str | None = None, user_id: str | None = None
+                   ) -> list[TurnRecord]:
         return await self._in_thread(self._list, thread_id,  # type: ignore[attr-defined]
-                                     limit, before, graph, status)
+                                     limit, before, graph, status, user_id)
 
     async def mark_interrupted(self) -> int:
         """At start-up: turns that were running when their process died (this instance's,
@@ -320,8 +334,9 @@ class SQLiteTurnStore(ThreadedTurnAPI):
                              [*changes.values(), id_key(turn_id)])
 
     def _list(self, thread_id: str | None, limit: int, before: float | None,
-              graph: str | None = None, status: str | None = None) -> list[TurnRecord]:
-        clause, args = list_filter(thread_id, before, "?", graph, status)
+              graph: str | None = None, status: str | None = None,
+              user_id: str | None = None) -> list[TurnRecord]:
+        clause, args = list_filter(thread_id, before, "?", graph, status, user_id)
         with self._lock:
             rows = self._db.execute(
                 f"SELECT {', '.join(_COLUMNS)} FROM turns {clause} "

@@ -173,6 +173,7 @@ def running_server(tmp_path_factory, extra_env=None, log_name="server.log", args
         env = dict(os.environ)
         for name in (
             "RELAY_API_TOKEN",
+            "RELAY_AUTH",
             "RELAY_BUS",
             "RELAY_STORE",
             "RELAY_OTLP_GRPC",

@@ -28,7 +28,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 #: the top-level modules of every optional package (never imported by the default)
 OPTIONAL = ("psycopg", "psycopg_pool", "redis", "hiredis", "grpc", "langchain_openai",
-            "bm25s", "prometheus_client", "opentelemetry.exporter",
+            "bm25s", "jwt", "prometheus_client", "opentelemetry.exporter",
             "langgraph.checkpoint.postgres", "openinference", "opentelemetry.instrumentation")
 
 
@@ -79,7 +79,8 @@ def test_each_extra_brings_its_packages() -> None:
     assert "redis" in extras["redis"]
     assert {"psycopg", "psycopg-pool", "langgraph-checkpoint-postgres"} <= extras["postgres"]
     assert {"langchain-openai", "bm25s"} <= extras["demo"]
-    runtime = ("otlp", "metrics", "redis", "postgres", "demo")
+    assert "pyjwt" in extras["auth"]
+    runtime = ("otlp", "metrics", "redis", "postgres", "demo", "auth")
     for extra in ("all", "test"):  # every runtime extra, through span-relay[...]
         spec = next(r for r in PYPROJECT["project"]["optional-dependencies"][extra]
                     if r.startswith("span-relay["))
@@ -94,6 +95,17 @@ def test_each_extra_brings_its_packages() -> None:
 def test_the_default_needs_no_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     _hide(monkeypatch, *OPTIONAL)
     assert missing_extras(RelaySettings.from_env({}), {}) == []
+
+
+def test_jwt_auth_names_the_auth_extra(monkeypatch: pytest.MonkeyPatch,
+                                       tmp_path: Path) -> None:
+    _hide(monkeypatch, "jwt")
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text('{"keys": []}')
+    message = _error({"RELAY_AUTH": "jwt", "RELAY_JWT_JWKS": str(jwks),
+                      "RELAY_JWT_ISSUER": "https://issuer", "RELAY_JWT_AUDIENCE": "relay"})
+    assert "RELAY_AUTH=jwt" in message and "pyjwt" in message
+    assert "pip install 'span-relay[auth]'" in message
 
 
 def test_redis_bus_names_the_redis_extra(monkeypatch: pytest.MonkeyPatch) -> None:
