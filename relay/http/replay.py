@@ -63,7 +63,7 @@ async def load_turn_events(relay: RelayParts, turn_id: str) -> Derived:
     if processor is not None:  # spans that ended a moment ago reach the store now
         await asyncio.to_thread(processor.force_flush, 5000)
     state, stream = await asyncio.to_thread(store.turn_span_stream, turn_id)
-    if stream is not None:  # stored: its state and first row are read
+    if stream is not None:  # stored: its state and first chunk are read
         return start_derivation(stream, stream, relay.resume_route, close=stream.close)
     retention = (f"RELAY_STORE_RETENTION_S={relay.settings.store_retention_s:g}, "
                  f"RELAY_STORE_MAX_TURNS={relay.settings.store_max_turns}")

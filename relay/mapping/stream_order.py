@@ -104,32 +104,37 @@ class PhaseOrderer:
         self._held: list[int] = []  # coarse spans: span events and ends wait for the end
         self._held_floor = _NEVER
         self._ready: list[tuple[int, int, int, int]] = []  # heap of (time, span, kind, k)
+        #: starts that settle in time order (nearly all: spans are read in start order),
+        #: (time, span) in a list merged with the heap, not pushed and popped through it
+        self._starts: list[tuple[int, int]] = []
+        self._starts_at = 0  # the first start not released
+        self._last_start = -1
         self._group: list[SpanRecord] = []  # read, one start_ns, not indexed yet
         self._done = False
 
     # -- input ----------------------------------------------------------------------------
 
     def push(self, records: Iterable[SpanRecord]) -> list[Phase]:
-        group = self._group
-        at = group[0].start_ns if group else -1  # (with no group: any start is taken)
-        for r in records:
-            start = r.start_ns
-            if start != at:
-                if group:
-                    if start < at:
-                        raise ValueError("spans must come in start order")
-                    self._admit(group)
-                    group = self._group = []
-                at = start
-            group.append(r)
-        if not group:
+        rows = [*self._group, *records]
+        if not rows:
             return []
-        return self._release(group[0].start_ns)  # nothing unread starts before it
+        starts = [r.start_ns for r in rows]
+        last = starts[-1]
+        cut = len(rows) - 1  # the spans at the last start wait: more may start then
+        while cut and starts[cut - 1] == last:
+            cut -= 1
+        if starts != sorted(starts):
+            raise ValueError("spans must come in start order")
+        self._group = rows[cut:]
+        if cut:
+            del rows[cut:]
+            self._admit(rows, starts)
+        return self._release(last)  # nothing unread starts before it
 
     def finish(self) -> list[Phase]:
         """Every phase not released yet: the input is complete."""
         if self._group:
-            self._admit(self._group)
+            self._admit(self._group, [r.start_ns for r in self._group])
             self._group = []
         self._done = True
         for children in self._waiting.values():  # parents that never came: none
@@ -145,101 +150,126 @@ class PhaseOrderer:
 
     # -- spans ----------------------------------------------------------------------------
 
-    def _admit(self, group: list[SpanRecord]) -> None:
-        """Index spans that start at one instant (all of them, nothing unread starts then)."""
-        changed = False
-        if len(group) > 1:
-            group.sort(key=lambda r: (r.trace_id, r.span_id))
+    def _admit(self, rows: list[SpanRecord], starts: list[int]) -> None:
+        """Index spans read in start order, all of them at each start they hold (nothing
+        unread starts then); those at one instant in (trace, span id) order."""
+        if len(set(starts[:len(rows)])) < len(rows):  # ties: (start, trace, span id)
+            rows.sort(key=lambda r: (r.start_ns, r.trace_id, r.span_id))
         spans, parents, index, waiting = self.spans, self.parent, self._index, self._waiting
-        lookups, coarse = self.lookups, self._coarse
-        for r in group:
+        lookups, coarse, unknown = self.lookups, self._coarse, self._unknown
+        depth, settled, ends, ready = self.depth, self._settled, self._ends, self._ready
+        changed, at = False, rows[0].start_ns
+        for r in rows:
             i = len(spans)
-            trace_id = r.trace_id
+            trace_id, start = r.trace_id, r.start_ns
+            if changed and start != at:  # the spans at the instant before are all in
+                self._settle_waiting()
+                changed = False
+            at = start
             spans.append(r)
-            self.depth.append(-1)
-            self._settled.append(False)
             index[trace_id, r.span_id] = i
             parent: int | None = None
             pid = r.parent_span_id
+            known = True  # its parent read, or outside the turn
             if pid:
                 parent = index.get((trace_id, pid))
                 if parent is None and (lookups is None or lookups.has_span(trace_id, pid)):
-                    self._unknown.add(i)
+                    unknown.add(i)
                     waiting.setdefault((trace_id, pid), []).append(i)
+                    known = False
             parents.append(parent)
             if waiting:
                 children = waiting.pop((trace_id, r.span_id), None)
                 if children:
                     for child in children:
                         parents[child] = i
-                        self._unknown.discard(child)
+                        unknown.discard(child)
                     changed = True
-            if trace_id not in coarse:
+            is_coarse = coarse.get(trace_id)
+            if is_coarse is None:
                 if lookups is not None:
-                    coarse[trace_id] = lookups.coarse(trace_id)
-                elif r.start_ns % 1_000_000:
-                    coarse[trace_id] = False
+                    is_coarse = coarse[trace_id] = lookups.coarse(trace_id)
+                elif start % 1_000_000:
+                    is_coarse = coarse[trace_id] = False
                     if trace_id in self._maybe_coarse:
                         self._maybe_coarse.discard(trace_id)
                         changed = True
                 else:
                     self._maybe_coarse.add(trace_id)
-            if not self._settle(i, True):
+            if is_coarse is not None and known and (
+                    parent is None or (parent < i and settled[parent])):
+                # the usual span (inline): its parent placed for good (or none), so is
+                # every ancestor, none of which is ``i`` (it did not exist then)
+                if is_coarse:
+                    start += MS_SLACK_NS
+                end = r.end_ns
+                if end is not None and end < start:
+                    end = start
+                if parent is None:
+                    depth.append(0)
+                else:  # (_end_of, inline: the parent is above it and its end is set)
+                    depth.append(depth[parent] + 1)
+                    parent_end = ends[parent]
+                    if end is not None and parent_end is not None \
+                            and 0 < end - parent_end <= NESTING_SLACK_NS:
+                        end = max(parent_end, start)
+                ends[i] = end
+                settled.append(True)
+                if is_coarse or r.events or start < self._last_start:
+                    self._queue(i, start, end, is_coarse)
+                else:  # (_queue, inline)
+                    self._starts.append((start, i))
+                    self._last_start = start
+                    if end is not None:
+                        heapq.heappush(ready, (end, i, 2, 0))
+                continue
+            depth.append(-1)
+            settled.append(False)
+            if not self._settle(i):
                 self._unsettled.append(i)
-                heapq.heappush(self._unsettled_starts, (r.start_ns, i))
+                heapq.heappush(self._unsettled_starts, (start, i))
         if changed:
             self._settle_waiting()
 
     def _settle_waiting(self) -> None:
         self._unsettled = [i for i in self._unsettled if not self._settle(i)]
 
-    def _settle(self, i: int, fresh: bool = False) -> bool:
-        """Fix span ``i``'s place once its depth and clock are final; queue its phases.
-        ``fresh``: ``i`` is being admitted (no settled span's ancestry can hold it)."""
+    def _settle(self, i: int) -> bool:
+        """Fix span ``i``'s place once its depth and clock are final; queue its phases."""
         r = self.spans[i]
         coarse = self._coarse.get(r.trace_id)
         if coarse is None or i in self._unknown:
             return False
-        p = self.parent[i]
-        if fresh and (p is None or self._settled[p]):
-            # the usual case: its parent's place is final, so is every ancestor's, none
-            # of which is ``i`` (it did not exist when they settled)
-            start = r.start_ns + MS_SLACK_NS if coarse else r.start_ns
-            end = None if r.end_ns is None else max(r.end_ns, start)
-            if p is None:
-                self.depth[i] = 0
-            else:  # (_end_of, inline: the parent is above it and its end is set)
-                self.depth[i] = self.depth[p] + 1
-                parent_end = self._ends[p]
-                if end is not None and parent_end is not None \
-                        and 0 < end - parent_end <= NESTING_SLACK_NS:
-                    end = max(parent_end, start)
-            self._ends[i] = end
-        else:
-            j, seen = i, {i}
-            while True:  # every ancestor read (or known to be outside the turn)
-                if j in self._unknown:
-                    return False
-                q = self.parent[j]
-                if q is None or q in seen:
-                    break
-                seen.add(q)
-                j = q
-            self._depth(i)
-            start = r.start_ns + MS_SLACK_NS if coarse else r.start_ns
-            end = self._end_of(i)
+        j, seen = i, {i}
+        while True:  # every ancestor read (or known to be outside the turn)
+            if j in self._unknown:
+                return False
+            q = self.parent[j]
+            if q is None or q in seen:
+                break
+            seen.add(q)
+            j = q
+        self._depth(i)
         self._settled[i] = True
-        heapq.heappush(self._ready, (start, i, 0, 0))
+        self._queue(i, r.start_ns + MS_SLACK_NS if coarse else r.start_ns, self._end_of(i),
+                    coarse)
+        return True
+
+    def _queue(self, i: int, start: int, end: int | None, coarse: bool) -> None:
+        """Queue a settled span's phases (``start`` and ``end`` as they are ordered)."""
+        r = self.spans[i]
+        if start >= self._last_start:
+            self._starts.append((start, i))
+            self._last_start = start
+        else:  # (a late span, or a coarse trace's start among fine ones)
+            heapq.heappush(self._ready, (start, i, 0, 0))
         if coarse:  # its end may still move later (a descendant not read yet)
             self._held.append(i)
             floor = min((self._event_time(r, k, end) for k in range(len(r.events))),
                         default=_NEVER)
             self._held_floor = min(self._held_floor, floor, _NEVER if end is None else end)
-        elif r.events:
+        else:
             self._queue_rest(i, end)
-        elif end is not None:
-            heapq.heappush(self._ready, (end, i, 2, 0))
-        return True
 
     def _queue_rest(self, i: int, end: int | None) -> None:
         r = self.spans[i]
@@ -312,22 +342,48 @@ class PhaseOrderer:
         while waiting and settled[waiting[0][1]]:
             heapq.heappop(waiting)
         limit = min(frontier, self._held_floor, waiting[0][0] if waiting else _NEVER)
-        ready, out = self._ready, list[Phase]()
+        ready, starts, out = self._ready, self._starts, list[Phase]()
+        at, n = self._starts_at, len(starts)
         spans, pop = self.spans, heapq.heappop
-        while ready and ready[0][0] < limit:
-            t, i, kind, k = pop(ready)
-            if ready and ready[0][0] == t:  # phases at one instant: order_group orders them
-                group = [(i, kind, k)]
-                while ready and ready[0][0] == t:
-                    _, i, kind, k = pop(ready)
-                    group.append((i, kind, k))
-                keys = order_group(group, spans, self.parent, self.depth)
+        while True:  # the starts' list and the heap, merged by time
+            ts = starts[at][0] if at < n else _NEVER
+            tr = ready[0][0] if ready else _NEVER
+            if ts < tr:
+                if ts >= limit:
+                    break
+                t, i = starts[at]
+                at += 1
+                if at >= n or starts[at][0] != t:  # alone at its instant
+                    out.append((spans[i], START, None))
+                    continue
+                group = [(i, 0, 0)]
             else:
-                keys = [(i, kind, k)]
-            for i, kind, k in keys:
+                if tr >= limit:
+                    break
+                t, i, kind, k = pop(ready)
+                if ts != t and (not ready or ready[0][0] != t):  # alone at its instant
+                    record = spans[i]
+                    if kind == 1:
+                        out.append((record, EVENT, record.events[k]))
+                    else:
+                        out.append((record, END if kind == 2 else START, None))
+                    continue
+                group = [(i, kind, k)]
+            # phases at one instant: order_group orders them
+            while at < n and starts[at][0] == t:
+                group.append((starts[at][1], 0, 0))
+                at += 1
+            while ready and ready[0][0] == t:
+                _, i, kind, k = pop(ready)
+                group.append((i, kind, k))
+            for i, kind, k in order_group(group, spans, self.parent, self.depth):
                 record = spans[i]
                 if kind == 1:
                     out.append((record, EVENT, record.events[k]))
                 else:
                     out.append((record, END if kind == 2 else START, None))
+        if at > 1024 and at * 2 > n:  # drop what was released
+            del starts[:at]
+            at = 0
+        self._starts_at = at
         return out

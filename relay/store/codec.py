@@ -36,7 +36,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -215,6 +215,21 @@ def replay_record(trace_id: str, row: Sequence[Any]) -> SpanRecord:
     return SpanRecord(trace_id, span_id, parent, name, start_ns, end_ns,
                       load_attributes(attributes), status, status_message or "", "internal",
                       () if events is None else load_events(events))
+
+
+def replay_records(trace_id: str, rows: Iterable[Sequence[Any]]) -> list[SpanRecord]:
+    """:func:`replay_record` of each row, in one loop: attributes with no tagged value
+    (:func:`load_attributes`) read by ``orjson`` with no call in between."""
+    loads, record = orjson.loads, SpanRecord
+    try:
+        return [record(trace_id, span_id, parent, name, start_ns, end_ns,
+                       loads(attributes) if '":{' not in attributes
+                       else load_attributes(attributes), status, status_message or "",
+                       "internal", () if events is None else load_events(events))
+                for (span_id, parent, name, start_ns, end_ns, status, status_message,
+                     attributes, events) in rows]
+    except ValueError:  # (an escaped lone surrogate, which only the standard library reads)
+        return [replay_record(trace_id, row) for row in rows]
 
 
 def from_row(row: Sequence[Any]) -> SpanRecord:

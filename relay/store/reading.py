@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from relay.spans import SpanRecord
-from relay.store.codec import REPLAY_COLUMNS, REPLAY_START, replay_record
+from relay.store.codec import REPLAY_COLUMNS, REPLAY_START, replay_record, replay_records
 
 #: rows in the first chunk (the first events come early) and in the later ones
 FIRST_CHUNK = 32
@@ -45,37 +45,42 @@ class SpanStream:
             rows = row_cursor()
             rows.execute(sql, (trace_id,))
             cursors.append(rows)
-        #: one trace (the usual turn): its cursor, read ``fetchmany`` at a time; more: the
-        #: traces' rows merged by start (ties: any order), each with its trace id
+        #: one trace (the usual turn): its cursor, read only ``fetchmany`` at a time (a
+        #: PostgreSQL server-side cursor that is iterated takes rows ahead of fetchmany);
+        #: more: the traces' rows merged by start (ties: any order), each with its trace id
         self._cursor: Any = cursors[0] if len(cursors) == 1 else None
-        self._pairs: Iterator[tuple[str, Any]] = iter(()) if not cursors else zip(
-            itertools.repeat(trace_ids[0]), cursors[0]) if len(cursors) == 1 else heapq.merge(
-            *(zip(itertools.repeat(t), c) for t, c in zip(trace_ids, cursors, strict=True)),
-            key=lambda pair: pair[1][REPLAY_START])
-        self._first = next(self._pairs, None)
+        self._pairs: Iterator[tuple[str, Any]] = iter(()) if len(cursors) < 2 else \
+            heapq.merge(*(zip(itertools.repeat(t), c)
+                          for t, c in zip(trace_ids, cursors, strict=True)),
+                        key=lambda pair: pair[1][REPLAY_START])
+        if self._cursor is not None:
+            self._first: list[SpanRecord] = replay_records(
+                trace_ids[0], self._cursor.fetchmany(FIRST_CHUNK))
+        else:
+            self._first = [replay_record(t, row)
+                           for t, row in itertools.islice(self._pairs, FIRST_CHUNK)]
         self.closed = False
 
     @property
     def empty(self) -> bool:
-        return self._first is None
+        return not self._first
 
     def __iter__(self) -> Iterator[list[SpanRecord]]:
         """Chunks of records as the mapping reads them (:func:`~relay.store.codec.
         replay_record`: no kind, links or resource)."""
         try:
-            if self._first is None:
+            if not self._first:
                 return
-            pairs = self._pairs
-            yield [replay_record(t, row) for t, row in
-                   [self._first, *itertools.islice(pairs, FIRST_CHUNK - 1)]]
-            cursor = self._cursor
+            first, self._first = self._first, []
+            yield first
+            cursor, pairs = self._cursor, self._pairs
             trace_id = self.trace_ids[0]
             while True:
                 if cursor is not None:  # one trace: the rows without a pair each
                     rows = cursor.fetchmany(CHUNK)
                     if not rows:
                         return
-                    yield [replay_record(trace_id, row) for row in rows]
+                    yield replay_records(trace_id, rows)
                 else:
                     batch = list(itertools.islice(pairs, CHUNK))
                     if not batch:

@@ -195,7 +195,7 @@ class SQLSpanStore:
     def turn_span_stream(self, turn_id: str) -> tuple[str, SpanStream | None]:
         """``("stored", stream)`` (its spans in start order, in chunks, read as taken:
         :class:`~relay.store.reading.SpanStream`; close it if not read to the end),
-        ``("expired", None)`` or ``("unknown", None)``. The state and the first row are
+        ``("expired", None)`` or ``("unknown", None)``. The state and the first chunk are
         read here; the rest as the stream is taken, from the same snapshot."""
         cutoff = self.clock() - self._retention_ns()
         resources = contextlib.ExitStack()

@@ -560,6 +560,8 @@ def _replay_store(phases: list[tuple[Any, bool]], ends: list[Any], n_spans: int,
                     note=f"{median(ratios):.2f}x the mapping alone (min "
                          f"{min(ratios):.2f}x): less sensitive to other processes",
                     params={"ratio_to_map": median(ratios)}))
+            if streaming:
+                figs.append(_replay_steady(store, turn_id, n_rounds))
             figs.append(summary("replay.sqlite_list",
                                 "  from SQLite: turn_spans + replay_events (whole list)",
                                 whole_list, "ms", note=f"state={state}, {len(spans):,} spans",
@@ -569,6 +571,31 @@ def _replay_store(phases: list[tuple[Any, bool]], ends: list[Any], n_spans: int,
             figs.append(na("replay.sqlite", "from the SQLite span store", "ms",
                            f"{type(exc).__name__}: {exc}"))
     return figs
+
+
+def _replay_steady(store: Any, turn_id: str, n_rounds: int) -> Figure:
+    """The streamed replay back to back, with no ``gc.collect()`` between replays (the
+    rows above collect before each round), in a heap frozen as ``span-relay serve``
+    freezes it once started (``RelayServer``: ``gc.freeze()``): what a serving process
+    pays, the collections a replay's surviving objects set off included (process CPU per
+    replay)."""
+    asyncio.run(_replay_streamed(store, turn_id))
+    gc.collect()
+    gc.freeze()
+    try:
+        full_before = gc.get_stats()[2]["collections"]
+        cpu = []
+        for _ in rounds(n_rounds, 30, minimum=2):
+            c0 = time.process_time()
+            asyncio.run(_replay_streamed(store, turn_id))
+            cpu.append((time.process_time() - c0) * 1000)
+        full = gc.get_stats()[2]["collections"] - full_before
+    finally:
+        gc.unfreeze()
+    return summary("replay.sqlite_steady", "  the same back to back, no gc.collect() between, "
+                   "heap frozen as served (CPU per replay)", cpu, "ms",
+                   note=f"{full} full collections in {len(cpu)} replays",
+                   params={"full_collections": full, "replays": len(cpu)})
 
 
 async def _replay_streamed(store: Any, turn_id: str) -> tuple[float, float, int]:

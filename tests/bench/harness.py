@@ -65,6 +65,7 @@ EXPECTED_KEYS: tuple[str, ...] = (
     "replay.sqlite",
     "replay.first_event",
     "replay.sqlite_cpu",
+    "replay.sqlite_steady",
     "replay.sqlite_list",
     "realistic.offline",
     "realistic.model_1s",
@@ -72,7 +73,8 @@ EXPECTED_KEYS: tuple[str, ...] = (
 
 #: Figures that may be "n/a" because what they measure is not built yet (hooks).
 MAY_BE_NA = frozenset({"bus.redis", "ingest.otlp_http", "replay.events", "replay.sqlite",
-                       "replay.first_event", "replay.sqlite_cpu", "replay.sqlite_list"})
+                       "replay.first_event", "replay.sqlite_cpu", "replay.sqlite_steady",
+                       "replay.sqlite_list"})
 
 
 @dataclass

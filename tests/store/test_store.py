@@ -124,6 +124,27 @@ def test_codec_stores_plain_values_plain_and_reads_rows_of_every_version() -> No
         [{"name": "e", "time_ns": 5, "attributes": {"k": 1}}]
 
 
+def test_replay_records_of_a_chunk_equal_the_records_row_by_row() -> None:
+    """The replay's chunk decoder (one loop, orjson called directly) reads every row as
+    :func:`replay_record` does: plain and tagged values, rows written before schema 3, a
+    lone surrogate (the chunk falls back to the standard library), events, NULLs."""
+    from relay.store.codec import dump_attributes, replay_record, replay_records
+
+    rows = [
+        ("a1", None, "root", 1, 9, "ok", None, dump_attributes({"s": "x", "i": 7}), None),
+        ("a2", "a1", "n", 2, None, "unset", None, dump_attributes({"t": ("a", 2**70)}), None),
+        ("a3", "a1", "m", 3, 4, "error", "boom", '{"k":{"d":1.0},"b":{"b":true}}',
+         '[{"name":"e","time_ns":3,"attributes":{"k":{"i":1},"p":2}}]'),
+        ("a4", "a1", "o", 4, 5, "ok", None, "{}", None),
+    ]
+    expected = [replay_record("t" * 32, row) for row in rows]
+    assert replay_records("t" * 32, rows) == expected
+    odd = [*rows, ("a5", "a1", "p", 5, 6, "ok", None, dump_attributes({"bad": "x \ud800"}),
+                   None)]
+    assert replay_records("t" * 32, odd) == [*expected, replay_record("t" * 32, odd[-1])]
+    assert replay_records("t" * 32, odd)[-1].attributes == {"bad": "x \ud800"}
+
+
 # -- round trip and indexes ---------------------------------------------------------------
 
 def test_rows_round_trip_to_equal_span_records(make_store: Callable[..., Any]) -> None:
@@ -297,3 +318,38 @@ def test_streamed_read_gives_what_the_mapping_reads_in_start_order(
     assert again is not None
     streamed = [e for batch in iter_replay_events(again, lookups=again) for e in batch]
     assert [e.to_json() for e in streamed] == [e.to_json() for e in replay_events(stored)]
+
+
+def test_a_long_turn_streams_past_its_first_chunk(make_store: Callable[..., Any]) -> None:
+    """One trace of more spans than the first chunk and a later one hold (``fetchmany``,
+    decoded a chunk at a time): every span read once, in start order (a PostgreSQL
+    server-side cursor that was iterated for the first chunk used to skip rows), and the
+    events derived from them equal the reference replay of the stored spans."""
+    from relay.mapping.feed import iter_replay_events, replay_events
+    from relay.store.reading import CHUNK, FIRST_CHUNK
+
+    store = make_store()
+    root, node, tool = turn_spans(9)
+    spans = [root]
+    for k in range(FIRST_CHUNK + CHUNK):  # nodes, each with a tool under it
+        at = root.start_ns + (k + 1) * 10_000
+        node_id, tool_id = f"{2 * k + 16:016x}", f"{2 * k + 17:016x}"
+        spans.append(SpanRecord(root.trace_id, node_id, root.span_id, node.name, at,
+                                at + 8_000, {**node.attributes, c.NODE_STEP: k + 1}))
+        spans.append(SpanRecord(root.trace_id, tool_id, node_id, tool.name, at + 1_000,
+                                at + 5_000, tool.attributes, tool.status,
+                                tool.status_message, events=[
+                                    {**tool.events[0], "time_ns": at + 2_000}]))
+    store.write(spans)
+    _, stream = store.turn_span_stream("turn-9")
+    assert stream is not None
+    chunks = list(stream)
+    assert [len(chunk) for chunk in chunks][:2] == [FIRST_CHUNK, CHUNK]
+    read = [r for chunk in chunks for r in chunk]
+    assert read == [SpanRecord(r.trace_id, r.span_id, r.parent_span_id, r.name, r.start_ns,
+                               r.end_ns, r.attributes, r.status, r.status_message,
+                               events=r.events) for r in spans]
+    _, again = store.turn_span_stream("turn-9")
+    assert again is not None
+    streamed = [e for batch in iter_replay_events(again, lookups=again) for e in batch]
+    assert [e.to_json() for e in streamed] == [e.to_json() for e in replay_events(spans)]
