@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from relay.bus.base import CursorExpired, UnknownTurn
 from relay.events import TURN_TERMINAL, Event
@@ -68,6 +68,7 @@ class MemoryReader:
         self.cursor = after
         self._closed = False
         self._on_close = on_close
+        self._waiter: asyncio.Future[bool] | None = None  # its last wait(None)
         log.readers += 1
 
     def take(self, limit: int = 256) -> list[Event]:
@@ -80,7 +81,20 @@ class MemoryReader:
             self.cursor = batch[-1].seq
         return batch
 
-    async def wait(self, timeout: float | None) -> bool:
+    def wait(self, timeout: float | None) -> Awaitable[bool]:
+        """Without a timeout (``Relay.subscribe``'s wait), the future itself that publish
+        resolves: no coroutine around it. A cancelled one stays in the log's waiters until
+        the next publish, this reader's next wait or its close."""
+        log = self._log
+        if timeout is not None or log.base + len(log.events) > self.cursor:
+            return self._wait(timeout)
+        if self._waiter is not None:
+            log.waiters.discard(self._waiter)
+        waiter = self._waiter = asyncio.Future(loop=asyncio.get_running_loop())
+        log.waiters.add(waiter)
+        return waiter
+
+    async def _wait(self, timeout: float | None) -> bool:
         log = self._log
         if log.last_seq > self.cursor:
             return True
@@ -113,6 +127,8 @@ class MemoryReader:
 
     def close(self) -> None:
         self.unwatch()
+        if self._waiter is not None:
+            self._log.waiters.discard(self._waiter)
         if not self._closed:
             self._closed = True
             self._log.readers -= 1
@@ -157,7 +173,11 @@ class MemoryBus:
         if log is None:
             log = self._logs[event.turn_id] = _TurnLog(event.turn_id, 0)
         events = log.events
-        stamped = event.stamped(log.base + len(events) + 1)
+        if event.seq == 0 and event._json is None and event._frame is None:
+            event.seq = log.base + len(events) + 1  # fresh: numbered in place (Event.stamped)
+            stamped = event
+        else:
+            stamped = event.with_seq(log.base + len(events) + 1)
         events.append(stamped)
         if len(events) > self.max_events_per_turn:
             drop = len(events) - self.max_events_per_turn

@@ -20,7 +20,8 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
+from itertools import islice
 from typing import Any
 
 from opentelemetry.context import Context
@@ -117,10 +118,14 @@ class RelaySpanProcessor(SpanProcessor):
     # -- on the loop --------------------------------------------------------------------
 
     def _drain(self) -> None:
+        """Map the phases queued when it begins, each taken off the queue as the feed asks
+        for it (``popleft`` in C, no generator): a phase the agent's threads append from
+        here on schedules the next drain, and a phase is never seen twice."""
         self._scheduled = False  # before draining: a span appended from now on reschedules
         # publish inside feed's try: a bus that raises costs that span, never the drain
-        feed(self.state, _taken(self._pending), self._publish, read=self._read,
-             on_failure=self._failed)
+        pending = self._pending
+        feed(self.state, islice(iter(pending.popleft, None), len(pending)), self._publish,
+             read=self._read, on_failure=self._failed)
 
     def _read(self, span: ReadableSpan, ended: bool) -> SpanRecord:
         return live_record(span, ended, self._ids)
@@ -144,10 +149,3 @@ class RelaySpanProcessor(SpanProcessor):
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         self.flush()
         return True
-
-
-def _taken(pending: deque[_Phase]) -> Iterator[_Phase]:
-    """The queue's phases, each taken off as the feed asks for it: phases the agent's
-    threads append meanwhile are taken in the same drain, and a phase is never seen twice."""
-    while pending:
-        yield pending.popleft()
