@@ -173,26 +173,26 @@ class MemoryBus:
         if log is None:
             log = self._logs[event.turn_id] = _TurnLog(event.turn_id, 0)
         events = log.events
+        seq = log.base + len(events) + 1
         if event.seq == 0 and event._json is None and event._frame is None:
-            event.seq = log.base + len(events) + 1  # fresh: numbered in place (Event.stamped)
-            stamped = event
+            event.seq = seq  # fresh from the mapping: numbered in place (Event.stamped)
         else:
-            stamped = event.with_seq(log.base + len(events) + 1)
-        events.append(stamped)
+            event = event.with_seq(seq)
+        events.append(event)
         if len(events) > self.max_events_per_turn:
             drop = len(events) - self.max_events_per_turn
             del events[:drop]
             log.base += drop
-        if stamped.type in TURN_TERMINAL:
-            log.terminal_seq = stamped.seq
+        if event.type in TURN_TERMINAL:
+            log.terminal_seq = seq
             log.finished_at = time.monotonic()
-            self._finished[event.turn_id] = log.finished_at
-            self._finished.move_to_end(event.turn_id)
+            self._finished[log.turn_id] = log.finished_at
+            self._finished.move_to_end(log.turn_id)
             if len(self._finished) > self.max_finished_turns:
                 self._expire()
         if log.waiters or log.watchers:
             log.wake()
-        return stamped
+        return event
 
     # -- reading ----------------------------------------------------------------------
 

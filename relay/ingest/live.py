@@ -17,7 +17,6 @@ span start and end on the serving loop:
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,13 +53,14 @@ class HexIds:
 
 
 def _sdk_span_types() -> frozenset[type]:
-    """The SDK's own span classes (``ReadableSpan``, ``Span`` and the tracer's subclass of
-    it) whose public readers are ``ReadableSpan``'s: properties that return the span's
-    underscore fields as they are. A span of one of these is read through those fields,
-    past a Python call per property (ten a phase); any other class, through its public
-    readers. Checked by tests/unit/test_live_record.py against the pinned SDK."""
+    """The SDK's own span classes whose public readers are ``ReadableSpan``'s, properties
+    that return the span's underscore fields as they are: ``ReadableSpan`` (what the SDK
+    hands ``on_end``: a snapshot over the span's own fields), ``Span`` and the tracer's
+    subclass of it. A span of one of these is read through those fields, past a Python
+    call per property (ten a phase); any other, through its public readers. Checked by
+    tests/unit/test_live_record.py against the pinned SDK."""
     readers = ("name", "context", "parent", "start_time", "end_time", "status")
-    classes = [ReadableSpan, Span, *Span.__subclasses__()]
+    classes: list[type] = [ReadableSpan, Span, *Span.__subclasses__()]
     return frozenset(cls for cls in classes
                      if all(getattr(cls, r) is getattr(ReadableSpan, r) for r in readers))
 
@@ -71,68 +71,80 @@ _SDK_SPANS = _sdk_span_types()
 
 def live_record(span: ReadableSpan, ended: bool, ids: HexIds | None = None) -> SpanRecord:
     """What the mapping reads of a live SDK span at its start (``ended=False``, also its
-    span events) or its end. ``ids``: the reader's id table (see :class:`HexIds`)."""
+    span events) or its end. ``ids``: the reader's id table (see :class:`HexIds`).
+
+    The processor's case (an SDK span, an id table) reads the span's fields; a
+    ``SpanContext`` is the tuple ``(trace_id, span_id, ...)``. Any other, through the
+    public readers (:func:`_public_record`)."""
+    if ids is None or type(span) not in _SDK_SPANS:
+        return _public_record(span, ended, ids)
     sdk: Any = span
-    fields = type(span) in _SDK_SPANS
-    if fields:  # the SDK's own span: its fields; a SpanContext is (trace_id, span_id, ...)
-        ctx, parent = sdk._context, sdk._parent
-        trace_int, span_int = ctx[0], ctx[1]
-        parent_int = parent[1] if parent is not None else None
-        name, start = sdk._name, sdk._start_time
-    else:
-        ctx, parent = span.context, span.parent
-        trace_int, span_int = ctx.trace_id, ctx.span_id
-        parent_int = parent.span_id if parent is not None else None
-        name, start = span.name, span.start_time
-    if ids is None:
-        trace_id = trace_int.to_bytes(16, "big").hex()
-        span_id = span_int.to_bytes(8, "big").hex()
-        parent_id = parent_int.to_bytes(8, "big").hex() if parent_int is not None else None
-    else:
-        traces, spans = ids.traces, ids.spans
-        trace_id = traces.get(trace_int) or ids.trace(trace_int)
-        if ended:  # its own end: its entry is no longer needed
-            span_id = spans.pop(span_int, None) or span_int.to_bytes(8, "big").hex()
-        elif (span_id := spans.get(span_int)) is None:  # (HexIds.span, inlined)
-            if len(spans) >= ids.max_entries:
-                spans.clear()
-            span_id = spans[span_int] = span_int.to_bytes(8, "big").hex()
-        parent_id = (spans.get(parent_int) or parent_int.to_bytes(8, "big").hex()) \
-            if parent_int is not None else None
-    bounded = sdk._attributes if fields else getattr(span, "_attributes", None)
-    inner = getattr(bounded, "_dict", None)
-    if type(inner) is dict:  # the SDK's plain dict (see _attribute_dict)
-        attributes: Mapping[str, Any] = inner if ended else inner.copy()
-    else:
-        attributes = _attribute_dict(span, ended)
-    record = SpanRecord(trace_id, span_id, parent_id, name, start or 0, None, attributes)
+    inner = getattr(sdk._attributes, "_dict", None)
+    if type(inner) is not dict:
+        return _public_record(span, ended, ids)
+    ctx, parent, spans = sdk._context, sdk._parent, ids.spans
+    span_int = ctx[1]
+    if ended:  # its own end: its entry is no longer needed
+        span_id = spans.pop(span_int, None) or span_int.to_bytes(8, "big").hex()
+    elif (span_id := spans.get(span_int)) is None:  # (HexIds.span, inlined)
+        if len(spans) >= ids.max_entries:
+            spans.clear()
+        span_id = spans[span_int] = span_int.to_bytes(8, "big").hex()
+    record = SpanRecord(
+        ids.traces.get(ctx[0]) or ids.trace(ctx[0]), span_id,
+        None if parent is None else spans.get(parent[1]) or parent[1].to_bytes(8, "big").hex(),
+        sdk._name, sdk._start_time or 0, None, inner if ended else inner.copy())
     if ended:
-        if fields:
-            status = sdk._status
-            code, description = status._status_code, status._description
-            record.end_ns = sdk._end_time or start or 0
-        else:
-            status = span.status
-            code, description = status.status_code, status.description
-            record.end_ns = span.end_time or start or 0
+        record.end_ns = sdk._end_time or record.start_ns
+        status = sdk._status
+        code = status._status_code
         if code is not StatusCode.UNSET:
             record.status = "error" if code is StatusCode.ERROR else "ok"
-            record.status_message = description or ""
-        events: Any = sdk._events if fields else None  # the SDK's BoundedList: its deque
+            record.status_message = status._description or ""
+        events = sdk._events  # the SDK's BoundedList: its deque says, without a locked copy
         if events._dq if type(events) is BoundedList else _has_events(span):  # type: ignore[attr-defined]
-            record.events = [{"name": e.name, "time_ns": e.timestamp,
-                              "attributes": dict(e.attributes or {})} for e in span.events]
+            record.events = _events_of(span)
     return record
+
+
+def _public_record(span: ReadableSpan, ended: bool, ids: HexIds | None) -> SpanRecord:
+    """:func:`live_record` through the span's public readers."""
+    ctx, parent = span.context, span.parent
+    if ids is None:
+        trace_id = ctx.trace_id.to_bytes(16, "big").hex()
+        span_id = ctx.span_id.to_bytes(8, "big").hex()
+        parent_id = parent.span_id.to_bytes(8, "big").hex() if parent else None
+    else:
+        trace_id = ids.traces.get(ctx.trace_id) or ids.trace(ctx.trace_id)
+        if ended:  # its own end: its entry is no longer needed
+            span_id = ids.spans.pop(ctx.span_id, None) or ctx.span_id.to_bytes(8, "big").hex()
+        else:
+            span_id = ids.spans.get(ctx.span_id) or ids.span(ctx.span_id)
+        parent_id = (ids.spans.get(parent.span_id)
+                     or parent.span_id.to_bytes(8, "big").hex()) if parent else None
+    record = SpanRecord(trace_id, span_id, parent_id, span.name, span.start_time or 0, None,
+                        _attribute_dict(span, ended))
+    if ended:
+        record.end_ns = span.end_time or span.start_time or 0
+        status = span.status
+        code = status.status_code
+        if code is not StatusCode.UNSET:
+            record.status = "error" if code is StatusCode.ERROR else "ok"
+            record.status_message = status.description or ""
+        if _has_events(span):
+            record.events = _events_of(span)
+    return record
+
+
+def _events_of(span: ReadableSpan) -> list[dict[str, Any]]:
+    return [{"name": e.name, "time_ns": e.timestamp, "attributes": dict(e.attributes or {})}
+            for e in span.events]
 
 
 def _has_events(span: ReadableSpan) -> bool:
     """Whether a span has span events, without ``span.events``' locked copy of them (the
-    SDK's ``_events`` is a ``BoundedList`` over a deque, ``_dq``; the public view where it
-    is not there)."""
+    SDK's ``_events`` is a ``BoundedList``; the public view where it is not there)."""
     bounded = getattr(span, "_events", None)
-    inner = getattr(bounded, "_dq", None)
-    if type(inner) is deque:
-        return len(inner) > 0
     if bounded is not None:
         try:
             return len(bounded) > 0

@@ -107,6 +107,15 @@ def test_the_tracers_spans_are_read_through_their_fields() -> None:
 
     root, child = _spans()
     assert type(child) in _SDK_SPANS and ReadableSpan in _SDK_SPANS
+    ids = HexIds()
+    for ended in (False, True):
+        if ended:
+            child.add_event("e", {"k": 1})
+            child.set_status(Status(StatusCode.ERROR, "boom"))
+            child.end()
+        fast, public = live_record(child, ended, ids), live_record(child, ended)
+        assert fast == public and fast.events == public.events and fast.status == "error" \
+            if ended else fast == public
 
     class Renamed(ReadableSpan):
         @property
@@ -116,6 +125,5 @@ def test_the_tracers_spans_are_read_through_their_fields() -> None:
     assert Renamed not in _SDK_SPANS
     ctx = SpanContext(0xAB, 0xCD, is_remote=False)
     span = Renamed(name="plain", context=ctx, start_time=1, end_time=2)
-    assert live_record(span, True).name == "renamed"
-    child.end()
+    assert live_record(span, True, HexIds()).name == "renamed"
     root.end()
