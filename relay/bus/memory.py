@@ -88,10 +88,11 @@ class MemoryReader:
         log = self._log
         if timeout is not None or log.base + len(log.events) > self.cursor:
             return self._wait(timeout)
+        waiters = log.waiters
         if self._waiter is not None:
-            log.waiters.discard(self._waiter)
+            waiters.discard(self._waiter)
         waiter = self._waiter = asyncio.Future(loop=asyncio.get_running_loop())
-        log.waiters.add(waiter)
+        waiters.add(waiter)
         return waiter
 
     async def _wait(self, timeout: float | None) -> bool:

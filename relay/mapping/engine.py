@@ -41,7 +41,7 @@ from relay.mapping.answers import (
     message_saved,
     root_end,
 )
-from relay.mapping.attributes import json_attr, marker_attributes
+from relay.mapping.attributes import marker_attributes
 from relay.mapping.discovery import Discovery, node_discovered
 from relay.mapping.links import awaits_resume, link_resume
 from relay.mapping.own import node_phase
@@ -144,7 +144,7 @@ def _root_started(state: MappingState, record: SpanRecord) -> list[Event]:
     if state.resume_route is not None and state.resume_route(run.graph_id) is None:
         run.resume_path = None  # the serving process offers none (a relay-only server)
     state.remember(run)
-    topology, ok = json_attr(attrs, c.GRAPH_TOPOLOGY, {"nodes": [], "edges": []})
+    topology, ok = state.topology(attrs.get(c.GRAPH_TOPOLOGY))
     fields: dict[str, Any] = {
         "graph_id": str(attrs.get(c.GRAPH_ID, "")),
         "nodes": topology.get("nodes", []),

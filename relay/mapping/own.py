@@ -16,7 +16,15 @@ general path maps it.
 
 from __future__ import annotations
 
-from relay import conventions as c
+from relay.conventions import (
+    NODE_NAME,
+    NODE_NAMESPACE,
+    NODE_STEP,
+    NODE_TASK_ID,
+    OPERATION,
+    START_OF,
+    TURN_ID,
+)
 from relay.events import Event
 from relay.mapping.discovery import node_discovered
 from relay.mapping.payloads import node_completed, node_started
@@ -33,7 +41,7 @@ def node_phase(state: MappingState, record: SpanRecord, ended: bool) -> list[Eve
     attrs = record.attributes
     run = state.runs.get(record.trace_id)
     if run is None or run.foreign or not run.active \
-            or c.OPERATION in attrs or c.START_OF in attrs or c.TURN_ID in attrs:
+            or OPERATION in attrs or START_OF in attrs or TURN_ID in attrs:
         return None
     span_id = record.span_id
     if ended:
@@ -52,21 +60,21 @@ def node_phase(state: MappingState, record: SpanRecord, ended: bool) -> list[Eve
     if run.instrumented and parent_id != run.root_span_id \
             and (parent is None or not parent.firm):
         return None  # not under our root or nodes: a plain span there (placement.effective)
-    opened = Open(run, parent_id, record.name, record.start_ns, node=str(attrs[c.NODE_NAME]),
+    opened = Open(run, parent_id, record.name, record.start_ns, node=str(attrs[NODE_NAME]),
                   is_node=True, firm=True)  # firm: nothing under it is a late node
     if parent is not None and parent.firm:
         opened.owner = parent if parent.is_node else parent.owner
     state.spans[span_id] = opened
     run.span_ids.add(span_id)
-    namespace = namespace_attr(attrs) if c.NODE_NAMESPACE in attrs else None
+    namespace = namespace_attr(attrs) if NODE_NAMESPACE in attrs else None
     if namespace is None and parent is not None:  # else at the top (under the root)
         namespace = namespace_from_parents(state, run, parent_id)
     if namespace:
         opened.namespace = namespace
     if state.orphans:
         claim(state, span_id, opened)
-    started = node_started(run, span_id, opened, attrs.get(c.NODE_STEP),
-                           attrs.get(c.NODE_TASK_ID))
+    started = node_started(run, span_id, opened, attrs.get(NODE_STEP),
+                           attrs.get(NODE_TASK_ID))
     if run.discovery is None:
         return [started]
     return [*node_discovered(run, opened), started]

@@ -11,10 +11,13 @@ the instructions of one turn of the 4-node graph of :mod:`tests.bench.bench_over
   (``relay_turn``: what the budget counts).
 
 Counts are repeatable whatever else the machine does (a shared 2-core VM: the wall-clock
-bench moves with its load). Only the measured turns are counted: each configuration
-warms up first, then runs its turns inside ``functools.reduce``, and valgrind collects
-only inside that C function (``--toggle-collect=functools_reduce``); nothing else in the
-process calls it. One configuration by hand:
+bench moves with its load), to a few thousand instructions a turn (random turn ids; hash
+seeds are fixed). Only the measured turns are counted: each configuration warms up
+first, collects garbage, then runs its turns inside ``functools.reduce``, and valgrind
+collects only inside that C function (``--toggle-collect=functools_reduce``); nothing
+else in the process calls it. The window is short enough (60 turns) that no gen-1 or
+full garbage collection falls in it: what the relay's retained logs cost the collector
+is not in these counts (see docs/performance.md). One configuration by hand:
 
     valgrind --tool=callgrind --toggle-collect=functools_reduce \\
         --callgrind-out-file=/tmp/cg.out .venv/bin/python -m tests.bench.callgrind_turn \\
@@ -88,7 +91,8 @@ def measure(configs: list[str], turns: int, warmup: int) -> dict[str, int]:
                  f"--callgrind-out-file={out}", sys.executable, "-m",
                  "tests.bench.callgrind_turn", "--child", config, "--turns", str(turns),
                  "--warmup", str(warmup)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONHASHSEED": "0"})  # the same dict layouts each run
         counts = {}
         for config, (out, proc) in runs.items():
             if proc.wait() != 0:
