@@ -2,11 +2,12 @@
 
 The hot path (``on_start``/``on_end``, on whatever thread the agent runs) does O(1) work:
 append ``(span, ended)`` to a deque and, when no drain is pending, schedule one on the
-event loop (a direct ``call_soon`` on the loop thread, ``call_soon_threadsafe`` from any
-other). It holds no lock, does no I/O, and never raises into the agent: every failure is
-counted and swallowed. The drain runs on the loop: it feeds the queued phases to the
-mapping through the one loop every path uses (:func:`relay.mapping.feed.feed`) and
-publishes the events, in the exact order the spans started and ended.
+event loop (on the loop thread the drain's one handle back on asyncio's ready queue, as
+``call_soon`` would put a new one; ``call_soon_threadsafe`` from any other thread). It
+holds no lock, does no I/O, and never raises into the agent: every failure is counted
+and swallowed. The drain runs on the loop: it feeds the queued phases to the mapping
+through the one loop every path uses (:func:`relay.mapping.feed.feed`) and publishes
+the events, in the exact order the spans started and ended.
 
 Bounded: at most ``max_pending`` spans wait for the loop; past that new ones are dropped
 and counted in ``dropped`` (a loop that far behind has bigger problems, and the agent
