@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from relay.events import Event
@@ -36,8 +36,10 @@ class LogReader(Protocol):
         cursor past them. (A bounded batch: what one reader holds at a time.)"""
         ...
 
-    async def wait(self, timeout: float | None) -> bool:
-        """Wait until an event after the cursor exists (True) or ``timeout`` passes (False)."""
+    def wait(self, timeout: float | None) -> Awaitable[bool]:
+        """Wait until an event after the cursor exists (True) or ``timeout`` passes (False).
+        An awaitable (a coroutine, or a future of the reader's): ``await`` it, or pass it
+        to ``asyncio.ensure_future``."""
         ...
 
     def close(self) -> None: ...

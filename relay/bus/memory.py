@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from relay.bus.base import CursorExpired, UnknownTurn
 from relay.events import TURN_TERMINAL, Event
@@ -68,6 +68,7 @@ class MemoryReader:
         self.cursor = after
         self._closed = False
         self._on_close = on_close
+        self._waiter: asyncio.Future[bool] | None = None  # its last wait(None)
         log.readers += 1
 
     def take(self, limit: int = 256) -> list[Event]:
@@ -80,7 +81,21 @@ class MemoryReader:
             self.cursor = batch[-1].seq
         return batch
 
-    async def wait(self, timeout: float | None) -> bool:
+    def wait(self, timeout: float | None) -> Awaitable[bool]:
+        """Without a timeout (``Relay.subscribe``'s wait), the future itself that publish
+        resolves: no coroutine around it. A cancelled one stays in the log's waiters until
+        the next publish, this reader's next wait or its close."""
+        log = self._log
+        if timeout is not None or log.base + len(log.events) > self.cursor:
+            return self._wait(timeout)
+        waiters = log.waiters
+        if self._waiter is not None:
+            waiters.discard(self._waiter)
+        waiter = self._waiter = asyncio.Future(loop=asyncio.get_running_loop())
+        waiters.add(waiter)
+        return waiter
+
+    async def _wait(self, timeout: float | None) -> bool:
         log = self._log
         if log.last_seq > self.cursor:
             return True
@@ -113,6 +128,8 @@ class MemoryReader:
 
     def close(self) -> None:
         self.unwatch()
+        if self._waiter is not None:
+            self._log.waiters.discard(self._waiter)
         if not self._closed:
             self._closed = True
             self._log.readers -= 1
@@ -157,22 +174,26 @@ class MemoryBus:
         if log is None:
             log = self._logs[event.turn_id] = _TurnLog(event.turn_id, 0)
         events = log.events
-        stamped = event.stamped(log.base + len(events) + 1)
-        events.append(stamped)
+        seq = log.base + len(events) + 1
+        if event.seq == 0 and event._json is None and event._frame is None:
+            event.seq = seq  # fresh from the mapping: numbered in place (Event.stamped)
+        else:
+            event = event.with_seq(seq)
+        events.append(event)
         if len(events) > self.max_events_per_turn:
             drop = len(events) - self.max_events_per_turn
             del events[:drop]
             log.base += drop
-        if stamped.type in TURN_TERMINAL:
-            log.terminal_seq = stamped.seq
+        if event.type in TURN_TERMINAL:
+            log.terminal_seq = seq
             log.finished_at = time.monotonic()
-            self._finished[event.turn_id] = log.finished_at
-            self._finished.move_to_end(event.turn_id)
+            self._finished[log.turn_id] = log.finished_at
+            self._finished.move_to_end(log.turn_id)
             if len(self._finished) > self.max_finished_turns:
                 self._expire()
         if log.waiters or log.watchers:
             log.wake()
-        return stamped
+        return event
 
     # -- reading ----------------------------------------------------------------------
 

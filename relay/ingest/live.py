@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, Span
+from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import StatusCode
 
 from relay.spans import SpanRecord
@@ -51,9 +52,63 @@ class HexIds:
         return hexed
 
 
+def _sdk_span_types() -> frozenset[type]:
+    """The SDK's own span classes whose public readers are ``ReadableSpan``'s, properties
+    that return the span's underscore fields as they are: ``ReadableSpan`` (what the SDK
+    hands ``on_end``: a snapshot over the span's own fields), ``Span`` and the tracer's
+    subclass of it. A span of one of these is read through those fields, past a Python
+    call per property (ten a phase); any other, through its public readers. Checked by
+    tests/unit/test_live_record.py against the pinned SDK."""
+    readers = ("name", "context", "parent", "start_time", "end_time", "status")
+    classes: list[type] = [ReadableSpan, Span, *Span.__subclasses__()]
+    return frozenset(cls for cls in classes
+                     if all(getattr(cls, r) is getattr(ReadableSpan, r) for r in readers))
+
+
+#: read-only, fixed when the module is imported (see :func:`_sdk_span_types`)
+_SDK_SPANS = _sdk_span_types()
+
+
 def live_record(span: ReadableSpan, ended: bool, ids: HexIds | None = None) -> SpanRecord:
     """What the mapping reads of a live SDK span at its start (``ended=False``, also its
-    span events) or its end. ``ids``: the reader's id table (see :class:`HexIds`)."""
+    span events) or its end. ``ids``: the reader's id table (see :class:`HexIds`).
+
+    The processor's case (an SDK span, an id table) reads the span's fields; a
+    ``SpanContext`` is the tuple ``(trace_id, span_id, ...)``. Any other, through the
+    public readers (:func:`_public_record`)."""
+    if ids is None or type(span) not in _SDK_SPANS:
+        return _public_record(span, ended, ids)
+    sdk: Any = span
+    inner = getattr(sdk._attributes, "_dict", None)
+    if type(inner) is not dict:
+        return _public_record(span, ended, ids)
+    ctx, parent, spans = sdk._context, sdk._parent, ids.spans
+    span_int = ctx[1]
+    if ended:  # its own end: its entry is no longer needed
+        span_id = spans.pop(span_int, None) or span_int.to_bytes(8, "big").hex()
+    elif (span_id := spans.get(span_int)) is None:  # (HexIds.span, inlined)
+        if len(spans) >= ids.max_entries:
+            spans.clear()
+        span_id = spans[span_int] = span_int.to_bytes(8, "big").hex()
+    record = SpanRecord(
+        ids.traces.get(ctx[0]) or ids.trace(ctx[0]), span_id,
+        None if parent is None else spans.get(parent[1]) or parent[1].to_bytes(8, "big").hex(),
+        sdk._name, sdk._start_time or 0, None, inner if ended else inner.copy())
+    if ended:
+        record.end_ns = sdk._end_time or record.start_ns
+        status = sdk._status
+        code = status._status_code
+        if code is not StatusCode.UNSET:
+            record.status = "error" if code is StatusCode.ERROR else "ok"
+            record.status_message = status._description or ""
+        events = sdk._events  # the SDK's BoundedList: its deque says, without a locked copy
+        if events._dq if type(events) is BoundedList else _has_events(span):  # type: ignore[attr-defined]
+            record.events = _events_of(span)
+    return record
+
+
+def _public_record(span: ReadableSpan, ended: bool, ids: HexIds | None) -> SpanRecord:
+    """:func:`live_record` through the span's public readers."""
     ctx, parent = span.context, span.parent
     if ids is None:
         trace_id = ctx.trace_id.to_bytes(16, "big").hex()
@@ -77,9 +132,13 @@ def live_record(span: ReadableSpan, ended: bool, ids: HexIds | None = None) -> S
             record.status = "error" if code is StatusCode.ERROR else "ok"
             record.status_message = status.description or ""
         if _has_events(span):
-            record.events = [{"name": e.name, "time_ns": e.timestamp,
-                              "attributes": dict(e.attributes or {})} for e in span.events]
+            record.events = _events_of(span)
     return record
+
+
+def _events_of(span: ReadableSpan) -> list[dict[str, Any]]:
+    return [{"name": e.name, "time_ns": e.timestamp, "attributes": dict(e.attributes or {})}
+            for e in span.events]
 
 
 def _has_events(span: ReadableSpan) -> bool:

@@ -2,11 +2,12 @@
 
 The hot path (``on_start``/``on_end``, on whatever thread the agent runs) does O(1) work:
 append ``(span, ended)`` to a deque and, when no drain is pending, schedule one on the
-event loop (a direct ``call_soon`` on the loop thread, ``call_soon_threadsafe`` from any
-other). It holds no lock, does no I/O, and never raises into the agent: every failure is
-counted and swallowed. The drain runs on the loop: it feeds the queued phases to the
-mapping through the one loop every path uses (:func:`relay.mapping.feed.feed`) and
-publishes the events, in the exact order the spans started and ended.
+event loop (on the loop thread the drain's one handle back on asyncio's ready queue, as
+``call_soon`` would put a new one; ``call_soon_threadsafe`` from any other thread). It
+holds no lock, does no I/O, and never raises into the agent: every failure is counted
+and swallowed. The drain runs on the loop: it feeds the queued phases to the mapping
+through the one loop every path uses (:func:`relay.mapping.feed.feed`) and publishes
+the events, in the exact order the spans started and ended.
 
 Bounded: at most ``max_pending`` spans wait for the loop; past that new ones are dropped
 and counted in ``dropped`` (a loop that far behind has bigger problems, and the agent
@@ -16,11 +17,14 @@ must not be slowed to wait for it).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
+from itertools import islice
 from typing import Any
 
 from opentelemetry.context import Context
@@ -31,7 +35,6 @@ from relay.events import Event
 from relay.ingest.live import HexIds, live_record
 from relay.mapping.feed import END, EVENT, START, feed
 from relay.mapping.state import MappingState
-from relay.spans import SpanRecord
 
 log = logging.getLogger("relay.processor")
 
@@ -52,8 +55,12 @@ class RelaySpanProcessor(SpanProcessor):
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
+        self._ready: Callable[[], None] | None = None  # the drain's handle to the loop: bind
+        self._context = contextvars.Context()  # the drain's: empty, its own
         self.state = MappingState()
         self._ids = HexIds()  # the drain's id table (relay/ingest/live.py)
+        #: what the mapping reads of a span at a phase (partial: no Python frame between)
+        self._read = partial(live_record, ids=self._ids)
         self.dropped = 0
         self.failures = 0
 
@@ -63,19 +70,49 @@ class RelaySpanProcessor(SpanProcessor):
         """Attach to the event loop that owns the bus. Call from that loop's thread."""
         self._loop = loop
         self._loop_thread = threading.get_ident()
+        self._scheduled = False
+        # The drain's handle, made once and put back on the loop's ready queue for each
+        # drain: what ``call_soon`` does, without its four Python calls and a new handle
+        # per drain. Only on asyncio's own loops (their ``_ready`` deque), not in debug
+        # mode (its checks are call_soon's); any other loop gets call_soon. The drain runs
+        # in a context of its own, never in the agent's that happened to end a span.
+        ready = getattr(loop, "_ready", None)
+        fast = isinstance(loop, asyncio.BaseEventLoop) and type(ready) is deque \
+            and not loop.get_debug()
+        self._ready = partial(ready.append, asyncio.Handle(self._drain, (), loop, self._context)) \
+            if fast and ready is not None else None
 
     def unbind(self) -> None:
         self.flush()
         self._loop = None
         self._loop_thread = None
+        self._ready = None
 
     # -- the hot path -------------------------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        self._enqueue(span, START, None)
+        try:  # _enqueue, inlined (twice per span)
+            pending = self._pending
+            if self._loop is None or len(pending) >= self._max_pending:
+                self.dropped += 1
+                return
+            pending.append((span, START, None))
+            if not self._scheduled:
+                self._schedule()
+        except Exception:
+            self.failures += 1
 
     def on_end(self, span: ReadableSpan) -> None:
-        self._enqueue(span, END, None)
+        try:  # _enqueue, inlined (twice per span)
+            pending = self._pending
+            if self._loop is None or len(pending) >= self._max_pending:
+                self.dropped += 1
+                return
+            pending.append((span, END, None))
+            if not self._scheduled:
+                self._schedule()
+        except Exception:
+            self.failures += 1
 
     def add_event(self, span: Span, name: str,
                   attributes: Mapping[str, AttributeValue] | None = None) -> None:
@@ -95,35 +132,47 @@ class RelaySpanProcessor(SpanProcessor):
 
     def _enqueue(self, span: ReadableSpan, phase: str, event: dict[str, Any] | None) -> None:
         try:
-            loop = self._loop
-            if loop is None or len(self._pending) >= self._max_pending:
+            pending = self._pending
+            if self._loop is None or len(pending) >= self._max_pending:
                 self.dropped += 1
                 return
-            self._pending.append((span, phase, event))
-            if self._scheduled:
-                return
-            self._scheduled = True
-            try:
-                if threading.get_ident() == self._loop_thread:
-                    loop.call_soon(self._drain)
-                else:
-                    loop.call_soon_threadsafe(self._drain)
-            except Exception:
-                self._scheduled = False  # no drain is coming: let the next span try again
-                raise
+            pending.append((span, phase, event))  # first: a drain from now on takes it
+            if not self._scheduled:
+                self._schedule()
         except Exception:  # never into the agent (e.g. the loop closed under us)
             self.failures += 1
+
+    def _schedule(self) -> None:
+        """Schedule a drain (none is pending): on the loop's thread, the drain's handle
+        back on its ready queue (see :meth:`bind`) or ``call_soon``; from any other,
+        ``call_soon_threadsafe``. Raises what they raise (a closed loop)."""
+        loop = self._loop
+        assert loop is not None
+        self._scheduled = True
+        try:
+            if threading.get_ident() != self._loop_thread:
+                loop.call_soon_threadsafe(self._drain, context=self._context)
+            elif self._ready is None:
+                loop.call_soon(self._drain, context=self._context)
+            elif loop.is_closed():
+                raise RuntimeError("Event loop is closed")
+            else:
+                self._ready()
+        except Exception:
+            self._scheduled = False  # no drain is coming: let the next span try again
+            raise
 
     # -- on the loop --------------------------------------------------------------------
 
     def _drain(self) -> None:
+        """Map the phases queued when it begins, each taken off the queue as the feed asks
+        for it (``popleft`` in C, no generator): a phase the agent's threads append from
+        here on schedules the next drain, and a phase is never seen twice."""
         self._scheduled = False  # before draining: a span appended from now on reschedules
         # publish inside feed's try: a bus that raises costs that span, never the drain
-        feed(self.state, _taken(self._pending), self._publish, read=self._read,
-             on_failure=self._failed)
-
-    def _read(self, span: ReadableSpan, ended: bool) -> SpanRecord:
-        return live_record(span, ended, self._ids)
+        pending = self._pending
+        feed(self.state, islice(iter(pending.popleft, None), len(pending)), self._publish,
+             read=self._read, on_failure=self._failed)
 
     def _failed(self, span: ReadableSpan, exc: Exception) -> None:
         """A phase that could not be mapped or published: counted and logged, and the
@@ -144,10 +193,3 @@ class RelaySpanProcessor(SpanProcessor):
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         self.flush()
         return True
-
-
-def _taken(pending: deque[_Phase]) -> Iterator[_Phase]:
-    """The queue's phases, each taken off as the feed asks for it: phases the agent's
-    threads append meanwhile are taken in the same drain, and a phase is never seen twice."""
-    while pending:
-        yield pending.popleft()

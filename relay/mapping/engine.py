@@ -16,13 +16,14 @@ to, from :mod:`relay.mapping.summary`; how a run ends, from :mod:`relay.mapping.
   :mod:`relay.mapping.discovery`) and ends at its root span's end with ``paused`` (a node
   left on an interrupt: :mod:`relay.mapping.interrupts`), ``turn_completed`` (a
   ChatResponse built from the spans) or ``error``. Those instrumentations set their
-  attributes only when a span ends, so a
-  trace no rule recognises yet is followed tentatively, and a node may be recognised only
-  at its end or at the end of a span inside it (:mod:`relay.mapping.placement`): its
-  ``node_started`` is then late (stamped with the span's own start), but still comes
-  before anything inside it, whose events wait for it, and before its ``node_completed``.
+  attributes only when a span ends, so a trace no rule recognises yet is followed
+  tentatively, and a node may be recognised only at its end or at the end of a span
+  inside it (:mod:`relay.mapping.placement`): its ``node_started`` is then late (stamped
+  with the span's own start), but still comes before anything inside it, whose events
+  wait for it, and before its ``node_completed``.
 - A start marker (``relay.start_of``, see :mod:`relay.conventions`) stands for the start
   of the span it names; that span's own start then yields nothing.
+- Our own node spans in our runs take a short path (:mod:`relay.mapping.own`).
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ from relay.mapping.answers import (
     message_saved,
     root_end,
 )
-from relay.mapping.attributes import json_attr, marker_attributes
+from relay.mapping.attributes import marker_attributes
 from relay.mapping.discovery import Discovery, node_discovered
 from relay.mapping.links import awaits_resume, link_resume
+from relay.mapping.own import node_phase
 from relay.mapping.payloads import node_completed, node_started, tool_completed_fields, tool_fields
 from relay.mapping.placement import (
     claim_nodes,
@@ -73,6 +75,8 @@ from relay.spans import SpanRecord
 def map_span(state: MappingState, record: SpanRecord, ended: bool) -> list[Event]:
     """The events for one span start (``ended=False``) or end (``ended=True``)."""
     attrs = record.attributes
+    if c.NODE_NAME in attrs and (events := node_phase(state, record, ended)) is not None:
+        return events  # one of our node spans, on the short path (relay/mapping/own.py)
     if attrs.get(c.OPERATION) == c.OP_SAVE_MESSAGE:
         return message_saved(record) if ended else []
     if c.START_OF in attrs:
@@ -82,11 +86,9 @@ def map_span(state: MappingState, record: SpanRecord, ended: bool) -> list[Event
         if run is not None and run.root_span_id == record.span_id:
             return []  # its start marker came first
         return _root_started(state, record)
-    run = state.runs.get(record.trace_id)
+    run = state.runs.get(record.trace_id) or state.run_of(record.trace_id)
     if run is None:
-        run = state.tentative.get(record.trace_id) if state.tentative else None
-        if run is None:
-            return _unknown_trace(state, record, ended)
+        return _unknown_trace(state, record, ended)
     if ended and attrs.get(c.TURN_ID) == run.turn_id:
         held = release_all(run)
         state.forget_run(run.trace_id)
@@ -142,7 +144,7 @@ def _root_started(state: MappingState, record: SpanRecord) -> list[Event]:
     if state.resume_route is not None and state.resume_route(run.graph_id) is None:
         run.resume_path = None  # the serving process offers none (a relay-only server)
     state.remember(run)
-    topology, ok = json_attr(attrs, c.GRAPH_TOPOLOGY, {"nodes": [], "edges": []})
+    topology, ok = state.topology(attrs.get(c.GRAPH_TOPOLOGY))
     fields: dict[str, Any] = {
         "graph_id": str(attrs.get(c.GRAPH_ID, "")),
         "nodes": topology.get("nodes", []),

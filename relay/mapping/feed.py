@@ -63,13 +63,15 @@ def feed(state: MappingState, phases: Iterable[tuple[S, str, dict[str, Any] | No
     passes a queue drained as it is filled, the receiver holds back a root's end by the
     state the earlier phases left.
     """
+    map_span = engine.map_span
     for span, kind, span_event in phases:
         try:
-            if kind == EVENT:
+            if kind == END:
+                events = map_span(state, read(span, True), True)
+            elif kind == EVENT:
                 events = deltas.map_span_event(state, read(span, False), span_event or {})
             else:
-                ended = kind == END
-                events = engine.map_span(state, read(span, ended), ended)
+                events = map_span(state, read(span, False), False)
             for event in events:
                 emit(event)
         except Exception as exc:

@@ -21,34 +21,44 @@ from relay.mapping.state import Open, Run
 from relay.mapping.summary import node_status, status_of
 from relay.spans import SpanRecord
 
+_OUTCOMES = frozenset({"ok", "error", "paused", "cancelled"})
+
 
 def node_started(run: Run, span_id: str, opened: Open, step: Any, task_id: Any) -> Event:
-    return run.event(ev.NODE_STARTED, opened.start_ns, {
-        "node": opened.node,
-        "span_id": span_id,
-        "parent_span_id": opened.parent,
-        "step": step,
-        "task_id": task_id,
-        "namespace": list(opened.namespace),
-    })
+    # run.event, inlined (as in node_completed): twice per node
+    return Event(ev.NODE_STARTED, run.thread_id, run.turn_id, run.trace_id,
+                 (opened.start_ns + 500) // 1000 / 1000, {
+                     "node": opened.node,
+                     "span_id": span_id,
+                     "parent_span_id": opened.parent,
+                     "step": step,
+                     "task_id": task_id,
+                     "namespace": list(opened.namespace),
+                 })
 
 
 def node_completed(run: Run, record: SpanRecord, opened: Open) -> Event:
-    status = node_status(record)
+    outcome = record.attributes.get(c.NODE_OUTCOME)  # node_status's first answer, inlined
+    status = outcome if type(outcome) is str and outcome in _OUTCOMES else node_status(record)
     if run.foreign:
         foreign_node_ended(run, record, opened, status)
     if run.discovery is not None and not opened.namespace and opened.node:
         run.discovery.finished(opened.node, status)
-    opened.children.sort(key=lambda ch: (ch["start_ts"], ch["span_id"]))  # start order
-    return run.event(ev.NODE_COMPLETED, record.end_ns or record.start_ns, {
-        "node": opened.node,
-        "span_id": record.span_id,
-        "namespace": list(opened.namespace),
-        "status": status,
-        "duration_ms": record.duration_ms,
-        "summary": opened.summary,
-        "children": opened.children,
-    })
+    if opened.children:
+        opened.children.sort(key=lambda ch: (ch["start_ts"], ch["span_id"]))  # start order
+    end = record.end_ns
+    return Event(ev.NODE_COMPLETED, run.thread_id, run.turn_id, run.trace_id,
+                 ((end or record.start_ns) + 500) // 1000 / 1000, {
+                     "node": opened.node,
+                     "span_id": record.span_id,
+                     "namespace": list(opened.namespace),
+                     "status": status,
+                     # record.duration_ms, inlined
+                     "duration_ms": 0.0 if end is None
+                     else (end - record.start_ns + 500) // 1000 / 1000,
+                     "summary": opened.summary,
+                     "children": opened.children,
+                 })
 
 
 def tool_fields(record: SpanRecord, facts: Facts) -> dict[str, Any]:

@@ -214,6 +214,8 @@ def release(state: MappingState, run: Run, changed: set[str]) -> list[Event]:
 
 def release_all(run: Run) -> list[Event]:
     """What is still held when the run ends: out now, as it is (no node was found)."""
+    if not run.held:
+        return []
     held, run.held = run.held, []
     return [run.event(h.type, h.time_ns, h.fields) for h in held] if run.active else []
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from relay.events import Event
+from relay.mapping.attributes import json_attr
 from relay.mapping.discovery import Discovery
 from relay.spans import to_ms
 
@@ -32,6 +33,8 @@ MAX_ORPHANS = 10_000
 MAX_TENTATIVE = 10_000
 #: How many events one run holds while their node is not known yet (oldest dropped).
 MAX_HELD = 10_000
+#: How many graph topologies (their text) the state keeps read (see MappingState.topology).
+MAX_TOPOLOGIES = 64
 
 
 @dataclass(slots=True)
@@ -150,6 +153,23 @@ class MappingState:
     #: ("start"/"end", run, the span), for whoever keeps the store's index and the turn
     #: records
     notes: list[tuple[str, Run, Any]] | None = None
+    #: ``relay.graph.topology`` as read, by its text (see :meth:`topology`)
+    topologies: dict[str, tuple[Any, bool]] = field(default_factory=dict)
+
+    def topology(self, raw: Any) -> tuple[Any, bool]:
+        """A run root's ``relay.graph.topology``, read as ``json_attr`` reads it (empty
+        when absent; ``ok`` False when cut or malformed), each text once: the runs of a
+        graph declare the same one, and their ``graph_topology`` events share what it
+        reads (as every reader shares an event: an event is never changed once made).
+        Bounded: past MAX_TOPOLOGIES texts the memo starts over."""
+        if type(raw) is not str:
+            return json_attr({"": raw}, "", {"nodes": [], "edges": []})
+        read = self.topologies.get(raw)
+        if read is None:
+            if len(self.topologies) >= MAX_TOPOLOGIES:
+                self.topologies.clear()
+            read = self.topologies[raw] = json_attr({"": raw}, "", {"nodes": [], "edges": []})
+        return read
 
     def pause(self, thread_id: str, turn: PausedTurn) -> None:
         self.paused[thread_id] = turn

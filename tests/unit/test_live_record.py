@@ -97,3 +97,33 @@ def _spans_of(tracer: trace.Tracer) -> tuple[trace.Span, trace.Span]:
 
 def _ids(record: object) -> tuple[object, ...]:
     return tuple(getattr(record, k) for k in ("trace_id", "span_id", "parent_span_id"))
+
+
+def test_the_tracers_spans_are_read_through_their_fields() -> None:
+    """The SDK's span classes whose public readers are ReadableSpan's own properties are
+    read through the fields behind them (no Python call per property); a subclass that
+    overrides a reader is read through its readers."""
+    from relay.ingest.live import _SDK_SPANS
+
+    root, child = _spans()
+    assert type(child) in _SDK_SPANS and ReadableSpan in _SDK_SPANS
+    ids = HexIds()
+    for ended in (False, True):
+        if ended:
+            child.add_event("e", {"k": 1})
+            child.set_status(Status(StatusCode.ERROR, "boom"))
+            child.end()
+        fast, public = live_record(child, ended, ids), live_record(child, ended)
+        assert fast == public and fast.events == public.events and fast.status == "error" \
+            if ended else fast == public
+
+    class Renamed(ReadableSpan):
+        @property
+        def name(self) -> str:
+            return "renamed"
+
+    assert Renamed not in _SDK_SPANS
+    ctx = SpanContext(0xAB, 0xCD, is_remote=False)
+    span = Renamed(name="plain", context=ctx, start_time=1, end_time=2)
+    assert live_record(span, True, HexIds()).name == "renamed"
+    root.end()

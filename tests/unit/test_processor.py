@@ -66,8 +66,10 @@ def test_spans_before_bind_are_dropped_and_counted(pipe: Pipeline) -> None:
     assert len(pipe.processor._pending) == 0
 
 
-async def test_loop_thread_uses_call_soon_and_delivers(
+async def test_loop_thread_schedules_one_drain_per_burst_and_delivers(
         pipe: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the loop's thread the drain's one handle goes back on asyncio's ready queue
+    (what call_soon does, without a new handle); never call_soon_threadsafe."""
     loop = asyncio.get_running_loop()
     calls: list[str] = []
     soon, threadsafe = loop.call_soon, loop.call_soon_threadsafe
@@ -89,7 +91,10 @@ async def test_loop_thread_uses_call_soon_and_delivers(
     pipe.node(root, "a")
     root.end()
     assert pipe.events == []  # nothing on the hot path itself
-    assert calls == ["call_soon"]  # one drain scheduled for the burst
+    assert calls == []
+    drains = [h for h in loop._ready  # type: ignore[attr-defined]
+              if getattr(h, "_callback", None) == pipe.processor._drain]
+    assert len(drains) == 1  # one drain scheduled for the burst
     await asyncio.sleep(0)
     assert pipe.types() == ["graph_topology", "node_started", "node_completed", "error"]
 
@@ -102,6 +107,30 @@ async def test_loop_thread_uses_call_soon_and_delivers(
     assert calls and set(calls) == {"call_soon_threadsafe"}
     await wait_for(lambda: len(pipe.events) == 7)
     assert pipe.types()[4:] == ["graph_topology", "node_started", "node_completed"]
+
+
+async def test_a_loop_in_debug_mode_gets_call_soon(
+        pipe: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In debug mode (call_soon's checks) the drain is scheduled through call_soon."""
+    loop = asyncio.get_running_loop()
+    calls: list[object] = []
+    soon = loop.call_soon
+
+    def spy_soon(cb, *args, **kw):
+        if cb == pipe.processor._drain:
+            calls.append(kw.get("context"))
+        return soon(cb, *args, **kw)
+
+    monkeypatch.setattr(loop, "call_soon", spy_soon)
+    loop.set_debug(True)
+    try:
+        pipe.processor.bind(loop)
+    finally:
+        loop.set_debug(False)
+    pipe.root().end()
+    assert len(calls) == 1 and calls[0] is not None  # in the drain's own context
+    await asyncio.sleep(0)
+    assert pipe.types() == ["graph_topology", "error"]
 
 
 async def test_publish_that_raises_never_reaches_the_caller(pipe: Pipeline) -> None:

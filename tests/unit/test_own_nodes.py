@@ -1,0 +1,138 @@
+"""The short path for our own node spans (relay/mapping/own.py) maps every phase to the
+events the general path gives, payload for payload: on the recorded turns of the demo
+agent (its graph spanned by GraphAgent's instrumentation) and on generated turns of node
+spans, nested nodes, children, namespaces, outcomes, lost starts and stray traces."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from relay import conventions as c
+from relay.ingest.tracefile import parse_trace_file
+from relay.mapping import engine
+from relay.mapping.feed import END, START, as_live, feed, ordered_phases
+from relay.mapping.state import MappingState
+from relay.spans import SpanRecord
+
+FIXTURES = Path(__file__).parent.parent / "store" / "fixtures"
+
+
+def _events(phases: list[tuple[SpanRecord, str, Any]], short: bool) -> list[dict[str, Any]]:
+    """The events of ``phases``, with the short path (``short``) or with the general path
+    only (the short path patched out for this call)."""
+    out: list[Any] = []
+    with contextlib.ExitStack() as stack:
+        if not short:
+            stack.enter_context(mock.patch.object(engine, "node_phase", lambda *a: None))
+        feed(MappingState(), phases, out.append, read=as_live)
+    return [e.to_dict() for e in out]
+
+
+@pytest.mark.parametrize("name", ["refund", "failed"])
+def test_recorded_turns_map_alike(name: str) -> None:
+    _, records = parse_trace_file((FIXTURES / f"{name}.otlp.jsonl").read_text())
+    phases = list(ordered_phases(records))
+    short = _events(phases, True)
+    assert any(e["type"] == "node_started" for e in short)
+    assert short == _events(phases, False)
+
+
+_OUTCOMES = st.sampled_from([None, "ok", "error", "paused", "cancelled", "weird"])
+_CHILD = st.sampled_from(["node", "node", "node", c.OP_CHAT, c.OP_TOOL, c.OP_RETRIEVAL,
+                          "plain", "node+op", "marker"])
+
+
+@st.composite
+def turns(draw: st.DrawFn) -> list[tuple[SpanRecord, str, Any]]:
+    """A run root (topology declared or not, instrumented or not) and spans under it or
+    each other, their phases in an order where each span starts before it ends (some
+    starts lost), plus a trace with no root."""
+    trace, stray = "a" * 32, "b" * 32
+    n = draw(st.integers(1, 9))
+    root_attrs: dict[str, Any] = {c.TURN_ID: "t1", c.CONVERSATION_ID: "th", c.RUN_KIND: "chat",
+                                  c.GRAPH_ID: "g"}
+    if draw(st.booleans()):
+        root_attrs[c.GRAPH_TOPOLOGY] = json.dumps({"nodes": [], "edges": []})
+    if draw(st.booleans()):
+        root_attrs[c.GRAPH_INSTRUMENTED] = True
+    root = SpanRecord(trace, "f" * 16, None, "invoke_agent a", 1_000, None, root_attrs)
+    spans: list[SpanRecord] = []
+    for i in range(n):
+        kind = draw(_CHILD)
+        parent = draw(st.integers(-1, i - 1))
+        parent_id = root.span_id if parent < 0 else spans[parent].span_id
+        attrs: dict[str, Any] = {}
+        if kind.startswith("node"):
+            attrs[c.NODE_NAME] = f"n{draw(st.integers(0, 3))}"
+            if draw(st.booleans()):
+                attrs[c.NODE_STEP] = i
+                attrs[c.NODE_TASK_ID] = f"task{i}"
+            ns = draw(st.sampled_from([None, ["outer"], [], "[\"x\"]", "bad", ("a", "b")]))
+            if ns is not None:
+                attrs[c.NODE_NAMESPACE] = ns
+            if kind == "node+op":
+                attrs[c.OPERATION] = c.OP_CHAT
+        elif kind == "marker":
+            attrs[c.START_OF] = f"{i:016x}"
+        elif kind != "plain":
+            attrs[c.OPERATION] = kind
+            attrs[c.TOOL_NAME] = "search"
+        tid = stray if draw(st.integers(0, 9)) == 0 else trace
+        spans.append(SpanRecord(tid, f"{i + 1:016x}", parent_id, f"span {i}", 2_000 + i,
+                                None, attrs))
+    order: list[tuple[SpanRecord, str, Any]] = [(root, START, None)]
+    pending = list(range(n))
+    started: list[int] = []
+    while pending or started:
+        pick_start = pending and (not started or draw(st.booleans()))
+        if pick_start:
+            i = pending.pop(draw(st.integers(0, min(1, len(pending) - 1))))
+            if draw(st.integers(0, 7)) != 0:  # else its start is lost
+                order.append((spans[i], START, None))
+            started.append(i)
+        else:
+            i = started.pop(draw(st.integers(0, len(started) - 1)))
+            end_attrs = dict(spans[i].attributes)
+            outcome = draw(_OUTCOMES)
+            if outcome is not None:
+                end_attrs[c.NODE_OUTCOME] = outcome
+            s = spans[i]
+            ended = SpanRecord(s.trace_id, s.span_id, s.parent_span_id, s.name, s.start_ns,
+                               s.start_ns + 1_234_567, end_attrs,
+                               status=draw(st.sampled_from(["unset", "ok", "error"])))
+            order.append((ended, END, None))
+    end_attrs = {**root_attrs, c.TURN_OUTCOME: "answered",
+                 c.TURN_RESPONSE: json.dumps({"status": "answered", "answer": "x"})}
+    order.append((SpanRecord(trace, root.span_id, None, root.name, 1_000, 9_000_000, end_attrs),
+                  END, None))
+    return order
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(phases=turns())
+def test_generated_turns_map_alike(phases: list[tuple[SpanRecord, str, Any]]) -> None:
+    assert _events(phases, True) == _events(phases, False)
+
+
+def test_a_node_that_starts_after_its_child_ended_claims_its_facts() -> None:
+    """A child's facts wait under its parent's id until that node's start (the orphans)."""
+    trace, root_id, node_id = "a" * 32, "f" * 16, "1" * 16
+    attrs = {c.TURN_ID: "t1", c.CONVERSATION_ID: "th", c.GRAPH_ID: "g"}
+    root = SpanRecord(trace, root_id, None, "invoke_agent a", 1_000, None, attrs)
+    chat = {c.OPERATION: c.OP_CHAT, c.REQUEST_MODEL: "m", c.INPUT_TOKENS: 3}
+    child = SpanRecord(trace, "2" * 16, node_id, "chat m", 3_000, 4_000, chat)
+    node = SpanRecord(trace, node_id, root_id, "node n", 2_000, None, {c.NODE_NAME: "n"})
+    ended = SpanRecord(trace, node_id, root_id, "node n", 2_000, 5_000, {c.NODE_NAME: "n"})
+    phases = [(root, START, None), (child.at_start(), START, None), (child, END, None),
+              (node, START, None), (ended, END, None)]
+    short = _events(phases, True)
+    assert short[-1]["summary"] == {"model": "m", "input_tokens": 3}
+    assert short == _events(phases, False)
