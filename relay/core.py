@@ -46,8 +46,9 @@ from relay.store import SpanStore, open_store
 from relay.store.exporter import add_span_store
 from relay.turns.feed import TurnFeed, WatchedTurns
 from relay.turns.foreign import NotedRuns, RecordWriter
-from relay.turns.messages import SQLiteMessageStore
+from relay.turns.messages import MessageStore
 from relay.turns.postgres import open_turn_store
+from relay.turns.postgres_messages import open_message_store
 from relay.turns.records import TurnStore
 from relay.turns.runs import RunManager
 from relay.turns.starting import StartLocks
@@ -85,7 +86,7 @@ class Relay:
         self.turns: TurnStore = WatchedTurns(open_turn_store(settings), self.feed)
         self._foreign_records = RecordWriter(self.turns, self._noted.messages,
                                              self._noted.users)
-        self.messages = SQLiteMessageStore(settings.data_dir / "messages.db")
+        self.messages: MessageStore = open_message_store(settings)  # saved answers
         #: finished spans, for replay (RELAY_STORE); written by add_span_store's processor
         self.store: SpanStore = open_store(settings)
         self.store_processor: BatchSpanProcessor | None = None

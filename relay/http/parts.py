@@ -16,7 +16,7 @@ from relay.langgraph.agent import GraphAgent
 from relay.settings import RelaySettings
 from relay.store import SpanStore
 from relay.turns.feed import TurnFeed
-from relay.turns.messages import SQLiteMessageStore
+from relay.turns.messages import MessageStore
 from relay.turns.records import TurnStore
 from relay.turns.runs import RunManager
 
@@ -37,7 +37,7 @@ class RelayParts(Protocol):
     streams: Streams
     store: SpanStore
     store_processor: BatchSpanProcessor | None
-    messages: SQLiteMessageStore
+    messages: MessageStore
     metrics: RelayMetrics
     receiver: OTLPReceiver | None
     #: cancel requests to the instance that runs a turn (a shared Redis bus), or None

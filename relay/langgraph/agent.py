@@ -46,7 +46,7 @@ from relay.langgraph.hooks import (
 from relay.langgraph.instrument import AddEvent, GraphInstrumentation
 from relay.langgraph.spans import RunSpan, run_span
 from relay.langgraph.topology import topology
-from relay.turns.messages import Message, SQLiteMessageStore
+from relay.turns.messages import Message, MessageStore
 from relay.turns.records import TurnRecord, TurnStore
 from relay.turns.response import ChatResponse
 
@@ -67,7 +67,7 @@ class _Binding:
 
     tracer: Tracer
     turns: TurnStore
-    messages: SQLiteMessageStore | None
+    messages: MessageStore | None
     add_event: AddEvent | None
     turn_timeout_s: float
     tool_timeout_s: float | None = None
@@ -111,7 +111,7 @@ class GraphAgent:
 
     # -- set-up -------------------------------------------------------------------------
 
-    def bind(self, *, tracer: Tracer, turns: TurnStore, messages: SQLiteMessageStore | None,
+    def bind(self, *, tracer: Tracer, turns: TurnStore, messages: MessageStore | None,
              add_event: AddEvent | None, turn_timeout_s: float,
              checkpointer: Any = None, tool_timeout_s: float | None = None) -> None:
         """Give the agent the relay's parts; a graph compiled without a checkpointer gets

@@ -5,6 +5,10 @@ After a turn completes, the app saves the answer as a message (in its own span, 
 agree) and the person can rate it with ``POST /messages/{id}/feedback``. Saving never
 holds up the answer: ``turn_completed`` is on the bus before the save starts, and a
 failed save only means no ``message_saved``.
+
+SQLite under RELAY_DATA_DIR by default; with ``RELAY_STORE=postgresql://...`` the answers
+live in PostgreSQL (relay/turns/postgres_messages.py), so that every replica rates the
+answers of every other (:func:`relay.turns.postgres_messages.open_message_store`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 RATINGS = ("up", "down")
 
@@ -28,6 +33,19 @@ class Message:
     created_at: float
     rating: str | None = None
     comment: str | None = None
+
+
+class MessageStore(Protocol):
+    """Where saved answers live: :class:`SQLiteMessageStore`, or
+    :class:`relay.turns.postgres_messages.PostgresMessageStore`."""
+
+    async def save(self, message: Message) -> None: ...
+
+    async def get(self, message_id: str) -> Message | None: ...
+
+    async def rate(self, message_id: str, rating: str, comment: str | None) -> bool: ...
+
+    def close(self) -> None: ...
 
 
 class SQLiteMessageStore:

@@ -96,9 +96,8 @@ def listed(client: httpx.Client, base: str, headers: dict[str, str], **params: s
 
 
 def assert_all_reachable(client: httpx.Client, base: str, alice: dict[str, str],
-                         turns: Turns, saved_at: str | None = None) -> None:
-    """The owner reads, rates and resumes her turns (``saved_at``: the instance that saved
-    the answer: saved answers are each instance's own, relay/turns/messages.py)."""
+                         turns: Turns) -> None:
+    """The owner reads, rates and resumes her turns."""
     assert client.get(f"{base}/turns/{turns.answered}", headers=alice).status_code == 200
     assert listed(client, base, alice) >= {turns.answered, turns.paused}
     with client.stream("GET", f"{base}/turns/{turns.answered}/events?source=spans",
@@ -106,8 +105,7 @@ def assert_all_reachable(client: httpx.Client, base: str, alice: dict[str, str],
         assert response.status_code == 200
         replayed = events_of(list(iter_frames(response)))
     assert replayed[-1]["type"] == "turn_completed"
-    rated = client.post(f"{saved_at or base}/messages/{turns.message_id}/feedback",
-                        headers=alice,
+    rated = client.post(f"{base}/messages/{turns.message_id}/feedback", headers=alice,
                         json={"rating": "up"})
     assert rated.status_code == 200, rated.text
     resumed = client.post(f"{base}/chat/resume", headers=alice, json={

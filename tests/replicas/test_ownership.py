@@ -23,4 +23,4 @@ def test_ownership_holds_across_replicas(make_instance, redis_url: str, postgres
         turns = alices_turns(client, a.url, alice)
         assert_none_reachable(client, b.url, bob, turns)
         assert_none_reachable(client, a.url, bob, turns)
-        assert_all_reachable(client, b.url, alice, turns, saved_at=a.url)  # resumed on B
+        assert_all_reachable(client, b.url, alice, turns)  # rated and resumed on B
