@@ -48,7 +48,22 @@ class MessageStore(Protocol):
     def close(self) -> None: ...
 
 
-class SQLiteMessageStore:
+class ThreadedMessageAPI:
+    """The async API of a message store whose sync core (``_save``, ``_get``, ``_rate``)
+    runs in a worker thread: SQLite and PostgreSQL share it."""
+
+    async def save(self, message: Message) -> None:
+        await asyncio.to_thread(self._save, message)  # type: ignore[attr-defined]
+
+    async def get(self, message_id: str) -> Message | None:
+        return await asyncio.to_thread(self._get, message_id)  # type: ignore[attr-defined]
+
+    async def rate(self, message_id: str, rating: str, comment: str | None) -> bool:
+        return await asyncio.to_thread(self._rate,  # type: ignore[attr-defined]
+                                       message_id, rating, comment)
+
+
+class SQLiteMessageStore(ThreadedMessageAPI):
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
@@ -82,15 +97,6 @@ class SQLiteMessageStore:
                 "UPDATE messages SET rating = ?, comment = ?, rated_at = ? "
                 "WHERE message_id = ?", (rating, comment, time.time() * 1000, message_id))
             return cur.rowcount == 1
-
-    async def save(self, message: Message) -> None:
-        await asyncio.to_thread(self._save, message)
-
-    async def get(self, message_id: str) -> Message | None:
-        return await asyncio.to_thread(self._get, message_id)
-
-    async def rate(self, message_id: str, rating: str, comment: str | None) -> bool:
-        return await asyncio.to_thread(self._rate, message_id, rating, comment)
 
     def close(self) -> None:
         with self._lock:

@@ -10,18 +10,22 @@ raises StoreUnavailable (a 503 on the feedback route; a failed save only means n
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from relay.turns.messages import Message, MessageStore, SQLiteMessageStore
+from relay.turns.messages import (
+    Message,
+    MessageStore,
+    SQLiteMessageStore,
+    ThreadedMessageAPI,
+)
 
 _LOCK_KEY = 0x6D7367732D7067  # "msgs-pg": one migration at a time
 
 
-class PostgresMessageStore:
+class PostgresMessageStore(ThreadedMessageAPI):
     def __init__(self, url: str, connect_timeout_s: float = 5.0) -> None:
         from relay.store.pool import open_pool
 
@@ -71,15 +75,6 @@ class PostgresMessageStore:
                         "WHERE message_id = %s",
                         (rating, comment, time.time() * 1000, message_id))
             return bool(cur.rowcount == 1)
-
-    async def save(self, message: Message) -> None:
-        await asyncio.to_thread(self._save, message)
-
-    async def get(self, message_id: str) -> Message | None:
-        return await asyncio.to_thread(self._get, message_id)
-
-    async def rate(self, message_id: str, rating: str, comment: str | None) -> bool:
-        return await asyncio.to_thread(self._rate, message_id, rating, comment)
 
     def close(self) -> None:
         self._pool.close()
