@@ -49,7 +49,8 @@ class SpanRecord:
         """What a live processor reads at this span's start (see :func:`from_sdk_span`):
         the ids, name, start time and attributes; no end, status, events or links."""
         return SpanRecord(self.trace_id, self.span_id, self.parent_span_id, self.name,
-                          self.start_ns, None, self.attributes)
+                          self.start_ns, None, self.attributes, "unset", "", self.kind, (),
+                          (), self.resource)  # (all given: no new dict for the resource)
 
     @property
     def duration_ms(self) -> float:

@@ -53,7 +53,7 @@ from relay.events import Event
 from relay.ingest.bounded import Seen, bounded_add
 from relay.ingest.store_writer import StoreWriter
 from relay.mapping import MappingState, can_start_run
-from relay.mapping.feed import END, Phase, as_live, feed, ordered_phases
+from relay.mapping.feed import END, Phase, feed, ordered_phases
 from relay.spans import SpanRecord
 from relay.turns.foreign import NotedRuns, RecordWriter, record_received_events
 
@@ -293,7 +293,7 @@ class OTLPReceiver:
         """The events of these phases; a phase that fails is counted and logged, and the
         others still map (a bad span must not cost its trace's other events)."""
         out: list[Event] = []
-        feed(self.state, phases, out.append, read=as_live, on_failure=self._failed)
+        feed(self.state, phases, out.append, read=None, on_failure=self._failed)
         return out
 
     def _failed(self, record: SpanRecord, exc: Exception) -> None:

@@ -23,7 +23,8 @@ to, from :mod:`relay.mapping.summary`; how a run ends, from :mod:`relay.mapping.
   wait for it, and before its ``node_completed``.
 - A start marker (``relay.start_of``, see :mod:`relay.conventions`) stands for the start
   of the span it names; that span's own start then yields nothing.
-- Our own node spans in our runs take a short path (:mod:`relay.mapping.own`).
+- Our own node spans in our runs, and the GenAI spans inside them, take a short path
+  (:mod:`relay.mapping.own`).
 """
 
 from __future__ import annotations
@@ -41,10 +42,10 @@ from relay.mapping.answers import (
     message_saved,
     root_end,
 )
-from relay.mapping.attributes import marker_attributes
+from relay.mapping.attributes import marked_span
 from relay.mapping.discovery import Discovery, node_discovered
 from relay.mapping.links import awaits_resume, link_resume
-from relay.mapping.own import node_phase
+from relay.mapping.own import CHILD_OPERATIONS, child_phase, node_phase
 from relay.mapping.payloads import node_completed, node_started, tool_completed_fields, tool_fields
 from relay.mapping.placement import (
     claim_nodes,
@@ -77,7 +78,11 @@ def map_span(state: MappingState, record: SpanRecord, ended: bool) -> list[Event
     attrs = record.attributes
     if c.NODE_NAME in attrs and (events := node_phase(state, record, ended)) is not None:
         return events  # one of our node spans, on the short path (relay/mapping/own.py)
-    if attrs.get(c.OPERATION) == c.OP_SAVE_MESSAGE:
+    operation = attrs.get(c.OPERATION)
+    if operation in CHILD_OPERATIONS \
+            and (events := child_phase(state, record, ended, operation)) is not None:
+        return events  # a GenAI span inside one of our nodes, on the short path
+    if operation == c.OP_SAVE_MESSAGE:
         return message_saved(record) if ended else []
     if c.START_OF in attrs:
         return [] if ended else _marker_started(state, record)
@@ -102,22 +107,11 @@ def map_span(state: MappingState, record: SpanRecord, ended: bool) -> list[Event
 
 def _marker_started(state: MappingState, marker: SpanRecord) -> list[Event]:
     """A start marker: the start of the span it names, unless that span started already."""
-    attributes = marker_attributes(marker)
-    span_id = str(marker.attributes.get(c.START_OF, "")).lower()
-    if attributes is None or len(span_id) != 16:
+    record = marked_span(marker)
+    if record is None:
         return []  # cut or malformed: the real span's end still gives a (late) start
-    # a marker is a child of its span (then it names the span's parent, if any, in
-    # relay.start.parent) or a sibling (then its own parent is the span's)
-    parent = marker.attributes.get(c.START_PARENT)
-    if not parent and marker.parent_span_id != span_id:
-        parent = marker.parent_span_id
-    record = SpanRecord(
-        trace_id=marker.trace_id, span_id=span_id,
-        parent_span_id=str(parent).lower() if parent else None,
-        name=marker.name.removeprefix(c.START_PREFIX), start_ns=marker.start_ns, end_ns=None,
-        attributes=attributes)
     run = state.run_of(marker.trace_id)
-    if run is not None and (run.root_span_id == span_id or span_id in state.spans):
+    if run is not None and (run.root_span_id == record.span_id or record.span_id in state.spans):
         return []
     return map_span(state, record, False)
 

@@ -48,13 +48,17 @@ S = TypeVar("S")  # what a phase carries: a SpanRecord, or the live processor's 
 # -- the one loop -----------------------------------------------------------------------
 
 def feed(state: MappingState, phases: Iterable[tuple[S, str, dict[str, Any] | None]],
-         emit: Callable[[Event], object], *, read: Callable[[S, bool], SpanRecord],
+         emit: Callable[[Event], object], *, read: Callable[[S, bool], SpanRecord] | None,
          on_failure: Callable[[S, Exception], None] | None = None) -> None:
     """Map ``phases`` in order into ``state``; each event goes to ``emit``.
 
-    ``read(span, ended)`` is the record the mapping reads at a phase: :func:`as_live` for
-    finished records, the processor's ``live_record`` for SDK spans (read on the loop,
-    inside the try, so a span that cannot be read is that phase's failure). A phase's
+    ``read(span, ended)`` is the record the mapping reads at a phase: the processor's
+    ``live_record`` for SDK spans (read on the loop, inside the try, so a span that
+    cannot be read is that phase's failure). ``read=None``: the phases carry finished
+    records (stored, received, imported), read as they are at every phase. The mapping
+    reads nothing of a span's end (its end time, status, span events) at its start or at
+    a span event, so that is what :func:`as_live` would give, without a new record per
+    start (tests/unit/test_start_reads.py holds the two to the same events). A phase's
     events are emitted inside its try as well: an ``emit`` that raises fails the phase
     and its later events are not emitted. A failure goes to ``on_failure(span, exc)``,
     and the loop goes on with the next phase; without ``on_failure`` it propagates.
@@ -66,12 +70,13 @@ def feed(state: MappingState, phases: Iterable[tuple[S, str, dict[str, Any] | No
     map_span = engine.map_span
     for span, kind, span_event in phases:
         try:
+            record: Any = span if read is None else read(span, kind == END)
             if kind == END:
-                events = map_span(state, read(span, True), True)
+                events = map_span(state, record, True)
             elif kind == EVENT:
-                events = deltas.map_span_event(state, read(span, False), span_event or {})
+                events = deltas.map_span_event(state, record, span_event or {})
             else:
-                events = map_span(state, read(span, False), False)
+                events = map_span(state, record, False)
             for event in events:
                 emit(event)
         except Exception as exc:
@@ -82,7 +87,8 @@ def feed(state: MappingState, phases: Iterable[tuple[S, str, dict[str, Any] | No
 
 def as_live(record: SpanRecord, ended: bool) -> SpanRecord:
     """A finished record as the live processor read it: whole at its end; at its start
-    and its span events, only what is known at start (:meth:`SpanRecord.at_start`)."""
+    and its span events, only what is known at start (:meth:`SpanRecord.at_start`). What
+    the tests feed beside ``read=None``, which must give the same events."""
     return record if ended else record.at_start()
 
 
@@ -96,7 +102,7 @@ def replay_events(records: Sequence[SpanRecord],
     a ``paused`` event's hint is the live one."""
     events: list[Event] = []
     feed(MappingState(resume_route=resume_route), ordered_phases(records), events.append,
-         read=as_live)
+         read=None)
     return [event.stamped(seq) for seq, event in enumerate(events, 1)]  # fresh: in place
 
 
@@ -117,7 +123,7 @@ def iter_replay_events(chunks: Iterable[Sequence[SpanRecord]], *,
     def derive(phases: list[Phase]) -> list[Event]:
         nonlocal seq
         events: list[Event] = []
-        feed(state, phases, events.append, read=as_live)
+        feed(state, phases, events.append, read=None)
         # fresh from a state of its own: numbered in place (Event.stamped), no copy
         numbered = [event.stamped(n) for n, event in enumerate(events, seq + 1)]
         seq += len(numbered)
@@ -213,7 +219,7 @@ def _foreign_turns(records: Sequence[SpanRecord], turns: dict[str, TurnSpans],
                    trace_turn: dict[str, str]) -> None:
     """The foreign turns among ``records``, as the mapping keys them, into ``turns``."""
     events: list[Event] = []
-    feed(MappingState(), ordered_phases(records), events.append, read=as_live)
+    feed(MappingState(), ordered_phases(records), events.append, read=None)
     for event in events:
         turn = turns.get(event.turn_id)
         if turn is None:

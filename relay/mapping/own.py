@@ -1,36 +1,46 @@
-"""The short path for our own node spans (``relay.node.name``) in one of our runs.
+"""The short paths for our own spans in one of our runs: node spans (``relay.node.name``)
+and the GenAI spans inside our nodes (a model call, a retrieval, a guardrail, a tool).
 
-Most spans a relay maps are the node spans of its own runs: :func:`node_phase` maps
-their start and end without the rule table, the ``Facts`` it reads and the general
-path's checks, none of which can change what such a span gives. It is the general path
-(:func:`relay.mapping.engine.map_span` -> ``_span_started`` / ``_own_node`` and
-``_span_ended``) unrolled for this one case, event for event:
+Most spans a relay maps are of these two kinds: :func:`node_phase` and
+:func:`child_phase` map their start and end without the rule table, the ``Facts`` it
+reads and the general path's checks, none of which can change what such a span gives.
+They are the general path (:func:`relay.mapping.engine.map_span` -> ``_span_started``
+/ ``_own_node`` and ``_span_ended``) unrolled for these cases, event for event:
 tests/unit/test_own_nodes.py holds every span of the recorded turns and of generated
-node trees to the same events with and without it.
+span trees to the same events with and without them.
 
-Anything it does not cover (a span that carries another identifying attribute, a
-tentative or foreign run, a start marker, an end whose start was not seen, a node span
-outside our root and nodes in a run our instrumentation spans) returns None, and the
-general path maps it.
+Anything they do not cover (a span that carries another identifying attribute, a
+tentative or foreign run, a start marker, an end whose start was not seen, a span
+outside our root and nodes in a run our instrumentation spans, a GenAI span that is not
+inside one of our nodes) returns None, and the general path maps it.
 """
 
 from __future__ import annotations
 
+from relay import events as ev
 from relay.conventions import (
     NODE_NAME,
     NODE_NAMESPACE,
     NODE_STEP,
     NODE_TASK_ID,
+    OP_CHAT,
+    OP_GUARDRAIL,
+    OP_RETRIEVAL,
+    OP_TOOL,
     OPERATION,
     START_OF,
+    TOOL_CALL_ID,
+    TOOL_NAME,
     TURN_ID,
 )
 from relay.events import Event
+from relay.mapping.attributes import suffix
 from relay.mapping.discovery import node_discovered
-from relay.mapping.payloads import node_completed, node_started
+from relay.mapping.payloads import node_completed, node_started, tool_completed_fields, tool_fields
 from relay.mapping.placement import namespace_attr, namespace_from_parents
+from relay.mapping.rules import OI_KIND, TL_ASSOC, TL_KIND, TOOL, Facts
 from relay.mapping.state import MappingState, Open
-from relay.mapping.summary import claim
+from relay.mapping.summary import claim, merge, summarise
 from relay.spans import SpanRecord
 
 
@@ -78,3 +88,72 @@ def node_phase(state: MappingState, record: SpanRecord, ended: bool) -> list[Eve
     if run.discovery is None:
         return [started]
     return [*node_discovered(run, opened), started]
+
+
+#: the operations of the GenAI spans :func:`child_phase` maps (their rows in the table
+#: read nothing but ``gen_ai.operation.name`` and, for a tool, its name and call id)
+CHILD_OPERATIONS = frozenset({OP_CHAT, OP_RETRIEVAL, OP_GUARDRAIL, OP_TOOL})
+_TOOL_NODE = TL_ASSOC + "langgraph_node"  # (a tool's facts read it: the general path's)
+
+
+def child_phase(state: MappingState, record: SpanRecord, ended: bool,
+                operation: str) -> list[Event] | None:
+    """The events of a start or end of a GenAI span (``operation``, one of
+    :data:`CHILD_OPERATIONS`) inside one of our nodes in one of our runs, or None when
+    the general path must map this phase: the span's facts go to the node's summary at
+    its end, and a tool gives ``tool_started`` and ``tool_completed``."""
+    attrs = record.attributes
+    run = state.runs.get(record.trace_id)
+    if run is None or run.foreign or not run.active or run.turn_id is None \
+            or NODE_NAME in attrs or START_OF in attrs or TURN_ID in attrs \
+            or TL_KIND in attrs or OI_KIND in attrs \
+            or (operation == OP_TOOL and _TOOL_NODE in attrs):
+        return None
+    span_id, parent_id = record.span_id, record.parent_span_id
+    parent = state.spans.get(parent_id or "")
+    if not ended:
+        if span_id in state.spans:
+            return []  # its start marker came first
+        if parent is None or not parent.firm:
+            return None
+        owner = parent if parent.is_node else parent.owner
+        if owner is None:
+            return None
+        opened = Open(run, parent_id, record.name, record.start_ns, firm=True, owner=owner)
+        state.spans[span_id] = opened  # state.open, inlined
+        run.span_ids.add(span_id)
+        if operation != OP_TOOL:
+            return []
+        opened.tool_started = True
+        fields = tool_fields(record, _tool_facts(record))
+        fields["node"] = owner.node
+        return [run.event(ev.TOOL_STARTED, record.start_ns, fields)]
+    ending = state.spans.get(span_id)
+    if ending is None or ending.is_node or not ending.firm or ending.maybe_node \
+            or ending.owner is None or (operation == OP_TOOL and not ending.tool_started):
+        return None
+    if run.instrumented and parent_id != run.root_span_id \
+            and (parent is None or not parent.firm):
+        return None  # not under our root or nodes: a plain span there (placement.effective)
+    del state.spans[span_id]  # state.close, inlined
+    ending.run.span_ids.discard(span_id)
+    owner = ending.owner
+    summarise(owner, record, operation)  # (ours: read from its attributes, no facts)
+    if ending.summary or ending.children:  # what ended under it
+        merge(owner, ending)
+    waiting = state.orphans.pop(span_id, None) if state.orphans else None
+    if waiting is not None:
+        merge(owner, waiting)
+    if operation != OP_TOOL:
+        return []
+    fields = tool_completed_fields(record, None)
+    fields["node"] = owner.node
+    return [run.event(ev.TOOL_COMPLETED, record.end_ns or record.start_ns, fields)]
+
+
+def _tool_facts(record: SpanRecord) -> Facts:
+    """A GenAI tool span's facts, as its row in the table reads them."""
+    attrs = record.attributes
+    return Facts(TOOL, "genai", name=str(attrs[TOOL_NAME] if TOOL_NAME in attrs
+                                         else suffix(record.name)),
+                 call_id=attrs.get(TOOL_CALL_ID))

@@ -82,7 +82,7 @@ def tool_fields(record: SpanRecord, facts: Facts) -> dict[str, Any]:
 def tool_completed_fields(record: SpanRecord, facts: Facts | None) -> dict[str, Any]:
     attrs = record.attributes
     name = facts.name if facts is not None and facts.name is not None \
-        else str(attrs.get(c.TOOL_NAME, suffix(record.name)))
+        else str(attrs[c.TOOL_NAME] if c.TOOL_NAME in attrs else suffix(record.name))
     return {
         "tool": name,
         "span_id": record.span_id,

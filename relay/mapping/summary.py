@@ -21,15 +21,17 @@ from relay.mapping.rules import (
     TOOL,
     Facts,
 )
-from relay.mapping.state import Bag, MappingState, Open, Run, ms
+from relay.mapping.state import Bag, MappingState, Open, Run
 from relay.spans import SpanRecord
+
+_STATUSES = ("ok", "error", "paused", "cancelled")  # (a tuple: no hashing of what is tested)
 
 
 def status_of(record: SpanRecord, outcome_key: str | None) -> str:
     """A span's status in events: our outcome attribute when it says one, else OTel's."""
     if outcome_key is not None:
         outcome = record.attributes.get(outcome_key)
-        if outcome in ("ok", "error", "paused", "cancelled"):
+        if outcome in _STATUSES:
             return str(outcome)
     return "error" if record.status == "error" else "ok"
 
@@ -105,15 +107,19 @@ def summarise(node: Open | Bag, record: SpanRecord, operation: Any,
             "reason": attrs.get(c.GUARDRAIL_REASON, ""),
         }
     elif operation == c.OP_TOOL:
-        summary.setdefault("tools", []).append(str(attrs.get(c.TOOL_NAME, suffix(record.name))))
+        name = attrs[c.TOOL_NAME] if c.TOOL_NAME in attrs else suffix(record.name)
+        summary.setdefault("tools", []).append(str(name))
+    # ms(), record.duration_ms and status_of(record, c.SPAN_OUTCOME), inlined: once per span
+    start, end, outcome = record.start_ns, record.end_ns, attrs.get(c.SPAN_OUTCOME)
     node.children.append({
         "span_id": record.span_id,
         "parent_span_id": record.parent_span_id,
         "name": record.name,
         "operation": operation if operation in _OPERATIONS else "other",
-        "start_ts": ms(record.start_ns),
-        "duration_ms": record.duration_ms,
-        "status": status_of(record, c.SPAN_OUTCOME),
+        "start_ts": (start + 500) // 1000 / 1000,
+        "duration_ms": 0.0 if end is None else (end - start + 500) // 1000 / 1000,
+        "status": str(outcome) if outcome in _STATUSES
+        else "error" if record.status == "error" else "ok",
     })
 
 

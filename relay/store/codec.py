@@ -37,6 +37,7 @@ import functools
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -217,6 +218,10 @@ def replay_record(trace_id: str, row: Sequence[Any]) -> SpanRecord:
                       () if events is None else load_events(events))
 
 
+#: the resource of a replayed record (the mapping reads none): one empty mapping for all
+_NO_RESOURCE: Mapping[str, Any] = MappingProxyType({})
+
+
 def replay_records(trace_id: str, rows: Iterable[Sequence[Any]]) -> list[SpanRecord]:
     """:func:`replay_record` of each row, in one loop: attributes with no tagged value
     (:func:`load_attributes`) read by ``orjson`` with no call in between."""
@@ -225,7 +230,8 @@ def replay_records(trace_id: str, rows: Iterable[Sequence[Any]]) -> list[SpanRec
         return [record(trace_id, span_id, parent, name, start_ns, end_ns,
                        loads(attributes) if '":{' not in attributes
                        else load_attributes(attributes), status, status_message or "",
-                       "internal", () if events is None else load_events(events))
+                       "internal", () if events is None else load_events(events), (),
+                       _NO_RESOURCE)
                 for (span_id, parent, name, start_ns, end_ns, status, status_message,
                      attributes, events) in rows]
     except ValueError:  # (an escaped lone surrogate, which only the standard library reads)

@@ -30,7 +30,7 @@ from tests.bench.bench_events import _map_all, synthetic_turn
 def parts(n_spans: int, store: Any) -> dict[str, Callable[[], object]]:
     from relay import conventions as c
     from relay.delivery.replay import start_derivation
-    from relay.mapping.feed import as_live, feed, iter_replay_events
+    from relay.mapping.feed import feed, iter_replay_events
     from relay.mapping.order import ordered_phases
     from relay.mapping.state import MappingState
     from relay.mapping.stream_order import PhaseOrderer
@@ -56,7 +56,7 @@ def parts(n_spans: int, store: Any) -> dict[str, Callable[[], object]]:
 
     def map_feed() -> list[Any]:
         events: list[Any] = []
-        feed(MappingState(), ordered, events.append, read=as_live)
+        feed(MappingState(), ordered, events.append, read=None)
         return events
 
     def one_thread() -> list[Any]:

@@ -1,7 +1,9 @@
-"""The short path for our own node spans (relay/mapping/own.py) maps every phase to the
-events the general path gives, payload for payload: on the recorded turns of the demo
-agent (its graph spanned by GraphAgent's instrumentation) and on generated turns of node
-spans, nested nodes, children, namespaces, outcomes, lost starts and stray traces."""
+"""The short paths for our own node spans and the GenAI spans inside them
+(relay/mapping/own.py) map every phase to the events the general path gives, payload
+for payload: on the recorded turns of the demo agent (its graph spanned by GraphAgent's
+instrumentation) and on generated turns of node spans, nested nodes, GenAI children
+(some with another instrumentation's attributes too), namespaces, outcomes, lost starts
+and stray traces."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ def _events(phases: list[tuple[SpanRecord, str, Any]], short: bool) -> list[dict
     with contextlib.ExitStack() as stack:
         if not short:
             stack.enter_context(mock.patch.object(engine, "node_phase", lambda *a: None))
+            stack.enter_context(mock.patch.object(engine, "child_phase", lambda *a: None))
         feed(MappingState(), phases, out.append, read=as_live)
     return [e.to_dict() for e in out]
 
@@ -46,8 +49,14 @@ def test_recorded_turns_map_alike(name: str) -> None:
 
 
 _OUTCOMES = st.sampled_from([None, "ok", "error", "paused", "cancelled", "weird"])
-_CHILD = st.sampled_from(["node", "node", "node", c.OP_CHAT, c.OP_TOOL, c.OP_RETRIEVAL,
-                          "plain", "node+op", "marker"])
+_CHILD = st.sampled_from(["node", "node", "node", c.OP_CHAT, c.OP_TOOL, c.OP_TOOL,
+                          c.OP_RETRIEVAL, c.OP_GUARDRAIL, "plain", "node+op", "marker"])
+#: what a GenAI child may carry besides its operation (another instrumentation's kind or
+#: LangGraph metadata: the short path leaves those to the general one)
+_EXTRA = st.sampled_from([{}, {}, {}, {c.TOOL_CALL_ID: "call-1"}, {c.TOOL_LABEL: "Search"},
+                          {"traceloop.association.properties.langgraph_node": "n1"},
+                          {"openinference.span.kind": "TOOL"}, {"traceloop.span.kind": "task"},
+                          {c.SPAN_OUTCOME: "error"}])
 
 
 @st.composite
@@ -84,7 +93,15 @@ def turns(draw: st.DrawFn) -> list[tuple[SpanRecord, str, Any]]:
             attrs[c.START_OF] = f"{i:016x}"
         elif kind != "plain":
             attrs[c.OPERATION] = kind
-            attrs[c.TOOL_NAME] = "search"
+            if draw(st.booleans()):
+                attrs[c.TOOL_NAME] = "search"
+            attrs.update(draw(_EXTRA))
+            if kind == c.OP_CHAT:
+                attrs.update({c.REQUEST_MODEL: "m", c.INPUT_TOKENS: 2, c.OUTPUT_TOKENS: 1})
+            elif kind == c.OP_RETRIEVAL:
+                attrs[c.RETRIEVAL_DOCUMENTS] = 3
+            elif kind == c.OP_GUARDRAIL:
+                attrs.update({c.GUARDRAIL_NAME: "pii", c.GUARDRAIL_DECISION: "allow"})
         tid = stray if draw(st.integers(0, 9)) == 0 else trace
         spans.append(SpanRecord(tid, f"{i + 1:016x}", parent_id, f"span {i}", 2_000 + i,
                                 None, attrs))
@@ -116,7 +133,7 @@ def turns(draw: st.DrawFn) -> list[tuple[SpanRecord, str, Any]]:
     return order
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(phases=turns())
 def test_generated_turns_map_alike(phases: list[tuple[SpanRecord, str, Any]]) -> None:
     assert _events(phases, True) == _events(phases, False)
@@ -135,4 +152,24 @@ def test_a_node_that_starts_after_its_child_ended_claims_its_facts() -> None:
               (node, START, None), (ended, END, None)]
     short = _events(phases, True)
     assert short[-1]["summary"] == {"model": "m", "input_tokens": 3}
+    assert short == _events(phases, False)
+
+
+@pytest.mark.parametrize("instrumented", [False, True])
+def test_a_tool_that_ends_after_its_node(instrumented: bool) -> None:
+    """In a run our instrumentation spans, a GenAI span whose node ended first is no
+    longer under our nodes: a plain span (placement.effective), no ``tool_completed``."""
+    trace, root_id, node_id = "a" * 32, "f" * 16, "1" * 16
+    attrs: dict[str, Any] = {c.TURN_ID: "t1", c.CONVERSATION_ID: "th", c.GRAPH_ID: "g"}
+    if instrumented:
+        attrs[c.GRAPH_INSTRUMENTED] = True
+    root = SpanRecord(trace, root_id, None, "invoke_agent a", 1_000, None, attrs)
+    node = SpanRecord(trace, node_id, root_id, "node n", 2_000, None, {c.NODE_NAME: "n"})
+    tool = SpanRecord(trace, "2" * 16, node_id, "execute_tool t", 3_000, 6_000,
+                      {c.OPERATION: c.OP_TOOL, c.TOOL_NAME: "t"})
+    ended = SpanRecord(trace, node_id, root_id, "node n", 2_000, 5_000, {c.NODE_NAME: "n"})
+    phases = [(root, START, None), (node, START, None), (tool.at_start(), START, None),
+              (ended, END, None), (tool, END, None)]
+    short = _events(phases, True)
+    assert [e["type"] for e in short].count("tool_completed") == (0 if instrumented else 1)
     assert short == _events(phases, False)
