@@ -88,6 +88,16 @@ def unavailable_as(what: str) -> Iterator[None]:
         raise StoreUnavailable(what, describe(exc)) from exc
 
 
+@contextlib.contextmanager
+def transaction_cursor(pool: ConnectionPool, what: str) -> Iterator[Any]:
+    """A cursor of a pooled connection inside one transaction, committed when the block
+    ends (rolled back if it raises); the database's "cannot do it now" errors as
+    :class:`StoreUnavailable` naming ``what``."""
+    with unavailable_as(what), pool.connection() as conn, conn.transaction(), \
+            conn.cursor() as cur:
+        yield cur
+
+
 def ping(pool: ConnectionPool, what: str, timeout_s: float = PING_TIMEOUT_S) -> None:
     """One round trip through ``pool`` (a readiness probe); StoreUnavailable if none."""
     with unavailable_as(what), pool.connection(timeout=timeout_s) as conn:

@@ -24,7 +24,7 @@ from relay.store.sql import SQLSpanStore
 try:  # optional at import time: only RELAY_STORE=postgresql://... needs it
     import psycopg
 
-    from relay.store.pool import open_pool, ping, unavailable_as
+    from relay.store.pool import open_pool, ping, transaction_cursor, unavailable_as
 except ImportError:  # pragma: no cover - reported when the store is constructed
     psycopg = None  # type: ignore[assignment]
 
@@ -122,14 +122,12 @@ class PostgresSpanStore(SQLSpanStore):
 
     @contextlib.contextmanager
     def _write_cursor(self) -> Iterator[Any]:
-        with self._write_lock, unavailable_as("span store"), \
-                self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        with self._write_lock, transaction_cursor(self._pool, "span store") as cur:
             yield cur
 
     @contextlib.contextmanager
     def _read_cursor(self) -> Iterator[Any]:
-        with unavailable_as("span store"), self._pool.connection() as conn, \
-                conn.transaction(), conn.cursor() as cur:
+        with transaction_cursor(self._pool, "span store") as cur:
             yield cur
 
     def _stream_cursors(self, resources: contextlib.ExitStack) -> tuple[Any, Callable[[], Any]]:

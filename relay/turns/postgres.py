@@ -93,10 +93,9 @@ class PostgresTurnStore(ThreadedTurnAPI):
 
     @contextlib.contextmanager
     def _cursor(self) -> Iterator[Any]:
-        from relay.store.pool import unavailable_as
+        from relay.store.pool import transaction_cursor
 
-        with unavailable_as("turn records"), self._pool.connection() as conn, \
-                conn.transaction(), conn.cursor() as cur:
+        with transaction_cursor(self._pool, "turn records") as cur:
             yield cur
 
     async def ping(self) -> None:

@@ -46,10 +46,9 @@ class PostgresMessageStore(ThreadedMessageAPI):
 
     @contextlib.contextmanager
     def _cursor(self) -> Iterator[Any]:
-        from relay.store.pool import unavailable_as
+        from relay.store.pool import transaction_cursor
 
-        with unavailable_as("saved answers"), self._pool.connection() as conn, \
-                conn.transaction(), conn.cursor() as cur:
+        with transaction_cursor(self._pool, "saved answers") as cur:
             yield cur
 
     def _save(self, message: Message) -> None:

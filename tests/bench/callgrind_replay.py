@@ -22,14 +22,12 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
-import os
 import random
-import re
-import subprocess
-import sys
 import tempfile
 import uuid
 from pathlib import Path
+
+from tests.bench.callgrind import count
 
 PARTS = ("read + decode", "ordering", "mapping through feed", "mapping alone",
          "read + order + map, one thread")
@@ -54,28 +52,8 @@ def child(part: str, n_spans: int) -> None:
 def measure(parts: list[str], n_spans: int) -> dict[str, int]:
     """Instructions collected for one run of each part: one valgrind run each, two at a
     time (a count does not depend on what else runs)."""
-    counts: dict[str, int] = {}
-    with tempfile.TemporaryDirectory(prefix="callgrind-replay-") as tmp:
-        for at in range(0, len(parts), 2):
-            runs = {}
-            for i, part in enumerate(parts[at:at + 2], at):
-                out = os.path.join(tmp, f"{i}.out")
-                runs[part] = out, subprocess.Popen(
-                    ["valgrind", "--tool=callgrind", "--toggle-collect=functools_reduce",
-                     f"--callgrind-out-file={out}", sys.executable, "-m",
-                     "tests.bench.callgrind_replay", "--child", part, "--spans",
-                     str(n_spans)],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                    env={**os.environ, "PYTHONHASHSEED": "0"})
-            for part, (out, proc) in runs.items():
-                if proc.wait() != 0:
-                    raise RuntimeError(f"valgrind failed for {part!r}")
-                with open(out) as f:
-                    totals = re.search(r"^(?:summary|totals): (\d+)", f.read(), re.M)
-                if totals is None:
-                    raise RuntimeError("no totals in the callgrind output")
-                counts[part] = int(totals.group(1))
-    return counts
+    return count("tests.bench.callgrind_replay",
+                 [(part, ["--spans", str(n_spans)]) for part in parts], at_once=2)
 
 
 def main() -> None:

@@ -30,14 +30,11 @@ import argparse
 import asyncio
 import functools
 import gc
-import os
 import random
-import re
-import subprocess
-import sys
-import tempfile
 import uuid
 from typing import Any
+
+from tests.bench.callgrind import count
 
 CONFIGS = ("spans", "relay", "reader")
 
@@ -88,27 +85,9 @@ def child(config: str, turns: int, warmup: int) -> None:
 def measure(configs: list[str], turns: int, warmup: int) -> dict[str, int]:
     """Instructions collected for ``turns`` turns of each configuration: one valgrind run
     each, all at once (a count does not depend on what else runs)."""
-    with tempfile.TemporaryDirectory(prefix="callgrind-turn-") as tmp:
-        runs = {}
-        for config in configs:
-            out = os.path.join(tmp, f"{config}.out")
-            runs[config] = out, subprocess.Popen(
-                ["valgrind", "--tool=callgrind", "--toggle-collect=functools_reduce",
-                 f"--callgrind-out-file={out}", sys.executable, "-m",
-                 "tests.bench.callgrind_turn", "--child", config, "--turns", str(turns),
-                 "--warmup", str(warmup)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONHASHSEED": "0"})  # the same dict layouts each run
-        counts = {}
-        for config, (out, proc) in runs.items():
-            if proc.wait() != 0:
-                raise RuntimeError(f"valgrind failed for {config}")
-            with open(out) as f:
-                totals = re.search(r"^(?:summary|totals): (\d+)", f.read(), re.M)
-            if totals is None:
-                raise RuntimeError("no totals in the callgrind output")
-            counts[config] = int(totals.group(1))
-        return counts
+    return count("tests.bench.callgrind_turn",
+                 [(config, ["--turns", str(turns), "--warmup", str(warmup)])
+                  for config in configs])
 
 
 def main() -> None:
