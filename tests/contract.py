@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+from relay.events import Event
+from relay.mapping.feed import feed
+from relay.mapping.order import ordered_phases
+from relay.mapping.state import MappingState
+from relay.spans import SpanRecord
 
 ENVELOPE = {"v": int, "type": str, "seq": int, "thread_id": str, "turn_id": str,
             "trace_id": str, "ts": float}
@@ -97,3 +104,12 @@ def deltas(events: list[dict[str, Any]]) -> dict[str, str]:
         if e["type"] == "text_delta":
             out[e["message_id"]] = out.get(e["message_id"], "") + e["delta"]
     return out
+
+
+def reference_events(records: Sequence[SpanRecord]) -> list[Event]:
+    """The events of a turn's finished spans the plain way, which the streaming replay
+    (``relay.mapping.feed.replay_events``, ``iter_replay_events``) must equal: every
+    phase sorted at once (``ordered_phases``), fed to a fresh state, numbered from 1."""
+    events: list[Event] = []
+    feed(MappingState(), ordered_phases(records), events.append, read=None)
+    return [event.stamped(seq) for seq, event in enumerate(events, 1)]

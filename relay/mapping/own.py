@@ -70,8 +70,10 @@ def node_phase(state: MappingState, record: SpanRecord, ended: bool) -> list[Eve
     if run.instrumented and parent_id != run.root_span_id \
             and (parent is None or not parent.firm):
         return None  # not under our root or nodes: a plain span there (placement.effective)
-    opened = Open(run, parent_id, record.name, record.start_ns, node=str(attrs[NODE_NAME]),
-                  is_node=True, firm=True)  # firm: nothing under it is a late node
+    # (by position, which a dataclass's __init__ takes faster than keywords: run, parent,
+    # name, start_ns, node, is_node, maybe_node, firm; firm: nothing under it is a late node)
+    opened = Open(run, parent_id, record.name, record.start_ns, str(attrs[NODE_NAME]), True,
+                  False, True)
     if parent is not None and parent.firm:
         opened.owner = parent if parent.is_node else parent.owner
     state.spans[span_id] = opened
@@ -119,7 +121,9 @@ def child_phase(state: MappingState, record: SpanRecord, ended: bool,
         owner = parent if parent.is_node else parent.owner
         if owner is None:
             return None
-        opened = Open(run, parent_id, record.name, record.start_ns, firm=True, owner=owner)
+        # (by position: run, parent, name, start_ns, node, is_node, maybe_node, firm, owner)
+        opened = Open(run, parent_id, record.name, record.start_ns, None, False, False, True,
+                      owner)
         state.spans[span_id] = opened  # state.open, inlined
         run.span_ids.add(span_id)
         if operation != OP_TOOL:

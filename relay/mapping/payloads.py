@@ -9,6 +9,7 @@ nodes' names, outermost first); a node's status comes from
 from __future__ import annotations
 
 import json
+from operator import itemgetter
 from typing import Any
 
 from relay import conventions as c
@@ -22,6 +23,8 @@ from relay.mapping.summary import node_status, status_of
 from relay.spans import SpanRecord
 
 _OUTCOMES = frozenset({"ok", "error", "paused", "cancelled"})
+#: a node's children in start order (a key read in C: no Python call per child)
+_CHILD_ORDER = itemgetter("start_ts", "span_id")
 
 
 def node_started(run: Run, span_id: str, opened: Open, step: Any, task_id: Any) -> Event:
@@ -45,7 +48,7 @@ def node_completed(run: Run, record: SpanRecord, opened: Open) -> Event:
     if run.discovery is not None and not opened.namespace and opened.node:
         run.discovery.finished(opened.node, status)
     if opened.children:
-        opened.children.sort(key=lambda ch: (ch["start_ts"], ch["span_id"]))  # start order
+        opened.children.sort(key=_CHILD_ORDER)
     end = record.end_ns
     return Event(ev.NODE_COMPLETED, run.thread_id, run.turn_id, run.trace_id,
                  ((end or record.start_ns) + 500) // 1000 / 1000, {

@@ -92,7 +92,7 @@ class PhaseOrderer:
         self.spans: list[SpanRecord] = []
         self.parent: list[int | None] = []
         self.depth: list[int] = []  # -1 until known
-        self._index: dict[tuple[str, str], int] = {}
+        self._index: dict[str, dict[str, int]] = {}  # trace id -> span id -> index
         self._ends: dict[int, int | None] = {}  # nested ends (relay.mapping.order.nested_ends)
         self._unknown: set[int] = set()  # a parent id not read yet, which may still come
         self._waiting: dict[tuple[str, str], list[int]] = {}
@@ -105,8 +105,10 @@ class PhaseOrderer:
         self._held_floor = _NEVER
         self._ready: list[tuple[int, int, int, int]] = []  # heap of (time, span, kind, k)
         #: starts that settle in time order (nearly all: spans are read in start order),
-        #: (time, span) in a list merged with the heap, not pushed and popped through it
-        self._starts: list[tuple[int, int]] = []
+        #: their times and spans in two lists merged with the heap, not pushed and popped
+        #: through it (no tuple per start)
+        self._start_times: list[int] = []
+        self._start_spans: list[int] = []
         self._starts_at = 0  # the first start not released
         self._last_start = -1
         self._group: list[SpanRecord] = []  # read, one start_ns, not indexed yet
@@ -158,7 +160,10 @@ class PhaseOrderer:
         spans, parents, index, waiting = self.spans, self.parent, self._index, self._waiting
         lookups, coarse, unknown = self.lookups, self._coarse, self._unknown
         depth, settled, ends, ready = self.depth, self._settled, self._ends, self._ready
+        start_times, start_spans = self._start_times, self._start_spans
         changed, at = False, rows[0].start_ns
+        ids_of: str | None = None  # the trace whose span ids ``ids`` holds
+        ids: dict[str, int] = {}
         for r in rows:
             i = len(spans)
             trace_id, start = r.trace_id, r.start_ns
@@ -167,12 +172,14 @@ class PhaseOrderer:
                 changed = False
             at = start
             spans.append(r)
-            index[trace_id, r.span_id] = i
+            if trace_id != ids_of:
+                ids_of, ids = trace_id, index.setdefault(trace_id, {})
+            ids[r.span_id] = i
             parent: int | None = None
             pid = r.parent_span_id
             known = True  # its parent read, or outside the turn
             if pid:
-                parent = index.get((trace_id, pid))
+                parent = ids.get(pid)
                 if parent is None and (lookups is None or lookups.has_span(trace_id, pid)):
                     unknown.add(i)
                     waiting.setdefault((trace_id, pid), []).append(i)
@@ -218,7 +225,8 @@ class PhaseOrderer:
                 if is_coarse or r.events or start < self._last_start:
                     self._queue(i, start, end, is_coarse)
                 else:  # (_queue, inline)
-                    self._starts.append((start, i))
+                    start_times.append(start)
+                    start_spans.append(i)
                     self._last_start = start
                     if end is not None:
                         heapq.heappush(ready, (end, i, 2, 0))
@@ -259,7 +267,8 @@ class PhaseOrderer:
         """Queue a settled span's phases (``start`` and ``end`` as they are ordered)."""
         r = self.spans[i]
         if start >= self._last_start:
-            self._starts.append((start, i))
+            self._start_times.append(start)
+            self._start_spans.append(i)
             self._last_start = start
         else:  # (a late span, or a coarse trace's start among fine ones)
             heapq.heappush(self._ready, (start, i, 0, 0))
@@ -342,18 +351,18 @@ class PhaseOrderer:
         while waiting and settled[waiting[0][1]]:
             heapq.heappop(waiting)
         limit = min(frontier, self._held_floor, waiting[0][0] if waiting else _NEVER)
-        ready, starts, out = self._ready, self._starts, list[Phase]()
-        at, n = self._starts_at, len(starts)
+        ready, times, out = self._ready, self._start_times, list[Phase]()
+        at, n, starting = self._starts_at, len(times), self._start_spans
         spans, pop = self.spans, heapq.heappop
         while True:  # the starts' list and the heap, merged by time
-            ts = starts[at][0] if at < n else _NEVER
+            ts = times[at] if at < n else _NEVER
             tr = ready[0][0] if ready else _NEVER
             if ts < tr:
                 if ts >= limit:
                     break
-                t, i = starts[at]
+                t, i = ts, starting[at]
                 at += 1
-                if at >= n or starts[at][0] != t:  # alone at its instant
+                if at >= n or times[at] != t:  # alone at its instant
                     out.append((spans[i], START, None))
                     continue
                 group = [(i, 0, 0)]
@@ -370,8 +379,8 @@ class PhaseOrderer:
                     continue
                 group = [(i, kind, k)]
             # phases at one instant: order_group orders them
-            while at < n and starts[at][0] == t:
-                group.append((starts[at][1], 0, 0))
+            while at < n and times[at] == t:
+                group.append((starting[at], 0, 0))
                 at += 1
             while ready and ready[0][0] == t:
                 _, i, kind, k = pop(ready)
@@ -383,7 +392,8 @@ class PhaseOrderer:
                 else:
                     out.append((record, END if kind == 2 else START, None))
         if at > 1024 and at * 2 > n:  # drop what was released
-            del starts[:at]
+            del times[:at]
+            del starting[:at]
             at = 0
         self._starts_at = at
         return out

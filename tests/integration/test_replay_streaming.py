@@ -17,6 +17,7 @@ from relay.mapping.feed import replay_events
 from relay.spans import SpanRecord
 from relay.store import reading
 from tests.conftest import LiveServer
+from tests.contract import reference_events
 
 N_NODES = 400
 
@@ -88,7 +89,7 @@ def test_first_events_arrive_while_the_turn_is_still_being_read(
         server: LiveServer, held: HeldRead) -> None:
     turn_id, spans = stored_turn(N_NODES)
     server.relay.store.write(spans)
-    reference = [e.to_json() for e in replay_events(spans)]
+    reference = [e.to_json() for e in reference_events(spans)]
     url = f"{server.url}/turns/{turn_id}/events?source=spans&speed=0"
     with httpx.Client(timeout=30) as client, client.stream("GET", url) as response:
         assert response.status_code == 200
