@@ -18,7 +18,7 @@ from relay.bus.static import Derived, DerivedReader, gap_s
 from relay.delivery.streaming import Encoder, EventStream
 from relay.events import Event
 from relay.mapping.feed import iter_replay_events
-from relay.mapping.stream_order import SpanLookups
+from relay.mapping.lookups import SpanLookups
 from relay.spans import SpanRecord
 
 #: the largest speed factor the API accepts (0 means "no pacing at all")

@@ -30,17 +30,20 @@ from typing import Any, TypeVar
 from relay import conventions as c
 from relay.events import Event
 from relay.mapping import deltas, engine
+from relay.mapping.lookups import SpanLookups, lookups_of
 from relay.mapping.order import (
     END,
     EVENT,
+    LEAF,
     MS_SLACK_NS,
     NESTING_SLACK_NS,
     START,
     Phase,
     ordered_phases,
 )
+from relay.mapping.own import CHILD_OPERATIONS, child_leaf
 from relay.mapping.state import MappingState
-from relay.mapping.stream_order import PhaseOrderer, SpanLookups, lookups_of
+from relay.mapping.stream_order import PhaseOrderer
 from relay.spans import SpanRecord
 
 S = TypeVar("S")  # what a phase carries: a SpanRecord, or the live processor's SDK span
@@ -66,7 +69,8 @@ def feed(state: MappingState, phases: Iterable[tuple[S, str, dict[str, Any] | No
 
     Phases are taken one at a time, each mapped before the next is taken: the processor
     passes a queue drained as it is filled, the receiver holds back a root's end by the
-    state the earlier phases left.
+    state the earlier phases left. A ``LEAF`` (a replay's: a span's start and its end
+    right after it) is one phase: the events of the two, and one failure if either fails.
     """
     map_span = engine.map_span
     for span, kind, span_event in phases:
@@ -76,6 +80,8 @@ def feed(state: MappingState, phases: Iterable[tuple[S, str, dict[str, Any] | No
                 events = map_span(state, record, True)
             elif kind == EVENT:
                 events = deltas.map_span_event(state, record, span_event or {})
+            elif kind == LEAF:
+                events = _leaf(state, span, read)
             else:
                 events = map_span(state, record, False)
             for event in events:
@@ -84,6 +90,20 @@ def feed(state: MappingState, phases: Iterable[tuple[S, str, dict[str, Any] | No
             if on_failure is None:
                 raise
             on_failure(span, exc)
+
+
+def _leaf(state: MappingState, span: Any, read: Callable[[Any, bool], SpanRecord] | None
+          ) -> list[Event]:
+    """A ``LEAF`` phase: a GenAI span inside one of our nodes in one go
+    (:func:`~relay.mapping.own.child_leaf`), else its start and its end mapped in turn."""
+    if read is not None:
+        return engine.map_span(state, read(span, False), False) \
+            + engine.map_span(state, read(span, True), True)
+    operation = span.attributes.get(c.OPERATION)
+    if operation in CHILD_OPERATIONS \
+            and (events := child_leaf(state, span, operation)) is not None:
+        return events
+    return engine.map_span(state, span, False) + engine.map_span(state, span, True)
 
 
 def as_live(record: SpanRecord, ended: bool) -> SpanRecord:
@@ -117,7 +137,7 @@ def iter_replay_events(chunks: Iterable[Sequence[SpanRecord]], *,
     :func:`~relay.mapping.stream_order.lookups_of` a list) keeps phases from waiting for
     the end of the input where they need not."""
     state = MappingState(resume_route=resume_route)
-    orderer = PhaseOrderer(lookups)
+    orderer = PhaseOrderer(lookups, leaves=True)
     seq = 0
 
     def derive(phases: list[Phase]) -> list[Event]:
@@ -239,6 +259,6 @@ def _foreign_turns(records: Sequence[SpanRecord], turns: dict[str, TurnSpans],
         turn.thread_id = turn.thread_id or event.thread_id
 
 
-__all__ = ["END", "EVENT", "MS_SLACK_NS", "NESTING_SLACK_NS", "START", "Phase", "TurnSpans",
+__all__ = ["END", "EVENT", "LEAF", "MS_SLACK_NS", "NESTING_SLACK_NS", "START", "Phase", "TurnSpans",
            "as_live", "chunked", "feed", "group_turns", "iter_replay_events",
            "ordered_phases", "replay_events", "stream_replay_events"]

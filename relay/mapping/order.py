@@ -29,6 +29,10 @@ NESTING_SLACK_NS = 2_000
 MS_SLACK_NS = 999_999
 
 START, EVENT, END = "start", "event", "end"
+#: a span's start and its end right after it, nothing in between: one phase, which only
+#: a replay's orderer gives (:class:`relay.mapping.stream_order.PhaseOrderer` with
+#: ``leaves``), mapped as the two (:func:`relay.mapping.feed.feed`)
+LEAF = "leaf"
 #: (span, kind, the span event for an EVENT phase): what the live processor handed over
 Phase = tuple[SpanRecord, str, dict[str, Any] | None]
 Key = tuple[int, int, int]  # (span index, 0 start / 1 event / 2 end, event index)

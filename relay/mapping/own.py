@@ -96,6 +96,9 @@ def node_phase(state: MappingState, record: SpanRecord, ended: bool) -> list[Eve
 #: read nothing but ``gen_ai.operation.name`` and, for a tool, its name and call id)
 CHILD_OPERATIONS = frozenset({OP_CHAT, OP_RETRIEVAL, OP_GUARDRAIL, OP_TOOL})
 _TOOL_NODE = TL_ASSOC + "langgraph_node"  # (a tool's facts read it: the general path's)
+#: attributes that make a GenAI span something else: a node, a start marker, a root, or
+#: a span another instrumentation's rule reads (one C call checks them all)
+_NOT_A_CHILD = frozenset({NODE_NAME, START_OF, TURN_ID, TL_KIND, OI_KIND})
 
 
 def child_phase(state: MappingState, record: SpanRecord, ended: bool,
@@ -107,8 +110,7 @@ def child_phase(state: MappingState, record: SpanRecord, ended: bool,
     attrs = record.attributes
     run = state.runs.get(record.trace_id)
     if run is None or run.foreign or not run.active or run.turn_id is None \
-            or NODE_NAME in attrs or START_OF in attrs or TURN_ID in attrs \
-            or TL_KIND in attrs or OI_KIND in attrs \
+            or not _NOT_A_CHILD.isdisjoint(attrs) \
             or (operation == OP_TOOL and _TOOL_NODE in attrs):
         return None
     span_id, parent_id = record.span_id, record.parent_span_id
@@ -153,6 +155,40 @@ def child_phase(state: MappingState, record: SpanRecord, ended: bool,
     fields = tool_completed_fields(record, None)
     fields["node"] = owner.node
     return [run.event(ev.TOOL_COMPLETED, record.end_ns or record.start_ns, fields)]
+
+
+def child_leaf(state: MappingState, record: SpanRecord, operation: str) -> list[Event] | None:
+    """:func:`child_phase` of a span's start and then of its end, nothing mapped in between
+    (a ``LEAF`` phase), in one: the checks of the end hold for what the start opened (a
+    fresh, firm child of a firm parent, with nothing under it), so the span is never
+    opened. None (nothing changed) when the start is not on the short path."""
+    attrs = record.attributes
+    run = state.runs.get(record.trace_id)
+    if run is None or run.foreign or not run.active or run.turn_id is None \
+            or not _NOT_A_CHILD.isdisjoint(attrs) \
+            or (operation == OP_TOOL and _TOOL_NODE in attrs):
+        return None
+    span_id = record.span_id
+    if span_id in state.spans:
+        return None  # its start marker came first
+    parent = state.spans.get(record.parent_span_id or "")
+    if parent is None or not parent.firm:
+        return None
+    owner = parent if parent.is_node else parent.owner
+    if owner is None:
+        return None
+    summarise(owner, record, operation)
+    waiting = state.orphans.pop(span_id, None) if state.orphans else None
+    if waiting is not None:
+        merge(owner, waiting)
+    if operation != OP_TOOL:
+        return []
+    started = tool_fields(record, _tool_facts(record))
+    started["node"] = owner.node
+    completed = tool_completed_fields(record, None)
+    completed["node"] = owner.node
+    return [run.event(ev.TOOL_STARTED, record.start_ns, started),
+            run.event(ev.TOOL_COMPLETED, record.end_ns or record.start_ns, completed)]
 
 
 def _tool_facts(record: SpanRecord) -> Facts:

@@ -31,17 +31,17 @@ earliest start of a span that is still waiting, and the earliest held phase.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
-from typing import Protocol
+from collections.abc import Iterable
 
+from relay.mapping.lookups import SpanLookups
 from relay.mapping.order import (
     END,
     EVENT,
+    LEAF,
     MS_SLACK_NS,
     NESTING_SLACK_NS,
     START,
     Phase,
-    coarse_traces,
     depth_of,
     order_group,
 )
@@ -50,44 +50,16 @@ from relay.spans import SpanRecord
 _NEVER = 1 << 126  # later than any time
 
 
-class SpanLookups(Protocol):
-    """What the orderer may ask about the spans it has not read yet (the store answers from
-    the same snapshot it reads; :class:`ListLookups` from a list in memory)."""
-
-    def coarse(self, trace_id: str) -> bool:
-        """True when every span of the trace starts on a whole millisecond."""
-        ...
-
-    def has_span(self, trace_id: str, span_id: str) -> bool:
-        """True when the turn holds this span (read or not)."""
-        ...
-
-
-class ListLookups:
-    """:class:`SpanLookups` over a whole list in memory."""
-
-    def __init__(self, records: Sequence[SpanRecord]) -> None:
-        self._coarse = coarse_traces(list(records))
-        self._ids = {(r.trace_id, r.span_id) for r in records}
-
-    def coarse(self, trace_id: str) -> bool:
-        return trace_id in self._coarse
-
-    def has_span(self, trace_id: str, span_id: str) -> bool:
-        return (trace_id, span_id) in self._ids
-
-
-def lookups_of(records: Sequence[SpanRecord]) -> ListLookups:
-    return ListLookups(records)
-
-
 class PhaseOrderer:
     """:meth:`push` chunks of spans in non-decreasing ``start_ns`` (ties in any order), then
     :meth:`finish`; each returns the phases that became final, in the reference order.
-    Span ids must be unique within a trace (the store's key)."""
+    Span ids must be unique within a trace (the store's key). ``leaves``: a span's start
+    whose end is the very next phase (alone at both instants) comes as one ``LEAF``
+    phase, the two in one (most spans of a turn: a model call, a retrieval, a tool)."""
 
-    def __init__(self, lookups: SpanLookups | None = None) -> None:
+    def __init__(self, lookups: SpanLookups | None = None, *, leaves: bool = False) -> None:
         self.lookups = lookups
+        self.leaves = leaves
         # per span, by index (the rank by start, trace, span id), as order_group reads them
         self.spans: list[SpanRecord] = []
         self.parent: list[int | None] = []
@@ -353,7 +325,7 @@ class PhaseOrderer:
         limit = min(frontier, self._held_floor, waiting[0][0] if waiting else _NEVER)
         ready, times, out = self._ready, self._start_times, list[Phase]()
         at, n, starting = self._starts_at, len(times), self._start_spans
-        spans, pop = self.spans, heapq.heappop
+        spans, pop, leaves = self.spans, heapq.heappop, self.leaves
         while True:  # the starts' list and the heap, merged by time
             ts = times[at] if at < n else _NEVER
             tr = ready[0][0] if ready else _NEVER
@@ -363,6 +335,15 @@ class PhaseOrderer:
                 t, i = ts, starting[at]
                 at += 1
                 if at >= n or times[at] != t:  # alone at its instant
+                    if leaves and tr < limit and ready[0][1] == i and ready[0][2] == 2 \
+                            and (at >= n or tr < times[at]) \
+                            and (len(ready) < 2 or ready[1][0] > tr) \
+                            and (len(ready) < 3 or ready[2][0] > tr):
+                        # its end is next, and alone at its instant (the heap's next
+                        # smallest is one of the top's two children): one phase
+                        pop(ready)
+                        out.append((spans[i], LEAF, None))
+                        continue
                     out.append((spans[i], START, None))
                     continue
                 group = [(i, 0, 0)]

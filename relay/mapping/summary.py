@@ -74,7 +74,7 @@ def summarise(node: Open | Bag, record: SpanRecord, operation: Any,
     instrumentation (no ``gen_ai.operation.name``) is read through its rule's facts."""
     attrs = record.attributes
     summary = node.summary
-    foreign = c.OPERATION not in attrs and facts is not None
+    foreign = facts is not None and c.OPERATION not in attrs
     if foreign:
         assert facts is not None
         if facts.role == CHAT:

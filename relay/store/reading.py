@@ -6,7 +6,7 @@ from the pool (PostgreSQL), held until the stream is exhausted or closed: the re
 derives as fast as it reads, never at the pace it sends. Each of the turn's traces is
 read through the ``spans (trace_id, start_ns)`` index and the traces merged by start,
 so the first rows come without sorting the turn. The stream also answers what the
-ordering asks about spans it has not read yet (:class:`relay.mapping.stream_order.
+ordering asks about spans it has not read yet (:class:`relay.mapping.lookups.
 SpanLookups`), from the same snapshot.
 """
 

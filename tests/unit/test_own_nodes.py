@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from relay import conventions as c
 from relay.ingest.tracefile import parse_trace_file
 from relay.mapping import engine
-from relay.mapping.feed import END, START, as_live, feed, ordered_phases
+from relay.mapping.feed import END, LEAF, START, as_live, feed, ordered_phases
 from relay.mapping.state import MappingState
 from relay.spans import SpanRecord
 
@@ -139,6 +139,48 @@ def test_generated_turns_map_alike(phases: list[tuple[SpanRecord, str, Any]]) ->
     assert _events(phases, True) == _events(phases, False)
 
 
+def _finished(phases: list[tuple[SpanRecord, str, Any]]) -> list[tuple[SpanRecord, str, Any]]:
+    """The phases as a replay feeds them: each span's finished record at every phase."""
+    last = {(r.trace_id, r.span_id): r for r, kind, _ in phases if kind == END}
+    return [(last.get((r.trace_id, r.span_id), r), kind, ev) for r, kind, ev in phases]
+
+
+def _as_leaves(phases: list[tuple[SpanRecord, str, Any]]) -> list[tuple[SpanRecord, str, Any]]:
+    """Each start followed right away by its span's end, as one ``LEAF`` phase."""
+    out: list[tuple[SpanRecord, str, Any]] = []
+    for record, kind, event in phases:
+        if kind == END and out and out[-1][1] == START and out[-1][0] is record:
+            out[-1] = (record, LEAF, None)
+        else:
+            out.append((record, kind, event))
+    return out
+
+
+def _fed(phases: list[tuple[SpanRecord, str, Any]]) -> list[dict[str, Any]]:
+    out: list[Any] = []
+    feed(MappingState(), phases, out.append, read=None)
+    return [e.to_dict() for e in out]
+
+
+@pytest.mark.parametrize("name", ["refund", "failed"])
+def test_recorded_leaves_map_as_their_start_and_end(name: str) -> None:
+    _, records = parse_trace_file((FIXTURES / f"{name}.otlp.jsonl").read_text())
+    phases = list(ordered_phases(records))
+    leaves = _as_leaves(phases)
+    assert any(kind == LEAF for _, kind, _ in leaves)
+    assert _fed(leaves) == _fed(phases)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(phases=turns())
+def test_generated_leaves_map_as_their_start_and_end(
+        phases: list[tuple[SpanRecord, str, Any]]) -> None:
+    """A ``LEAF`` gives the events of its start and its end, and leaves the state as they
+    do: on the short path (``child_leaf``) and off it, whatever the span is."""
+    finished = _finished(phases)
+    assert _fed(_as_leaves(finished)) == _fed(finished)
+
+
 def test_a_node_that_starts_after_its_child_ended_claims_its_facts() -> None:
     """A child's facts wait under its parent's id until that node's start (the orphans)."""
     trace, root_id, node_id = "a" * 32, "f" * 16, "1" * 16
@@ -173,3 +215,25 @@ def test_a_tool_that_ends_after_its_node(instrumented: bool) -> None:
     short = _events(phases, True)
     assert [e["type"] for e in short].count("tool_completed") == (0 if instrumented else 1)
     assert short == _events(phases, False)
+
+
+def test_a_leaf_takes_the_facts_that_waited_for_it() -> None:
+    """A model call that ended before its parent tool started waits under the tool's id;
+    the tool, a ``LEAF`` on the short path, hands it on to the node with its own facts."""
+    trace, root_id, node_id, tool_id = "a" * 32, "f" * 16, "1" * 16, "2" * 16
+    attrs = {c.TURN_ID: "t1", c.CONVERSATION_ID: "th", c.GRAPH_ID: "g"}
+    root = SpanRecord(trace, root_id, None, "invoke_agent a", 1_000, 9_000, attrs)
+    node = SpanRecord(trace, node_id, root_id, "node n", 2_000, 8_000, {c.NODE_NAME: "n"})
+    chat = SpanRecord(trace, "3" * 16, tool_id, "chat m", 3_000, 4_000, {
+        c.OPERATION: c.OP_CHAT, c.REQUEST_MODEL: "m", c.INPUT_TOKENS: 3})
+    tool = SpanRecord(trace, tool_id, node_id, "execute_tool t", 5_000, 6_000,
+                      {c.OPERATION: c.OP_TOOL, c.TOOL_NAME: "t"})
+    phases = [(root, START, None), (node, START, None), (chat, START, None),
+              (chat, END, None), (tool, START, None), (tool, END, None), (node, END, None)]
+    leaves = _as_leaves(phases)
+    assert [kind for _, kind, _ in leaves].count(LEAF) == 2
+    events = _fed(leaves)
+    completed = next(e for e in events if e["type"] == "node_completed")
+    assert completed["summary"] == {"model": "m", "input_tokens": 3, "tools": ["t"]}
+    assert [ch["name"] for ch in completed["children"]] == ["chat m", "execute_tool t"]
+    assert events == _fed(phases)

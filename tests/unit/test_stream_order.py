@@ -17,6 +17,10 @@ from relay import conventions as c
 from relay.events import Event
 from relay.ingest.tracefile import parse_trace_file
 from relay.mapping.feed import (
+    END,
+    EVENT,
+    LEAF,
+    START,
     Phase,
     chunked,
     group_turns,
@@ -25,7 +29,8 @@ from relay.mapping.feed import (
     replay_events,
     stream_replay_events,
 )
-from relay.mapping.stream_order import PhaseOrderer, lookups_of
+from relay.mapping.lookups import lookups_of
+from relay.mapping.stream_order import PhaseOrderer
 from relay.spans import SpanRecord
 from tests.contract import reference_events
 from tests.store.conftest import fixture_file
@@ -38,9 +43,10 @@ def _key(phases: list[Phase]) -> list[tuple[Any, ...]]:
             for r, kind, ev in phases]
 
 
-def _streamed(records: list[SpanRecord], cuts: list[int], with_lookups: bool) -> list[Phase]:
+def _streamed(records: list[SpanRecord], cuts: list[int], with_lookups: bool,
+              leaves: bool = False) -> list[Phase]:
     ordered = sorted(records, key=lambda r: r.start_ns)
-    orderer = PhaseOrderer(lookups_of(records) if with_lookups else None)
+    orderer = PhaseOrderer(lookups_of(records) if with_lookups else None, leaves=leaves)
     out: list[Phase] = []
     at = 0
     for cut in [*sorted(cuts), len(ordered)]:
@@ -93,6 +99,48 @@ def span_trees(draw: st.DrawFn) -> list[SpanRecord]:
 def test_streamed_order_equals_the_reference(records: list[SpanRecord], cuts: list[int],
                                              with_lookups: bool) -> None:
     assert _key(_streamed(records, cuts, with_lookups)) == _key(ordered_phases(records))
+
+
+def _expanded(phases: list[Phase]) -> list[Phase]:
+    """``LEAF`` phases as the start and the end they stand for."""
+    out: list[Phase] = []
+    for record, kind, event in phases:
+        out += [(record, START, None), (record, END, None)] if kind == LEAF \
+            else [(record, kind, event)]
+    return out
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=span_trees(), cuts=st.lists(st.integers(0, 45), max_size=6),
+       with_lookups=st.booleans())
+def test_leaves_stand_for_a_start_and_its_end_next(records: list[SpanRecord],
+                                                   cuts: list[int], with_lookups: bool) -> None:
+    """With ``leaves``, a start whose end is the very next phase comes as one ``LEAF``: the
+    same order as the reference once each is read as the two."""
+    phases = _streamed(records, cuts, with_lookups, leaves=True)
+    assert _key(_expanded(phases)) == _key(ordered_phases(records))
+
+
+def test_a_leaf_is_a_span_with_nothing_between_its_start_and_end() -> None:
+    """A parent, a child that starts and ends before the next start, two that meet (one
+    ends at the instant the other starts), one with a span event, one after them all:
+    the first and the last child are leaves; the others have a phase at one of their
+    instants or between their two."""
+    trace = "d" * 32
+    spans = [SpanRecord(trace, "1" * 16, None, "root", 1_000, 90_000, {}),
+             SpanRecord(trace, "2" * 16, "1" * 16, "leaf", 2_000, 3_000, {}),
+             SpanRecord(trace, "3" * 16, "1" * 16, "tied", 4_000, 5_000, {}),
+             SpanRecord(trace, "4" * 16, "1" * 16, "next", 5_000, 6_000, {}),
+             SpanRecord(trace, "5" * 16, "1" * 16, "event", 7_000, 8_000, {},
+                        events=[{"name": "e", "time_ns": 7_500, "attributes": {}}]),
+             SpanRecord(trace, "6" * 16, "1" * 16, "last", 9_000, 9_500, {})]
+    orderer = PhaseOrderer(lookups_of(spans), leaves=True)
+    phases = orderer.push(spans) + orderer.finish()
+    assert [(r.name, kind) for r, kind, _ in phases] == [
+        ("root", START), ("leaf", LEAF), ("tied", START), ("tied", END), ("next", START),
+        ("next", END), ("event", START), ("event", EVENT), ("event", END), ("last", LEAF),
+        ("root", END)]
+    assert _key(_expanded(phases)) == _key(ordered_phases(spans))
 
 
 def test_phases_come_out_before_the_input_ends() -> None:
