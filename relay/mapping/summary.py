@@ -68,6 +68,11 @@ def node_status(record: SpanRecord) -> str:
     return "ok"
 
 
+#: a model call's token counts: (the attribute, the older GenAI one, the summary's key)
+_TOKEN_COUNTS = ((c.INPUT_TOKENS, GENAI_PROMPT_TOKENS, "input_tokens"),
+                 (c.OUTPUT_TOKENS, GENAI_COMPLETION_TOKENS, "output_tokens"))
+
+
 def summarise(node: Open | Bag, record: SpanRecord, operation: Any,
               facts: Facts | None = None) -> None:
     """Add an ended span to a node's (or a bag's) summary and children. A span of another
@@ -92,8 +97,7 @@ def summarise(node: Open | Bag, record: SpanRecord, operation: Any,
         model = attrs.get(c.RESPONSE_MODEL, attrs.get(c.REQUEST_MODEL))
         if model is not None:
             summary["model"] = model
-        for key, alt, out in ((c.INPUT_TOKENS, GENAI_PROMPT_TOKENS, "input_tokens"),
-                              (c.OUTPUT_TOKENS, GENAI_COMPLETION_TOKENS, "output_tokens")):
+        for key, alt, out in _TOKEN_COUNTS:
             if key in attrs:
                 summary[out] = summary.get(out, 0) + int(attrs[key])
             elif alt in attrs:

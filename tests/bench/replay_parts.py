@@ -5,8 +5,9 @@
 
 The synthetic turn of the ``replay`` bench, written to a SQLite span store once; then,
 per round and in turn: the store's read and decoding (``turn_span_stream``, every
-chunk), the ordering (``PhaseOrderer`` with the store's lookups, over the chunks
-read), the mapping of the ordered phases through ``feed`` (events kept), the mapping
+chunk), the ordering (``PhaseOrderer`` with the store's lookups and ``LEAF`` phases, as
+the replay runs it, over the chunks read), the mapping of those phases through ``feed``
+(events kept), the mapping
 alone (``replay.map``'s loop), the three in one thread, and the route's streamed path
 (``start_derivation``: worker and loop). Each ``gc.collect()``-ed before it. Prints the
 median and the minimum of each part; run it against two trees, alternated, to compare.
@@ -31,7 +32,6 @@ def parts(n_spans: int, store: Any) -> dict[str, Callable[[], object]]:
     from relay import conventions as c
     from relay.delivery.replay import start_derivation
     from relay.mapping.feed import feed, iter_replay_events
-    from relay.mapping.order import ordered_phases
     from relay.mapping.state import MappingState
     from relay.mapping.stream_order import PhaseOrderer
 
@@ -44,15 +44,17 @@ def parts(n_spans: int, store: Any) -> dict[str, Callable[[], object]]:
         return list(stream)
 
     chunks = read()
-    ordered = ordered_phases([r for chunk in chunks for r in chunk])
 
-    def order() -> int:
+    def ordered_chunks() -> list[Any]:
+        """The phases of the chunks read, as the replay orders them (``LEAF`` included)."""
         _, stream = store.turn_span_stream(turn_id)
-        orderer, n = PhaseOrderer(stream), 0
-        for chunk in chunks:
-            n += len(orderer.push(chunk))
+        orderer = PhaseOrderer(stream, leaves=True)
+        phases = [phase for chunk in chunks for phase in orderer.push(chunk)]
         stream.close()
-        return n + len(orderer.finish())
+        return phases + orderer.finish()
+
+    ordered = ordered_chunks()
+    order = ordered_chunks
 
     def map_feed() -> list[Any]:
         events: list[Any] = []
