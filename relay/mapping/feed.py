@@ -134,7 +134,7 @@ def iter_replay_events(chunks: Iterable[Sequence[SpanRecord]], *,
     (ties in any order) in, batches of numbered events out, each as soon as the phases
     it maps are final (:class:`~relay.mapping.stream_order.PhaseOrderer`). The events,
     joined, equal :func:`replay_events` of all the spans. ``lookups`` (the store's, or
-    :func:`~relay.mapping.stream_order.lookups_of` a list) keeps phases from waiting for
+    :func:`~relay.mapping.lookups.lookups_of` a list) keeps phases from waiting for
     the end of the input where they need not."""
     state = MappingState(resume_route=resume_route)
     orderer = PhaseOrderer(lookups, leaves=True)
