@@ -39,7 +39,7 @@ from relay.mapping.discovery import node_discovered
 from relay.mapping.payloads import node_completed, node_started, tool_completed_fields, tool_fields
 from relay.mapping.placement import namespace_attr, namespace_from_parents
 from relay.mapping.rules import OI_KIND, TL_ASSOC, TL_KIND, TOOL, Facts
-from relay.mapping.state import MappingState, Open
+from relay.mapping.state import MappingState, Open, Run
 from relay.mapping.summary import claim, merge, summarise
 from relay.spans import SpanRecord
 
@@ -101,17 +101,26 @@ _TOOL_NODE = TL_ASSOC + "langgraph_node"  # (a tool's facts read it: the general
 _NOT_A_CHILD = frozenset({NODE_NAME, START_OF, TURN_ID, TL_KIND, OI_KIND})
 
 
+def _child_run(state: MappingState, record: SpanRecord, operation: str) -> Run | None:
+    """The run a GenAI span (``operation``) maps in on the short path: one of our active
+    runs, and nothing on the span that makes it something else; else None."""
+    attrs = record.attributes
+    run = state.runs.get(record.trace_id)
+    if run is None or run.foreign or not run.active or run.turn_id is None \
+            or not _NOT_A_CHILD.isdisjoint(attrs) \
+            or (operation == OP_TOOL and _TOOL_NODE in attrs):
+        return None
+    return run
+
+
 def child_phase(state: MappingState, record: SpanRecord, ended: bool,
                 operation: str) -> list[Event] | None:
     """The events of a start or end of a GenAI span (``operation``, one of
     :data:`CHILD_OPERATIONS`) inside one of our nodes in one of our runs, or None when
     the general path must map this phase: the span's facts go to the node's summary at
     its end, and a tool gives ``tool_started`` and ``tool_completed``."""
-    attrs = record.attributes
-    run = state.runs.get(record.trace_id)
-    if run is None or run.foreign or not run.active or run.turn_id is None \
-            or not _NOT_A_CHILD.isdisjoint(attrs) \
-            or (operation == OP_TOOL and _TOOL_NODE in attrs):
+    run = _child_run(state, record, operation)
+    if run is None:
         return None
     span_id, parent_id = record.span_id, record.parent_span_id
     parent = state.spans.get(parent_id or "")
@@ -162,11 +171,8 @@ def child_leaf(state: MappingState, record: SpanRecord, operation: str) -> list[
     (a ``LEAF`` phase), in one: the checks of the end hold for what the start opened (a
     fresh, firm child of a firm parent, with nothing under it), so the span is never
     opened. None (nothing changed) when the start is not on the short path."""
-    attrs = record.attributes
-    run = state.runs.get(record.trace_id)
-    if run is None or run.foreign or not run.active or run.turn_id is None \
-            or not _NOT_A_CHILD.isdisjoint(attrs) \
-            or (operation == OP_TOOL and _TOOL_NODE in attrs):
+    run = _child_run(state, record, operation)
+    if run is None:
         return None
     span_id = record.span_id
     if span_id in state.spans:
