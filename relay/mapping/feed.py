@@ -81,7 +81,7 @@ def feed(state: MappingState, phases: Iterable[tuple[S, str, dict[str, Any] | No
             elif kind == EVENT:
                 events = deltas.map_span_event(state, record, span_event or {})
             elif kind == LEAF:
-                events = _leaf(state, span, read)
+                events = _leaf(state, record, record if read is None else read(span, True))
             else:
                 events = map_span(state, record, False)
             for event in events:
@@ -92,18 +92,17 @@ def feed(state: MappingState, phases: Iterable[tuple[S, str, dict[str, Any] | No
             on_failure(span, exc)
 
 
-def _leaf(state: MappingState, span: Any, read: Callable[[Any, bool], SpanRecord] | None
-          ) -> list[Event]:
-    """A ``LEAF`` phase: a GenAI span inside one of our nodes in one go
-    (:func:`~relay.mapping.own.child_leaf`), else its start and its end mapped in turn."""
-    if read is not None:
-        return engine.map_span(state, read(span, False), False) \
-            + engine.map_span(state, read(span, True), True)
-    operation = span.attributes.get(c.OPERATION)
-    if operation in CHILD_OPERATIONS \
-            and (events := child_leaf(state, span, operation)) is not None:
-        return events
-    return engine.map_span(state, span, False) + engine.map_span(state, span, True)
+def _leaf(state: MappingState, start: SpanRecord, end: SpanRecord) -> list[Event]:
+    """A ``LEAF`` phase (``start`` and ``end``: the records read at the two): a GenAI span
+    inside one of our nodes in one go (:func:`~relay.mapping.own.child_leaf`, which reads
+    one finished record for both, as ``read=None`` gives), else its start and its end
+    mapped in turn."""
+    if start is end:
+        operation = start.attributes.get(c.OPERATION)
+        if operation in CHILD_OPERATIONS \
+                and (events := child_leaf(state, start, operation)) is not None:
+            return events
+    return engine.map_span(state, start, False) + engine.map_span(state, end, True)
 
 
 def as_live(record: SpanRecord, ended: bool) -> SpanRecord:

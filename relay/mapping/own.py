@@ -7,7 +7,9 @@ reads and the general path's checks, none of which can change what such a span g
 They are the general path (:func:`relay.mapping.engine.map_span` -> ``_span_started``
 / ``_own_node`` and ``_span_ended``) unrolled for these cases, event for event:
 tests/unit/test_own_nodes.py holds every span of the recorded turns and of generated
-span trees to the same events with and without them.
+span trees to the same events with and without them. :func:`child_leaf` is
+:func:`child_phase`'s start and end in one, for a replay's ``LEAF`` phase (the same
+tests hold it to the two).
 
 Anything they do not cover (a span that carries another identifying attribute, a
 tentative or foreign run, a start marker, an end whose start was not seen, a span

@@ -223,8 +223,7 @@ def unpack_status(packed: str) -> tuple[str, str, Sequence[dict[str, Any]]]:
     status_len, events_len, rest = packed.split(":", 2)
     a = int(status_len)
     b = a + int(events_len)
-    events = rest[a:b]
-    return rest[:a], rest[b:], () if events == "[]" else load_events(events)
+    return rest[:a], rest[b:], load_events(rest[a:b])
 
 
 def replay_record(trace_id: str, row: Sequence[Any]) -> SpanRecord:

@@ -27,15 +27,17 @@ from relay.spans import SpanRecord
 FIXTURES = Path(__file__).parent.parent / "store" / "fixtures"
 
 
-def _events(phases: list[tuple[SpanRecord, str, Any]], short: bool) -> list[dict[str, Any]]:
+def _events(phases: list[tuple[SpanRecord, str, Any]], short: bool = True,
+            read: Any = as_live) -> list[dict[str, Any]]:
     """The events of ``phases``, with the short path (``short``) or with the general path
-    only (the short path patched out for this call)."""
+    only (the short path patched out for this call); ``read`` as ``feed`` takes it
+    (``None``: the finished records as they are, as a replay feeds them)."""
     out: list[Any] = []
     with contextlib.ExitStack() as stack:
         if not short:
             stack.enter_context(mock.patch.object(engine, "node_phase", lambda *a: None))
             stack.enter_context(mock.patch.object(engine, "child_phase", lambda *a: None))
-        feed(MappingState(), phases, out.append, read=as_live)
+        feed(MappingState(), phases, out.append, read=read)
     return [e.to_dict() for e in out]
 
 
@@ -156,19 +158,13 @@ def _as_leaves(phases: list[tuple[SpanRecord, str, Any]]) -> list[tuple[SpanReco
     return out
 
 
-def _fed(phases: list[tuple[SpanRecord, str, Any]]) -> list[dict[str, Any]]:
-    out: list[Any] = []
-    feed(MappingState(), phases, out.append, read=None)
-    return [e.to_dict() for e in out]
-
-
 @pytest.mark.parametrize("name", ["refund", "failed"])
 def test_recorded_leaves_map_as_their_start_and_end(name: str) -> None:
     _, records = parse_trace_file((FIXTURES / f"{name}.otlp.jsonl").read_text())
     phases = list(ordered_phases(records))
     leaves = _as_leaves(phases)
     assert any(kind == LEAF for _, kind, _ in leaves)
-    assert _fed(leaves) == _fed(phases)
+    assert _events(leaves, read=None) == _events(phases, read=None)
 
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -178,7 +174,7 @@ def test_generated_leaves_map_as_their_start_and_end(
     """A ``LEAF`` gives the events of its start and its end, and leaves the state as they
     do: on the short path (``child_leaf``) and off it, whatever the span is."""
     finished = _finished(phases)
-    assert _fed(_as_leaves(finished)) == _fed(finished)
+    assert _events(_as_leaves(finished), read=None) == _events(finished, read=None)
 
 
 def test_a_node_that_starts_after_its_child_ended_claims_its_facts() -> None:
@@ -232,8 +228,8 @@ def test_a_leaf_takes_the_facts_that_waited_for_it() -> None:
               (chat, END, None), (tool, START, None), (tool, END, None), (node, END, None)]
     leaves = _as_leaves(phases)
     assert [kind for _, kind, _ in leaves].count(LEAF) == 2
-    events = _fed(leaves)
+    events = _events(leaves, read=None)
     completed = next(e for e in events if e["type"] == "node_completed")
     assert completed["summary"] == {"model": "m", "input_tokens": 3, "tools": ["t"]}
     assert [ch["name"] for ch in completed["children"]] == ["chat m", "execute_tool t"]
-    assert events == _fed(phases)
+    assert events == _events(phases, read=None)
