@@ -7,6 +7,10 @@ The relay turn adds the :class:`RelaySpanProcessor` and a subscriber that reads 
 log on the bus until the terminal event: the turn counts as done when the subscriber has
 it, which is what a reader of the stream sees. For context, the same graph without spans
 (``ainvoke``) and LangGraph's own ``astream`` in ``updates``/``debug``/``tasks`` modes.
+And the floor under any relay on this runtime: the same turn with a span processor that
+does nothing, and with one that only keeps each span and wakes a reader task per burst
+of phases, as the bus wakes a subscriber (:class:`BurstWaker`), mapping nothing: what a
+live reader costs before a single event is made.
 
 ``realistic``: the demo agent (``agent.graph.build_graph``, the offline model, "How do
 refunds work?"), spans-only against spans + relay + subscriber; then the same with a
@@ -31,6 +35,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
+from opentelemetry.sdk.trace import SpanProcessor
 
 from tests.bench.harness import Figure, median, rounds, summary
 
@@ -73,8 +78,40 @@ def topology(n: int) -> dict[str, Any]:
     return TOPOLOGY_CACHE[n]
 
 
+class BurstWaker(SpanProcessor):
+    """The floor's span processor: keeps each phase and wakes the reader's future, once
+    per burst (a woken reader is disarmed until it waits again), as the bus wakes a
+    subscriber; maps nothing, publishes nothing."""
+
+    def __init__(self) -> None:
+        self.phases = 0
+        self.waiter: asyncio.Future[bool] | None = None
+
+    def _phase(self) -> None:
+        self.phases += 1
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(True)
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self._phase()
+
+    def on_end(self, span: Any) -> None:
+        self._phase()
+
+    async def read(self, phases: int, deadline_s: float = 10.0) -> None:
+        """A reader task's loop, as :func:`drain_turn`: wait, take what came, until the
+        turn's ``phases`` phases (its root's end the last) are all there."""
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(deadline_s):
+            while self.phases < phases:
+                self.waiter = loop.create_future()
+                await self.waiter
+
+
 class Rig:
-    """Tracers with and without the relay, one bus, one loop."""
+    """Tracers with and without the relay, one bus, one loop; and the floor's: a
+    processor that does nothing, one that wakes a reader (:class:`BurstWaker`)."""
 
     def __init__(self) -> None:
         from opentelemetry.sdk.trace import TracerProvider
@@ -90,6 +127,13 @@ class Rig:
         self.relay_provider.add_span_processor(self.processor)
         self.spans_tracer = self.plain_provider.get_tracer("bench")
         self.relay_tracer = self.relay_provider.get_tracer("bench")
+        self.null_provider = TracerProvider()
+        self.null_provider.add_span_processor(SpanProcessor())  # its methods do nothing
+        self.null_tracer = self.null_provider.get_tracer("bench")
+        self.waker = BurstWaker()
+        self.waker_provider = TracerProvider()
+        self.waker_provider.add_span_processor(self.waker)
+        self.waker_tracer = self.waker_provider.get_tracer("bench")
 
     def close(self) -> None:
         self.processor.unbind()
@@ -124,6 +168,22 @@ async def relay_turn(rig: Rig, body: Callable[[str], Awaitable[Any]]) -> int:
         return await sub
     finally:
         reader.close()
+
+
+async def _unread_turn(rig: Rig, body: Callable[[str], Awaitable[Any]]) -> None:
+    """:func:`relay_turn` without its subscriber: the turn's log opened, nobody reads it."""
+    turn_id = uuid.uuid4().hex
+    rig.bus.open_turn(turn_id)
+    await body(turn_id)
+
+
+async def floor_turn(rig: Rig, body: Callable[[str], Awaitable[Any]], phases: int) -> None:
+    """:func:`relay_turn` on the floor: a reader task woken per burst by
+    :class:`BurstWaker`, the turn done when the reader has seen its ``phases`` phases."""
+    rig.waker.phases = 0
+    sub = asyncio.create_task(rig.waker.read(phases))
+    await body(uuid.uuid4().hex)
+    await sub
 
 
 def _span_turn(graph: Any, tracer: Any, n: int,
@@ -204,6 +264,11 @@ async def _overhead(quick: bool) -> list[Figure]:
         configs[f"relay{n}"] = lambda b=relay_body: relay_turn(rig, b)
         if n == 4:
             configs["plain4"] = lambda g=plain_g: g.ainvoke({"x": 0})
+            configs["noreader4"] = lambda b=relay_body: _unread_turn(rig, b)
+            null_body = _span_turn(chain_graph(rig.null_tracer, n), rig.null_tracer, n)
+            configs["null4"] = lambda b=null_body: b(uuid.uuid4().hex)
+            floor_body = _span_turn(chain_graph(rig.waker_tracer, n), rig.waker_tracer, n)
+            configs["floor4"] = lambda b=floor_body, k=2 * (n + 1): floor_turn(rig, b, k)
             callbacks_body = _span_turn(plain_g, rig.spans_tracer, n, instrument=True)
             configs["callbacks4"] = lambda b=callbacks_body: b(uuid.uuid4().hex)
             for mode in ("updates", "debug", "tasks"):
@@ -241,6 +306,13 @@ async def _overhead(quick: bool) -> list[Figure]:
         summary("overhead.relay_us", "  the same, as µs added per turn",
                 added("spans4", "relay4"), "us", anchor="spans only", params={"nodes": 4},
                 note="10 span starts/ends -> 10 events per turn"),
+        summary("overhead.relay_noreader", "  the same without the subscriber (the relay alone)",
+                ratio("spans4", "noreader4"), "x", **common),
+        summary("overhead.floor", "  floor: a processor that maps nothing + a reader woken "
+                "per burst", ratio("spans4", "floor4"), "x", **common,
+                note="any relay's least, on this runtime (BurstWaker)"),
+        summary("overhead.floor_processor", "  floor: a span processor that does nothing",
+                ratio("spans4", "null4"), "x", **common),
         summary("overhead.ainvoke_plain", "  context: ainvoke, no spans",
                 ratio("spans4", "plain4"), "x", **common),
         summary("overhead.instrument", "  context: the same spans from GraphAgent's "

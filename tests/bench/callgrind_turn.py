@@ -6,6 +6,8 @@ runs this module under ``valgrind --tool=callgrind`` once per configuration and 
 the instructions of one turn of the 4-node graph of :mod:`tests.bench.bench_overhead`:
 
 - ``spans``: the turn with its spans and no relay (the anchor);
+- ``floor``: the same + a span processor that maps nothing and a reader task woken per
+  burst of phases (``floor_turn``: the least any live relay adds on this runtime);
 - ``relay``: the same + :class:`RelaySpanProcessor` + the mapping + the bus, no reader;
 - ``reader``: the same + a subscriber reading the turn's log to its terminal event
   (``relay_turn``: what the budget counts).
@@ -36,28 +38,36 @@ from typing import Any
 
 from tests.bench.callgrind import count
 
-CONFIGS = ("spans", "relay", "reader")
+CONFIGS = ("spans", "floor", "relay", "reader")
 
 
 def child(config: str, turns: int, warmup: int) -> None:
     """One configuration: warm up, then ``turns`` turns inside ``functools.reduce``."""
-    from tests.bench.bench_overhead import Rig, _span_turn, chain_graph, relay_turn
+    from tests.bench.bench_overhead import (
+        Rig,
+        _span_turn,
+        _unread_turn,
+        chain_graph,
+        floor_turn,
+        relay_turn,
+    )
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
 
     async def setup() -> Any:
         rig = Rig()
-        tracer = rig.spans_tracer if config == "spans" else rig.relay_tracer
+        tracer = {"spans": rig.spans_tracer, "floor": rig.waker_tracer}.get(config,
+                                                                          rig.relay_tracer)
         body = _span_turn(chain_graph(tracer, 4), tracer, 4)
 
         async def turn() -> None:
             if config == "spans":
                 await body(uuid.uuid4().hex)
+            elif config == "floor":
+                await floor_turn(rig, body, 10)
             elif config == "relay":  # the log opened, as relay_turn does; no reader
-                turn_id = uuid.uuid4().hex
-                rig.bus.open_turn(turn_id)
-                await body(turn_id)
+                await _unread_turn(rig, body)
             else:
                 await relay_turn(rig, body)
 
