@@ -11,9 +11,9 @@ relay.mount(app, agent)        # /chat, /chat/resume, /agui, /graphs, /turns...,
 ```
 
 :meth:`lifespan` opens the LangGraph checkpointer (SQLite, or PostgreSQL) for the mounted
-agents, starts the relay (binds the processor to the running loop, marks turns that died
-with the last process) and stops it. An app that serves no graph of ours includes
-:attr:`router`, calls :meth:`install`, and feeds its own spans to :attr:`span_processor`.
+agents, starts the relay (binds the processor, marks turns that died with the last
+process, starts the routes' :attr:`lifecycles`) and stops it. An app that serves no graph
+of ours includes :attr:`router`, calls :meth:`install`, feeds :attr:`span_processor`.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from relay.export.otlp import add_otlp_export
 from relay.ingest.processor import RelaySpanProcessor
 from relay.langgraph.agent import GraphAgent
 from relay.langgraph.checkpoints import check_checkpointer, open_checkpointer
+from relay.lifecycle import Lifecycles
 from relay.settings import RelaySettings
 from relay.store import SpanStore, open_store
 from relay.store.exporter import add_span_store
@@ -62,8 +63,7 @@ log = logging.getLogger("relay")
 
 
 class Relay:
-    def __init__(self, settings: RelaySettings,
-                 environ: Mapping[str, str] | None = None) -> None:
+    def __init__(self, settings: RelaySettings, environ: Mapping[str, str] | None = None) -> None:
         from relay.http.identity import identity_dependency, token_checker
         from relay.http.limits import RateLimit, no_limit
         from relay.http.middleware import bus_dependency
@@ -134,6 +134,7 @@ class Relay:
         #: what GET /readyz checks besides the relay's own stores (add_readiness_check)
         self._readiness_checks: list[tuple[str, readiness.Check]] = []
         self._tasks: set[asyncio.Task[None]] = set()  # background work (_background)
+        self.lifecycles = Lifecycles()  # what mounted routes keep beside their requests
 
     def resume_route(self, graph_id: str) -> str | None:
         """The resume route this server offers for a run of ``graph_id`` (what a
@@ -288,6 +289,7 @@ class Relay:
         if died:
             log.warning("relay: %d turn(s) were running when the last process stopped; "
                         "marked interrupted", died)
+        self.lifecycles.start()
 
     def begin_shutdown(self) -> None:
         """The server is going down (SIGTERM): every open stream ends with a ``reconnect``
@@ -297,6 +299,7 @@ class Relay:
 
     async def stop(self) -> None:
         self.closing.set()
+        await self.lifecycles.stop()
         await self.runs.shutdown(self.settings.shutdown_grace_s)
         self.span_processor.unbind()
         await self._foreign_records.drain(2.0)  # in-process foreign turns' records

@@ -67,12 +67,12 @@ def turn_id_for(thread_id: str, run_id: str) -> str:
 
 
 def agui_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
-                dependencies: list[Any]) -> APIRouter:
+                dependencies: list[Any], tools: ClientTools) -> APIRouter:
     """The agent's ``POST /agui`` (include it with a prefix). ``starting`` is the lock
-    ``/chat`` holds while it checks and starts a run (so duplicates attach, never rerun)."""
+    ``/chat`` holds while it checks and starts a run (so duplicates attach, never rerun);
+    ``tools``: the graph's client-executed tools (checks, limits), shared with ``/chat``."""
     router = APIRouter()
     settings = relay.settings
-    tools = ClientTools(relay, agent, starting)  # client-executed tools: checks, limits
 
     async def answer(request: Request, record: TurnRecord, after: int, run_id: str,
                      pending: list[PendingInterrupt] | None = None) -> Response:

@@ -116,12 +116,12 @@ async def start_run(relay: RelayParts, record: TurnRecord, kind: str, runner: An
 
 
 def chat_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
-                dependencies: list[Any]) -> APIRouter:
-    """The agent's ``/chat`` and ``/chat/resume`` (include it with a prefix)."""
+                dependencies: list[Any], tools: ClientTools) -> APIRouter:
+    """The agent's ``/chat`` and ``/chat/resume`` (include it with a prefix); ``tools``:
+    the graph's client-executed tools (checks, limits), shared with its ``/agui``."""
     router = APIRouter()
     settings = relay.settings
     limited = [Depends(d) for d in dependencies]
-    tools = ClientTools(relay, agent, starting)  # client-executed tools: checks, limits
 
     def media_of(request: Request) -> str:
         try:

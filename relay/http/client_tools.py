@@ -13,8 +13,10 @@
   is ended). The token is checked against the pending interrupt in the thread's
   checkpoint, which every replica shares, and is stripped before the graph sees it;
 - :meth:`watched`: a run that pauses on a client tool is ended when nobody answers in
-  ``RELAY_CLIENT_TOOL_TIMEOUT_S`` (a timer on the instance that ran it; after a restart,
-  the first resume that comes too late ends it);
+  ``RELAY_CLIENT_TOOL_TIMEOUT_S`` (a timer on the instance that ran it);
+- :meth:`sweep`, when the relay starts: the graph's turns that a stopped instance left
+  waiting on a client tool get their timer again, for the time they have left, and those
+  past it are ended, one at a time (a resume that comes too late ends its turn too);
 - :meth:`agui_entries`: an AG-UI run whose tool messages answer the thread's pending
   client-tool calls (by ``toolCallId``) is that turn's resume.
 """
@@ -57,6 +59,7 @@ class ClientTools:
         self.settings = relay.settings
         self._timers: set[asyncio.TimerHandle] = set()
         self._ending: set[asyncio.Task[None]] = set()
+        self._closed = False  # the relay stopped: no timer is set any more
 
     # -- a run's configurable -------------------------------------------------------------
 
@@ -141,7 +144,42 @@ class ClientTools:
             self._later(self.settings.client_tool_timeout_s, record.turn_id, configurable)
         return response
 
+    async def sweep(self) -> None:
+        """At start-up (the relay's :attr:`lifecycles`): this graph's paused turns whose
+        latest run paused on a client tool (its recorded answer says so) get their timer
+        again for the time they have left; those past it are ended now, one at a time, as
+        their timer would have. The ending run has no request behind it: its
+        ``configurable`` carries the relay's limits only (only the tool's node runs, and
+        its client tool returns the timeout)."""
+        before: float | None = None
+        while not self._closed:
+            page = await self.relay.turns.list(None, _SWEEP_PAGE, before,
+                                               graph=self.agent.name, status=PAUSED)
+            for record in page:
+                if self._closed:
+                    return
+                if not record.paused_at or not _waits_on_client_tool(record):
+                    continue
+                left = record.paused_at / 1000 + self.settings.client_tool_timeout_s \
+                    - time.time()
+                if left > 0:
+                    self._later(left, record.turn_id, self.configure({}))
+                else:
+                    await self._expire(record.turn_id, self.configure({}))
+            if len(page) < _SWEEP_PAGE:
+                return
+            before = page[-1].started_at
+
+    def close(self) -> None:
+        """The relay stops: its timers are cancelled, and none is set from now on."""
+        self._closed = True
+        for handle in self._timers:
+            handle.cancel()
+        self._timers.clear()
+
     def _later(self, delay_s: float, turn_id: str, configurable: Mapping[str, Any]) -> None:
+        if self._closed:
+            return
         loop = asyncio.get_running_loop()
 
         def fire() -> None:
@@ -159,7 +197,7 @@ class ClientTools:
     async def _expire(self, turn_id: str, configurable: Mapping[str, Any]) -> None:
         try:
             record = await self.relay.turns.get(turn_id)
-            if record is None or record.status != PAUSED:
+            if record is None or record.status != PAUSED or not record.paused_at:
                 return
             if not self._expired(record):  # recorded a moment after the run returned
                 left = (record.paused_at or 0) / 1000 + self.settings.client_tool_timeout_s
@@ -254,6 +292,21 @@ class ClientTools:
             if isinstance(items, list) else []
 
 
+#: paused turns read per query of the start-up sweep
+_SWEEP_PAGE = 200
+
+
+def _waits_on_client_tool(record: TurnRecord) -> bool:
+    """Whether the turn's latest run paused on a client-tool call (its recorded answer)."""
+    try:
+        response = json.loads(record.response or "null")
+    except ValueError:
+        return False
+    interrupts = response.get("interrupts") if isinstance(response, dict) else None
+    return isinstance(interrupts, list) and any(
+        isinstance(i, Mapping) and is_client_tool_call(i.get("value")) for i in interrupts)
+
+
 def _content(content: Any) -> Any:
     """A tool message's content: its JSON when it is JSON, else the text."""
     if isinstance(content, str):
@@ -265,7 +318,8 @@ def _content(content: Any) -> Any:
 
 
 _STALE = ("This client-tool token answers no pending call of this turn: it belongs to "
-          "another turn or call, or was already used. Answer the turn's latest paused event.")
+          "another turn or call, was already used, or its turn has ended (GET /turns/{id} "
+          "says how). Answer the turn's latest paused event.")
 
 
 def _tokens(resume: Any) -> list[str]:

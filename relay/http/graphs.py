@@ -16,6 +16,7 @@ from fastapi import APIRouter
 from relay.errors import ApiError
 from relay.http.agui import agui_router
 from relay.http.chat import chat_router
+from relay.http.client_tools import ClientTools
 from relay.http.errors import error_responses
 from relay.http.parts import RelayParts
 from relay.langgraph.agent import GraphAgent
@@ -55,11 +56,15 @@ def mount_agents(app: Any, relay: RelayParts, agents: Sequence[GraphAgent],
     app's ``/chat``, ``/chat/resume`` and ``/agui``."""
     dependencies = [relay.identify, relay.rate_limit, relay.require_bus]
     for index, agent in enumerate(agents):
+        # client-executed tools: one per graph, shared by its routes (their timers, the
+        # start-up sweep of the turns a stopped instance left waiting on one)
+        tools = ClientTools(relay, agent, starting)
+        relay.lifecycles.add(tools.sweep, tools.close)
         prefixes = [f"/graphs/{agent.name}"] + ([""] if first and index == 0 else [])
         for prefix in prefixes:
             # the OpenAPI document lists each graph once: the first at /chat
             listed = prefix == "" or not (first and index == 0)
-            app.include_router(chat_router(relay, agent, starting, dependencies),
+            app.include_router(chat_router(relay, agent, starting, dependencies, tools),
                                prefix=prefix, include_in_schema=listed)
-            app.include_router(agui_router(relay, agent, starting, dependencies),
+            app.include_router(agui_router(relay, agent, starting, dependencies, tools),
                                prefix=prefix, include_in_schema=listed)

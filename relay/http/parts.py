@@ -13,6 +13,7 @@ from relay.bus.base import Bus
 from relay.delivery.streams import Streams
 from relay.export.metrics import RelayMetrics
 from relay.langgraph.agent import GraphAgent
+from relay.lifecycle import Lifecycles
 from relay.settings import RelaySettings
 from relay.store import SpanStore
 from relay.turns.feed import TurnFeed
@@ -43,6 +44,8 @@ class RelayParts(Protocol):
     #: cancel requests to the instance that runs a turn (a shared Redis bus), or None
     cancels: CancelChannel | None
     closing: asyncio.Event
+    #: work a mounted route keeps beside its requests, started and stopped with the relay
+    lifecycles: Lifecycles
     #: the served graph's topology (GET /graph), or None for a relay-only server
     topology: dict[str, Any] | None
     #: the served graphs by name, in mount order (GET /graphs); empty for a relay-only server

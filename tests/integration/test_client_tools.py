@@ -193,11 +193,14 @@ def test_a_client_that_does_not_answer_in_time_ends_the_turn(
     assert nxt.status_code == 200 and nxt.json()["answer"] == "Free.", nxt.text
 
 
-def test_after_a_restart_a_late_answer_ends_the_turn(
+def test_after_a_restart_a_late_answer_is_refused_and_the_turn_ends_once(
         make_server: Callable[..., LiveServer], client: httpx.Client) -> None:
     """The demo's local_time (a client tool of the demo graph): the instance that ran the
     pausing run stops before its timer fires; on the next instance (a short limit, long
-    past) the late answer is a 409 naming the limit, and the turn ends with its error."""
+    past) an answer is too late. Either the answer ends the turn (409
+    ``client_tool_timeout``) or the start-up sweep did first (409: the turn is ending, or
+    has ended and the token answers nothing); the tool never runs, and the turn ends with
+    one error naming the limit."""
     first = make_server(RELAY_CLIENT_TOOL_TIMEOUT_S="3600")
     paused = events_of(stream_post(client, f"{first.url}/chat",
                                    {"message": "What time is it for me?"}))[-1]
@@ -208,9 +211,45 @@ def test_after_a_restart_a_late_answer_ends_the_turn(
     late = client.post(f"{second.url}/chat/resume", json={
         **ids, "resume": {interrupt_id: {"result": {"local": "noon"}, "token": value["token"]}}})
     assert late.status_code == 409, late.text
-    assert late.json()["error"]["code"] == "client_tool_timeout"
-    assert "RELAY_CLIENT_TOOL_TIMEOUT_S" in late.json()["error"]["message"]
+    code = late.json()["error"]["code"]
+    assert code in {"client_tool_timeout", "turn_running", "client_tool_token_stale"}, late.text
+    if code == "client_tool_timeout":
+        assert "RELAY_CLIENT_TOOL_TIMEOUT_S" in late.json()["error"]["message"]
     events = events_of(stream_get(client, f"{second.url}/turns/{ids['turn_id']}/events",
                                   {"after": paused["seq"]}))
     assert events[-1]["type"] == "error" and events[-1]["code"] == "client_tool_timeout"
+    assert [e["type"] for e in events].count("error") == 1
+    assert "noon" not in str(events)  # the late result never reached the graph
     assert client.get(f"{second.url}/turns/{ids['turn_id']}").json()["status"] == "error"
+
+
+def test_after_a_restart_a_turn_nobody_answers_ends_on_its_own(
+        make_server: Callable[..., LiveServer], client: httpx.Client) -> None:
+    """The instance that ran the pausing run stops before its timer fires, and nobody
+    ever answers: the next instance's start-up sweep ends the turn with its error, and
+    its thread takes a new message again (it was ``409 thread_paused``). A turn paused
+    on an approval (no client tool), newer, so the sweep reads it first, stays paused."""
+    first = make_server(RELAY_CLIENT_TOOL_TIMEOUT_S="3600")
+    clock = events_of(stream_post(client, f"{first.url}/chat",
+                                  {"message": "What time is it for me?"}))[-1]
+    paused_call(clock)
+    approval = client.post(f"{first.url}/chat", json={
+        "message": "Please refund order 1234 ($20).", "thread_id": "t-approval"}).json()
+    assert approval["status"] == "paused", approval
+    busy = client.post(f"{first.url}/chat", json={"message": "Hello?",
+                                                  "thread_id": clock["thread_id"]})
+    assert busy.status_code == 409 and busy.json()["error"]["code"] == "thread_paused"
+    first.stop()
+    # a stream ends by 60 s whatever happens (a reconnect frame): a sweep that does not
+    # end the turn fails the test then, not at the suite's timeout
+    second = make_server(RELAY_CLIENT_TOOL_TIMEOUT_S="0.001", RELAY_SERVER_TIMEOUT_S="60",
+                         RELAY_TURN_TIMEOUT_S="40", RELAY_TOOL_TIMEOUT_S="20")
+    events = events_of(stream_get(client, f"{second.url}/turns/{clock['turn_id']}/events",
+                                  {"after": clock["seq"]}))
+    assert events[-1]["type"] == "error" and events[-1]["code"] == "client_tool_timeout"
+    assert [e["type"] for e in events].count("error") == 1
+    assert client.get(f"{second.url}/turns/{clock['turn_id']}").json()["status"] == "error"
+    assert client.get(f"{second.url}/turns/{approval['turn_id']}").json()["status"] == "paused"
+    nxt = client.post(f"{second.url}/chat", json={"message": "How do refunds work?",
+                                                   "thread_id": clock["thread_id"]})
+    assert nxt.status_code == 200 and nxt.json()["status"] == "answered", nxt.text
