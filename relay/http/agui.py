@@ -146,7 +146,8 @@ def agui_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
                                "nothing to resume.")
             answers = await tools.answers(record, _resume_answers(entries, pending), pending,
                                           configurable)
-            configurable = tools.configure(configurable, pending=pending, answers=answers)
+            configurable = tools.configure(configurable, record=record, pending=pending,
+                                           answers=answers)
             record.resume_hash = request_hash
             await relay.turns.update(record.turn_id, resume_hash=request_hash)
             after = await start_run(relay, record, "resume", lambda: tools.watched(

@@ -231,7 +231,8 @@ def chat_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
                 raise ApiError(409, "not_paused", f"Turn {record.turn_id} is {record.status}, "
                                "not paused; nothing to resume.")
             answers = await tools.answers(record, body["resume"], pending, configurable)
-            configurable = tools.configure(configurable, pending=pending, answers=answers)
+            configurable = tools.configure(configurable, record=record, pending=pending,
+                                           answers=answers)
             try:
                 await relay.runs.check_thread_settled(record.thread_id)
             except ThreadBusy as exc:

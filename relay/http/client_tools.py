@@ -64,17 +64,25 @@ class ClientTools:
     # -- a run's configurable -------------------------------------------------------------
 
     def configure(self, configurable: Mapping[str, Any], *,
+                  record: TurnRecord | None = None,
                   pending: Sequence[PendingInterrupt] = (),
                   answers: Mapping[str, Any] | None = None,
                   tools: Sequence[Any] = ()) -> dict[str, Any]:
+        """The run's ``configurable``: the limits, the AG-UI client's ``tools``, and on a
+        resume of ``record`` the rounds the turn has had (the calls it answers, and the
+        record's count: a resume that answers only an approval goes on counting)."""
         out = {**configurable, MAX_ROUNDS_KEY: self.settings.client_tool_max_rounds}
         if tools:  # AG-UI's RunAgentInput.tools
             out[TOOLS_KEY] = [t.model_dump(mode="json", exclude_none=True)
                               if hasattr(t, "model_dump") else dict(t) for t in tools]
         calls = [p.value for p in pending
                  if answers is not None and p.id in answers and is_client_tool_call(p.value)]
+        rounds = [int(c.get("round") or 0) for c in calls]
+        if record is not None and record.client_tool_round:
+            rounds.append(record.client_tool_round)
+        if rounds:
+            out[ROUND_KEY] = max(rounds)
         if calls:
-            out[ROUND_KEY] = max(int(c.get("round") or 0) for c in calls)
             out[ANSWERED_KEY] = [str(c.get("call_id")) for c in calls]
         return out
 
@@ -139,8 +147,12 @@ class ClientTools:
         """The run; when it pauses on a client tool, a timer ends the turn if nobody
         answers in time."""
         response = await run
-        if response.status == PAUSED and any(is_client_tool_call(i.get("value"))
-                                             for i in response.interrupts):
+        calls = [i["value"] for i in response.interrupts if is_client_tool_call(i.get("value"))]
+        if response.status == PAUSED and calls:
+            round_ = max(_round(c) for c in calls)
+            if round_ > record.client_tool_round:  # the turn's count, for its next resumes
+                record.client_tool_round = round_
+                await self.relay.turns.update(record.turn_id, client_tool_round=round_)
             self._later(self.settings.client_tool_timeout_s, record.turn_id, configurable)
         return response
 
@@ -294,6 +306,14 @@ class ClientTools:
 
 #: paused turns read per query of the start-up sweep
 _SWEEP_PAGE = 200
+
+
+def _round(call: Mapping[str, Any]) -> int:
+    """A client-tool call's round (its interrupt value's ``round``), 0 when it has none."""
+    try:
+        return int(call.get("round") or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _waits_on_client_tool(record: TurnRecord) -> bool:

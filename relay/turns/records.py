@@ -80,6 +80,10 @@ _MIGRATIONS = [
     ALTER TABLE turns ADD COLUMN user_id TEXT NOT NULL DEFAULT '';
     CREATE INDEX turns_user ON turns (user_id, started_at DESC);
     """,
+    # version 6: the client-tool rounds of a turn, across all its runs
+    """
+    ALTER TABLE turns ADD COLUMN client_tool_round INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 
@@ -118,6 +122,9 @@ class TurnRecord:
     #: the user who started the turn (RELAY_AUTH=jwt or proxy: the token's ``sub``); ''
     #: for none (no users, or a turn received over OTLP): such a turn is every user's
     user_id: str = ""
+    #: the client-tool rounds (pauses on a client tool) the turn has had so far, over all
+    #: its runs: RELAY_CLIENT_TOOL_MAX_ROUNDS counts them across approvals in between
+    client_tool_round: int = 0
 
     def __post_init__(self) -> None:
         if not self.turn_key:

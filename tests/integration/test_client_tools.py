@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from langchain_core.tools import tool
+from langgraph.types import interrupt
 
 from relay import GraphAgent, Relay, client_tool
 from tests.conftest import LiveServer, events_of, stream_get, stream_post
@@ -24,13 +26,20 @@ LOCAL_TIME = client_tool("local_time", "The person's local date and time.", {
     "type": "object", "properties": {"format": {"type": "string"}}})
 
 
+@tool
+def confirm(question: str) -> str:
+    """Ask the person to confirm something (an approval: a plain interrupt, no client tool)."""
+    answer = interrupt({"type": "approval", "question": question})
+    return "confirmed" if isinstance(answer, dict) and answer.get("approved") else "declined"
+
+
 @pytest.fixture
 def serve(app_env: dict[str, str]) -> Iterator[Callable[..., LiveServer]]:
     servers: list[LiveServer] = []
 
     def make(*script: Any, **env: str) -> LiveServer:
         relay = Relay.from_env({**app_env, **env})
-        graph = _react_agent(scripted(*script, name="clock-model"), [LOCAL_TIME],
+        graph = _react_agent(scripted(*script, name="clock-model"), [LOCAL_TIME, confirm],
                              name="clock")
         app = FastAPI(lifespan=relay.lifespan)
         relay.mount(app, GraphAgent(graph, name="clock"))
@@ -166,6 +175,29 @@ def test_more_rounds_than_allowed_end_the_turn(serve: Callable[..., LiveServer],
     nxt = client.post(f"{server.url}/chat", json={"message": "Hello?", **{
         "thread_id": paused["thread_id"]}})
     assert nxt.status_code == 200 and nxt.json()["answer"] == "Free.", nxt.text
+
+
+def test_rounds_count_across_an_approval_in_between(serve: Callable[..., LiveServer],
+                                                    client: httpx.Client) -> None:
+    """RELAY_CLIENT_TOOL_MAX_ROUNDS counts a turn's client-tool pauses over all its runs:
+    a resume that answers only an approval goes on counting (it does not start again at
+    round 1), so the second call, after the approval, is past a limit of 1."""
+    server = serve(ask_time("call_a"), call("confirm", {"question": "Book it?"}, "call_c"),
+                   ask_time("call_b"), text("Booked."), RELAY_CLIENT_TOOL_MAX_ROUNDS="1")
+    paused = client.post(f"{server.url}/chat", json={"message": "Book a call?"}).json()
+    ids = {"thread_id": paused["thread_id"], "turn_id": paused["turn_id"]}
+    value = paused["interrupts"][0]["value"]
+    assert value["round"] == 1
+    approval = client.post(f"{server.url}/chat/resume", json={
+        **ids, "resume": {"result": "09:30", "token": value["token"]}}).json()
+    assert approval["status"] == "paused", approval
+    assert approval["interrupts"][0]["value"]["type"] == "approval"
+    events = events_of(stream_post(client, f"{server.url}/chat/resume", {
+        **ids, "resume": {"approved": True}}))
+    end = events[-1]
+    assert end["type"] == "error" and end["code"] == "client_tool_rounds", end
+    assert [e["type"] for e in events].count("error") == 1
+    assert client.get(f"{server.url}/turns/{ids['turn_id']}").json()["status"] == "error"
 
 
 def test_a_client_that_does_not_answer_in_time_ends_the_turn(

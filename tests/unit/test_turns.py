@@ -27,7 +27,8 @@ def rec(turn_id: str, thread_id: str = "th", started_at: float = 1000.0,
 
 async def test_create_and_get_round_trip(store: SQLiteTurnStore) -> None:
     record = rec("t1", message="How do refunds work?", request_hash="h", last_seq=3,
-                 root_trace_id="a" * 32, root_span_id="b" * 16, paused_at=5.0)
+                 root_trace_id="a" * 32, root_span_id="b" * 16, paused_at=5.0,
+                 client_tool_round=2)
     await store.create(record)
     assert await store.get("t1") == record
     assert await store.get("missing") is None
@@ -94,6 +95,33 @@ def test_schema_version_row(tmp_path: Path) -> None:
     assert rows == [(v,) for v in versions]  # one row per migration, none applied twice
     # every field of the record has its column
     assert columns == [f for f in TurnRecord.__dataclass_fields__]
+
+
+async def test_a_store_of_version_5_gains_the_client_tool_rounds(tmp_path: Path) -> None:
+    """A turns file written before version 6 (no client-tool rounds) opens: its turns
+    read with 0 rounds, and the rounds can be recorded."""
+    path = tmp_path / "turns.db"
+    with sqlite3.connect(path, isolation_level=None) as db:
+        db.execute("CREATE TABLE schema_version (version INTEGER)")
+        for version, script in enumerate(turns_module._MIGRATIONS[:5], start=1):
+            for statement in filter(str.strip, script.split(";")):
+                db.execute(statement)
+            step = turns_module._MIGRATION_STEPS.get(version)
+            if step is not None:
+                step(db)
+            db.execute("INSERT INTO schema_version VALUES (?)", (version,))
+        db.execute("INSERT INTO turns (turn_id, thread_id, status, started_at, turn_key, "
+                   "thread_key) VALUES ('t-old', 'th', 'paused', 1000.0, 't-old', 'th')")
+    db.close()
+    store = SQLiteTurnStore(path)
+    try:
+        old = await store.get("t-old")
+        assert old is not None and old.status == PAUSED and old.client_tool_round == 0
+        await store.update("t-old", client_tool_round=1)
+        again = await store.get("t-old")
+        assert again is not None and again.client_tool_round == 1
+    finally:
+        store.close()
 
 
 async def test_reopening_the_same_file_keeps_data(tmp_path: Path) -> None:
