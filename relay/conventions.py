@@ -41,6 +41,9 @@ TURN_MESSAGE = "relay.turn.message"
 TURN_OUTCOME = "relay.turn.outcome"
 TURN_RESPONSE = "relay.turn.response"
 TURN_INTERRUPTS = "relay.turn.interrupts"
+#: the ``type`` of an interrupt's value that asks the client to run a tool (its ``round``:
+#: the how-manieth client-tool pause of the turn; relay/langgraph/client_tools.py)
+CLIENT_TOOL = "client_tool"
 TURN_HUMAN_WAIT_MS = "relay.turn.human_wait_ms"
 ERROR_CODE = "relay.error.code"
 ERROR_MESSAGE = "relay.error.message"

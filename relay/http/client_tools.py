@@ -46,7 +46,7 @@ from relay.langgraph.client_tools import (
     stop_answers,
 )
 from relay.turns.records import PAUSED, TurnRecord
-from relay.turns.response import ChatResponse
+from relay.turns.response import ChatResponse, client_tool_round
 from relay.turns.runs import ThreadBusy
 from relay.turns.starting import StartLocks
 
@@ -77,10 +77,10 @@ class ClientTools:
                               if hasattr(t, "model_dump") else dict(t) for t in tools]
         calls = [p.value for p in pending
                  if answers is not None and p.id in answers and is_client_tool_call(p.value)]
-        rounds = [int(c.get("round") or 0) for c in calls]
-        if record is not None and record.client_tool_round:
+        rounds = [client_tool_round([{"value": c} for c in calls])]
+        if record is not None:  # the turn's count (its pauses' rounds, relay/turns/run_end.py)
             rounds.append(record.client_tool_round)
-        if rounds:
+        if max(rounds):
             out[ROUND_KEY] = max(rounds)
         if calls:
             out[ANSWERED_KEY] = [str(c.get("call_id")) for c in calls]
@@ -147,12 +147,8 @@ class ClientTools:
         """The run; when it pauses on a client tool, a timer ends the turn if nobody
         answers in time."""
         response = await run
-        calls = [i["value"] for i in response.interrupts if is_client_tool_call(i.get("value"))]
-        if response.status == PAUSED and calls:
-            round_ = max(_round(c) for c in calls)
-            if round_ > record.client_tool_round:  # the turn's count, for its next resumes
-                record.client_tool_round = round_
-                await self.relay.turns.update(record.turn_id, client_tool_round=round_)
+        if response.status == PAUSED and any(is_client_tool_call(i.get("value"))
+                                             for i in response.interrupts):
             self._later(self.settings.client_tool_timeout_s, record.turn_id, configurable)
         return response
 
@@ -306,14 +302,6 @@ class ClientTools:
 
 #: paused turns read per query of the start-up sweep
 _SWEEP_PAGE = 200
-
-
-def _round(call: Mapping[str, Any]) -> int:
-    """A client-tool call's round (its interrupt value's ``round``), 0 when it has none."""
-    try:
-        return int(call.get("round") or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 def _waits_on_client_tool(record: TurnRecord) -> bool:

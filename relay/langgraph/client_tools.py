@@ -36,7 +36,8 @@ from langgraph.config import get_config
 from langgraph.types import interrupt
 from pydantic import Field
 
-CLIENT_TOOL = "client_tool"
+from relay.conventions import CLIENT_TOOL
+
 #: ``configurable`` keys the relay sets on a run (GraphAgent's routes)
 TOOLS_KEY = "client_tools"  # AG-UI RunAgentInput.tools: [{name, description, parameters}]
 ROUND_KEY = "relay_client_tool_round"  # client-tool rounds the turn has had so far

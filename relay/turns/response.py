@@ -6,12 +6,28 @@ One serializer for both paths, so the JSON body and the stream's payload cannot 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from relay.conventions import CLIENT_TOOL
 from relay.events import dumps
 
 STATUSES = ("answered", "refused", "paused", "error", "cancelled", "interrupted")
+
+
+def client_tool_round(interrupts: Sequence[Any]) -> int:
+    """The highest ``round`` among a pause's client-tool calls (interrupt values of type
+    ``client_tool``), 0 when it waits on none: the turn's count of client-tool rounds."""
+    rounds = [0]
+    for item in interrupts:
+        value = item.get("value") if isinstance(item, Mapping) else None
+        if isinstance(value, Mapping) and value.get("type") == CLIENT_TOOL:
+            try:
+                rounds.append(int(value.get("round") or 0))
+            except (TypeError, ValueError):
+                pass
+    return max(rounds)
 
 
 @dataclass(slots=True)

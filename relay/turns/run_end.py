@@ -16,7 +16,7 @@ from typing import Any
 from relay.bus.base import Bus
 from relay.events import ERROR, Event
 from relay.turns.records import PAUSED, TurnStore
-from relay.turns.response import STATUSES, ChatResponse
+from relay.turns.response import STATUSES, ChatResponse, client_tool_round
 
 log = logging.getLogger("relay.runs")
 
@@ -132,6 +132,10 @@ def end_changes(outcome: Outcome, last_seq: int, shutting_down: bool) -> dict[st
     if status == PAUSED:
         changes["paused_at"] = now
         changes["ended_at"] = None
+        # the turn's client-tool rounds so far (they only grow: a pause on anything else
+        # leaves the count as it was), for RELAY_CLIENT_TOOL_MAX_ROUNDS on its next resumes
+        if response is not None and (rounds := client_tool_round(response.interrupts)):
+            changes["client_tool_round"] = rounds
     else:
         changes["ended_at"] = now
     return changes
