@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
      "relay.spans"),
     ("relay.bus", "relay.store", "relay.mapping"),
     ("relay.ingest", "relay.delivery", "relay.turns", "relay.langgraph", "relay.export",
-     "relay.readiness", "relay.auth"),
+     "relay.readiness", "relay.auth", "relay.lifecycle"),
     ("relay.http",),
     ("relay.core",),
     ("relay.cli",),
