@@ -46,7 +46,7 @@ from relay.langgraph.client_tools import (
     stop_answers,
 )
 from relay.turns.records import PAUSED, TurnRecord
-from relay.turns.response import ChatResponse, client_tool_round
+from relay.turns.response import ChatResponse, client_tool_calls, round_of
 from relay.turns.runs import ThreadBusy
 from relay.turns.starting import StartLocks
 
@@ -77,11 +77,11 @@ class ClientTools:
                               if hasattr(t, "model_dump") else dict(t) for t in tools]
         calls = [p.value for p in pending
                  if answers is not None and p.id in answers and is_client_tool_call(p.value)]
-        rounds = [client_tool_round([{"value": c} for c in calls])]
+        rounds = [round_of(c) for c in calls]
         if record is not None:  # the turn's count (its pauses' rounds, relay/turns/run_end.py)
             rounds.append(record.client_tool_round)
-        if max(rounds):
-            out[ROUND_KEY] = max(rounds)
+        if (round_ := max(rounds, default=0)):
+            out[ROUND_KEY] = round_
         if calls:
             out[ANSWERED_KEY] = [str(c.get("call_id")) for c in calls]
         return out
@@ -147,8 +147,7 @@ class ClientTools:
         """The run; when it pauses on a client tool, a timer ends the turn if nobody
         answers in time."""
         response = await run
-        if response.status == PAUSED and any(is_client_tool_call(i.get("value"))
-                                             for i in response.interrupts):
+        if response.status == PAUSED and client_tool_calls(response.interrupts):
             self._later(self.settings.client_tool_timeout_s, record.turn_id, configurable)
         return response
 
@@ -160,6 +159,7 @@ class ClientTools:
         ``configurable`` carries the relay's limits only (only the tool's node runs, and
         its client tool returns the timeout)."""
         before: float | None = None
+        configurable = self.configure({})
         while not self._closed:
             page = await self.relay.turns.list(None, _SWEEP_PAGE, before,
                                                graph=self.agent.name, status=PAUSED)
@@ -171,9 +171,9 @@ class ClientTools:
                 left = record.paused_at / 1000 + self.settings.client_tool_timeout_s \
                     - time.time()
                 if left > 0:
-                    self._later(left, record.turn_id, self.configure({}))
+                    self._later(left, record.turn_id, configurable)
                 else:
-                    await self._expire(record.turn_id, self.configure({}))
+                    await self._expire(record.turn_id, configurable)
             if len(page) < _SWEEP_PAGE:
                 return
             before = page[-1].started_at
@@ -311,8 +311,7 @@ def _waits_on_client_tool(record: TurnRecord) -> bool:
     except ValueError:
         return False
     interrupts = response.get("interrupts") if isinstance(response, dict) else None
-    return isinstance(interrupts, list) and any(
-        isinstance(i, Mapping) and is_client_tool_call(i.get("value")) for i in interrupts)
+    return isinstance(interrupts, list) and bool(client_tool_calls(interrupts))
 
 
 def _content(content: Any) -> Any:

@@ -155,11 +155,10 @@ def build_router(relay: RelayParts) -> APIRouter:
     async def turn(request: Request, turn_id: str) -> JSONResponse:
         user = user_of(request)
         record = await relay.turns.get(turn_id)  # the id in any spelling of a UUID
+        # a client reads the record the moment it has the run's terminal event (a pause):
+        # the run's end is written a moment later; wait for it, then read it again
         if record is not None and record.status == RUNNING \
-                and relay.runs.running(record.turn_id):
-            # a client reads the record the moment it has the run's terminal event (a
-            # pause): the run's end is then written a moment later; wait for it
-            await relay.runs.settle(record.turn_id)
+                and await relay.runs.settle(record.turn_id):
             record = await relay.turns.get(turn_id)
         return JSONResponse(check_owner(user, record).public())
 

@@ -142,9 +142,7 @@ def child_phase(state: MappingState, record: SpanRecord, ended: bool,
         if operation != OP_TOOL:
             return []
         opened.tool_started = True
-        fields = tool_fields(record, _tool_facts(record))
-        fields["node"] = owner.node
-        return [run.event(ev.TOOL_STARTED, record.start_ns, fields)]
+        return [_tool_started(run, record, owner)]
     ending = state.spans.get(span_id)
     if ending is None or ending.is_node or not ending.firm or ending.maybe_node \
             or ending.owner is None or (operation == OP_TOOL and not ending.tool_started):
@@ -158,14 +156,11 @@ def child_phase(state: MappingState, record: SpanRecord, ended: bool,
     summarise(owner, record, operation)  # (ours: read from its attributes, no facts)
     if ending.summary or ending.children:  # what ended under it
         merge(owner, ending)
-    waiting = state.orphans.pop(span_id, None) if state.orphans else None
-    if waiting is not None:
-        merge(owner, waiting)
+    if state.orphans:
+        _merge_waiting(state, span_id, owner)
     if operation != OP_TOOL:
         return []
-    fields = tool_completed_fields(record, None)
-    fields["node"] = owner.node
-    return [run.event(ev.TOOL_COMPLETED, record.end_ns or record.start_ns, fields)]
+    return [_tool_completed(run, record, owner)]
 
 
 def child_leaf(state: MappingState, record: SpanRecord, operation: str) -> list[Event] | None:
@@ -186,17 +181,31 @@ def child_leaf(state: MappingState, record: SpanRecord, operation: str) -> list[
     if owner is None:
         return None
     summarise(owner, record, operation)
-    waiting = state.orphans.pop(span_id, None) if state.orphans else None
-    if waiting is not None:
-        merge(owner, waiting)
+    if state.orphans:
+        _merge_waiting(state, span_id, owner)
     if operation != OP_TOOL:
         return []
-    started = tool_fields(record, _tool_facts(record))
-    started["node"] = owner.node
-    completed = tool_completed_fields(record, None)
-    completed["node"] = owner.node
-    return [run.event(ev.TOOL_STARTED, record.start_ns, started),
-            run.event(ev.TOOL_COMPLETED, record.end_ns or record.start_ns, completed)]
+    return [_tool_started(run, record, owner), _tool_completed(run, record, owner)]
+
+
+def _merge_waiting(state: MappingState, span_id: str, owner: Open) -> None:
+    """What ended under the span before its end was mapped (facts that waited under its
+    id) goes to its node, as the span's own facts do."""
+    waiting = state.orphans.pop(span_id, None)
+    if waiting is not None:
+        merge(owner, waiting)
+
+
+def _tool_started(run: Run, record: SpanRecord, owner: Open) -> Event:
+    fields = tool_fields(record, _tool_facts(record))
+    fields["node"] = owner.node
+    return run.event(ev.TOOL_STARTED, record.start_ns, fields)
+
+
+def _tool_completed(run: Run, record: SpanRecord, owner: Open) -> Event:
+    fields = tool_completed_fields(record, None)
+    fields["node"] = owner.node
+    return run.event(ev.TOOL_COMPLETED, record.end_ns or record.start_ns, fields)
 
 
 def _tool_facts(record: SpanRecord) -> Facts:

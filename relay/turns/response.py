@@ -16,18 +16,27 @@ from relay.events import dumps
 STATUSES = ("answered", "refused", "paused", "error", "cancelled", "interrupted")
 
 
+def client_tool_calls(interrupts: Sequence[Any]) -> list[Mapping[str, Any]]:
+    """The values of a pause's interrupts (``[{"id", "value"}]``) that ask the client to
+    run a tool (``type`` ``client_tool``)."""
+    return [value for item in interrupts if isinstance(item, Mapping)
+            and isinstance(value := item.get("value"), Mapping)
+            and value.get("type") == CLIENT_TOOL]
+
+
+def round_of(call: Mapping[str, Any]) -> int:
+    """A client-tool call's ``round`` (the how-manieth client-tool pause of its turn), 0
+    when it has none that reads as a number."""
+    try:
+        return int(call.get("round") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
 def client_tool_round(interrupts: Sequence[Any]) -> int:
-    """The highest ``round`` among a pause's client-tool calls (interrupt values of type
-    ``client_tool``), 0 when it waits on none: the turn's count of client-tool rounds."""
-    rounds = [0]
-    for item in interrupts:
-        value = item.get("value") if isinstance(item, Mapping) else None
-        if isinstance(value, Mapping) and value.get("type") == CLIENT_TOOL:
-            try:
-                rounds.append(int(value.get("round") or 0))
-            except (TypeError, ValueError):
-                pass
-    return max(rounds)
+    """The highest ``round`` among a pause's client-tool calls, 0 when it waits on none:
+    the turn's count of client-tool rounds."""
+    return max((round_of(call) for call in client_tool_calls(interrupts)), default=0)
 
 
 @dataclass(slots=True)

@@ -312,17 +312,17 @@ class RunManager:
     def _terminal_sent(self, run: _Run) -> bool:
         return terminal_sent(self.bus, run.turn_id, run.first_seq)
 
-    async def settle(self, turn_id: str, timeout_s: float = 5.0) -> None:
-        """Let a run that has sent its terminal event finish recording its end.
-
-        A client acts on ``paused`` the moment it reads it (a resume), which can be a
-        moment before the run's task has written the turn's new status."""
+    async def settle(self, turn_id: str, timeout_s: float = 5.0) -> bool:
+        """Let a run that has sent its terminal event finish recording its end (a client
+        acts on ``paused`` the moment it reads it, which can be a moment before the run's
+        task has written the turn's new status); True when there was such a run."""
         run = self._runs.get(turn_id)
         if run is None or not self._terminal_sent(run):
-            return
+            return False
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s):
                 await run.done.wait()
+        return True
 
     # -- waiting, cancelling ------------------------------------------------------------
 

@@ -97,19 +97,15 @@ def test_schema_version_row(tmp_path: Path) -> None:
     assert columns == [f for f in TurnRecord.__dataclass_fields__]
 
 
-async def test_a_store_of_version_5_gains_the_client_tool_rounds(tmp_path: Path) -> None:
+async def test_a_store_of_version_5_gains_the_client_tool_rounds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A turns file written before version 6 (no client-tool rounds) opens: its turns
     read with 0 rounds, and the rounds can be recorded."""
     path = tmp_path / "turns.db"
-    with sqlite3.connect(path, isolation_level=None) as db:
-        db.execute("CREATE TABLE schema_version (version INTEGER)")
-        for version, script in enumerate(turns_module._MIGRATIONS[:5], start=1):
-            for statement in filter(str.strip, script.split(";")):
-                db.execute(statement)
-            step = turns_module._MIGRATION_STEPS.get(version)
-            if step is not None:
-                step(db)
-            db.execute("INSERT INTO schema_version VALUES (?)", (version,))
+    with monkeypatch.context() as patch:  # the store as it was at version 5
+        patch.setattr(turns_module, "_MIGRATIONS", turns_module._MIGRATIONS[:5])
+        SQLiteTurnStore(path).close()
+    with sqlite3.connect(path) as db:
         db.execute("INSERT INTO turns (turn_id, thread_id, status, started_at, turn_key, "
                    "thread_key) VALUES ('t-old', 'th', 'paused', 1000.0, 't-old', 'th')")
     db.close()
