@@ -41,9 +41,14 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
     relay = Relay.from_env(env)
     settings = relay.settings
     ledger = RefundLedger(settings.data_dir / "refunds.db")
-    deps = NodeDeps(relay.tracer("agent"), KnowledgeBase(), build_model(env), ledger,
-                    tool_timeout_s=settings.tool_timeout_s,
-                    span_events=relay.span_processor.add_event)
+    deps = NodeDeps(
+        relay.tracer("agent"),
+        KnowledgeBase(),
+        build_model(env),
+        ledger,
+        tool_timeout_s=settings.tool_timeout_s,
+        span_events=relay.span_processor.add_event,
+    )
 
     def faults_of(headers: Mapping[str, str]) -> dict[str, Any]:
         """``X-Relay-Fault`` (only with RELAY_FAULTS=1) for the nodes to act on."""
@@ -74,15 +79,20 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
 def support_agent(graph: Any, config_of: Any = None) -> GraphAgent:
     """The demo graph as a GraphAgent: its title, examples and what its values mean."""
     return GraphAgent(
-        graph, name=GRAPH_ID, title=TITLE, examples=EXAMPLES,
+        graph,
+        name=GRAPH_ID,
+        title=TITLE,
+        examples=EXAMPLES,
         description="A support agent for a small shop, over its help articles; refunds "
-                    "wait for a person's approval; the person's local time comes from "
-                    "their browser.",
+        "wait for a person's approval; the person's local time comes from "
+        "their browser.",
         input_of=lambda message, record: fresh_turn(record.turn_id, message),
         answer_of=lambda values: str(values.get("answer", "")),
         citations_of=lambda values: list(values.get("citations") or []),
         status_of=lambda values: "refused" if values.get("refused") else "answered",
-        waiting_of=waiting_sentence, config_of=config_of)
+        waiting_of=waiting_sentence,
+        config_of=config_of,
+    )
 
 
 def waiting_sentence(interrupts: list[dict[str, Any]]) -> str:
@@ -92,8 +102,10 @@ def waiting_sentence(interrupts: list[dict[str, Any]]) -> str:
         return f"Asking your browser to run {value.get('name')}."
     if isinstance(value, dict) and value.get("tool") == "issue_refund":
         args = value.get("args", {})
-        return (f"I can refund ${float(args.get('amount', 0)):.2f} on order "
-                f"{args.get('order_id')}. A person needs to approve it first.")
+        return (
+            f"I can refund ${float(args.get('amount', 0)):.2f} on order "
+            f"{args.get('order_id')}. A person needs to approve it first."
+        )
     return "Waiting for a person to answer."
 
 

@@ -43,8 +43,9 @@ def parse_faults(header: str | None) -> dict[str, Fault]:
     for item in header.split(","):
         node, sep, spec = item.strip().partition("=")
         if not sep or not node:
-            raise ValueError(f"{HEADER} entry {item.strip()!r} is not <node>=error or "
-                             "<node>=delay:<seconds>")
+            raise ValueError(
+                f"{HEADER} entry {item.strip()!r} is not <node>=error or <node>=delay:<seconds>"
+            )
         if spec == "error":
             faults[node] = Fault("error")
         elif spec.startswith(("transient:", "cut:")):
@@ -55,15 +56,17 @@ def parse_faults(header: str | None) -> dict[str, Fault]:
             faults[node] = Fault(kind, count=int(raw))
         elif spec.startswith("delay:"):
             try:
-                seconds = float(spec[len("delay:"):])
+                seconds = float(spec[len("delay:") :])
             except ValueError:
                 raise ValueError(f"{HEADER}: {spec!r} needs a number of seconds") from None
             if not 0 <= seconds <= MAX_DELAY_S:
                 raise ValueError(f"{HEADER}: delay must be between 0 and {MAX_DELAY_S:g} s")
             faults[node] = Fault("delay", seconds)
         else:
-            raise ValueError(f"{HEADER}: {spec!r} is not 'error', 'delay:<seconds>', "
-                             "'transient:<n>' or 'cut:<n>'")
+            raise ValueError(
+                f"{HEADER}: {spec!r} is not 'error', 'delay:<seconds>', "
+                "'transient:<n>' or 'cut:<n>'"
+            )
     return faults
 
 
@@ -83,6 +86,7 @@ def _fault(name: str, config: RunnableConfig | None) -> Fault | None:
 def with_faults(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a node so that the run's faults (in ``config['configurable']``) apply to it."""
     if inspect.iscoroutinefunction(fn):
+
         @functools.wraps(fn)
         async def async_node(state: Any, config: RunnableConfig) -> Any:
             fault = _fault(name, config)

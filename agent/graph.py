@@ -32,8 +32,9 @@ from agent.state import SupportState
 GRAPH_ID = "support_agent"
 
 
-def build_graph(deps: NodeDeps,
-                checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+def build_graph(
+    deps: NodeDeps, checkpointer: BaseCheckpointSaver | None = None
+) -> CompiledStateGraph:
     builder = StateGraph(SupportState)
     nodes = {
         "guardrail_pre": make_guardrail_pre(deps),
@@ -46,11 +47,13 @@ def build_graph(deps: NodeDeps,
     for name, fn in nodes.items():
         builder.add_node(name, with_faults(name, fn))
     builder.add_edge(START, "guardrail_pre")
-    builder.add_conditional_edges("guardrail_pre", route_after_guardrail,
-                                  ["retrieve_context", "generate"])
+    builder.add_conditional_edges(
+        "guardrail_pre", route_after_guardrail, ["retrieve_context", "generate"]
+    )
     builder.add_edge("retrieve_context", "generate")
-    builder.add_conditional_edges("generate", route_after_generate,
-                                  ["human_approval", "browser_tool", "guardrail_post"])
+    builder.add_conditional_edges(
+        "generate", route_after_generate, ["human_approval", "browser_tool", "guardrail_post"]
+    )
     builder.add_edge("browser_tool", "generate")
     builder.add_edge("human_approval", "guardrail_post")
     builder.add_edge("guardrail_post", END)

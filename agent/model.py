@@ -30,14 +30,18 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 OFFLINE_MODEL_NAME = "offline-support-v1"
 
-_CONTEXT_BLOCK = re.compile(r"^\[(?P<id>[a-z0-9-]+)\] (?P<title>[^\n]+)\n(?P<text>.+?)(?=^\[|\Z)",
-                            re.MULTILINE | re.DOTALL)
+_CONTEXT_BLOCK = re.compile(
+    r"^\[(?P<id>[a-z0-9-]+)\] (?P<title>[^\n]+)\n(?P<text>.+?)(?=^\[|\Z)", re.MULTILINE | re.DOTALL
+)
 _REFUND = re.compile(
     r"\brefund\b.*?\border\s*#?\s*(?P<order>[A-Za-z0-9-]+).*?\$\s*(?P<amount>\d+(?:\.\d{1,2})?)",
     re.IGNORECASE | re.DOTALL,
 )
-_LOCAL_TIME = re.compile(r"\b(what time is it|what(?:'s| is) the time|local time|what(?:'s| is) "
-                         r"(?:the )?date|what day is it)\b", re.IGNORECASE)
+_LOCAL_TIME = re.compile(
+    r"\b(what time is it|what(?:'s| is) the time|local time|what(?:'s| is) "
+    r"(?:the )?date|what day is it)\b",
+    re.IGNORECASE,
+)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _WORD = re.compile(r"\S+\s*")
 
@@ -81,8 +85,11 @@ class OfflineSupportModel(BaseChatModel):
             message = self._tool_call(question, tool_names) or self._answer(prompt)
         input_tokens = _words(prompt)
         output_tokens = _words(str(message.content)) + 8 * len(message.tool_calls)
-        message.usage_metadata = {"input_tokens": input_tokens, "output_tokens": output_tokens,
-                                  "total_tokens": input_tokens + output_tokens}
+        message.usage_metadata = {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": input_tokens + output_tokens,
+        }
         message.response_metadata = {"model_name": OFFLINE_MODEL_NAME}
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -90,18 +97,38 @@ class OfflineSupportModel(BaseChatModel):
         """The composed message as the chunks a streaming model would send: one per word
         (with its trailing space), then one that carries the usage."""
         if message.tool_calls:
-            parts = [AIMessageChunk(content="", tool_call_chunks=[
-                {"name": t["name"], "args": json.dumps(t["args"]), "id": t["id"], "index": i}
-                for i, t in enumerate(message.tool_calls)])]
+            parts = [
+                AIMessageChunk(
+                    content="",
+                    tool_call_chunks=[
+                        {
+                            "name": t["name"],
+                            "args": json.dumps(t["args"]),
+                            "id": t["id"],
+                            "index": i,
+                        }
+                        for i, t in enumerate(message.tool_calls)
+                    ],
+                )
+            ]
         else:
             parts = [AIMessageChunk(content=w) for w in _WORD.findall(str(message.content))]
-        parts.append(AIMessageChunk(content="", usage_metadata=message.usage_metadata,
-                                    response_metadata=message.response_metadata))
+        parts.append(
+            AIMessageChunk(
+                content="",
+                usage_metadata=message.usage_metadata,
+                response_metadata=message.response_metadata,
+            )
+        )
         return parts
 
-    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                run_manager: CallbackManagerForLLMRun | None = None,
-                **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
         message = self._generate(messages, stop, None, **kwargs).generations[0].message
         assert isinstance(message, AIMessage)
         for i, chunk in enumerate(self._chunks(message)):
@@ -109,9 +136,13 @@ class OfflineSupportModel(BaseChatModel):
                 time.sleep(self.word_delay_s)
             yield ChatGenerationChunk(message=chunk)
 
-    async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                       run_manager: AsyncCallbackManagerForLLMRun | None = None,
-                       **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
         message = self._generate(messages, stop, None, **kwargs).generations[0].message
         assert isinstance(message, AIMessage)
         for i, chunk in enumerate(self._chunks(message)):
@@ -121,23 +152,32 @@ class OfflineSupportModel(BaseChatModel):
 
     def _tool_call(self, question: str, tool_names: set[str]) -> AIMessage | None:
         if "local_time" in tool_names and _LOCAL_TIME.search(question):
-            return AIMessage(content="", tool_calls=[
-                {"name": "local_time", "args": {}, "id": "call_local_time", "type": "tool_call"}])
+            return AIMessage(
+                content="",
+                tool_calls=[
+                    {"name": "local_time", "args": {}, "id": "call_local_time", "type": "tool_call"}
+                ],
+            )
         match = _REFUND.search(question)
         if match is None or "issue_refund" not in tool_names:
             return None
         args = {"order_id": match["order"], "amount": float(match["amount"])}
         call_id = f"call_refund_{match['order']}"
-        return AIMessage(content="", tool_calls=[
-            {"name": "issue_refund", "args": args, "id": call_id, "type": "tool_call"}])
+        return AIMessage(
+            content="",
+            tool_calls=[{"name": "issue_refund", "args": args, "id": call_id, "type": "tool_call"}],
+        )
 
     def _answer(self, prompt: str) -> AIMessage:
         context = prompt.split("Context:", 1)[1] if "Context:" in prompt else ""
         blocks = list(_CONTEXT_BLOCK.finditer(context))[: self.max_passages]
         if not blocks:
-            return AIMessage(content=(
-                "I could not find anything about that in our help articles. "
-                "Could you rephrase, or contact support@larkspur.example?"))
+            return AIMessage(
+                content=(
+                    "I could not find anything about that in our help articles. "
+                    "Could you rephrase, or contact support@larkspur.example?"
+                )
+            )
         parts = []
         for block in blocks:
             sentences = _SENTENCE.split(" ".join(block["text"].split()))
@@ -174,14 +214,16 @@ def build_model(environ: Mapping[str, str] | None = None) -> ModelChoice:
     base_url = env.get("RELAY_MODEL_BASE_URL")
     if not base_url:
         delay = float(env.get("RELAY_OFFLINE_WORD_DELAY_S", "0.02"))
-        return ModelChoice(OfflineSupportModel(word_delay_s=delay), OFFLINE_MODEL_NAME,
-                           "offline")
+        return ModelChoice(OfflineSupportModel(word_delay_s=delay), OFFLINE_MODEL_NAME, "offline")
     from langchain_openai import ChatOpenAI
 
     name = env.get("RELAY_MODEL") or "gpt-4o-mini"
-    model = ChatOpenAI(model=name, base_url=base_url,
-                       api_key=env.get("RELAY_MODEL_API_KEY") or env.get("OPENAI_API_KEY")
-                       or "not-needed",
-                       timeout=float(env.get("RELAY_MODEL_TIMEOUT_S", "60")), max_retries=0,
-                       stream_usage=True)
+    model = ChatOpenAI(
+        model=name,
+        base_url=base_url,
+        api_key=env.get("RELAY_MODEL_API_KEY") or env.get("OPENAI_API_KEY") or "not-needed",
+        timeout=float(env.get("RELAY_MODEL_TIMEOUT_S", "60")),
+        max_retries=0,
+        stream_usage=True,
+    )
     return ModelChoice(model, name, "openai")

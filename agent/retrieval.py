@@ -64,8 +64,9 @@ class KnowledgeBase:
         query_tokens = tokens(query)
         if not query_tokens:
             return []
-        ids, scores = self._index.retrieve([query_tokens], k=min(k, len(self.docs)),
-                                           show_progress=False)
+        ids, scores = self._index.retrieve(
+            [query_tokens], k=min(k, len(self.docs)), show_progress=False
+        )
         passages = []
         for i, score in zip(ids[0], scores[0], strict=True):
             if score <= 0:

@@ -22,7 +22,17 @@ class SupportState(TypedDict, total=False):
 
 def fresh_turn(turn_id: str, message: str) -> SupportState:
     """The input of a new turn: resets everything the previous turn of the thread left."""
-    return SupportState(turn_id=turn_id, message=message, verdict="", block_reason="",
-                        passages=[], answer="", citations=[], proposed_tool=None,
-                        refused=False, tool_outcome=None, client_call=None,
-                        client_result=None)
+    return SupportState(
+        turn_id=turn_id,
+        message=message,
+        verdict="",
+        block_reason="",
+        passages=[],
+        answer="",
+        citations=[],
+        proposed_tool=None,
+        refused=False,
+        tool_outcome=None,
+        client_call=None,
+        client_result=None,
+    )

@@ -77,17 +77,19 @@ DELTA_MESSAGE_ID = "relay.delta.message_id"
 
 #: Attributes that hold content (prompts, answers, tool arguments). They always reach the
 #: relay; RELAY_CAPTURE_CONTENT=false strips them from what goes out over OTLP.
-CONTENT_ATTRIBUTES = frozenset({
-    TURN_MESSAGE,
-    TURN_RESPONSE,
-    TURN_INTERRUPTS,
-    TOOL_CALL_ARGUMENTS,
-    "gen_ai.input.messages",
-    "gen_ai.output.messages",
-    "gen_ai.system_instructions",
-    "gen_ai.tool.call.result",
-    DELTA_TEXT,
-})
+CONTENT_ATTRIBUTES = frozenset(
+    {
+        TURN_MESSAGE,
+        TURN_RESPONSE,
+        TURN_INTERRUPTS,
+        TOOL_CALL_ARGUMENTS,
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+        "gen_ai.tool.call.result",
+        DELTA_TEXT,
+    }
+)
 #: Span events that hold content (dropped from OTLP export with the attributes above).
 CONTENT_EVENTS = frozenset({DELTA_EVENT})
 

@@ -80,24 +80,34 @@ class Relay:
         self._noted = NotedRuns()
         self.metrics = RelayMetrics(
             prometheus_provider() if settings.metrics == "prometheus" else None,
-            dropped=lambda: self.span_processor.dropped, bus=self.bus)
+            dropped=lambda: self.span_processor.dropped,
+            bus=self.bus,
+        )
         #: every change of a turn's status, for watchers (GET /turns as a stream, ?wait=)
         self.feed = TurnFeed()
         self.turns: TurnStore = WatchedTurns(open_turn_store(settings), self.feed)
-        self._foreign_records = RecordWriter(self.turns, self._noted.messages,
-                                             self._noted.users)
+        self._foreign_records = RecordWriter(self.turns, self._noted.messages, self._noted.users)
         self.messages: MessageStore = open_message_store(settings)  # saved answers
         #: finished spans, for replay (RELAY_STORE); written by add_span_store's processor
         self.store: SpanStore = open_store(settings)
         self.store_processor: BatchSpanProcessor | None = None
-        self.runs = RunManager(self.bus, self.turns, self.span_processor,
-                               disconnect_grace_s=settings.disconnect_grace_s,
-                               thread_policy=settings.thread_policy,
-                               turn_timeout_s=settings.turn_timeout_s)
+        self.runs = RunManager(
+            self.bus,
+            self.turns,
+            self.span_processor,
+            disconnect_grace_s=settings.disconnect_grace_s,
+            thread_policy=settings.thread_policy,
+            turn_timeout_s=settings.turn_timeout_s,
+        )
         #: set when the server begins to shut down: open streams tell clients to reconnect
         self.closing = asyncio.Event()
-        self.streams = Streams(self.bus, settings, self.closing,
-                               attached=self._reader_attached, detached=self._reader_left)
+        self.streams = Streams(
+            self.bus,
+            settings,
+            self.closing,
+            attached=self._reader_attached,
+            detached=self._reader_left,
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         #: the first served graph's topology, at GET /graph (set by mount)
         self.topology: dict[str, Any] | None = None
@@ -111,8 +121,7 @@ class Relay:
         self.require_token: Callable[..., Awaitable[None]] = token_checker(settings.api_token)
         #: who a request acts for (RELAY_AUTH; relay/auth): every API route's dependency
         self.identify = identity_dependency(open_authenticator(settings))
-        self.rate_limit = RateLimit.parse(settings.rate_limit) if settings.rate_limit \
-            else no_limit
+        self.rate_limit = RateLimit.parse(settings.rate_limit) if settings.rate_limit else no_limit
         self.require_bus = bus_dependency(self.bus_problem)
         # -- the OTLP receivers ------------------------------------------------------------
         #: the OTLP receiver (RELAY_OTLP_HTTP / RELAY_OTLP_GRPC), or None when both are off
@@ -121,11 +130,17 @@ class Relay:
             from relay.ingest.receiver import OTLPReceiver
 
             self.receiver = OTLPReceiver(
-                self.bus, self.turns, self.store, self.runs.running,
+                self.bus,
+                self.turns,
+                self.store,
+                self.runs.running,
                 pending_spans=settings.otlp_pending_spans,
-                pending_s=settings.otlp_pending_s, dedup_spans=settings.otlp_dedup_spans,
+                pending_s=settings.otlp_pending_s,
+                dedup_spans=settings.otlp_dedup_spans,
                 store_backlog=settings.otlp_store_backlog,
-                settle_s=settings.otlp_settle_ms / 1000, resume_route=self.resume_route)
+                settle_s=settings.otlp_settle_ms / 1000,
+                resume_route=self.resume_route,
+            )
             self.metrics.observe_receiver(lambda: self.receiver.stats if self.receiver else {})
         self.grpc_receiver: GrpcReceiver | None = None
         #: cancel requests to and from the instances sharing the Redis bus (the turn's owner
@@ -157,11 +172,14 @@ class Relay:
 
         for agent in agents:
             if not isinstance(agent, GraphAgent):
-                raise TypeError(f"relay.mount takes GraphAgent(graph, ...) objects, not "
-                                f"{type(agent).__name__}")
+                raise TypeError(
+                    f"relay.mount takes GraphAgent(graph, ...) objects, not {type(agent).__name__}"
+                )
             if agent.name in self.agents:
-                raise ValueError(f"a graph named {agent.name!r} is already mounted; give "
-                                 "each GraphAgent its own name")
+                raise ValueError(
+                    f"a graph named {agent.name!r} is already mounted; give "
+                    "each GraphAgent its own name"
+                )
         first = not self.agents
         for agent in agents:
             self.agents[agent.name] = agent
@@ -200,16 +218,21 @@ class Relay:
         async with contextlib.AsyncExitStack() as stack:
             if self.agents:
                 saver = await stack.enter_async_context(
-                    open_checkpointer(self.settings, self.environ))
+                    open_checkpointer(self.settings, self.environ)
+                )
                 # /readyz covers the checkpointer too: every /chat reads it first
                 self.add_readiness_check("checkpoints", lambda: check_checkpointer(saver))
                 tracer = self.tracer("span-relay")
                 for agent in self.agents.values():
-                    agent.bind(tracer=tracer, turns=self.turns, messages=self.messages,
-                               add_event=self.span_processor.add_event,
-                               turn_timeout_s=self.settings.turn_timeout_s,
-                               tool_timeout_s=self.settings.tool_timeout_s,
-                               checkpointer=saver)
+                    agent.bind(
+                        tracer=tracer,
+                        turns=self.turns,
+                        messages=self.messages,
+                        add_event=self.span_processor.add_event,
+                        turn_timeout_s=self.settings.turn_timeout_s,
+                        tool_timeout_s=self.settings.tool_timeout_s,
+                        checkpointer=saver,
+                    )
             await self.start()
             try:
                 yield
@@ -242,10 +265,15 @@ class Relay:
         install_error_handlers(app)
         install_middleware(app, self.settings)
 
-    def add_otlp_export(self, provider: TracerProvider,
-                        environ: Mapping[str, str] | None = None) -> object | None:
-        return add_otlp_export(provider, self.settings.capture_content, environ,
-                               wrap=lambda e: CountingExporter(e, self.metrics))
+    def add_otlp_export(
+        self, provider: TracerProvider, environ: Mapping[str, str] | None = None
+    ) -> object | None:
+        return add_otlp_export(
+            provider,
+            self.settings.capture_content,
+            environ,
+            wrap=lambda e: CountingExporter(e, self.metrics),
+        )
 
     def _publish(self, event: Event) -> Event:
         stamped = self.bus.publish(event)
@@ -256,12 +284,14 @@ class Relay:
             if entries:
                 self._background(asyncio.to_thread(self.store.index_runs, entries))
         if stamped.turn_id in self._noted.foreign and (
-                stamped.type == GRAPH_TOPOLOGY or stamped.is_run_terminal):
+            stamped.type == GRAPH_TOPOLOGY or stamped.is_run_terminal
+        ):
             self._foreign_records.put([stamped])
         return stamped
 
     def _background(self, work: Any) -> None:
         """Run ``work`` (a coroutine) on the loop; a failure is logged, never raised."""
+
         async def run() -> None:
             try:
                 await work
@@ -287,8 +317,10 @@ class Relay:
         await self._start_receivers()
         died = await self.turns.mark_interrupted()
         if died:
-            log.warning("relay: %d turn(s) were running when the last process stopped; "
-                        "marked interrupted", died)
+            log.warning(
+                "relay: %d turn(s) were running when the last process stopped; marked interrupted",
+                died,
+            )
         self.lifecycles.start()
 
     def begin_shutdown(self) -> None:
@@ -322,8 +354,9 @@ class Relay:
         problems = []
         if self.span_processor._loop is None:
             problems.append("the span processor is not bound to the event loop")
-        problems += await readiness.problems([*readiness.store_checks(self.turns, self.store),
-                                              *self._readiness_checks])
+        problems += await readiness.problems(
+            [*readiness.store_checks(self.turns, self.store), *self._readiness_checks]
+        )
         problems += await self.bus.problems()
         return problems
 
@@ -339,9 +372,12 @@ class Relay:
             from relay.ingest.grpc import GrpcReceiver
 
             assert self.receiver is not None  # RELAY_OTLP_GRPC turns the receiver on
-            self.grpc_receiver = GrpcReceiver(self.receiver, self.settings.otlp_grpc,
-                                              max_bytes=self.settings.otlp_max_bytes,
-                                              api_token=self.settings.api_token)
+            self.grpc_receiver = GrpcReceiver(
+                self.receiver,
+                self.settings.otlp_grpc,
+                max_bytes=self.settings.otlp_max_bytes,
+                api_token=self.settings.api_token,
+            )
             await self.grpc_receiver.start()
 
     async def _stop_receivers(self) -> None:
@@ -364,21 +400,29 @@ class Relay:
         self.runs.reader_attached(turn_id)
         self.metrics.stream_opened()
 
-    def _reader_left(self, turn_id: str, completed: bool, on_disconnect: str,
-                     outcome: str) -> None:
+    def _reader_left(self, turn_id: str, completed: bool, on_disconnect: str, outcome: str) -> None:
         self.metrics.stream_closed(outcome)
         self.runs.reader_left(turn_id, completed, on_disconnect)
 
-    def stream(self, turn_id: str, after: int, media: str, *,
-               stop_at: frozenset[str] = RUN_TERMINAL, on_disconnect: str = "cancel",
-               encoder: Encoder | None = None) -> EventStream:
+    def stream(
+        self,
+        turn_id: str,
+        after: int,
+        media: str,
+        *,
+        stop_at: frozenset[str] = RUN_TERMINAL,
+        on_disconnect: str = "cancel",
+        encoder: Encoder | None = None,
+    ) -> EventStream:
         """A response that streams ``turn_id``'s log after ``after`` until ``stop_at``
         (``encoder``: another frame format, e.g. :class:`relay.delivery.agui.AGUIEncoder`)."""
-        return self.streams.live(turn_id, after, media, stop_at=stop_at,
-                                 on_disconnect=on_disconnect, encoder=encoder)
+        return self.streams.live(
+            turn_id, after, media, stop_at=stop_at, on_disconnect=on_disconnect, encoder=encoder
+        )
 
-    async def subscribe(self, turn_id: str, after: int = 0, *,
-                        until: frozenset[str] = TURN_TERMINAL) -> AsyncIterator[Event]:
+    async def subscribe(
+        self, turn_id: str, after: int = 0, *, until: frozenset[str] = TURN_TERMINAL
+    ) -> AsyncIterator[Event]:
         """A turn's events in-process, after ``after``, live, up to and including the
         first event whose type is in ``until`` (by default the turn's end: across a pause
         and its resume). Raises :class:`relay.bus.UnknownTurn` for a turn the bus does

@@ -9,8 +9,9 @@ class ApiError(Exception):
     """An answer for the client: ``status`` (4xx, or 503), a stable ``code``, a
     ``message`` safe to show, and optional headers (``Retry-After``, ``WWW-Authenticate``)."""
 
-    def __init__(self, status: int, code: str, message: str,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code

@@ -119,8 +119,9 @@ class Event:
         return data
 
     def with_seq(self, seq: int) -> Event:
-        return Event(self.type, self.thread_id, self.turn_id, self.trace_id, self.ts,
-                     self.fields, seq)
+        return Event(
+            self.type, self.thread_id, self.turn_id, self.trace_id, self.ts, self.fields, seq
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Event:

@@ -42,8 +42,7 @@ class Lifecycles:
         try:
             await start()
         except Exception:
-            log.exception("relay: background work %r failed", getattr(start, "__qualname__",
-                                                                        start))
+            log.exception("relay: background work %r failed", getattr(start, "__qualname__", start))
 
     async def stop(self, timeout_s: float = 2.0) -> None:
         """Every entry's ``stop()``; then what still runs of their work is cancelled and

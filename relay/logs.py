@@ -17,7 +17,8 @@ from opentelemetry import trace
 
 #: the turn whose run the current task executes (set by relay.runs)
 current_turn: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "span_relay_turn", default=None)
+    "span_relay_turn", default=None
+)
 
 _STANDARD = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
 
@@ -52,8 +53,7 @@ def configure(level: str, fmt: str) -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter(
-            "%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

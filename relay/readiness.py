@@ -39,8 +39,9 @@ def store_checks(turns: TurnStore, store: SpanStore) -> list[tuple[str, Check]]:
     return [("turn store", turn_store), ("span store", span_store)]
 
 
-async def problems(checks: Sequence[tuple[str, Check]],
-                   timeout_s: float = READINESS_TIMEOUT_S) -> list[str]:
+async def problems(
+    checks: Sequence[tuple[str, Check]], timeout_s: float = READINESS_TIMEOUT_S
+) -> list[str]:
     """One line per failing check, in the checks' order."""
     found = await asyncio.gather(*(_probe(name, check, timeout_s) for name, check in checks))
     return [p for p in found if p is not None]

@@ -102,8 +102,9 @@ class RelaySettings:
             bus_retention_s=_float(env, "RELAY_BUS_RETENTION_S", 3600.0),
             bus_max_turns=int(_float(env, "RELAY_BUS_MAX_TURNS", 1000)),
             spa_dir=Path(env["RELAY_SPA_DIR"]) if env.get("RELAY_SPA_DIR") else None,
-            cors_origins=tuple(o.strip() for o in env.get("RELAY_CORS_ORIGINS", "").split(",")
-                               if o.strip()),
+            cors_origins=tuple(
+                o.strip() for o in env.get("RELAY_CORS_ORIGINS", "").split(",") if o.strip()
+            ),
             rate_limit=env.get("RELAY_RATE_LIMIT") or None,
             metrics=env.get("RELAY_METRICS", "off").strip().lower() or "off",
             log_format=env.get("RELAY_LOG_FORMAT", "text").strip().lower() or "text",
@@ -123,7 +124,8 @@ class RelaySettings:
             workers=int(_float(env, "RELAY_WORKERS", 1)),
             worker=int(env["RELAY_WORKER"]) if env.get("RELAY_WORKER", "").isdigit() else None,
             auth=(env.get("RELAY_AUTH") or ("token" if env.get("RELAY_API_TOKEN") else "none"))
-            .strip().lower(),
+            .strip()
+            .lower(),
             jwt_jwks=env.get("RELAY_JWT_JWKS") or None,
             jwt_issuer=env.get("RELAY_JWT_ISSUER") or None,
             jwt_audience=env.get("RELAY_JWT_AUDIENCE") or None,
@@ -131,8 +133,9 @@ class RelaySettings:
             proxy_user_header=env.get("RELAY_PROXY_USER_HEADER") or "X-Forwarded-User",
             proxy_secret=env.get("RELAY_PROXY_SECRET") or None,
             client_tool_max_rounds=int(_float(env, "RELAY_CLIENT_TOOL_MAX_ROUNDS", 8)),
-            client_tool_max_result_bytes=int(_float(env, "RELAY_CLIENT_TOOL_MAX_RESULT_BYTES",
-                                                    16 * 1024)),
+            client_tool_max_result_bytes=int(
+                _float(env, "RELAY_CLIENT_TOOL_MAX_RESULT_BYTES", 16 * 1024)
+            ),
             client_tool_timeout_s=_float(env, "RELAY_CLIENT_TOOL_TIMEOUT_S", 300.0),
         )
         settings.validate()
@@ -153,21 +156,27 @@ class RelaySettings:
         if self.store != "sqlite" and not self.store.startswith(("postgresql://", "postgres://")):
             raise ConfigError(f"RELAY_STORE={self.store!r}: use 'sqlite' or a postgresql:// URL")
         if not 0 < self.store_retention_s < float("inf"):  # also refuses nan
-            raise ConfigError("RELAY_STORE_RETENTION_S must be a number > 0 (seconds a "
-                              "turn's spans are kept)")
+            raise ConfigError(
+                "RELAY_STORE_RETENTION_S must be a number > 0 (seconds a turn's spans are kept)"
+            )
         if self.store_max_turns < 1:
             raise ConfigError("RELAY_STORE_MAX_TURNS must be >= 1 (turns whose spans are kept)")
         if self.import_max_bytes < 1:
-            raise ConfigError("RELAY_IMPORT_MAX_BYTES must be >= 1 (largest trace file "
-                              "POST /imports accepts)")
+            raise ConfigError(
+                "RELAY_IMPORT_MAX_BYTES must be >= 1 (largest trace file POST /imports accepts)"
+            )
         if self.rate_limit is not None:
             count, sep, window = self.rate_limit.partition("/")
             if not (count.isdigit() and int(count) > 0 and sep and _is_number(window)):
-                raise ConfigError(f"RELAY_RATE_LIMIT={self.rate_limit!r}: use N/S, e.g. "
-                                  "20/60 for 20 requests a minute per client")
+                raise ConfigError(
+                    f"RELAY_RATE_LIMIT={self.rate_limit!r}: use N/S, e.g. "
+                    "20/60 for 20 requests a minute per client"
+                )
         if "*" in self.cors_origins and self.api_token:
-            raise ConfigError("RELAY_CORS_ORIGINS=* with RELAY_API_TOKEN would let any site "
-                              "use the token; list the allowed origins instead")
+            raise ConfigError(
+                "RELAY_CORS_ORIGINS=* with RELAY_API_TOKEN would let any site "
+                "use the token; list the allowed origins instead"
+            )
         if self.metrics not in ("off", "prometheus"):
             raise ConfigError("RELAY_METRICS must be 'off' or 'prometheus'")
         if self.log_format not in ("text", "json"):
@@ -195,71 +204,105 @@ class RelaySettings:
             raise ConfigError("RELAY_CLIENT_TOOL_TIMEOUT_S must be > 0 (seconds to answer)")
         limit, body = self.client_tool_max_result_bytes, self.max_body_bytes
         if not 0 < limit < body:
-            raise ConfigError(f"RELAY_CLIENT_TOOL_MAX_RESULT_BYTES ({limit}) must be > 0 and "
-                              f"below RELAY_MAX_BODY_BYTES ({body}): the result is in the body")
+            raise ConfigError(
+                f"RELAY_CLIENT_TOOL_MAX_RESULT_BYTES ({limit}) must be > 0 and "
+                f"below RELAY_MAX_BODY_BYTES ({body}): the result is in the body"
+            )
 
     def _validate_scale_out(self) -> None:
         """The OTLP receiver, the Redis bus and the replica settings."""
         if self.otlp_grpc is not None:
             host, sep, port = self.otlp_grpc.rpartition(":")
             if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
-                raise ConfigError(f"RELAY_OTLP_GRPC={self.otlp_grpc!r}: use host:port, e.g. "
-                                  "127.0.0.1:4317 (0.0.0.0:4317 to accept other hosts)")
-        for name, value in (("RELAY_OTLP_MAX_BYTES", self.otlp_max_bytes),
-                            ("RELAY_OTLP_PENDING_SPANS", self.otlp_pending_spans),
-                            ("RELAY_OTLP_DEDUP_SPANS", self.otlp_dedup_spans),
-                            ("RELAY_OTLP_STORE_BACKLOG", self.otlp_store_backlog),
-                            ("RELAY_BUS_MAX_EVENTS", self.bus_max_events_per_turn)):
+                raise ConfigError(
+                    f"RELAY_OTLP_GRPC={self.otlp_grpc!r}: use host:port, e.g. "
+                    "127.0.0.1:4317 (0.0.0.0:4317 to accept other hosts)"
+                )
+        for name, value in (
+            ("RELAY_OTLP_MAX_BYTES", self.otlp_max_bytes),
+            ("RELAY_OTLP_PENDING_SPANS", self.otlp_pending_spans),
+            ("RELAY_OTLP_DEDUP_SPANS", self.otlp_dedup_spans),
+            ("RELAY_OTLP_STORE_BACKLOG", self.otlp_store_backlog),
+            ("RELAY_BUS_MAX_EVENTS", self.bus_max_events_per_turn),
+        ):
             if value < 1:
                 raise ConfigError(f"{name} must be >= 1")
         if self.workers < 1:
             raise ConfigError("RELAY_WORKERS must be >= 1 (worker processes of serve)")
         if not self.otlp_pending_s > 0:
-            raise ConfigError("RELAY_OTLP_PENDING_S must be > 0 (seconds received spans wait "
-                              "for their run's root)")
+            raise ConfigError(
+                "RELAY_OTLP_PENDING_S must be > 0 (seconds received spans wait "
+                "for their run's root)"
+            )
         if not 0 <= self.otlp_settle_ms <= 60_000:
-            raise ConfigError("RELAY_OTLP_SETTLE_MS must be between 0 and 60000 (how long "
-                              "received spans wait for the spans racing them; 0: no wait)")
+            raise ConfigError(
+                "RELAY_OTLP_SETTLE_MS must be between 0 and 60000 (how long "
+                "received spans wait for the spans racing them; 0: no wait)"
+            )
 
     def _validate_auth(self) -> None:
         """RELAY_AUTH and what its mode needs (README "Security")."""
         if self.auth not in ("none", "token", "jwt", "proxy"):
-            raise ConfigError(f"RELAY_AUTH={self.auth!r}: use none, token (RELAY_API_TOKEN), "
-                              "jwt (RELAY_JWT_*) or proxy (RELAY_PROXY_*)")
+            raise ConfigError(
+                f"RELAY_AUTH={self.auth!r}: use none, token (RELAY_API_TOKEN), "
+                "jwt (RELAY_JWT_*) or proxy (RELAY_PROXY_*)"
+            )
         if self.auth == "token" and not self.api_token:
             raise ConfigError("RELAY_AUTH=token needs RELAY_API_TOKEN (the shared token)")
         if self.auth == "none" and self.api_token:
-            raise ConfigError("RELAY_AUTH=none with RELAY_API_TOKEN set: unset the token, "
-                              "or use RELAY_AUTH=token")
+            raise ConfigError(
+                "RELAY_AUTH=none with RELAY_API_TOKEN set: unset the token, or use RELAY_AUTH=token"
+            )
         if self.auth == "jwt":
-            missing = [name for name, value in (("RELAY_JWT_JWKS", self.jwt_jwks),
-                                                ("RELAY_JWT_ISSUER", self.jwt_issuer),
-                                                ("RELAY_JWT_AUDIENCE", self.jwt_audience))
-                       if not value]
+            missing = [
+                name
+                for name, value in (
+                    ("RELAY_JWT_JWKS", self.jwt_jwks),
+                    ("RELAY_JWT_ISSUER", self.jwt_issuer),
+                    ("RELAY_JWT_AUDIENCE", self.jwt_audience),
+                )
+                if not value
+            ]
             if missing:
-                raise ConfigError(f"RELAY_AUTH=jwt needs {', '.join(missing)} (the key set "
-                                  "a token is verified against, its iss and its aud)")
+                raise ConfigError(
+                    f"RELAY_AUTH=jwt needs {', '.join(missing)} (the key set "
+                    "a token is verified against, its iss and its aud)"
+                )
             assert self.jwt_jwks is not None
-            if not self.jwt_jwks.startswith(("https://", "http://")) \
-                    and not Path(self.jwt_jwks).is_file():
-                raise ConfigError(f"RELAY_JWT_JWKS={self.jwt_jwks!r} is neither an http(s) "
-                                  "URL nor a readable file")
+            if (
+                not self.jwt_jwks.startswith(("https://", "http://"))
+                and not Path(self.jwt_jwks).is_file()
+            ):
+                raise ConfigError(
+                    f"RELAY_JWT_JWKS={self.jwt_jwks!r} is neither an http(s) "
+                    "URL nor a readable file"
+                )
             if not 0 <= self.jwt_leeway_s <= 300:
-                raise ConfigError("RELAY_JWT_LEEWAY_S must be between 0 and 300 (seconds of "
-                                  "clock skew allowed on exp and nbf)")
-        if self.auth in ("jwt", "proxy") and (self.otlp_http or self.otlp_grpc) \
-                and not self.api_token:
-            raise ConfigError(f"RELAY_AUTH={self.auth} with the OTLP receiver on needs "
-                              "RELAY_API_TOKEN: the receiver keeps its own credential (the "
-                              "collector's), apart from the users' tokens")
+                raise ConfigError(
+                    "RELAY_JWT_LEEWAY_S must be between 0 and 300 (seconds of "
+                    "clock skew allowed on exp and nbf)"
+                )
+        if (
+            self.auth in ("jwt", "proxy")
+            and (self.otlp_http or self.otlp_grpc)
+            and not self.api_token
+        ):
+            raise ConfigError(
+                f"RELAY_AUTH={self.auth} with the OTLP receiver on needs "
+                "RELAY_API_TOKEN: the receiver keeps its own credential (the "
+                "collector's), apart from the users' tokens"
+            )
         if self.auth == "proxy":
             if not self.proxy_secret or len(self.proxy_secret) < 16:
-                raise ConfigError("RELAY_AUTH=proxy needs RELAY_PROXY_SECRET (16 characters "
-                                  "or more): the proxy sends it in X-Relay-Proxy-Secret, so "
-                                  "a user header from anyone else is not trusted")
+                raise ConfigError(
+                    "RELAY_AUTH=proxy needs RELAY_PROXY_SECRET (16 characters "
+                    "or more): the proxy sends it in X-Relay-Proxy-Secret, so "
+                    "a user header from anyone else is not trusted"
+                )
             if not self.proxy_user_header.replace("-", "").isalnum():
-                raise ConfigError(f"RELAY_PROXY_USER_HEADER={self.proxy_user_header!r} is "
-                                  "not a header name")
+                raise ConfigError(
+                    f"RELAY_PROXY_USER_HEADER={self.proxy_user_header!r} is not a header name"
+                )
 
     @property
     def has_users(self) -> bool:
@@ -301,8 +344,9 @@ def _installed(module: str) -> bool:
         return False
 
 
-def missing_extras(settings: RelaySettings, environ: Mapping[str, str] | None = None, *,
-                   demo: bool = False) -> list[str]:
+def missing_extras(
+    settings: RelaySettings, environ: Mapping[str, str] | None = None, *, demo: bool = False
+) -> list[str]:
     """One line per extra that a setting needs and that is not installed, naming the
     setting, the missing packages and the ``pip install`` that brings them. ``demo``: the
     demo agent is served too (``span-relay serve`` without ``--app``/``--relay-only``)."""
@@ -320,32 +364,62 @@ def missing_extras(settings: RelaySettings, environ: Mapping[str, str] | None = 
         need("postgres", "RELAY_STORE=postgresql://...", "psycopg", "psycopg_pool")
     checkpointer = (env.get("RELAY_CHECKPOINTER") or "").strip()
     if checkpointer.startswith(_POSTGRES) or (
-            checkpointer in ("", "auto") and settings.store.startswith(_POSTGRES)):
-        need("postgres", "RELAY_CHECKPOINTER=postgresql://..." if checkpointer
-             else "the checkpointer (it follows RELAY_STORE)",
-             "psycopg", "psycopg_pool", "langgraph.checkpoint.postgres")
+        checkpointer in ("", "auto") and settings.store.startswith(_POSTGRES)
+    ):
+        need(
+            "postgres",
+            "RELAY_CHECKPOINTER=postgresql://..."
+            if checkpointer
+            else "the checkpointer (it follows RELAY_STORE)",
+            "psycopg",
+            "psycopg_pool",
+            "langgraph.checkpoint.postgres",
+        )
     if settings.otlp_grpc is not None:
         need("otlp", f"RELAY_OTLP_GRPC={settings.otlp_grpc}", "grpc")
     exporter = env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower()
-    endpoint = next((name for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-                                       "OTEL_EXPORTER_OTLP_ENDPOINT") if env.get(name)), None)
+    endpoint = next(
+        (
+            name
+            for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+            if env.get(name)
+        ),
+        None,
+    )
     if endpoint and exporter not in ("none", ""):
-        protocol = (env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-                    or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc").strip().lower()
+        protocol = (
+            (
+                env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+                or "grpc"
+            )
+            .strip()
+            .lower()
+        )
         if protocol == "grpc":
-            need("otlp", f"{endpoint} (OTLP export over gRPC)",
-                 "opentelemetry.exporter.otlp.proto.grpc", "grpc")
+            need(
+                "otlp",
+                f"{endpoint} (OTLP export over gRPC)",
+                "opentelemetry.exporter.otlp.proto.grpc",
+                "grpc",
+            )
         elif protocol == "http/protobuf":
-            need("otlp", f"{endpoint} (OTLP export over HTTP)",
-                 "opentelemetry.exporter.otlp.proto.http")
+            need(
+                "otlp",
+                f"{endpoint} (OTLP export over HTTP)",
+                "opentelemetry.exporter.otlp.proto.http",
+            )
     if settings.auth == "jwt":
         need("auth", "RELAY_AUTH=jwt", "jwt", "cryptography")
     if settings.metrics == "prometheus":
-        need("metrics", "RELAY_METRICS=prometheus",
-             "opentelemetry.exporter.prometheus", "prometheus_client")
+        need(
+            "metrics",
+            "RELAY_METRICS=prometheus",
+            "opentelemetry.exporter.prometheus",
+            "prometheus_client",
+        )
     if demo:
-        need("demo", "the demo agent (span-relay serve without --app or --relay-only)",
-             "bm25s")
+        need("demo", "the demo agent (span-relay serve without --app or --relay-only)", "bm25s")
         if env.get("RELAY_MODEL_BASE_URL"):
             need("demo", "RELAY_MODEL_BASE_URL", "langchain_openai")
 
@@ -353,14 +427,17 @@ def missing_extras(settings: RelaySettings, environ: Mapping[str, str] | None = 
     for extra, (names, modules) in needs.items():
         absent = [_DISTRIBUTIONS.get(m, m) for m in modules if not _installed(m)]
         if absent:
-            problems.append(f"{' and '.join(names)} needs the {extra!r} extra "
-                            f"({', '.join(absent)} not installed): "
-                            f"pip install 'span-relay[{extra}]'")
+            problems.append(
+                f"{' and '.join(names)} needs the {extra!r} extra "
+                f"({', '.join(absent)} not installed): "
+                f"pip install 'span-relay[{extra}]'"
+            )
     return problems
 
 
-def require_extras(settings: RelaySettings, environ: Mapping[str, str] | None = None, *,
-                   demo: bool = False) -> None:
+def require_extras(
+    settings: RelaySettings, environ: Mapping[str, str] | None = None, *, demo: bool = False
+) -> None:
     """Refuse to start (ConfigError) when a setting needs an extra that is not installed."""
     problems = missing_extras(settings, environ, demo=demo)
     if problems:

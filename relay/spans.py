@@ -36,21 +36,56 @@ class SpanRecord:
         """Field by field, events and links by content (a tuple or a list alike)."""
         if not isinstance(other, SpanRecord):
             return NotImplemented
-        return (self.trace_id, self.span_id, self.parent_span_id, self.name, self.start_ns,
-                self.end_ns, self.attributes, self.status, self.status_message, self.kind,
-                list(self.events), list(self.links), self.resource) == (
-            other.trace_id, other.span_id, other.parent_span_id, other.name, other.start_ns,
-            other.end_ns, other.attributes, other.status, other.status_message, other.kind,
-            list(other.events), list(other.links), other.resource)
+        return (
+            self.trace_id,
+            self.span_id,
+            self.parent_span_id,
+            self.name,
+            self.start_ns,
+            self.end_ns,
+            self.attributes,
+            self.status,
+            self.status_message,
+            self.kind,
+            list(self.events),
+            list(self.links),
+            self.resource,
+        ) == (
+            other.trace_id,
+            other.span_id,
+            other.parent_span_id,
+            other.name,
+            other.start_ns,
+            other.end_ns,
+            other.attributes,
+            other.status,
+            other.status_message,
+            other.kind,
+            list(other.events),
+            list(other.links),
+            other.resource,
+        )
 
     __hash__ = None  # type: ignore[assignment]  # mutable, as a dataclass with eq is
 
     def at_start(self) -> SpanRecord:
         """What a live processor reads at this span's start (see :func:`from_sdk_span`):
         the ids, name, start time and attributes; no end, status, events or links."""
-        return SpanRecord(self.trace_id, self.span_id, self.parent_span_id, self.name,
-                          self.start_ns, None, self.attributes, "unset", "", self.kind, (),
-                          (), self.resource)  # (all given: no new dict for the resource)
+        return SpanRecord(
+            self.trace_id,
+            self.span_id,
+            self.parent_span_id,
+            self.name,
+            self.start_ns,
+            None,
+            self.attributes,
+            "unset",
+            "",
+            self.kind,
+            (),
+            (),
+            self.resource,
+        )  # (all given: no new dict for the resource)
 
     @property
     def duration_ms(self) -> float:

@@ -37,9 +37,16 @@ class LiveServer:
     def __init__(self, app: Any) -> None:
         self.app = app
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._server = uvicorn.Server(uvicorn.Config(
-            app, host="127.0.0.1", port=_free_port(), log_level="warning", lifespan="on",
-            timeout_graceful_shutdown=2))
+        self._server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                host="127.0.0.1",
+                port=_free_port(),
+                log_level="warning",
+                lifespan="on",
+                timeout_graceful_shutdown=2,
+            )
+        )
         self._thread = threading.Thread(target=self._run, name="uvicorn", daemon=True)
 
     def _run(self) -> None:
@@ -81,8 +88,9 @@ class LiveServer:
         return self.app.state.relay
 
 
-def lag_after_end_recorded(server: LiveServer, seconds: float,
-                           statuses: tuple[str, ...] = ("paused",)) -> None:
+def lag_after_end_recorded(
+    server: LiveServer, seconds: float, statuses: tuple[str, ...] = ("paused",)
+) -> None:
     """Widen the moment between a run writing its end (``paused``, ``answered``...) to its
     turn record and its task letting go of the thread: the record's worker thread sleeps
     after the write. A client that acts the moment it reads the run's terminal event (a
@@ -156,8 +164,7 @@ def model_gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModelGate]:
     gate = ModelGate()
     stream = OfflineSupportModel._astream
 
-    async def gated(self: OfflineSupportModel, *args: Any,
-                    **kwargs: Any) -> AsyncIterator[Any]:
+    async def gated(self: OfflineSupportModel, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         async for chunk in stream(self, *args, **kwargs):
             await gate.passage()
             yield chunk
@@ -176,10 +183,15 @@ def _free_port() -> int:
 @pytest.fixture
 def app_env(tmp_path: Path) -> dict[str, str]:
     """The environment of the app under test: embedded defaults in a fresh data dir."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("RELAY_", "OTEL_"))}
-    env.update({"RELAY_DATA_DIR": str(tmp_path / "data"), "RELAY_FAULTS": "1",
-                "OTEL_TRACES_EXPORTER": "none", "RELAY_OFFLINE_WORD_DELAY_S": "0"})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "OTEL_"))}
+    env.update(
+        {
+            "RELAY_DATA_DIR": str(tmp_path / "data"),
+            "RELAY_FAULTS": "1",
+            "OTEL_TRACES_EXPORTER": "none",
+            "RELAY_OFFLINE_WORD_DELAY_S": "0",
+        }
+    )
     return env
 
 
@@ -205,6 +217,7 @@ def server(make_server: Callable[..., LiveServer]) -> LiveServer:
 
 
 # -- reading streams ---------------------------------------------------------------------
+
 
 @dataclass
 class Frame:
@@ -258,8 +271,9 @@ def iter_frames(response: httpx.Response) -> Iterator[Frame]:
 def events_of(frames: list[Frame], trailer: bool = False) -> list[dict[str, Any]]:
     """The events among the frames. The ``message_saved`` that may trail a
     ``turn_completed`` is left out unless ``trailer`` (tests that want it ask)."""
-    events = [f.json for f in frames if f.event is not None
-              and f.event not in ("reconnect", "reset")]
+    events = [
+        f.json for f in frames if f.event is not None and f.event not in ("reconnect", "reset")
+    ]
     if not trailer and events and events[-1]["type"] == "message_saved":
         events.pop()
     return events
@@ -274,9 +288,13 @@ def client() -> Iterator[httpx.Client]:
 SSE_HEADERS = {"Accept": "text/event-stream", "Content-Type": "application/json"}
 
 
-def stream_post(client: httpx.Client, url: str, body: dict[str, Any],
-                headers: dict[str, str] | None = None,
-                on_frame: Callable[[Frame], None] | None = None) -> list[Frame]:
+def stream_post(
+    client: httpx.Client,
+    url: str,
+    body: dict[str, Any],
+    headers: dict[str, str] | None = None,
+    on_frame: Callable[[Frame], None] | None = None,
+) -> list[Frame]:
     """POST and read the whole SSE response; asserts the streaming headers. ``on_frame``
     is called with each frame the moment it has arrived (to let a held server go on)."""
     with client.stream("POST", url, json=body, headers={**SSE_HEADERS, **(headers or {})}) as r:
@@ -292,11 +310,16 @@ def stream_post(client: httpx.Client, url: str, body: dict[str, Any],
         return frames
 
 
-def stream_get(client: httpx.Client, url: str, params: dict[str, Any] | None = None,
-               headers: dict[str, str] | None = None) -> list[Frame]:
+def stream_get(
+    client: httpx.Client,
+    url: str,
+    params: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> list[Frame]:
     """GET a stream (a turn's events) and read it whole; asserts the streaming headers."""
-    with client.stream("GET", url, params=params,
-                       headers={"Accept": "text/event-stream", **(headers or {})}) as r:
+    with client.stream(
+        "GET", url, params=params, headers={"Accept": "text/event-stream", **(headers or {})}
+    ) as r:
         assert r.status_code == 200, r.read()
         assert r.headers["content-type"].startswith("text/event-stream")
         assert r.headers["cache-control"] == "no-cache, no-transform"

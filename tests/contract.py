@@ -11,26 +11,55 @@ from relay.mapping.order import ordered_phases
 from relay.mapping.state import MappingState
 from relay.spans import SpanRecord
 
-ENVELOPE = {"v": int, "type": str, "seq": int, "thread_id": str, "turn_id": str,
-            "trace_id": str, "ts": float}
+ENVELOPE = {
+    "v": int,
+    "type": str,
+    "seq": int,
+    "thread_id": str,
+    "turn_id": str,
+    "trace_id": str,
+    "ts": float,
+}
 TYPE_FIELDS: dict[str, dict[str, Any]] = {
     "graph_topology": {"graph_id": str, "nodes": list, "edges": list},
-    "node_started": {"node": str, "span_id": str, "parent_span_id": (str, type(None)),
-                     "step": (int, type(None)), "task_id": (str, type(None))},
-    "node_completed": {"node": str, "span_id": str, "status": str, "duration_ms": float,
-                       "summary": dict},
+    "node_started": {
+        "node": str,
+        "span_id": str,
+        "parent_span_id": (str, type(None)),
+        "step": (int, type(None)),
+        "task_id": (str, type(None)),
+    },
+    "node_completed": {
+        "node": str,
+        "span_id": str,
+        "status": str,
+        "duration_ms": float,
+        "summary": dict,
+    },
     "tool_started": {"tool": str, "span_id": str, "node": (str, type(None))},
-    "tool_completed": {"tool": str, "span_id": str, "node": (str, type(None)),
-                       "duration_ms": float, "status": str},
+    "tool_completed": {
+        "tool": str,
+        "span_id": str,
+        "node": (str, type(None)),
+        "duration_ms": float,
+        "status": str,
+    },
     "paused": {"interrupts": list, "resume": dict},
     "error": {"code": str, "message": str, "node": (str, type(None)), "retryable": bool},
     "turn_completed": {"response": dict},
-    "text_delta": {"message_id": str, "delta": str, "node": (str, type(None)),
-                   "span_id": str},
+    "text_delta": {"message_id": str, "delta": str, "node": (str, type(None)), "span_id": str},
     "message_saved": {"message_id": str},
 }
-RESPONSE = {"thread_id": str, "turn_id": str, "trace_id": str, "status": str, "answer": str,
-            "citations": list, "interrupts": list, "nodes": list}
+RESPONSE = {
+    "thread_id": str,
+    "turn_id": str,
+    "trace_id": str,
+    "status": str,
+    "answer": str,
+    "citations": list,
+    "interrupts": list,
+    "nodes": list,
+}
 NODE_STATUSES = {"ok", "error", "paused", "cancelled"}
 
 

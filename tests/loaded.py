@@ -65,8 +65,9 @@ class Run:
         return self.returncode == 0
 
     def line(self, runs: int) -> str:
-        counts = ", ".join(f"{n} {what}" for what, n in sorted(self.counts.items())) \
-            or "no result line"
+        counts = (
+            ", ".join(f"{n} {what}" for what, n in sorted(self.counts.items())) or "no result line"
+        )
         verdict = "ok" if self.ok else f"FAILED (pytest exit {self.returncode})"
         return f"run {self.number}/{runs}: {verdict}: {counts} in {self.duration_s:.1f} s"
 
@@ -81,9 +82,13 @@ class Load:
 
     def __enter__(self) -> Load:
         for _ in range(self.procs):
-            self.started.append(subprocess.Popen(
-                [sys.executable, "-c", LOAD, str(self.limit_s)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))
+            self.started.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", LOAD, str(self.limit_s)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                )
+            )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -99,8 +104,9 @@ def run_pytest(number: int, args: list[str]) -> Run:
     """One pytest run, its output passed through as it comes; what it reported."""
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
     started = time.monotonic()
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, bufsize=1)
+    proc = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+    )
     run = Run(number, returncode=-1, duration_s=0.0)
     try:
         assert proc.stdout is not None
@@ -130,17 +136,24 @@ def _interrupted(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupted)
     argv = sys.argv[1:] if argv is None else argv
-    ours, pytest_args = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) \
-        if "--" in argv else (argv, [])
+    ours, pytest_args = (
+        (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    )
     parser = argparse.ArgumentParser(
         prog="python -m tests.loaded",
         description="Run pytest several times while background processes load the CPU.",
-        epilog="Arguments after -- go to pytest (default: the whole suite).")
+        epilog="Arguments after -- go to pytest (default: the whole suite).",
+    )
     parser.add_argument("--runs", type=int, default=3, help="pytest runs (default 3)")
-    parser.add_argument("--load-procs", type=int, default=2,
-                        help="background CPU-loop processes (default 2)")
-    parser.add_argument("--load-limit-s", type=float, default=3600.0,
-                        help="a load process stops by itself after this (default 3600)")
+    parser.add_argument(
+        "--load-procs", type=int, default=2, help="background CPU-loop processes (default 2)"
+    )
+    parser.add_argument(
+        "--load-limit-s",
+        type=float,
+        default=3600.0,
+        help="a load process stops by itself after this (default 3600)",
+    )
     args = parser.parse_args(ours)
     if args.runs < 1 or args.load_procs < 0 or args.load_limit_s <= 0:
         parser.error("--runs must be >= 1, --load-procs >= 0, --load-limit-s > 0")
@@ -148,8 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[Run] = []
     try:
         for number in range(1, args.runs + 1):
-            print(f"== run {number}/{args.runs} under {args.load_procs} load process(es): "
-                  f"pytest -q -p no:cacheprovider {' '.join(pytest_args)}".rstrip(), flush=True)
+            print(
+                f"== run {number}/{args.runs} under {args.load_procs} load process(es): "
+                f"pytest -q -p no:cacheprovider {' '.join(pytest_args)}".rstrip(),
+                flush=True,
+            )
             with Load(args.load_procs, args.load_limit_s):
                 run = run_pytest(number, pytest_args)
             runs.append(run)
@@ -160,8 +176,10 @@ def main(argv: list[str] | None = None) -> int:
         print("\ninterrupted", file=sys.stderr)
         return 130
 
-    print(f"\n== {sum(r.ok for r in runs)} of {len(runs)} run(s) passed "
-          f"under {args.load_procs} load process(es)")
+    print(
+        f"\n== {sum(r.ok for r in runs)} of {len(runs)} run(s) passed "
+        f"under {args.load_procs} load process(es)"
+    )
     for run in runs:
         print("  " + run.line(args.runs))
     flaky = Counter(test_id for run in runs for test_id in run.failed)

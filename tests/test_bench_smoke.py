@@ -25,8 +25,14 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_quick_bench_reports_every_figure() -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    done = subprocess.run([sys.executable, "-m", "tests.bench", "--quick", "--json"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.bench", "--quick", "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(done.stdout)
     assert report["machine"]["quick"] is True

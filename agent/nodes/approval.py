@@ -36,9 +36,13 @@ def user_of(config: RunnableConfig) -> str:
 
 
 def not_yours(order_id: str) -> dict[str, Any]:
-    return {"tool_outcome": "refused", "citations": [], "refused": True,
-            "answer": f"I can't refund order {order_id}: it is not one of your orders. "
-                      "Check the order number, or sign in as the person who placed it."}
+    return {
+        "tool_outcome": "refused",
+        "citations": [],
+        "refused": True,
+        "answer": f"I can't refund order {order_id}: it is not one of your orders. "
+        "Check the order number, or sign in as the person who placed it.",
+    }
 
 
 def make_human_approval(deps: NodeDeps):
@@ -55,24 +59,36 @@ def make_human_approval(deps: NodeDeps):
         order_id, amount = str(args.get("order_id")), float(args.get("amount", 0))
         if not approved:
             reason = f" Reviewer's note: {comment}" if comment else ""
-            return {"tool_outcome": "rejected", "citations": [],
-                    "answer": f"I did not issue the refund of ${amount:.2f} on order "
-                              f"{order_id}: it was not approved.{reason}"}
-        with child_span(deps.tracer, f"execute_tool {proposed['name']}", c.OP_TOOL, {
-            c.TOOL_NAME: proposed["name"],
-            c.TOOL_CALL_ID: proposed.get("id", ""),
-            c.TOOL_CALL_ARGUMENTS: json.dumps(args, sort_keys=True),
-            c.TOOL_LABEL: TOOL_LABELS.get(proposed["name"], f"Running {proposed['name']}"),
-        }):
+            return {
+                "tool_outcome": "rejected",
+                "citations": [],
+                "answer": f"I did not issue the refund of ${amount:.2f} on order "
+                f"{order_id}: it was not approved.{reason}",
+            }
+        with child_span(
+            deps.tracer,
+            f"execute_tool {proposed['name']}",
+            c.OP_TOOL,
+            {
+                c.TOOL_NAME: proposed["name"],
+                c.TOOL_CALL_ID: proposed.get("id", ""),
+                c.TOOL_CALL_ARGUMENTS: json.dumps(args, sort_keys=True),
+                c.TOOL_LABEL: TOOL_LABELS.get(proposed["name"], f"Running {proposed['name']}"),
+            },
+        ):
             async with asyncio.timeout(deps.tool_timeout_s):  # never swallows a cancel
                 try:
-                    refund = await asyncio.to_thread(deps.ledger.issue, order_id, amount,
-                                                     state["turn_id"], user_id)
+                    refund = await asyncio.to_thread(
+                        deps.ledger.issue, order_id, amount, state["turn_id"], user_id
+                    )
                 except NotYourOrder:
                     return not_yours(order_id)
-        return {"tool_outcome": "approved", "citations": [],
-                "answer": f"Done: I refunded ${refund.amount:.2f} on order {refund.order_id} "
-                          f"(refund {refund.refund_id}). It reaches the original payment "
-                          "method within 5 business days."}
+        return {
+            "tool_outcome": "approved",
+            "citations": [],
+            "answer": f"Done: I refunded ${refund.amount:.2f} on order {refund.order_id} "
+            f"(refund {refund.refund_id}). It reaches the original payment "
+            "method within 5 business days.",
+        }
 
     return human_approval

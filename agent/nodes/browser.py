@@ -21,7 +21,14 @@ BROWSER_TOOLS = {local_time.name: local_time}
 async def browser_tool(state: SupportState, config: RunnableConfig) -> dict[str, Any]:
     call = state.get("client_call") or {}
     tool = BROWSER_TOOLS[call["name"]]
-    reply = await tool.ainvoke({"name": call["name"], "args": call.get("args") or {},
-                                "id": call.get("id"), "type": "tool_call"}, config)
+    reply = await tool.ainvoke(
+        {
+            "name": call["name"],
+            "args": call.get("args") or {},
+            "id": call.get("id"),
+            "type": "tool_call",
+        },
+        config,
+    )
     content = reply.content if isinstance(reply, ToolMessage) else str(reply)
     return {"client_result": {**call, "content": content}, "client_call": None}

@@ -22,5 +22,6 @@ class NodeDeps:
     tool_timeout_s: float = 30.0
     #: records a span event where the UI must see it while the span runs: the relay's
     #: ``span_processor.add_event`` in the app; a plain ``span.add_event`` without a relay
-    span_events: Callable[[Span, str, Mapping[str, Any]], None] = \
-        lambda span, name, attributes: span.add_event(name, dict(attributes))
+    span_events: Callable[[Span, str, Mapping[str, Any]], None] = lambda span, name, attributes: (
+        span.add_event(name, dict(attributes))
+    )

@@ -32,9 +32,9 @@ SYSTEM = (
 
 REFUSALS = {
     "prompt_injection": "I can't help with that request. I can answer questions about "
-                        "orders, shipping, returns and refunds.",
+    "orders, shipping, returns and refunds.",
     "off_topic": "That is outside what I can help with here. I can answer questions about "
-                 "orders, shipping, returns and refunds.",
+    "orders, shipping, returns and refunds.",
 }
 DEFAULT_REFUSAL = "I can't help with that request."
 
@@ -49,8 +49,13 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, ConnectionError | TimeoutError):
         return True
     name = type(exc).__name__
-    return name in ("APIConnectionError", "APITimeoutError", "RateLimitError",
-                    "InternalServerError", "ServiceUnavailableError")
+    return name in (
+        "APIConnectionError",
+        "APITimeoutError",
+        "RateLimitError",
+        "InternalServerError",
+        "ServiceUnavailableError",
+    )
 
 
 def make_generate(deps: NodeDeps):
@@ -59,12 +64,17 @@ def make_generate(deps: NodeDeps):
     async def generate(state: SupportState, config: RunnableConfig) -> dict[str, Any]:
         if state.get("verdict") == "block":
             reason = state.get("block_reason", "")
-            return {"answer": REFUSALS.get(reason, DEFAULT_REFUSAL), "refused": True,
-                    "citations": []}
+            return {
+                "answer": REFUSALS.get(reason, DEFAULT_REFUSAL),
+                "refused": True,
+                "citations": [],
+            }
         passages = state.get("passages") or []
         context = "\n".join(f"[{p['doc_id']}] {p['title']}\n{p['text']}" for p in passages)
         messages: list[BaseMessage] = [
-            SystemMessage(SYSTEM), HumanMessage(f"{state['message']}\n\nContext:\n{context}")]
+            SystemMessage(SYSTEM),
+            HumanMessage(f"{state['message']}\n\nContext:\n{context}"),
+        ]
         messages += _client_exchange(state.get("client_result"))
         fault = fault_for("generate", config)
         failures_left = fault.count if fault and fault.kind == "transient" else 0
@@ -73,11 +83,16 @@ def make_generate(deps: NodeDeps):
         reply: AIMessageChunk | None = None
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
-                with child_span(deps.tracer, f"chat {deps.model.name}", c.OP_CHAT, {
-                    c.PROVIDER: deps.model.provider,
-                    c.REQUEST_MODEL: deps.model.name,
-                    "relay.model.attempt": attempt,
-                }) as span:
+                with child_span(
+                    deps.tracer,
+                    f"chat {deps.model.name}",
+                    c.OP_CHAT,
+                    {
+                        c.PROVIDER: deps.model.provider,
+                        c.REQUEST_MODEL: deps.model.name,
+                        "relay.model.attempt": attempt,
+                    },
+                ) as span:
                     if failures_left:
                         failures_left -= 1
                         raise TransientModelError("injected transient model failure")
@@ -102,28 +117,47 @@ def make_generate(deps: NodeDeps):
                 if written:
                     # text already reached the person: a retry would write it twice. End
                     # with what exists, marked partial (a partial answer beats an error).
-                    return {"answer": "".join(written) + PARTIAL_MARK, "proposed_tool": None,
-                            "citations": _citations(passages, "".join(written))}
+                    return {
+                        "answer": "".join(written) + PARTIAL_MARK,
+                        "proposed_tool": None,
+                        "citations": _citations(passages, "".join(written)),
+                    }
                 # retry a transient failure only while nothing has happened that a retry
                 # would repeat: no tool has run in this turn and no text was streamed
-                if (attempt == MAX_ATTEMPTS or not is_transient(exc)
-                        or state.get("tool_outcome") is not None):
+                if (
+                    attempt == MAX_ATTEMPTS
+                    or not is_transient(exc)
+                    or state.get("tool_outcome") is not None
+                ):
                     raise
                 await asyncio.sleep(BACKOFF_S * 2 ** (attempt - 1))
         assert reply is not None
         refund_calls = [t for t in reply.tool_calls if t["name"] == "issue_refund"]
         if refund_calls:
             call = refund_calls[0]
-            return {"proposed_tool": {"name": call["name"], "args": dict(call["args"]),
-                                      "id": call.get("id") or "call_0"}}
+            return {
+                "proposed_tool": {
+                    "name": call["name"],
+                    "args": dict(call["args"]),
+                    "id": call.get("id") or "call_0",
+                }
+            }
         browser_calls = [t for t in reply.tool_calls if t["name"] == local_time.name]
         if browser_calls and not state.get("client_result"):
             call = browser_calls[0]
-            return {"client_call": {"name": call["name"], "args": dict(call["args"]),
-                                    "id": call.get("id") or "call_local_time"}}
+            return {
+                "client_call": {
+                    "name": call["name"],
+                    "args": dict(call["args"]),
+                    "id": call.get("id") or "call_local_time",
+                }
+            }
         answer = str(reply.content)
-        return {"answer": answer, "proposed_tool": None,  # a browser tool's answer cites none
-                "citations": [] if state.get("client_result") else _citations(passages, answer)}
+        return {
+            "answer": answer,
+            "proposed_tool": None,  # a browser tool's answer cites none
+            "citations": [] if state.get("client_result") else _citations(passages, answer),
+        }
 
     return generate
 
@@ -137,10 +171,22 @@ def _client_exchange(result: dict[str, Any] | None) -> list[BaseMessage]:
     """The browser tool's call and answer, for the model's second pass."""
     if not result:
         return []
-    return [AIMessage(content="", tool_calls=[{"name": result["name"], "args": result.get(
-                "args") or {}, "id": result["id"], "type": "tool_call"}]),
-            ToolMessage(content=str(result.get("content", "")), tool_call_id=result["id"],
-                        name=result["name"])]
+    return [
+        AIMessage(
+            content="",
+            tool_calls=[
+                {
+                    "name": result["name"],
+                    "args": result.get("args") or {},
+                    "id": result["id"],
+                    "type": "tool_call",
+                }
+            ],
+        ),
+        ToolMessage(
+            content=str(result.get("content", "")), tool_call_id=result["id"], name=result["name"]
+        ),
+    ]
 
 
 def route_after_generate(state: SupportState) -> str:

@@ -15,8 +15,12 @@ from relay import conventions as c
 
 def make_guardrail_pre(deps: NodeDeps):
     def guardrail_pre(state: SupportState, config: RunnableConfig) -> dict[str, Any]:
-        with child_span(deps.tracer, "apply_guardrail input_policy", c.OP_GUARDRAIL,
-                        {c.GUARDRAIL_NAME: "input_policy"}) as span:
+        with child_span(
+            deps.tracer,
+            "apply_guardrail input_policy",
+            c.OP_GUARDRAIL,
+            {c.GUARDRAIL_NAME: "input_policy"},
+        ) as span:
             decision = check_input(state["message"])
             span.set_attribute(c.GUARDRAIL_DECISION, decision.decision)
             span.set_attribute(c.GUARDRAIL_REASON, decision.reason)
@@ -27,8 +31,12 @@ def make_guardrail_pre(deps: NodeDeps):
 
 def make_guardrail_post(deps: NodeDeps):
     def guardrail_post(state: SupportState, config: RunnableConfig) -> dict[str, Any]:
-        with child_span(deps.tracer, "apply_guardrail output_policy", c.OP_GUARDRAIL,
-                        {c.GUARDRAIL_NAME: "output_policy"}) as span:
+        with child_span(
+            deps.tracer,
+            "apply_guardrail output_policy",
+            c.OP_GUARDRAIL,
+            {c.GUARDRAIL_NAME: "output_policy"},
+        ) as span:
             decision = check_output(state.get("answer", ""))
             span.set_attribute(c.GUARDRAIL_DECISION, decision.decision)
             span.set_attribute(c.GUARDRAIL_REASON, decision.reason)

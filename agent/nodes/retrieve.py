@@ -17,8 +17,12 @@ TOP_K = 3
 
 def make_retrieve_context(deps: NodeDeps):
     def retrieve_context(state: SupportState, config: RunnableConfig) -> dict[str, Any]:
-        with child_span(deps.tracer, "retrieval knowledge_base", c.OP_RETRIEVAL,
-                        {"gen_ai.data_source.id": "knowledge_base"}) as span:
+        with child_span(
+            deps.tracer,
+            "retrieval knowledge_base",
+            c.OP_RETRIEVAL,
+            {"gen_ai.data_source.id": "knowledge_base"},
+        ) as span:
             passages = deps.knowledge.search(state["message"], k=TOP_K)
             span.set_attribute(c.RETRIEVAL_DOCUMENTS, len(passages))
         return {"passages": [asdict(p) for p in passages]}

@@ -22,8 +22,7 @@ MAX_REFUND = 500.0
 GUEST = "guest"
 #: the demo shop's orders and their owners: the guest's, and two users' for trying
 #: RELAY_AUTH=jwt or proxy (a token whose ``sub`` is ``alice`` may refund 2001, not 1234)
-DEMO_ORDERS = {"1234": GUEST, "1001": GUEST, "2001": "alice", "2002": "alice",
-               "3001": "bob"}
+DEMO_ORDERS = {"1234": GUEST, "1001": GUEST, "2001": "alice", "2002": "alice", "3001": "bob"}
 
 
 @tool
@@ -58,19 +57,23 @@ class RefundLedger:
             "refund_id TEXT NOT NULL, order_id TEXT NOT NULL, amount REAL NOT NULL, "
             "created_at REAL NOT NULL)"
         )
-        self._db.execute("CREATE TABLE IF NOT EXISTS orders (order_id TEXT PRIMARY KEY, "
-                         "owner TEXT NOT NULL)")
-        self._db.executemany("INSERT OR IGNORE INTO orders VALUES (?, ?)",
-                             list(DEMO_ORDERS.items()))
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS orders (order_id TEXT PRIMARY KEY, owner TEXT NOT NULL)"
+        )
+        self._db.executemany(
+            "INSERT OR IGNORE INTO orders VALUES (?, ?)", list(DEMO_ORDERS.items())
+        )
 
     def owner_of(self, order_id: str) -> str | None:
         with self._lock:
-            row = self._db.execute("SELECT owner FROM orders WHERE order_id = ?",
-                                   (order_id,)).fetchone()
+            row = self._db.execute(
+                "SELECT owner FROM orders WHERE order_id = ?", (order_id,)
+            ).fetchone()
         return str(row[0]) if row else None
 
-    def issue(self, order_id: str, amount: float, idempotency_key: str,
-              user_id: str = GUEST) -> Refund:
+    def issue(
+        self, order_id: str, amount: float, idempotency_key: str, user_id: str = GUEST
+    ) -> Refund:
         if not 0 < amount <= MAX_REFUND:
             raise RefundError(f"refunds must be between $0.01 and ${MAX_REFUND:.0f}")
         if self.owner_of(order_id) != user_id:
@@ -78,12 +81,15 @@ class RefundLedger:
         with self._lock:
             row = self._db.execute(
                 "SELECT refund_id, order_id, amount FROM refunds WHERE idempotency_key = ?",
-                (idempotency_key,)).fetchone()
+                (idempotency_key,),
+            ).fetchone()
             if row:
                 return Refund(row[0], row[1], row[2], created=False)
             refund_id = f"R-{order_id}-{int(time.time() * 1000) % 100000:05d}"
-            self._db.execute("INSERT INTO refunds VALUES (?, ?, ?, ?, ?)",
-                             (idempotency_key, refund_id, order_id, amount, time.time()))
+            self._db.execute(
+                "INSERT INTO refunds VALUES (?, ?, ?, ?, ?)",
+                (idempotency_key, refund_id, order_id, amount, time.time()),
+            )
             return Refund(refund_id, order_id, amount, created=True)
 
     def count(self) -> int:

@@ -48,8 +48,9 @@ class JwksKeys:
         """The key ``kid`` names (None: the set's only key), or None when the set has
         none such, even after looking again."""
         now = self.clock()
-        stale = self._loaded_at is None or (is_url(self.source)
-                                            and now - self._loaded_at > MAX_AGE_S)
+        stale = self._loaded_at is None or (
+            is_url(self.source) and now - self._loaded_at > MAX_AGE_S
+        )
         found = self._find(kid)
         if found is not None and not stale:
             return found

@@ -32,8 +32,10 @@ _REASONS: list[tuple[type[Exception], str]] = [
 
 
 def _invalid(reason: str) -> Unauthenticated:
-    return Unauthenticated(f"The bearer token was not accepted: {reason}.",
-                           f'{_REALM}, error="invalid_token", error_description="{reason}"')
+    return Unauthenticated(
+        f"The bearer token was not accepted: {reason}.",
+        f'{_REALM}, error="invalid_token", error_description="{reason}"',
+    )
 
 
 class JwtUser:
@@ -46,8 +48,7 @@ class JwtUser:
     async def authenticate(self, headers: Mapping[str, str]) -> User:
         token = bearer(headers)
         if token is None:
-            raise Unauthenticated("This API needs an 'Authorization: Bearer <JWT>' header.",
-                                  _REALM)
+            raise Unauthenticated("This API needs an 'Authorization: Bearer <JWT>' header.", _REALM)
         try:
             header = jwt.get_unverified_header(token)
         except jwt.InvalidTokenError:
@@ -60,20 +61,29 @@ class JwtUser:
         try:
             key = await self.keys.key(kid)
         except KeysUnavailable:
-            raise Unauthenticated("The relay cannot check tokens right now (its key set "
-                                  "is unavailable); retry shortly.", _REALM) from None
+            raise Unauthenticated(
+                "The relay cannot check tokens right now (its key set "
+                "is unavailable); retry shortly.",
+                _REALM,
+            ) from None
         if key is None:
             raise _invalid("it is signed with a key the relay does not know")
         if key.key_type != ALGORITHMS[algorithm] or key.algorithm_name != algorithm:
             raise _invalid(f"its key does not sign with {algorithm}")
         try:
-            claims = jwt.decode(token, key.key, algorithms=[algorithm],
-                                audience=self.audience, issuer=self.issuer,
-                                leeway=self.leeway_s,
-                                options={"require": ["exp", "iss", "aud", "sub"]})
+            claims = jwt.decode(
+                token,
+                key.key,
+                algorithms=[algorithm],
+                audience=self.audience,
+                issuer=self.issuer,
+                leeway=self.leeway_s,
+                options={"require": ["exp", "iss", "aud", "sub"]},
+            )
         except jwt.InvalidTokenError as exc:
-            reason = next((why for kind, why in _REASONS if isinstance(exc, kind)),
-                          "it is malformed")
+            reason = next(
+                (why for kind, why in _REASONS if isinstance(exc, kind)), "it is malformed"
+            )
             raise _invalid(reason) from None
         sub = claims.get("sub")
         if not isinstance(sub, str) or not sub:

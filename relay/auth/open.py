@@ -13,8 +13,9 @@ def open_authenticator(settings: RelaySettings) -> Authenticator:
         from relay.auth.jwt_user import JwtUser
 
         assert settings.jwt_jwks and settings.jwt_issuer and settings.jwt_audience
-        return JwtUser(settings.jwt_jwks, settings.jwt_issuer, settings.jwt_audience,
-                       settings.jwt_leeway_s)
+        return JwtUser(
+            settings.jwt_jwks, settings.jwt_issuer, settings.jwt_audience, settings.jwt_leeway_s
+        )
     if settings.auth == "proxy":
         assert settings.proxy_secret
         return ProxyUser(settings.proxy_user_header, settings.proxy_secret)

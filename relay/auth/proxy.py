@@ -31,10 +31,12 @@ class ProxyUser:
     async def authenticate(self, headers: Mapping[str, str]) -> User:
         given = headers.get(SECRET_HEADER)
         if given is None or not hmac.compare_digest(given.encode(), self._secret):
-            raise Unauthenticated("This relay takes requests only through its "
-                                  "authenticating proxy.", _CHALLENGE)
+            raise Unauthenticated(
+                "This relay takes requests only through its authenticating proxy.", _CHALLENGE
+            )
         user = (headers.get(self.user_header) or "").strip()
         if not user or len(user) > MAX_USER_ID or not user.isprintable():
-            raise Unauthenticated(f"The proxy named no user (header {self.user_header}).",
-                                  _CHALLENGE)
+            raise Unauthenticated(
+                f"The proxy named no user (header {self.user_header}).", _CHALLENGE
+            )
         return User(user, {"sub": user})

@@ -28,8 +28,10 @@ class SharedToken:
             return
         given = bearer(headers)
         if given is None or not hmac.compare_digest(given.encode(), self._expected):
-            raise Unauthenticated("This API needs an 'Authorization: Bearer <token>' header.",
-                                  'Bearer realm="span-relay"')
+            raise Unauthenticated(
+                "This API needs an 'Authorization: Bearer <token>' header.",
+                'Bearer realm="span-relay"',
+            )
 
     async def authenticate(self, headers: Mapping[str, str]) -> User | None:
         self.check(headers)

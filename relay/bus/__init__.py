@@ -27,16 +27,22 @@ def open_bus(settings: RelaySettings) -> Bus:
     if settings.bus.startswith(("redis://", "rediss://")):
         from relay.bus.redis import RedisBus
 
-        return RedisBus(settings.bus, max_events_per_turn=settings.bus_max_events_per_turn,
-                        max_finished_turns=settings.bus_max_turns,
-                        retention_s=settings.bus_retention_s)
-    return MemoryBus(max_events_per_turn=settings.bus_max_events_per_turn,
-                     max_finished_turns=settings.bus_max_turns,
-                     retention_s=settings.bus_retention_s)
+        return RedisBus(
+            settings.bus,
+            max_events_per_turn=settings.bus_max_events_per_turn,
+            max_finished_turns=settings.bus_max_turns,
+            retention_s=settings.bus_retention_s,
+        )
+    return MemoryBus(
+        max_events_per_turn=settings.bus_max_events_per_turn,
+        max_finished_turns=settings.bus_max_turns,
+        retention_s=settings.bus_retention_s,
+    )
 
 
-def open_cancels(settings: RelaySettings, on_cancel: Callable[[str], object]
-                 ) -> CancelChannel | None:
+def open_cancels(
+    settings: RelaySettings, on_cancel: Callable[[str], object]
+) -> CancelChannel | None:
     """Cancel requests between the instances sharing a Redis bus (None in process)."""
     if settings.bus.startswith(("redis://", "rediss://")):
         from relay.bus.redis_cancels import CancelChannel
@@ -45,5 +51,13 @@ def open_cancels(settings: RelaySettings, on_cancel: Callable[[str], object]
     return None
 
 
-__all__ = ["Bus", "BusUnavailable", "CursorExpired", "LogReader", "MemoryBus", "UnknownTurn",
-           "open_bus", "open_cancels"]
+__all__ = [
+    "Bus",
+    "BusUnavailable",
+    "CursorExpired",
+    "LogReader",
+    "MemoryBus",
+    "UnknownTurn",
+    "open_bus",
+    "open_cancels",
+]

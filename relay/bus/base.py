@@ -16,8 +16,10 @@ class CursorExpired(LookupError):
     """The reader's cursor is older than the oldest event the log still holds."""
 
     def __init__(self, turn_id: str, cursor: int, oldest: int) -> None:
-        super().__init__(f"turn {turn_id}: events after seq {cursor} are no longer retained "
-                         f"(oldest kept is {oldest})")
+        super().__init__(
+            f"turn {turn_id}: events after seq {cursor} are no longer retained "
+            f"(oldest kept is {oldest})"
+        )
         self.turn_id = turn_id
         self.cursor = cursor
         self.oldest = oldest

@@ -21,8 +21,16 @@ from relay.events import TURN_TERMINAL, Event
 
 
 class _TurnLog:
-    __slots__ = ("base", "events", "finished_at", "readers", "terminal_seq", "turn_id",
-                 "waiters", "watchers")
+    __slots__ = (
+        "base",
+        "events",
+        "finished_at",
+        "readers",
+        "terminal_seq",
+        "turn_id",
+        "waiters",
+        "watchers",
+    )
 
     def __init__(self, turn_id: str, last_seq: int) -> None:
         self.turn_id = turn_id
@@ -76,7 +84,7 @@ class MemoryReader:
         if self.cursor < log.base:
             raise CursorExpired(log.turn_id, self.cursor, log.base + 1)
         start = self.cursor - log.base
-        batch = log.events[start:start + limit]
+        batch = log.events[start : start + limit]
         if batch:
             self.cursor = batch[-1].seq
         return batch
@@ -242,7 +250,7 @@ class MemoryBus:
         if log is None:
             return None
         start = max(after, log.base) - log.base
-        return log.base, log.events[start:start + limit]
+        return log.base, log.events[start : start + limit]
 
     def drop(self, turn_id: str) -> None:
         """Forget the turn's log now (another instance ran the turn since: its next log

@@ -49,18 +49,32 @@ REMOTE_TTL_S = 2.0
 class RedisBus:
     shared = True
 
-    def __init__(self, url: str, *, max_events_per_turn: int = 10_000,
-                 max_finished_turns: int = 1_000, retention_s: float = 3600.0,
-                 prefix: str = PREFIX, max_connections: int = 1000) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_events_per_turn: int = 10_000,
+        max_finished_turns: int = 1_000,
+        retention_s: float = 3600.0,
+        prefix: str = PREFIX,
+        max_connections: int = 1000,
+    ) -> None:
         self.url = url
         self.prefix = prefix
         #: the local log: this instance's turns, a write-through cache of Redis
-        self.local = MemoryBus(max_events_per_turn=max_events_per_turn,
-                               max_finished_turns=max_finished_turns, retention_s=retention_s)
+        self.local = MemoryBus(
+            max_events_per_turn=max_events_per_turn,
+            max_finished_turns=max_finished_turns,
+            retention_s=retention_s,
+        )
         self.health = RedisHealth(url, max_connections=max_connections)
-        self.writer = RedisWriter(self.local, self.health, self.key,
-                                  max_events_per_turn=max_events_per_turn,
-                                  retention_s=retention_s)
+        self.writer = RedisWriter(
+            self.local,
+            self.health,
+            self.key,
+            max_events_per_turn=max_events_per_turn,
+            retention_s=retention_s,
+        )
         self.health.on_back = self.writer.poke
         self._tasks: list[asyncio.Task[None]] = []
         self._active: set[str] = set()  # turns with a run in progress here
@@ -86,8 +100,10 @@ class RedisBus:
         await self.health.check()
         if self.health.problem:
             log.error("relay: the Redis bus is unavailable at start: %s", self.health.problem)
-        self._tasks = [asyncio.create_task(self.writer.run(), name="redis bus writer"),
-                       asyncio.create_task(self.health.monitor(), name="redis bus monitor")]
+        self._tasks = [
+            asyncio.create_task(self.writer.run(), name="redis bus writer"),
+            asyncio.create_task(self.health.monitor(), name="redis bus monitor"),
+        ]
         self.writer.monitored = True
 
     async def stop(self, timeout: float = 5.0) -> None:
@@ -98,8 +114,9 @@ class RedisBus:
         for task in self._tasks:
             task.cancel()
         if self._tasks:  # bounded: a task stuck in a client call must not hold the stop
-            _, stuck = await asyncio.wait(self._tasks, timeout=max(deadline - time.monotonic(),
-                                                                   1.0))
+            _, stuck = await asyncio.wait(
+                self._tasks, timeout=max(deadline - time.monotonic(), 1.0)
+            )
             if stuck:
                 log.error("relay: %d Redis bus task(s) did not stop in time", len(stuck))
         self._tasks = []
@@ -210,8 +227,9 @@ class RedisBus:
             entries = await client.xrevrange(self.key(turn_id), "+", "-", count=2)
         except REDIS_ERRORS as exc:
             self.health.down(exc)
-            raise BusUnavailable(f"the shared event log is unavailable: "
-                                 f"{self.health.problem}") from None
+            raise BusUnavailable(
+                f"the shared event log is unavailable: {self.health.problem}"
+            ) from None
         if not entries:
             self._remote.pop(turn_id, None)
             return
@@ -228,8 +246,13 @@ class RedisBus:
             local = self.local.reader(turn_id, after)
         except (UnknownTurn, CursorExpired):
             return self._shared_reader(turn_id, after)
-        return TieredReader(turn_id, local, self.local, self.active_here,
-                            lambda cursor: self._shared_reader(turn_id, cursor))
+        return TieredReader(
+            turn_id,
+            local,
+            self.local,
+            self.active_here,
+            lambda cursor: self._shared_reader(turn_id, cursor),
+        )
 
     def _shared_reader(self, turn_id: str, after: int) -> RedisReader:
         return RedisReader(self.health, self.key(turn_id), turn_id, after)

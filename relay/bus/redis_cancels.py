@@ -30,8 +30,9 @@ CHANNEL = "relay:cancel"
 class CancelChannel:
     """Listens for cancel requests (``on_cancel(turn_id)``) and publishes them."""
 
-    def __init__(self, url: str, on_cancel: Callable[[str], object],
-                 channel: str = CHANNEL) -> None:
+    def __init__(
+        self, url: str, on_cancel: Callable[[str], object], channel: str = CHANNEL
+    ) -> None:
         self.url = url
         self.on_cancel = on_cancel
         self.channel = channel
@@ -41,8 +42,7 @@ class CancelChannel:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self.client = aioredis.from_url(self.url, socket_connect_timeout=2.0,
-                                        socket_timeout=10.0)
+        self.client = aioredis.from_url(self.url, socket_connect_timeout=2.0, socket_timeout=10.0)
         self._task = asyncio.create_task(self._listen(), name="redis cancel listener")
 
     async def stop(self) -> None:
@@ -65,8 +65,9 @@ class CancelChannel:
             async with asyncio.timeout(2.0):
                 return int(await self.client.publish(self.channel, turn_id))
         except REDIS_ERRORS as exc:
-            raise BusUnavailable(f"Redis at {safe_url(self.url)} is unreachable "
-                                 f"({type(exc).__name__})") from None
+            raise BusUnavailable(
+                f"Redis at {safe_url(self.url)} is unreachable ({type(exc).__name__})"
+            ) from None
 
     async def _listen(self) -> None:
         while True:
@@ -82,8 +83,9 @@ class CancelChannel:
                         self._cancel(data.decode() if isinstance(data, bytes) else str(data))
             except REDIS_ERRORS as exc:
                 self.listening.clear()
-                log.warning("relay: cancel requests not heard while Redis is away (%s)",
-                            type(exc).__name__)
+                log.warning(
+                    "relay: cancel requests not heard while Redis is away (%s)", type(exc).__name__
+                )
                 await asyncio.sleep(1.0)
             finally:
                 with contextlib.suppress(Exception):

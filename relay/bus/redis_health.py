@@ -27,8 +27,9 @@ REDIS_ERRORS = (RedisError, OSError, TimeoutError)
 
 
 class RedisHealth:
-    def __init__(self, url: str, *, max_connections: int = 1000,
-                 on_back: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self, url: str, *, max_connections: int = 1000, on_back: Callable[[], None] = lambda: None
+    ) -> None:
         self.url = url
         self.max_connections = max_connections
         self.on_back = on_back
@@ -38,8 +39,12 @@ class RedisHealth:
 
     def connect(self) -> None:
         self.client = aioredis.from_url(
-            self.url, socket_connect_timeout=2.0, socket_timeout=MAX_BLOCK_S + 5.0,
-            max_connections=self.max_connections, retry_on_timeout=False)
+            self.url,
+            socket_connect_timeout=2.0,
+            socket_timeout=MAX_BLOCK_S + 5.0,
+            max_connections=self.max_connections,
+            retry_on_timeout=False,
+        )
 
     async def close(self) -> None:
         if self.client is not None:

@@ -64,11 +64,13 @@ class RedisReader:
                 entries = await client.xrange(key, f"({self._last_id}", "+", count=READ_BATCH)
                 self._caught_up = len(entries) < READ_BATCH
             else:
-                block_s = MAX_BLOCK_S if timeout is None else min(max(timeout, 0.0),
-                                                                  MAX_BLOCK_S)
+                block_s = MAX_BLOCK_S if timeout is None else min(max(timeout, 0.0), MAX_BLOCK_S)
                 block_ms = int(block_s * 1000)
-                found = await client.xread({key: self._last_id}, count=READ_BATCH,
-                                           block=block_ms if block_ms >= 1 else None)
+                found = await client.xread(
+                    {key: self._last_id},
+                    count=READ_BATCH,
+                    block=block_ms if block_ms >= 1 else None,
+                )
                 entries = found[0][1] if found else []
             self._fill(entries)
         except CursorExpired as exc:
@@ -79,7 +81,8 @@ class RedisReader:
             self.health.down(exc)
             self._error = BusUnavailable(
                 f"the shared event log became unavailable ({type(exc).__name__}); "
-                f"reconnect with Last-Event-ID: {self._expected - 1} when the relay is ready")
+                f"reconnect with Last-Event-ID: {self._expected - 1} when the relay is ready"
+            )
         return bool(self._buffer) or self._error is not None
 
     def _fill(self, entries: list[Any]) -> None:
@@ -105,9 +108,14 @@ class TieredReader:
 
     exhausted = False
 
-    def __init__(self, turn_id: str, local: MemoryReader, local_logs: MemoryBus,
-                 active_here: Callable[[str], bool],
-                 shared: Callable[[int], RedisReader]) -> None:
+    def __init__(
+        self,
+        turn_id: str,
+        local: MemoryReader,
+        local_logs: MemoryBus,
+        active_here: Callable[[str], bool],
+        shared: Callable[[int], RedisReader],
+    ) -> None:
         self.turn_id = turn_id
         self._local: MemoryReader | None = local
         self._local_logs = local_logs

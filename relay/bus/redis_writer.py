@@ -33,8 +33,15 @@ WRITE_BATCH = 500
 
 
 class RedisWriter:
-    def __init__(self, local: MemoryBus, health: RedisHealth, key: Callable[[str], str], *,
-                 max_events_per_turn: int, retention_s: float) -> None:
+    def __init__(
+        self,
+        local: MemoryBus,
+        health: RedisHealth,
+        key: Callable[[str], str],
+        *,
+        max_events_per_turn: int,
+        retention_s: float,
+    ) -> None:
         self.local = local
         self.health = health
         self.key = key
@@ -64,8 +71,7 @@ class RedisWriter:
 
     async def drain(self, deadline: float) -> None:
         """Let the task write what is pending while Redis answers, until ``deadline``."""
-        while self.unwritten_turns and self.health.problem is None \
-                and time.monotonic() < deadline:
+        while self.unwritten_turns and self.health.problem is None and time.monotonic() < deadline:
             assert self._wake is not None
             self._wake.set()
             await asyncio.sleep(0.02)
@@ -95,8 +101,12 @@ class RedisWriter:
         if last is not None and written is not None and last > written:
             self.lost += last - written
             self.backlog -= last - written
-            log.error("relay: events %d..%d of turn %s left this instance before they "
-                      "reached Redis", written + 1, last, turn_id)
+            log.error(
+                "relay: events %d..%d of turn %s left this instance before they reached Redis",
+                written + 1,
+                last,
+                turn_id,
+            )
 
     def next_batch(self) -> list[Event]:
         """Up to WRITE_BATCH events not yet in Redis, each turn's in seq order, from the
@@ -113,8 +123,13 @@ class RedisWriter:
             if written < base:
                 self.lost += base - written
                 self.backlog -= base - written
-                log.error("relay: events %d..%d of turn %s were trimmed from the local log "
-                          "before they reached Redis", written + 1, base, turn_id)
+                log.error(
+                    "relay: events %d..%d of turn %s were trimmed from the local log "
+                    "before they reached Redis",
+                    written + 1,
+                    base,
+                    turn_id,
+                )
                 self.written_seq[turn_id] = base
             if not events:  # nothing of this log is unwritten: never spin on it
                 self.forget(turn_id)
@@ -183,18 +198,24 @@ class RedisWriter:
         ttl: dict[str, int] = {}  # one EXPIRE per stream, set by its last event here
         for event in batch:
             key = self.key(event.turn_id)
-            pipe.xadd(key, {"seq": event.seq, "e": event.to_json()}, id=f"{event.seq}-0",
-                      maxlen=self.max_events_per_turn, approximate=True)
+            pipe.xadd(
+                key,
+                {"seq": event.seq, "e": event.to_json()},
+                id=f"{event.seq}-0",
+                maxlen=self.max_events_per_turn,
+                approximate=True,
+            )
             ttl[key] = int(self.retention_s) if event.is_turn_terminal else LIVE_TTL_S
         for key, seconds in ttl.items():
             pipe.expire(key, seconds)
         results = await pipe.execute(raise_on_error=False)
-        for event, result in zip(batch, results[:len(batch)], strict=True):
+        for event, result in zip(batch, results[: len(batch)], strict=True):
             if isinstance(result, ResponseError):
                 if "equal or smaller" in str(result):
                     continue  # written before (a retried batch): idempotent
                 self.lost += 1
-                log.error("relay: Redis refused event %s of turn %s: %s", event.seq,
-                          event.turn_id, result)
+                log.error(
+                    "relay: Redis refused event %s of turn %s: %s", event.seq, event.turn_id, result
+                )
             elif isinstance(result, Exception):
                 raise result

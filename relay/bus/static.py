@@ -38,7 +38,7 @@ class StaticReader:
         return self._next >= len(self._events)
 
     def take(self, limit: int = 256) -> list[Event]:
-        batch = self._events[self._next:self._next + limit]
+        batch = self._events[self._next : self._next + limit]
         self._next += len(batch)
         if batch:
             self.cursor = batch[-1].seq
@@ -92,8 +92,9 @@ class DerivedReader:
     event of the turn even when reading after a cursor), over a list still growing.
     A derivation that failed raises its error once the events before it are taken."""
 
-    def __init__(self, source: Derived, after: int = 0, speed: float = 0.0,
-                 max_gap_s: float | None = None) -> None:
+    def __init__(
+        self, source: Derived, after: int = 0, speed: float = 0.0, max_gap_s: float | None = None
+    ) -> None:
         self._source = source
         self._speed = speed
         self._max_gap_s = max_gap_s
@@ -111,8 +112,11 @@ class DerivedReader:
         events, due = self._source.events, self._due
         while len(due) <= k:
             n = len(due)
-            due.append(0.0 if n == 0 else due[-1] + gap_s(
-                events[n - 1].ts, events[n].ts, self._speed, self._max_gap_s))
+            due.append(
+                0.0
+                if n == 0
+                else due[-1] + gap_s(events[n - 1].ts, events[n].ts, self._speed, self._max_gap_s)
+            )
         return due[k]
 
     def _elapsed(self) -> float:
@@ -126,7 +130,7 @@ class DerivedReader:
         end = self._next
         while end < len(events) and end - self._next < limit and self._due_at(end) <= elapsed:
             end += 1
-        batch = events[self._next:end]
+        batch = events[self._next : end]
         self._next = end
         if batch:
             self.cursor = batch[-1].seq

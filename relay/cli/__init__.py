@@ -43,8 +43,7 @@ def _serve(args: argparse.Namespace) -> int:
         if args.app == DEFAULT_APP and not (args.relay_only or graph or config_file):
             require_extras(settings, demo=True)  # the demo agent's packages: [demo]
         if sum(map(bool, (args.relay_only, graph, config_file))) > 1:
-            raise ConfigError("choose one of --relay-only, --graph (RELAY_GRAPH) and "
-                              "--config")
+            raise ConfigError("choose one of --relay-only, --graph (RELAY_GRAPH) and --config")
         logs.configure(args.log_level, settings.log_format)
         workers = settings.workers if args.workers is None else args.workers
         if args.worker_socket is None and workers != 1:
@@ -54,9 +53,15 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"span-relay: configuration error: {exc}", file=sys.stderr)
         return 2
     # log_config=None: uvicorn's loggers go through the root handler configured above
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
-                            log_config=None,
-                            timeout_graceful_shutdown=args.graceful_s, proxy_headers=True)
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        log_config=None,
+        timeout_graceful_shutdown=args.graceful_s,
+        proxy_headers=True,
+    )
     server = RelayServer(config)
     if args.worker_socket is None:
         server.run()
@@ -68,8 +73,9 @@ def _serve(args: argparse.Namespace) -> int:
     return 0 if server.started else 3  # 3: uvicorn's "could not start"
 
 
-def _serve_workers(args: argparse.Namespace, workers: int, graph: str | None,
-                   config_file: str | None) -> int:
+def _serve_workers(
+    args: argparse.Namespace, workers: int, graph: str | None, config_file: str | None
+) -> int:
     """The parent of ``serve --workers N``: refuse what cannot be shared, then supervise."""
     from dataclasses import replace
 
@@ -87,16 +93,33 @@ def _serve_workers(args: argparse.Namespace, workers: int, graph: str | None,
         env.setdefault("RELAY_OTLP_HTTP", "true")
     settings = replace(RelaySettings.from_env(env), workers=workers)
     check_shared(settings, env, graphs=not args.relay_only)
-    worker_args = ["serve", "--host", args.host, "--port", str(args.port), "--app", args.app,
-                   "--log-level", args.log_level, "--graceful-s", str(args.graceful_s)]
+    worker_args = [
+        "serve",
+        "--host",
+        args.host,
+        "--port",
+        str(args.port),
+        "--app",
+        args.app,
+        "--log-level",
+        args.log_level,
+        "--graceful-s",
+        str(args.graceful_s),
+    ]
     if args.relay_only:
         worker_args.append("--relay-only")
     if graph:
         worker_args += ["--graph", graph]
     if config_file:
         worker_args += ["--config", config_file]
-    return Supervisor(workers, args.host, args.port, worker_args, env,
-                      stop_timeout_s=args.graceful_s + settings.shutdown_grace_s + 10).run()
+    return Supervisor(
+        workers,
+        args.host,
+        args.port,
+        worker_args,
+        env,
+        stop_timeout_s=args.graceful_s + settings.shutdown_grace_s + 10,
+    ).run()
 
 
 def _app(args: argparse.Namespace, graph: str | None, config_file: str | None) -> Any:
@@ -153,34 +176,59 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the app (the demo agent, relay and SPA)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--app", default=DEFAULT_APP,
-                       help=f"module:factory of the ASGI app (default {DEFAULT_APP})")
-    serve.add_argument("--relay-only", action="store_true",
-                       help="serve the relay without the demo agent: the turn API, the SPA "
-                            f"and the OTLP receivers ({RELAY_ONLY_APP})")
-    serve.add_argument("--graph", metavar="MODULE:ATTR",
-                       help="serve this compiled LangGraph graph (or a function returning "
-                            "one): my_pkg.agent:graph or ./agent.py:graph (RELAY_GRAPH)")
-    serve.add_argument("--config", metavar="langgraph.json",
-                       help="serve every graph of a LangGraph CLI config (its 'graphs' and "
-                            "'env'); the first is also at /chat")
-    serve.add_argument("--workers", type=int, default=None, metavar="N",
-                       help="worker processes behind the one port (RELAY_WORKERS, default "
-                            "1); more than one needs RELAY_BUS=redis:// and "
-                            "RELAY_STORE=postgresql://")
+    serve.add_argument(
+        "--app", default=DEFAULT_APP, help=f"module:factory of the ASGI app (default {DEFAULT_APP})"
+    )
+    serve.add_argument(
+        "--relay-only",
+        action="store_true",
+        help="serve the relay without the demo agent: the turn API, the SPA "
+        f"and the OTLP receivers ({RELAY_ONLY_APP})",
+    )
+    serve.add_argument(
+        "--graph",
+        metavar="MODULE:ATTR",
+        help="serve this compiled LangGraph graph (or a function returning "
+        "one): my_pkg.agent:graph or ./agent.py:graph (RELAY_GRAPH)",
+    )
+    serve.add_argument(
+        "--config",
+        metavar="langgraph.json",
+        help="serve every graph of a LangGraph CLI config (its 'graphs' and "
+        "'env'); the first is also at /chat",
+    )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes behind the one port (RELAY_WORKERS, default "
+        "1); more than one needs RELAY_BUS=redis:// and "
+        "RELAY_STORE=postgresql://",
+    )
     serve.add_argument("--worker-socket", type=int, default=None, help=argparse.SUPPRESS)
-    serve.add_argument("--log-level", default="info",
-                       choices=["critical", "error", "warning", "info", "debug"])
-    serve.add_argument("--graceful-s", type=float, default=10.0,
-                       help="seconds open streams get to finish on shutdown")
-    sub.add_parser("verify-stream", add_help=False,
-                   help="check that a deployed instance streams incrementally")
+    serve.add_argument(
+        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+    )
+    serve.add_argument(
+        "--graceful-s",
+        type=float,
+        default=10.0,
+        help="seconds open streams get to finish on shutdown",
+    )
+    sub.add_parser(
+        "verify-stream", add_help=False, help="check that a deployed instance streams incrementally"
+    )
     replay = sub.add_parser("replay", help="print a trace file's turns as events (SSE)")
     replay.add_argument("file", help="OTLP JSON, Jaeger v2 API or Jaeger UI JSON; - for stdin")
     replay.add_argument("--turn", help="only this turn id (default: every turn in the file)")
     replay.add_argument("--ndjson", action="store_true", help="NDJSON instead of SSE")
-    replay.add_argument("--speed", type=float, default=0.0,
-                        help="1 keeps the original pacing, 0 (default) prints at once")
+    replay.add_argument(
+        "--speed",
+        type=float,
+        default=0.0,
+        help="1 keeps the original pacing, 0 (default) prints at once",
+    )
     return parser
 
 

@@ -39,8 +39,10 @@ def load_graph(spec: str, base: Path | None = None) -> Any:
     """The compiled graph ``spec`` (``module:attr`` or ``path.py:attr``) names."""
     where, sep, attr = spec.rpartition(":")
     if not sep or not where or not attr:
-        raise ConfigError(f"graph {spec!r}: write it as module:attribute "
-                          "(my_pkg.agent:graph) or path/to/file.py:attribute")
+        raise ConfigError(
+            f"graph {spec!r}: write it as module:attribute "
+            "(my_pkg.agent:graph) or path/to/file.py:attribute"
+        )
     module = _import(where, base or Path.cwd())
     try:
         value = getattr(module, attr)
@@ -53,8 +55,10 @@ def load_graph(spec: str, base: Path | None = None) -> Any:
     if not _is_graph(value) and callable(getattr(value, "compile", None)):
         value = value.compile()  # a StateGraph builder
     if not _is_graph(value):
-        raise ConfigError(f"graph {spec!r} is a {type(value).__name__}, not a compiled "
-                          "LangGraph graph (or a StateGraph, or a function returning one)")
+        raise ConfigError(
+            f"graph {spec!r} is a {type(value).__name__}, not a compiled "
+            "LangGraph graph (or a StateGraph, or a function returning one)"
+        )
     return value
 
 
@@ -66,10 +70,14 @@ def read_config(path: Path) -> tuple[list[tuple[str | None, str]], dict[str, str
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: cannot read it as JSON ({exc})") from None
     graphs = config.get("graphs") if isinstance(config, dict) else None
-    if not isinstance(graphs, dict) or not graphs or \
-            not all(isinstance(v, str) for v in graphs.values()):
-        raise ConfigError(f"{path}: 'graphs' must map names to paths "
-                          '({"agent": "./agent.py:graph"})')
+    if (
+        not isinstance(graphs, dict)
+        or not graphs
+        or not all(isinstance(v, str) for v in graphs.values())
+    ):
+        raise ConfigError(
+            f'{path}: \'graphs\' must map names to paths ({{"agent": "./agent.py:graph"}})'
+        )
     folder = str(path.resolve().parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
@@ -101,9 +109,11 @@ def read_env_file(path: Path) -> dict[str, str]:
     return env
 
 
-def create_graph_app(graphs: Sequence[tuple[str | None, str]],
-                     environ: Mapping[str, str] | None = None,
-                     base: Path | None = None) -> FastAPI:
+def create_graph_app(
+    graphs: Sequence[tuple[str | None, str]],
+    environ: Mapping[str, str] | None = None,
+    base: Path | None = None,
+) -> FastAPI:
     """An app serving ``graphs`` (``(name, spec)``; a name None: the graph's own name,
     else the spec's module), the first also at ``/chat``."""
     env = dict(os.environ if environ is None else environ)
@@ -151,8 +161,11 @@ def _import(where: str, base: Path) -> Any:
 
 
 def _is_graph(value: Any) -> bool:
-    return callable(getattr(value, "ainvoke", None)) and \
-        callable(getattr(value, "get_graph", None)) and hasattr(value, "checkpointer")
+    return (
+        callable(getattr(value, "ainvoke", None))
+        and callable(getattr(value, "get_graph", None))
+        and hasattr(value, "checkpointer")
+    )
 
 
 def _takes_argument(fn: Any) -> bool:
@@ -160,8 +173,10 @@ def _takes_argument(fn: Any) -> bool:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return False
-    return any(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-               for p in params)
+    return any(
+        p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        for p in params
+    )
 
 
 async def _awaited(value: Any) -> Any:

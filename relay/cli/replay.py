@@ -13,9 +13,15 @@ from relay.delivery.streaming import NDJSONEncoder, SSEEncoder
 from relay.mapping.feed import group_turns, stream_replay_events
 
 
-def replay_file(path: str, *, turn: str | None = None, ndjson: bool = False,
-                speed: float = 0.0, out: IO[str] | None = None,
-                err: IO[str] | None = None) -> int:
+def replay_file(
+    path: str,
+    *,
+    turn: str | None = None,
+    ndjson: bool = False,
+    speed: float = 0.0,
+    out: IO[str] | None = None,
+    err: IO[str] | None = None,
+) -> int:
     """Print the events of a trace file's turns as SSE frames (or NDJSON lines).
 
     Each turn is replayed on its own (``seq`` from 1), oldest first, each event printed

@@ -66,26 +66,36 @@ def check_shared(settings: RelaySettings, env: Mapping[str, str], *, graphs: boo
     from relay.langgraph.checkpoints import checkpointer_url
 
     n = settings.workers
-    why = (f"--workers {n} (RELAY_WORKERS) runs {n} processes behind one port, and a "
-           "request lands on any of them")
+    why = (
+        f"--workers {n} (RELAY_WORKERS) runs {n} processes behind one port, and a "
+        "request lands on any of them"
+    )
     problems = []
     if settings.bus == "memory":
-        problems.append("RELAY_BUS=memory keeps each turn's live log in one process: set "
-                        "RELAY_BUS=redis://host:port/db so that every worker streams, "
-                        "resumes and cancels every turn")
+        problems.append(
+            "RELAY_BUS=memory keeps each turn's live log in one process: set "
+            "RELAY_BUS=redis://host:port/db so that every worker streams, "
+            "resumes and cancels every turn"
+        )
     if not settings.store.startswith(("postgresql://", "postgres://")):
-        problems.append(f"RELAY_STORE={settings.store} keeps turn records and thread locks "
-                        "per process: set RELAY_STORE=postgresql://...")
+        problems.append(
+            f"RELAY_STORE={settings.store} keeps turn records and thread locks "
+            "per process: set RELAY_STORE=postgresql://..."
+        )
     elif graphs and checkpointer_url(settings, env) is None:
-        problems.append("RELAY_CHECKPOINTER=sqlite: a paused turn resumes on whichever "
-                        "worker the resume lands on, which needs its checkpoint: unset it "
-                        "(it follows RELAY_STORE) or set a postgresql:// URL")
+        problems.append(
+            "RELAY_CHECKPOINTER=sqlite: a paused turn resumes on whichever "
+            "worker the resume lands on, which needs its checkpoint: unset it "
+            "(it follows RELAY_STORE) or set a postgresql:// URL"
+        )
     if settings.otlp_http:
-        problems.append("RELAY_OTLP_HTTP would spread a run's spans over the workers (a "
-                        "receiver assembles each run in memory): set RELAY_OTLP_HTTP=false "
-                        "and receive OTLP over gRPC (RELAY_OTLP_GRPC=host:port, run by "
-                        "worker 0 alone), or run replicas on ports of their own behind "
-                        "collectors that route by trace id (RUNBOOK §13)")
+        problems.append(
+            "RELAY_OTLP_HTTP would spread a run's spans over the workers (a "
+            "receiver assembles each run in memory): set RELAY_OTLP_HTTP=false "
+            "and receive OTLP over gRPC (RELAY_OTLP_GRPC=host:port, run by "
+            "worker 0 alone), or run replicas on ports of their own behind "
+            "collectors that route by trace id (RUNBOOK §13)"
+        )
     if problems:
         raise ConfigError(f"{why}: " + "; ".join(problems) + " (or run one worker)")
 
@@ -94,8 +104,12 @@ def worker_env(env: Mapping[str, str], index: int) -> dict[str, str]:
     """Worker ``index``'s environment: its instance id and index; the gRPC receiver in
     worker 0 only."""
     base = env.get("RELAY_INSTANCE_ID") or socket.gethostname()
-    out = {**env, "RELAY_WORKER": str(index), "RELAY_INSTANCE_ID": f"{base}-w{index}",
-           "RELAY_WORKERS": "1"}
+    out = {
+        **env,
+        "RELAY_WORKER": str(index),
+        "RELAY_INSTANCE_ID": f"{base}-w{index}",
+        "RELAY_WORKERS": "1",
+    }
     if index > 0:
         out["RELAY_OTLP_GRPC"] = ""
     return out
@@ -113,8 +127,15 @@ def exit_with_parent() -> None:
 class Supervisor:
     """The parent of ``serve --workers N``: the socket, the workers, the signals."""
 
-    def __init__(self, n: int, host: str, port: int, worker_args: list[str],
-                 env: Mapping[str, str], stop_timeout_s: float) -> None:
+    def __init__(
+        self,
+        n: int,
+        host: str,
+        port: int,
+        worker_args: list[str],
+        env: Mapping[str, str],
+        stop_timeout_s: float,
+    ) -> None:
         self.n = n
         self.host, self.port = host, port
         self.worker_args = worker_args  # ``serve`` arguments, without the socket
@@ -130,8 +151,13 @@ class Supervisor:
         self._sock = sock = config.bind_socket()  # inheritable; exits 3 if the port is taken
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._on_signal)
-        log.info("span-relay: %d workers on %s:%d (parent %d)", self.n, self.host,
-                 sock.getsockname()[1], os.getpid())
+        log.info(
+            "span-relay: %d workers on %s:%d (parent %d)",
+            self.n,
+            self.host,
+            sock.getsockname()[1],
+            os.getpid(),
+        )
         code = 0
         try:
             for index in range(self.n):
@@ -158,12 +184,12 @@ class Supervisor:
             if proc is None or code is None or self._stop.is_set():
                 continue
             if code in START_FAILURES:
-                log.error("span-relay: worker %d could not start (exit %d); stopping",
-                          index, code)
+                log.error("span-relay: worker %d could not start (exit %d); stopping", index, code)
                 self._stop.set()
                 return code
-            log.error("span-relay: worker %d (pid %d) exited (%d); restarting it", index,
-                      proc.pid, code)
+            log.error(
+                "span-relay: worker %d (pid %d) exited (%d); restarting it", index, proc.pid, code
+            )
             self._spawn(index)
         return 0
 
@@ -186,7 +212,6 @@ class Supervisor:
             try:
                 proc.wait(max(deadline - time.monotonic(), 0.1))
             except subprocess.TimeoutExpired:
-                log.error("span-relay: worker pid %d did not stop in time; killing it",
-                          proc.pid)
+                log.error("span-relay: worker pid %d did not stop in time; killing it", proc.pid)
                 proc.kill()
                 proc.wait()

@@ -85,8 +85,13 @@ class AGUIEncoder:
 
     media_type = SSE
 
-    def __init__(self, *, thread_id: str | None = None, run_id: str | None = None,
-                 interrupts: Iterable[Mapping[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        thread_id: str | None = None,
+        run_id: str | None = None,
+        interrupts: Iterable[Mapping[str, Any]] | None = None,
+    ) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
         self._run: Run | None = None
@@ -119,16 +124,24 @@ class AGUIEncoder:
         (a turn's stream waiting through a pause) it is only a comment."""
         released = self._release()
         if self._run is None:
-            return self._write(released) + \
-                f": {type_} last_seq={fields.get('last_seq', '')}\n\n".encode()
+            return (
+                self._write(released)
+                + f": {type_} last_seq={fields.get('last_seq', '')}\n\n".encode()
+            )
         now = time.time() * 1000
         code = str(fields.get("code") or fields.get("reason") or type_)
         message = str(fields.get("message") or "The stream ended before the run did.")
-        metadata = clean({k: v for k, v in fields.items()
-                          if k in ("last_seq", "oldest_seq", "reason", "retryable")})
+        metadata = clean(
+            {
+                k: v
+                for k, v in fields.items()
+                if k in ("last_seq", "oldest_seq", "reason", "retryable")
+            }
+        )
         out = self._close_all(now)
-        out.append(agui_event("RUN_ERROR", now, message=message, code=code,
-                              metadata=metadata or None))
+        out.append(
+            agui_event("RUN_ERROR", now, message=message, code=code, metadata=metadata or None)
+        )
         self._run = None
         return self._write(out)
 
@@ -141,8 +154,9 @@ class AGUIEncoder:
     def finish(self) -> list[dict[str, Any]]:
         out = self._release()
         if self._run is not None:
-            out += self._end_with_error(time.time() * 1000, "incomplete",
-                                        "The stream ended before the run's outcome.")
+            out += self._end_with_error(
+                time.time() * 1000, "incomplete", "The stream ended before the run's outcome."
+            )
         return out
 
     # -- translation ---------------------------------------------------------------------
@@ -161,15 +175,31 @@ class AGUIEncoder:
         out = self._release()
         if t == ev.GRAPH_TOPOLOGY:
             if self._run is not None and self._run.trace_id not in (None, event.trace_id):
-                out += self._end_with_error(ts, "run_incomplete",
-                                            "The run ended without its outcome.")
+                out += self._end_with_error(
+                    ts, "run_incomplete", "The run ended without its outcome."
+                )
             if self._run is None:
                 out += self._start_run(event.trace_id, ts)
             elif self._run.trace_id is None:
                 self._run.trace_id = event.trace_id
-            out.append(custom(ev.GRAPH_TOPOLOGY, ts, {
-                k: f[k] for k in ("graph_id", "nodes", "edges", "run_kind", "truncated",
-                                  "discovered") if k in f}))
+            out.append(
+                custom(
+                    ev.GRAPH_TOPOLOGY,
+                    ts,
+                    {
+                        k: f[k]
+                        for k in (
+                            "graph_id",
+                            "nodes",
+                            "edges",
+                            "run_kind",
+                            "truncated",
+                            "discovered",
+                        )
+                        if k in f
+                    },
+                )
+            )
             return out
         if self._run is None:  # attached after the run started, or a rebuilt outcome
             out += self._start_run(event.trace_id, ts)
@@ -199,15 +229,26 @@ class AGUIEncoder:
 
     # -- runs ----------------------------------------------------------------------------
 
-    def _start_run(self, trace_id: str | None, ts: float,
-                   run_id: str | None = None) -> list[dict[str, Any]]:
+    def _start_run(
+        self, trace_id: str | None, ts: float, run_id: str | None = None
+    ) -> list[dict[str, Any]]:
         self._runs += 1
         if run_id is None:
-            run_id = self.run_id if self._runs == 1 and self.run_id else \
-                (trace_id or f"run-{self._runs}")
+            run_id = (
+                self.run_id
+                if self._runs == 1 and self.run_id
+                else (trace_id or f"run-{self._runs}")
+            )
         self._run = Run(run_id, trace_id)
-        return [agui_event("RUN_STARTED", ts, threadId=self.thread_id or "", runId=run_id,
-                           protocolVersion=PROTOCOL_VERSION)]
+        return [
+            agui_event(
+                "RUN_STARTED",
+                ts,
+                threadId=self.thread_id or "",
+                runId=run_id,
+                protocolVersion=PROTOCOL_VERSION,
+            )
+        ]
 
     def _end_with_error(self, ts: float, code: str, message: str) -> list[dict[str, Any]]:
         out = self._close_all(ts)
@@ -221,8 +262,9 @@ class AGUIEncoder:
 
     def _finish(self, ts: float, **fields: Any) -> list[dict[str, Any]]:
         assert self._run is not None
-        event = agui_event("RUN_FINISHED", ts, threadId=self.thread_id or "",
-                           runId=self._run.run_id, **fields)
+        event = agui_event(
+            "RUN_FINISHED", ts, threadId=self.thread_id or "", runId=self._run.run_id, **fields
+        )
         self._run = None
         return [event]
 
@@ -232,19 +274,27 @@ class AGUIEncoder:
         raw = f.get("interrupts")
         pending = [i for i in raw if isinstance(i, Mapping)] if isinstance(raw, list) else []
         self._remember_interrupts(pending)
-        calls = [str(v.get("call_id")) for v in (i.get("value") for i in pending)
-                 if isinstance(v, Mapping) and v.get("type") == "client_tool"]
+        calls = [
+            str(v.get("call_id"))
+            for v in (i.get("value") for i in pending)
+            if isinstance(v, Mapping) and v.get("type") == "client_tool"
+        ]
         for call_id in calls:  # the client's to answer: no result from us
             run.paused_results.pop(call_id, None)
         out = self._close_all(ts, status="paused")
         if not pending:
-            out.append(agui_event("RUN_ERROR", ts, code="invalid_pause",
-                                  message="The run paused without saying what it waits for."))
+            out.append(
+                agui_event(
+                    "RUN_ERROR",
+                    ts,
+                    code="invalid_pause",
+                    message="The run paused without saying what it waits for.",
+                )
+            )
             self._run = None
             return out
         if len(calls) == len(pending):  # frontend tool calls only: AG-UI's own way
-            return out + self._finish(ts, outcome={"type": "success",
-                                                   "pendingToolCallIds": calls})
+            return out + self._finish(ts, outcome={"type": "success", "pendingToolCallIds": calls})
         interrupts = [interrupt(i) for i in pending]
         return out + self._finish(ts, outcome={"type": "interrupt", "interrupts": interrupts})
 
@@ -259,17 +309,24 @@ class AGUIEncoder:
             return self._error({"code": status, "message": response.get("answer")}, ts)
         out = self._close_all(ts)
         answer = response.get("answer")
-        if status in ("answered", "refused") and not run.streamed \
-                and isinstance(answer, str) and answer:
+        if (
+            status in ("answered", "refused")
+            and not run.streamed
+            and isinstance(answer, str)
+            and answer
+        ):
             message_id = f"msg_{event.trace_id}"
-            out += [agui_event("TEXT_MESSAGE_START", ts, messageId=message_id, role="assistant"),
-                    agui_event("TEXT_MESSAGE_CONTENT", ts, messageId=message_id, delta=answer),
-                    agui_event("TEXT_MESSAGE_END", ts, messageId=message_id)]
+            out += [
+                agui_event("TEXT_MESSAGE_START", ts, messageId=message_id, role="assistant"),
+                agui_event("TEXT_MESSAGE_CONTENT", ts, messageId=message_id, delta=answer),
+                agui_event("TEXT_MESSAGE_END", ts, messageId=message_id),
+            ]
         if status == "cancelled":
             return out + self._finish(ts, outcome={"type": "cancelled"})
         metadata = clean({"human_wait_ms": f.get("human_wait_ms")})
-        self._held = self._finish(ts, outcome={"type": "success"}, result=clean(response),
-                                  metadata=metadata or None)[0]
+        self._held = self._finish(
+            ts, outcome={"type": "success"}, result=clean(response), metadata=metadata or None
+        )[0]
         return out
 
     def _error(self, f: Mapping[str, Any], ts: float) -> list[dict[str, Any]]:
@@ -277,11 +334,16 @@ class AGUIEncoder:
         out = self._close_all(ts, status="cancelled" if code == "cancelled" else "error")
         metadata = clean({"node": f.get("node"), "retryable": f.get("retryable")})
         if code == "cancelled":
-            return out + self._finish(ts, outcome={"type": "cancelled"},
-                                      metadata=metadata or None)
-        out.append(agui_event("RUN_ERROR", ts, code=code,
-                              message=str(f.get("message") or "The agent could not finish."),
-                              metadata=metadata or None))
+            return out + self._finish(ts, outcome={"type": "cancelled"}, metadata=metadata or None)
+        out.append(
+            agui_event(
+                "RUN_ERROR",
+                ts,
+                code=code,
+                message=str(f.get("message") or "The agent could not finish."),
+                metadata=metadata or None,
+            )
+        )
         self._run = None
         return out
 
@@ -318,8 +380,11 @@ def interrupt(item: Mapping[str, Any]) -> dict[str, Any]:
             out["responseSchema"] = APPROVAL_SCHEMA
             tool, args = value.get("tool"), value.get("args")
             if tool:
-                shown = ", ".join(f"{k}={v}" for k, v in args.items()) \
-                    if isinstance(args, Mapping) else ""
+                shown = (
+                    ", ".join(f"{k}={v}" for k, v in args.items())
+                    if isinstance(args, Mapping)
+                    else ""
+                )
                 out["message"] = f"The agent wants to run {tool}({shown}). Approve or reject it."
     if value is not None:
         out["metadata"] = {"value": clean(value)}
@@ -327,6 +392,7 @@ def interrupt(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # -- GET /turns/{turn_id}/events?format=agui[&source=spans] ------------------------------
+
 
 def agui_query(request: Any) -> bool:
     """Whether a turn's stream is asked for in AG-UI (``?format=agui``); 400 for a format
@@ -337,6 +403,10 @@ def agui_query(request: Any) -> bool:
     if fmt != "agui":
         from relay.errors import ApiError
 
-        raise ApiError(400, "invalid_format", f"format={fmt!r}: use format=agui (AG-UI 1.0 "
-                       "events) or leave it out (the relay's own events).")
+        raise ApiError(
+            400,
+            "invalid_format",
+            f"format={fmt!r}: use format=agui (AG-UI 1.0 "
+            "events) or leave it out (the relay's own events).",
+        )
     return True

@@ -58,8 +58,14 @@ def custom(name: str, ts: float, value: Any) -> dict[str, Any]:
 
 def tool_result(call_id: str, ts: float, content: Mapping[str, Any]) -> dict[str, Any]:
     """A tool call's ``TOOL_CALL_RESULT``, ``content`` as JSON."""
-    return agui_event("TOOL_CALL_RESULT", ts, messageId=f"{call_id}-result",
-                      toolCallId=call_id, role="tool", content=dumps(clean(dict(content))))
+    return agui_event(
+        "TOOL_CALL_RESULT",
+        ts,
+        messageId=f"{call_id}-result",
+        toolCallId=call_id,
+        role="tool",
+        content=dumps(clean(dict(content))),
+    )
 
 
 @dataclass(slots=True)
@@ -94,14 +100,20 @@ class Run:
         self.messages.clear()
         for span_id, (step, node) in self.steps.items():
             out.append(agui_event("STEP_FINISHED", ts, stepName=step))
-            out.append(custom("node_completed", ts, {
-                "step_name": step, "node": node, "span_id": span_id, "status": status}))
+            out.append(
+                custom(
+                    "node_completed",
+                    ts,
+                    {"step_name": step, "node": node, "span_id": span_id, "status": status},
+                )
+            )
         self.steps.clear()
         for call_id, tool in self.pending_results.values():
             out.append(tool_result(call_id, ts, {"tool": tool, "status": status}))
         self.pending_results.clear()
-        out += [tool_result(call_id, ts, content)
-                for call_id, content in self.paused_results.items()]
+        out += [
+            tool_result(call_id, ts, content) for call_id, content in self.paused_results.items()
+        ]
         self.paused_results.clear()
         return out
 
@@ -114,11 +126,17 @@ class Run:
         self.ordinal += 1
         step = step_name(node, str(span_id) if span_id else None, self.ordinal)
         self.steps[key] = (step, node)
-        metadata = clean({"node": node, "span_id": span_id,
-                          "parent_span_id": f.get("parent_span_id"), "step": f.get("step"),
-                          "task_id": f.get("task_id"),
-                          # a subgraph's node: the enclosing nodes (absent at the top)
-                          "namespace": f.get("namespace") or None})
+        metadata = clean(
+            {
+                "node": node,
+                "span_id": span_id,
+                "parent_span_id": f.get("parent_span_id"),
+                "step": f.get("step"),
+                "task_id": f.get("task_id"),
+                # a subgraph's node: the enclosing nodes (absent at the top)
+                "namespace": f.get("namespace") or None,
+            }
+        )
         return [agui_event("STEP_STARTED", ts, stepName=step, metadata=metadata)]
 
     def node_completed(self, f: Mapping[str, Any], ts: float) -> list[dict[str, Any]]:
@@ -126,21 +144,26 @@ class Run:
         span_id = f.get("span_id")
         out: list[dict[str, Any]] = []
         children = f.get("children")
-        inside = {str(c.get("span_id")) for c in children if isinstance(c, Mapping)} \
-            if isinstance(children, list) and children else None
+        inside = (
+            {str(c.get("span_id")) for c in children if isinstance(c, Mapping)}
+            if isinstance(children, list) and children
+            else None
+        )
         for message_id, message in list(self.messages.items()):
             mine = message.span_id in inside if inside is not None else message.node == node
             if mine or (span_id and message.span_id == span_id):
                 out.append(agui_event("TEXT_MESSAGE_END", ts, messageId=message_id))
                 del self.messages[message_id]
-        key = str(span_id) if span_id else next(
-            (k for k, (_, n) in self.steps.items() if n == node), None)
+        key = (
+            str(span_id)
+            if span_id
+            else next((k for k, (_, n) in self.steps.items() if n == node), None)
+        )
         opened = self.steps.pop(key, None) if key is not None else None
         if opened is not None:
             out.append(agui_event("STEP_FINISHED", ts, stepName=opened[0]))
         facts = {"step_name": opened[0] if opened else None, "node": node, "span_id": span_id}
-        facts.update({k: f[k] for k in ("status", "duration_ms", "summary", "children")
-                      if k in f})
+        facts.update({k: f[k] for k in ("status", "duration_ms", "summary", "children") if k in f})
         out.append(custom("node_completed", ts, facts))
         return out
 
@@ -154,16 +177,17 @@ class Run:
         if message is None:
             node, span = f.get("node"), f.get("span_id")
             message = self.messages[message_id] = Message(
-                message_id, str(node) if node else None, str(span) if span else None)
+                message_id, str(node) if node else None, str(span) if span else None
+            )
             self.streamed = True
-            out.append(agui_event("TEXT_MESSAGE_START", ts, messageId=message_id,
-                                  role="assistant"))
+            out.append(agui_event("TEXT_MESSAGE_START", ts, messageId=message_id, role="assistant"))
         message.text.append(delta)
         out.append(agui_event("TEXT_MESSAGE_CONTENT", ts, messageId=message_id, delta=delta))
         return out
 
-    def tool_started(self, f: Mapping[str, Any], ts: float,
-                     known_args: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def tool_started(
+        self, f: Mapping[str, Any], ts: float, known_args: Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
         span_id = str(f.get("span_id") or "")
         tool = str(f.get("tool") or "tool")
         call_id = str(f.get("call_id") or span_id or f"{tool}-{self.ordinal}")
@@ -176,21 +200,32 @@ class Run:
             args = known_args.get(tool, {})
         metadata = clean({"label": f.get("label"), "node": f.get("node"), "span_id": span_id})
         return [
-            agui_event("TOOL_CALL_START", ts, toolCallId=call_id, toolCallName=tool,
-                       metadata=metadata or None),
-            agui_event("TOOL_CALL_ARGS", ts, toolCallId=call_id,
-                       delta=args if isinstance(args, str) else dumps(clean(args))),
+            agui_event(
+                "TOOL_CALL_START",
+                ts,
+                toolCallId=call_id,
+                toolCallName=tool,
+                metadata=metadata or None,
+            ),
+            agui_event(
+                "TOOL_CALL_ARGS",
+                ts,
+                toolCallId=call_id,
+                delta=args if isinstance(args, str) else dumps(clean(args)),
+            ),
             agui_event("TOOL_CALL_END", ts, toolCallId=call_id),
         ]
 
-    def tool_completed(self, f: Mapping[str, Any], ts: float,
-                       known_args: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def tool_completed(
+        self, f: Mapping[str, Any], ts: float, known_args: Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
         span_id = str(f.get("span_id") or "")
         out: list[dict[str, Any]] = []
         opened = self.pending_results.pop(span_id, None) if span_id else None
         if opened is None and f.get("call_id"):
-            key = next((k for k, (c, _) in self.pending_results.items()
-                        if c == f.get("call_id")), None)
+            key = next(
+                (k for k, (c, _) in self.pending_results.items() if c == f.get("call_id")), None
+            )
             opened = self.pending_results.pop(key) if key is not None else None
         if opened is None:  # its start came before this stream's cursor
             out += self.tool_started(f, ts, known_args)
@@ -198,8 +233,12 @@ class Run:
             if opened is None:
                 return out
         call_id, tool = opened
-        content = {"tool": tool, "status": f.get("status", "ok"),
-                   "duration_ms": f.get("duration_ms"), "result": f.get("result")}
+        content = {
+            "tool": tool,
+            "status": f.get("status", "ok"),
+            "duration_ms": f.get("duration_ms"),
+            "result": f.get("result"),
+        }
         if content["status"] == "paused":
             self.paused_results[call_id] = content
         else:

@@ -23,14 +23,18 @@ class NotAcceptable(ValueError):
 def negotiate(accept: str | None) -> str:
     if accept is None or not accept.strip():
         return JSON
-    ranges = [(media, q) for media, q in (_parse(raw) for raw in accept.split(","))
-              if media is not None]
+    ranges = [
+        (media, q) for media, q in (_parse(raw) for raw in accept.split(",")) if media is not None
+    ]
     best: tuple[float, int, int, str] | None = None
     for rank, offered in enumerate(OFFERED):
         # a type's quality comes from the most specific range that matches it (RFC 9110
         # §12.5.1): `application/json;q=0, */*` excludes JSON and admits the others
-        matches = [(specificity, q) for media, q in ranges
-                   if (specificity := _matches(media, offered)) >= 0]
+        matches = [
+            (specificity, q)
+            for media, q in ranges
+            if (specificity := _matches(media, offered)) >= 0
+        ]
         if not matches:
             continue
         specificity, q = max(matches, key=lambda m: m[0])

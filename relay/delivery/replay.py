@@ -27,8 +27,9 @@ MAX_SPEED = 1000.0
 log = logging.getLogger(__name__)
 
 
-def paced(events: Iterable[Event], speed: float,
-          max_gap_s: float | None = None) -> Iterator[tuple[Event, float]]:
+def paced(
+    events: Iterable[Event], speed: float, max_gap_s: float | None = None
+) -> Iterator[tuple[Event, float]]:
     """Each event with the seconds after the stream starts at which it is due (the gaps of
     :func:`relay.bus.static.gap_s` added up)."""
     at, previous = 0.0, None
@@ -39,15 +40,17 @@ def paced(events: Iterable[Event], speed: float,
         yield event, at
 
 
-def schedule(events: Sequence[Event], speed: float,
-             max_gap_s: float | None = None) -> list[float]:
+def schedule(events: Sequence[Event], speed: float, max_gap_s: float | None = None) -> list[float]:
     """Seconds after the stream starts at which each event is due."""
     return [due for _, due in paced(events, speed, max_gap_s)]
 
 
-def start_derivation(chunks: Iterable[Sequence[SpanRecord]], lookups: SpanLookups | None,
-                     resume_route: Callable[[str], str | None] | None = None,
-                     close: Callable[[], None] | None = None) -> Derived:
+def start_derivation(
+    chunks: Iterable[Sequence[SpanRecord]],
+    lookups: SpanLookups | None,
+    resume_route: Callable[[str], str | None] | None = None,
+    close: Callable[[], None] | None = None,
+) -> Derived:
     """Derive a turn's events from ``chunks`` of its spans (in start order) in a worker
     thread; the result fills as batches come. ``close`` (the store's read) is called
     when the worker ends, also when the reader left early (``cancelled``)."""
@@ -62,8 +65,7 @@ def start_derivation(chunks: Iterable[Sequence[SpanRecord]], lookups: SpanLookup
 
     def work() -> None:
         try:
-            for batch in iter_replay_events(chunks, lookups=lookups,
-                                            resume_route=resume_route):
+            for batch in iter_replay_events(chunks, lookups=lookups, resume_route=resume_route):
                 post(derived.add, batch)
                 if derived.cancelled:
                     return
@@ -79,11 +81,18 @@ def start_derivation(chunks: Iterable[Sequence[SpanRecord]], lookups: SpanLookup
     return derived
 
 
-def replay_stream(events: Derived | Sequence[Event], encoder: Encoder, *,
-                  after: int = 0, speed: float = 1.0, heartbeat_s: float = 15.0,
-                  send_timeout_s: float = 30.0, max_gap_s: float | None = None,
-                  max_duration_s: float | None = None,
-                  closing: asyncio.Event | None = None) -> EventStream:
+def replay_stream(
+    events: Derived | Sequence[Event],
+    encoder: Encoder,
+    *,
+    after: int = 0,
+    speed: float = 1.0,
+    heartbeat_s: float = 15.0,
+    send_timeout_s: float = 30.0,
+    max_gap_s: float | None = None,
+    max_duration_s: float | None = None,
+    closing: asyncio.Event | None = None,
+) -> EventStream:
     """The live stream's writer over replayed events as they are derived, paced by their
     own ``ts``: same framing, heartbeats, send timeout and ``reconnect`` on shutdown
     (``events``: a derivation under way, or a whole list)."""
@@ -93,6 +102,13 @@ def replay_stream(events: Derived | Sequence[Event], encoder: Encoder, *,
         whole.finish()
         events = whole
     reader = DerivedReader(events, after, speed=speed, max_gap_s=max_gap_s)
-    return EventStream(reader, encoder, stop_at=frozenset(), heartbeat_s=heartbeat_s,
-                       send_timeout_s=send_timeout_s, max_duration_s=max_duration_s,
-                       closing=closing, extra_headers=[(b"x-relay-source", b"spans")])
+    return EventStream(
+        reader,
+        encoder,
+        stop_at=frozenset(),
+        heartbeat_s=heartbeat_s,
+        send_timeout_s=send_timeout_s,
+        max_duration_s=max_duration_s,
+        closing=closing,
+        extra_headers=[(b"x-relay-source", b"spans")],
+    )

@@ -231,15 +231,32 @@ class EventStream(Response):
                 try:
                     batch = reader.take(MAX_BATCH)
                 except CursorExpired as exc:
-                    await self._send(send, self.encoder.problem("reset", {
-                        "code": "cursor_expired", "message": str(exc), "oldest_seq": exc.oldest,
-                    }))
+                    await self._send(
+                        send,
+                        self.encoder.problem(
+                            "reset",
+                            {
+                                "code": "cursor_expired",
+                                "message": str(exc),
+                                "oldest_seq": exc.oldest,
+                            },
+                        ),
+                    )
                     return "done"
                 except BusUnavailable as exc:  # the shared bus went away
-                    await self._send(send, self.encoder.problem("error", {
-                        "code": "bus_unavailable", "message": str(exc), "node": None,
-                        "retryable": True, "last_seq": reader.cursor,
-                    }))
+                    await self._send(
+                        send,
+                        self.encoder.problem(
+                            "error",
+                            {
+                                "code": "bus_unavailable",
+                                "message": str(exc),
+                                "node": None,
+                                "retryable": True,
+                                "last_seq": reader.cursor,
+                            },
+                        ),
+                    )
                     return "done"
                 if batch:
                     stop = None
@@ -247,12 +264,16 @@ class EventStream(Response):
                         if event.type in stop_at:
                             stop = i
                             break
-                    after = batch[stop + 1:] if stop is not None else []
+                    after = batch[stop + 1 :] if stop is not None else []
                     if stop is not None:
                         batch = batch[: stop + 1]
                     # one write for the batch; a lone frame is the shared bytes object
-                    await self._send(send, encode(batch[0]) if len(batch) == 1
-                                     else b"".join([encode(e) for e in batch]))
+                    await self._send(
+                        send,
+                        encode(batch[0])
+                        if len(batch) == 1
+                        else b"".join([encode(e) for e in batch]),
+                    )
                     self.frames_sent += len(batch)
                     if stop is not None:
                         if batch[-1].type == TURN_COMPLETED:
@@ -265,11 +286,17 @@ class EventStream(Response):
                 now = time.monotonic()
                 closing = self.closing is not None and self.closing.is_set()
                 if closing or (deadline is not None and now >= deadline):
-                    await self._send(send, self.encoder.problem("reconnect", {
-                        "reason": "server_shutdown" if closing else "stream_time_limit",
-                        "last_seq": reader.cursor,
-                        "message": "Reconnect with Last-Event-ID to continue this turn.",
-                    }))
+                    await self._send(
+                        send,
+                        self.encoder.problem(
+                            "reconnect",
+                            {
+                                "reason": "server_shutdown" if closing else "stream_time_limit",
+                                "last_seq": reader.cursor,
+                                "message": "Reconnect with Last-Event-ID to continue this turn.",
+                            },
+                        ),
+                    )
                     return "handoff"
                 if now >= next_beat:
                     await self._send(send, self.encoder.heartbeat())
@@ -349,8 +376,9 @@ class EventStream(Response):
         message = {"type": "http.response.body", "body": body, "more_body": more}
         self._sending = time.monotonic()
         if self._guard is None:
-            self._guard = asyncio.get_running_loop().call_later(self.send_timeout_s,
-                                                                self._check_send)
+            self._guard = asyncio.get_running_loop().call_later(
+                self.send_timeout_s, self._check_send
+            )
         try:
             await send(message)
         except asyncio.CancelledError:
@@ -376,7 +404,8 @@ class EventStream(Response):
                 self._task.cancel()
             return
         self._guard = asyncio.get_running_loop().call_later(
-            started + self.send_timeout_s - now, self._check_send)
+            started + self.send_timeout_s - now, self._check_send
+        )
 
 
 def _resolve(wake: asyncio.Future[None], _: object) -> None:

@@ -29,8 +29,15 @@ Detached = Callable[[str, bool, str, str], None]
 
 
 class Streams:
-    def __init__(self, bus: Bus, settings: RelaySettings, closing: asyncio.Event, *,
-                 attached: Attached, detached: Detached) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        settings: RelaySettings,
+        closing: asyncio.Event,
+        *,
+        attached: Attached,
+        detached: Detached,
+    ) -> None:
         self.bus = bus
         self.settings = settings
         self.closing = closing
@@ -40,18 +47,29 @@ class Streams:
     def encoder(self, media: str) -> Encoder:
         return NDJSONEncoder() if media == NDJSON else SSEEncoder(self.settings.retry_ms)
 
-    def live(self, turn_id: str, after: int, media: str, *,
-             stop_at: frozenset[str] = RUN_TERMINAL, on_disconnect: str = "cancel",
-             encoder: Encoder | None = None) -> EventStream:
+    def live(
+        self,
+        turn_id: str,
+        after: int,
+        media: str,
+        *,
+        stop_at: frozenset[str] = RUN_TERMINAL,
+        on_disconnect: str = "cancel",
+        encoder: Encoder | None = None,
+    ) -> EventStream:
         """``turn_id``'s log after ``after``, live, until an event in ``stop_at``
         (``encoder``: another frame format, e.g. :class:`relay.delivery.agui.AGUIEncoder`)."""
         reader = self.bus.reader(turn_id, after)
         self._attached(turn_id)
-        stream = EventStream(reader, encoder or self.encoder(media), stop_at=stop_at,
-                             heartbeat_s=self.settings.heartbeat_s,
-                             send_timeout_s=self.settings.send_timeout_s,
-                             max_duration_s=self.settings.server_timeout_s,
-                             closing=self.closing)
+        stream = EventStream(
+            reader,
+            encoder or self.encoder(media),
+            stop_at=stop_at,
+            heartbeat_s=self.settings.heartbeat_s,
+            send_timeout_s=self.settings.send_timeout_s,
+            max_duration_s=self.settings.server_timeout_s,
+            closing=self.closing,
+        )
 
         def closed(completed: bool) -> None:
             self._detached(turn_id, completed, on_disconnect, stream.outcome)
@@ -59,8 +77,9 @@ class Streams:
         stream.on_close = closed
         return stream
 
-    def tail(self, turn_id: str, after: int, media: str, *,
-             encoder: Encoder | None = None) -> EventStream:
+    def tail(
+        self, turn_id: str, after: int, media: str, *, encoder: Encoder | None = None
+    ) -> EventStream:
         """The rest of a finished turn's log after ``after`` (a reader that has the
         terminal event but not the ``message_saved`` after it), then the end."""
         reader = self.bus.reader(turn_id, after)
@@ -70,13 +89,19 @@ class Streams:
             reader.close()
         return self.fixed(rest, after, media, encoder=encoder)
 
-    def outcome(self, terminal: Event, after: int, media: str, *,
-                encoder: Encoder | None = None) -> EventStream:
+    def outcome(
+        self, terminal: Event, after: int, media: str, *, encoder: Encoder | None = None
+    ) -> EventStream:
         """Just the turn's terminal event (rebuilt from its record: the log is gone)."""
         return self.fixed([terminal], after, media, encoder=encoder)
 
-    def fixed(self, events: list[Event], after: int, media: str, *,
-              encoder: Encoder | None = None) -> EventStream:
-        return EventStream(StaticReader(events, after), encoder or self.encoder(media),
-                           stop_at=frozenset(), heartbeat_s=self.settings.heartbeat_s,
-                           send_timeout_s=self.settings.send_timeout_s)
+    def fixed(
+        self, events: list[Event], after: int, media: str, *, encoder: Encoder | None = None
+    ) -> EventStream:
+        return EventStream(
+            StaticReader(events, after),
+            encoder or self.encoder(media),
+            stop_at=frozenset(),
+            heartbeat_s=self.settings.heartbeat_s,
+            send_timeout_s=self.settings.send_timeout_s,
+        )

@@ -37,47 +37,69 @@ if TYPE_CHECKING:
 
 
 class RelayMetrics:
-    def __init__(self, provider: MeterProvider | None = None,
-                 dropped: Callable[[], int] = lambda: 0, bus: Bus | None = None) -> None:
+    def __init__(
+        self,
+        provider: MeterProvider | None = None,
+        dropped: Callable[[], int] = lambda: 0,
+        bus: Bus | None = None,
+    ) -> None:
         self.enabled = provider is not None
         meter = self._meter = (provider or NoOpMeterProvider()).get_meter("span-relay")
         self.open_streams = meter.create_up_down_counter(
-            "relay.streams.open", description="streams open now")
+            "relay.streams.open", description="streams open now"
+        )
         self.events = meter.create_counter(
-            "relay.events.published", description="events appended to the bus")
+            "relay.events.published", description="events appended to the bus"
+        )
         self.bus_lag = meter.create_histogram(
-            "relay.bus.lag", unit="ms", description="span time to publish")
+            "relay.bus.lag", unit="ms", description="span time to publish"
+        )
         self.readers_cut = meter.create_counter(
-            "relay.readers.cut", description="streams ended before their terminal event")
+            "relay.readers.cut", description="streams ended before their terminal event"
+        )
         self.export_failures = meter.create_counter(
-            "relay.export.failures", description="OTLP export batches that failed")
+            "relay.export.failures", description="OTLP export batches that failed"
+        )
 
         def observe_dropped(options: CallbackOptions) -> Iterable[Observation]:
             yield Observation(dropped())
 
-        meter.create_observable_counter("relay.spans.dropped", callbacks=[observe_dropped],
-                                        description="spans not handed to the event loop")
+        meter.create_observable_counter(
+            "relay.spans.dropped",
+            callbacks=[observe_dropped],
+            description="spans not handed to the event loop",
+        )
         if bus is not None and bus.shared:  # the Redis bus: a writer that can fall behind
+
             def observe_unwritten(options: CallbackOptions) -> Iterable[Observation]:
                 yield Observation(bus.backlog)
 
             def observe_lost(options: CallbackOptions) -> Iterable[Observation]:
                 yield Observation(bus.lost)
 
-            meter.create_observable_gauge("relay.bus.unwritten", callbacks=[observe_unwritten],
-                                          description="events not in Redis yet")
-            meter.create_observable_counter("relay.bus.lost", callbacks=[observe_lost],
-                                            description="events that never reached Redis")
+            meter.create_observable_gauge(
+                "relay.bus.unwritten",
+                callbacks=[observe_unwritten],
+                description="events not in Redis yet",
+            )
+            meter.create_observable_counter(
+                "relay.bus.lost",
+                callbacks=[observe_lost],
+                description="events that never reached Redis",
+            )
 
     def observe_receiver(self, stats: Callable[[], Mapping[str, int]]) -> None:
         """``relay.otlp.spans``: the OTLP receiver's span counts, by outcome."""
+
         def observe(options: CallbackOptions) -> Iterable[Observation]:
             for outcome, count in stats().items():
                 yield Observation(count, {"outcome": outcome})
 
         self._meter.create_observable_counter(
-            "relay.otlp.spans", callbacks=[observe],
-            description="spans the OTLP receiver took, by outcome (late: after their run)")
+            "relay.otlp.spans",
+            callbacks=[observe],
+            description="spans the OTLP receiver took, by outcome (late: after their run)",
+        )
 
     def published(self, event: Event) -> None:
         if self.enabled:

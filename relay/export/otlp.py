@@ -41,9 +41,17 @@ class ContentFilter(WrapperSpanExporter):
         kept = {k: v for k, v in attrs.items() if k not in self.keys}
         events = [e for e in span.events if e.name not in CONTENT_EVENTS]
         return ReadableSpan(
-            name=span.name, context=span.context, parent=span.parent, resource=span.resource,
-            attributes=kept, events=events, links=span.links, kind=span.kind,
-            status=span.status, start_time=span.start_time, end_time=span.end_time,
+            name=span.name,
+            context=span.context,
+            parent=span.parent,
+            resource=span.resource,
+            attributes=kept,
+            events=events,
+            links=span.links,
+            kind=span.kind,
+            status=span.status,
+            start_time=span.start_time,
+            end_time=span.end_time,
             instrumentation_scope=span.instrumentation_scope,
         )
 
@@ -61,17 +69,35 @@ def otlp_exporter_from_env(environ: Mapping[str, str] | None = None) -> SpanExpo
     endpoint = env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     if not (traces_endpoint or endpoint):
         return None
-    protocol = (env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-                or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc").strip().lower()
-    headers = _headers(env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
-                       or env.get("OTEL_EXPORTER_OTLP_HEADERS") or "")
+    protocol = (
+        (
+            env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+            or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+            or "grpc"
+        )
+        .strip()
+        .lower()
+    )
+    headers = _headers(
+        env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or env.get("OTEL_EXPORTER_OTLP_HEADERS") or ""
+    )
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-        insecure = (env.get("OTEL_EXPORTER_OTLP_TRACES_INSECURE")
-                    or env.get("OTEL_EXPORTER_OTLP_INSECURE") or "").strip().lower()
-        return OTLPSpanExporter(endpoint=traces_endpoint or endpoint, headers=headers or None,
-                                insecure=(insecure == "true") if insecure else None)
+        insecure = (
+            (
+                env.get("OTEL_EXPORTER_OTLP_TRACES_INSECURE")
+                or env.get("OTEL_EXPORTER_OTLP_INSECURE")
+                or ""
+            )
+            .strip()
+            .lower()
+        )
+        return OTLPSpanExporter(
+            endpoint=traces_endpoint or endpoint,
+            headers=headers or None,
+            insecure=(insecure == "true") if insecure else None,
+        )
     if protocol == "http/protobuf":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
             OTLPSpanExporter as HTTPSpanExporter,
@@ -87,8 +113,9 @@ def _headers(raw: str) -> dict[str, str]:
     return {k.strip(): v.strip() for k, v in pairs}
 
 
-def batch_processor(exporter: SpanExporter, environ: Mapping[str, str] | None = None,
-                    default_delay_ms: int = 5000) -> BatchSpanProcessor:
+def batch_processor(
+    exporter: SpanExporter, environ: Mapping[str, str] | None = None, default_delay_ms: int = 5000
+) -> BatchSpanProcessor:
     """A BatchSpanProcessor tuned by OTEL_BSP_* read from ``environ``."""
     env = os.environ if environ is None else environ
 
@@ -105,10 +132,12 @@ def batch_processor(exporter: SpanExporter, environ: Mapping[str, str] | None = 
     )
 
 
-def add_otlp_export(provider: TracerProvider, capture_content: bool,
-                    environ: Mapping[str, str] | None = None,
-                    wrap: Callable[[SpanExporter], SpanExporter] | None = None,
-                    ) -> SpanExporter | None:
+def add_otlp_export(
+    provider: TracerProvider,
+    capture_content: bool,
+    environ: Mapping[str, str] | None = None,
+    wrap: Callable[[SpanExporter], SpanExporter] | None = None,
+) -> SpanExporter | None:
     """Attach OTLP export to ``provider`` when the environment asks for it."""
     exporter = otlp_exporter_from_env(environ)
     if exporter is None:

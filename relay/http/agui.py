@@ -66,63 +66,115 @@ def turn_id_for(thread_id: str, run_id: str) -> str:
     return uuid.uuid5(AGUI_NAMESPACE, f"{id_key(thread_id)}\n{id_key(run_id)}").hex
 
 
-def agui_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
-                dependencies: list[Any], tools: ClientTools) -> APIRouter:
+def agui_router(
+    relay: RelayParts,
+    agent: GraphAgent,
+    starting: StartLocks,
+    dependencies: list[Any],
+    tools: ClientTools,
+) -> APIRouter:
     """The agent's ``POST /agui`` (include it with a prefix). ``starting`` is the lock
     ``/chat`` holds while it checks and starts a run (so duplicates attach, never rerun);
     ``tools``: the graph's client-executed tools (checks, limits), shared with ``/chat``."""
     router = APIRouter()
     settings = relay.settings
 
-    async def answer(request: Request, record: TurnRecord, after: int, run_id: str,
-                     pending: list[PendingInterrupt] | None = None) -> Response:
+    async def answer(
+        request: Request,
+        record: TurnRecord,
+        after: int,
+        run_id: str,
+        pending: list[PendingInterrupt] | None = None,
+    ) -> Response:
         """The run's events as AG-UI: live from the bus, or its outcome when over."""
-        interrupts = [{"id": p.id, "value": p.value} for p in pending] \
-            if pending is not None else _answered_interrupts(relay, record.turn_id, after)
-        encoder = AGUIEncoder(thread_id=record.thread_id, run_id=run_id,
-                              interrupts=interrupts)
+        interrupts = (
+            [{"id": p.id, "value": p.value} for p in pending]
+            if pending is not None
+            else _answered_interrupts(relay, record.turn_id, after)
+        )
+        encoder = AGUIEncoder(thread_id=record.thread_id, run_id=run_id, interrupts=interrupts)
         if relay.runs.running(record.turn_id) or relay.bus.has_turn(record.turn_id):
-            return relay.streams.live(record.turn_id, after, SSE, stop_at=RUN_TERMINAL,
-                                      on_disconnect=on_disconnect_of(request),
-                                      encoder=encoder)
+            return relay.streams.live(
+                record.turn_id,
+                after,
+                SSE,
+                stop_at=RUN_TERMINAL,
+                on_disconnect=on_disconnect_of(request),
+                encoder=encoder,
+            )
         latest = await relay.turns.get(record.turn_id) or record
-        return relay.streams.outcome(terminal_event(latest, after), after, SSE,
-                                     encoder=encoder)
+        return relay.streams.outcome(terminal_event(latest, after), after, SSE, encoder=encoder)
 
-    async def chat(request: Request, thread_id: str, run_id: str, message: str,
-                   request_hash: str, configurable: dict[str, Any],
-                   user: User | None) -> Response:
+    async def chat(
+        request: Request,
+        thread_id: str,
+        run_id: str,
+        message: str,
+        request_hash: str,
+        configurable: dict[str, Any],
+        user: User | None,
+    ) -> Response:
         turn_id = turn_id_for(thread_id, run_id)
         # one check-and-start at a time for this run and thread, shared with /chat
         async with starting.hold(StartLocks.keys(turn=turn_id, thread=thread_id)):
-            existing = await known_turn(relay, turn_id, request_hash, agent, ApiError(
-                409, "run_conflict", f"Run {run_id} of thread {thread_id} exists with a "
-                "different input; send a new runId for a new run."), user)
+            existing = await known_turn(
+                relay,
+                turn_id,
+                request_hash,
+                agent,
+                ApiError(
+                    409,
+                    "run_conflict",
+                    f"Run {run_id} of thread {thread_id} exists with a "
+                    "different input; send a new runId for a new run.",
+                ),
+                user,
+            )
             if existing is not None:
                 return await answer(request, existing, 0, run_id)
             thread_id = await thread_spelling(relay, thread_id, agent, user) or thread_id
             if await agent.pending_interrupts(thread_id):
-                raise ApiError(409, "thread_paused",
-                               f"Thread {thread_id} has a run waiting for its interrupts; "
-                               "answer them with resume[] first.")
-            record = TurnRecord(turn_id=turn_id, thread_id=thread_id, status="running",
-                                message=message, request_hash=request_hash,
-                                started_at=time.time() * 1000, graph=agent.name,
-                                user_id=user.id if user else "")
+                raise ApiError(
+                    409,
+                    "thread_paused",
+                    f"Thread {thread_id} has a run waiting for its interrupts; "
+                    "answer them with resume[] first.",
+                )
+            record = TurnRecord(
+                turn_id=turn_id,
+                thread_id=thread_id,
+                status="running",
+                message=message,
+                request_hash=request_hash,
+                started_at=time.time() * 1000,
+                graph=agent.name,
+                user_id=user.id if user else "",
+            )
             run_input = agent.input_of(message, record)
-            after = await start_run(relay, record, "chat", lambda: tools.watched(
-                record, agent.chat(record, run_input, configurable), configurable),
-                create=True)
+            after = await start_run(
+                relay,
+                record,
+                "chat",
+                lambda: tools.watched(
+                    record, agent.chat(record, run_input, configurable), configurable
+                ),
+                create=True,
+            )
         return await answer(request, record, after, run_id)
 
-    async def resume(request: Request, thread_id: str, run_id: str, entries: list[Any],
-                     configurable: dict[str, Any], user: User | None) -> Response:
+    async def resume(
+        request: Request,
+        thread_id: str,
+        run_id: str,
+        entries: list[Any],
+        configurable: dict[str, Any],
+        user: User | None,
+    ) -> Response:
         wire = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in entries]
         async with starting.hold(StartLocks.keys(thread=thread_id)):
             latest = await relay.turns.list(thread_id, 1)
             if not latest or not may_see(user, latest[0]):
-                raise ApiError(404, "unknown_thread",
-                               f"Thread {thread_id} has no run to resume.")
+                raise ApiError(404, "unknown_thread", f"Thread {thread_id} has no run to resume.")
             record = latest[0]
             check_graph(record, agent)
             thread_id = record.thread_id  # the thread's own spelling
@@ -131,57 +183,88 @@ def agui_router(relay: RelayParts, agent: GraphAgent, starting: StartLocks,
                 # its task still holds the thread; let it finish recording its end
                 await relay.runs.settle(record.turn_id)
                 record = await relay.turns.get(record.turn_id) or record
-            request_hash = digest({"thread_id": id_key(thread_id), "turn_id": record.turn_key,
-                                   "agui_run_id": id_key(run_id), "resume": wire})
+            request_hash = digest(
+                {
+                    "thread_id": id_key(thread_id),
+                    "turn_id": record.turn_key,
+                    "agui_run_id": id_key(run_id),
+                    "resume": wire,
+                }
+            )
             if record.resume_hash == request_hash and record.status != PAUSED:
                 # the same resume again: attach to that run (running or over), never rerun
                 return await answer(request, record, record.run_after_seq, run_id)
             if relay.runs.running(record.turn_id):
-                raise ApiError(409, "turn_running",
-                               f"Thread {thread_id} is running a turn, not paused.")
+                raise ApiError(
+                    409, "turn_running", f"Thread {thread_id} is running a turn, not paused."
+                )
             pending = await agent.pending_interrupts(thread_id)
             if record.status != PAUSED or not pending:
-                raise ApiError(409, "not_paused", f"Thread {thread_id} has no paused run "
-                               "(or this resume[] was already sent with another body); "
-                               "nothing to resume.")
-            answers = await tools.answers(record, _resume_answers(entries, pending), pending,
-                                          configurable)
-            configurable = tools.configure(configurable, record=record, pending=pending,
-                                           answers=answers)
+                raise ApiError(
+                    409,
+                    "not_paused",
+                    f"Thread {thread_id} has no paused run "
+                    "(or this resume[] was already sent with another body); "
+                    "nothing to resume.",
+                )
+            answers = await tools.answers(
+                record, _resume_answers(entries, pending), pending, configurable
+            )
+            configurable = tools.configure(
+                configurable, record=record, pending=pending, answers=answers
+            )
             record.resume_hash = request_hash
             await relay.turns.update(record.turn_id, resume_hash=request_hash)
-            after = await start_run(relay, record, "resume", lambda: tools.watched(
-                record, agent.resume(record, answers, configurable), configurable))
+            after = await start_run(
+                relay,
+                record,
+                "resume",
+                lambda: tools.watched(
+                    record, agent.resume(record, answers, configurable), configurable
+                ),
+            )
         return await answer(request, record, after, run_id, pending)
 
-    @router.post("/agui", dependencies=[Depends(d) for d in dependencies], tags=["agui"],
-                 openapi_extra=AGUI_OPENAPI, summary=f"Run {agent.name} for an AG-UI client")
+    @router.post(
+        "/agui",
+        dependencies=[Depends(d) for d in dependencies],
+        tags=["agui"],
+        openapi_extra=AGUI_OPENAPI,
+        summary=f"Run {agent.name} for an AG-UI client",
+    )
     async def agui(request: Request) -> Response:
         user = user_of(request)
         """Run the agent for an AG-UI client: ``RunAgentInput`` in, AG-UI events out."""
         accept = request.headers.get("accept", "").lower()
         if accept.strip() and not any(a in accept for a in _ACCEPTS):
-            raise ApiError(406, "not_acceptable", "POST /agui answers AG-UI events as "
-                           "text/event-stream; accept it.")
+            raise ApiError(
+                406,
+                "not_acceptable",
+                "POST /agui answers AG-UI events as text/event-stream; accept it.",
+            )
         body = await read_json_object(request, settings.max_body_bytes)
         run_input = _run_input(body)
         thread_id, run_id = run_input.thread_id, run_input.run_id
         if not ID.match(thread_id):
-            raise ApiError(422, "invalid_thread_id", "'threadId' must be 1-128 characters "
-                           "of letters, digits, '_', '-', '.', ':'.")
+            raise ApiError(
+                422,
+                "invalid_thread_id",
+                "'threadId' must be 1-128 characters of letters, digits, '_', '-', '.', ':'.",
+            )
         if not run_id or len(run_id) > 256:
             raise ApiError(422, "invalid_run_id", "'runId' must be 1-256 characters.")
-        configurable = tools.configure(configurable_of(agent, request, user),
-                                       tools=run_input.tools)
-        entries = list(run_input.resume or ()) or \
-            await tools.agui_entries(thread_id, run_input.messages, user)  # frontend tools
+        configurable = tools.configure(configurable_of(agent, request, user), tools=run_input.tools)
+        entries = list(run_input.resume or ()) or await tools.agui_entries(
+            thread_id, run_input.messages, user
+        )  # frontend tools
         if entries:
             return await resume(request, thread_id, run_id, entries, configurable, user)
         message = _last_user_message(run_input.messages)
         fingerprint = run_input.model_dump(mode="json", by_alias=True, exclude_none=True)
         fingerprint.update(threadId=id_key(thread_id), runId=id_key(run_id))  # any spelling
-        return await chat(request, thread_id, run_id, message, digest({"agui": fingerprint}),
-                          configurable, user)
+        return await chat(
+            request, thread_id, run_id, message, digest({"agui": fingerprint}), configurable, user
+        )
 
     return router
 
@@ -214,8 +297,9 @@ def _run_input(body: dict[str, Any]) -> Any:
         errors = exc.errors()
         where = ".".join(str(p) for p in errors[0]["loc"]) if errors else ""
         detail = f" ({where}: {errors[0]['msg']})" if where else ""
-        raise ApiError(422, "invalid_run_input",
-                       f"The body is not an AG-UI RunAgentInput{detail}.") from None
+        raise ApiError(
+            422, "invalid_run_input", f"The body is not an AG-UI RunAgentInput{detail}."
+        ) from None
 
 
 def _last_user_message(messages: Sequence[Any]) -> str:
@@ -228,12 +312,18 @@ def _last_user_message(messages: Sequence[Any]) -> str:
         if isinstance(content, str):
             text = content
         else:
-            text = "".join(getattr(part, "text", "") for part in content
-                           if getattr(part, "type", None) == "text")
+            text = "".join(
+                getattr(part, "text", "")
+                for part in content
+                if getattr(part, "type", None) == "text"
+            )
         if text.strip():
             return text
-    raise ApiError(422, "invalid_message", "'messages' must end with a user message that "
-                   "has text: it is the turn's message.")
+    raise ApiError(
+        422,
+        "invalid_message",
+        "'messages' must end with a user message that has text: it is the turn's message.",
+    )
 
 
 def _resume_answers(entries: Sequence[Any], pending: list[PendingInterrupt]) -> dict[str, Any]:
@@ -243,21 +333,25 @@ def _resume_answers(entries: Sequence[Any], pending: list[PendingInterrupt]) -> 
     answers: dict[str, Any] = {}
     for entry in entries:
         if entry.interrupt_id not in known:
-            raise ApiError(422, "invalid_resume", f"resume[] answers interrupt "
-                           f"{entry.interrupt_id}, which this thread does not wait on "
-                           f"(it waits on: {', '.join(sorted(known)) or 'nothing'}).")
+            raise ApiError(
+                422,
+                "invalid_resume",
+                f"resume[] answers interrupt "
+                f"{entry.interrupt_id}, which this thread does not wait on "
+                f"(it waits on: {', '.join(sorted(known)) or 'nothing'}).",
+            )
         if entry.status == "cancelled":
             value = known[entry.interrupt_id]
             kind = value.get("type") if isinstance(value, dict) else None
-            answers[entry.interrupt_id] = \
-                {"approved": False, "comment": "Cancelled by the client."} \
-                if kind == "approval" else \
-                {"error": "Cancelled by the client.", "token": value.get("token")} \
-                if kind == "client_tool" and isinstance(value, dict) else None
+            answers[entry.interrupt_id] = (
+                {"approved": False, "comment": "Cancelled by the client."}
+                if kind == "approval"
+                else {"error": "Cancelled by the client.", "token": value.get("token")}
+                if kind == "client_tool" and isinstance(value, dict)
+                else None
+            )
         else:
             answers[entry.interrupt_id] = entry.payload
     if not answers:
         raise ApiError(422, "invalid_resume", "resume[] is empty.")
     return answers
-
-

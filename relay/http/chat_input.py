@@ -20,8 +20,9 @@ _DECISIONS = ("approve", "edit", "reject")
 
 def digest(value: Any) -> str:
     """The idempotency fingerprint of a request body."""
-    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                           default=str)
+    canonical = json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -32,8 +33,11 @@ def id_field(body: Mapping[str, Any], name: str, required: bool = False) -> str 
             raise ApiError(422, f"invalid_{name}", f"'{name}' is required.")
         return None
     if not isinstance(value, str) or not ID.match(value):
-        raise ApiError(422, f"invalid_{name}", f"'{name}' must be 1-128 characters of "
-                       "letters, digits, '_', '-', '.', ':'.")
+        raise ApiError(
+            422,
+            f"invalid_{name}",
+            f"'{name}' must be 1-128 characters of letters, digits, '_', '-', '.', ':'.",
+        )
     return value
 
 
@@ -48,8 +52,12 @@ def turn_id_field(body: Mapping[str, Any]) -> str | None:
             raise ValueError(value)
         uuid.UUID(value)  # hyphens or not, any case
     except ValueError:
-        raise ApiError(422, "invalid_turn_id", "'turn_id' must be a UUID (it is the turn's "
-                       "idempotency key); leave it out to get a random one.") from None
+        raise ApiError(
+            422,
+            "invalid_turn_id",
+            "'turn_id' must be a UUID (it is the turn's "
+            "idempotency key); leave it out to get a random one.",
+        ) from None
     return value
 
 
@@ -61,12 +69,17 @@ def message_or_input(body: Mapping[str, Any]) -> tuple[str, Any]:
         raise ApiError(422, "invalid_message", "Send 'message' or 'input', not both.")
     if "input" in body:
         if not isinstance(graph_input, dict):
-            raise ApiError(422, "invalid_input", "'input' must be an object: the graph's "
-                           "own input.")
+            raise ApiError(
+                422, "invalid_input", "'input' must be an object: the graph's own input."
+            )
         return json.dumps(graph_input, ensure_ascii=False, default=str)[:2000], graph_input
     if not isinstance(message, str) or not message.strip():
-        raise ApiError(422, "invalid_message", "'message' must be a non-empty string: the "
-                       "user's message (or send 'input', the graph's own input object).")
+        raise ApiError(
+            422,
+            "invalid_message",
+            "'message' must be a non-empty string: the "
+            "user's message (or send 'input', the graph's own input object).",
+        )
     return message, None
 
 
@@ -81,13 +94,20 @@ def match_interrupts(resume: Any, pending: Sequence[PendingInterrupt]) -> dict[s
     elif len(pending) == 1:
         answers = {pending[0].id: resume}
     else:
-        raise ApiError(422, "invalid_resume", "This turn waits on several interrupts; send "
-                       "'resume' as {interrupt_id: answer} for each of: "
-                       f"{', '.join(sorted(ids))}.")
+        raise ApiError(
+            422,
+            "invalid_resume",
+            "This turn waits on several interrupts; send "
+            "'resume' as {interrupt_id: answer} for each of: "
+            f"{', '.join(sorted(ids))}.",
+        )
     missing = ids - set(answers)
     if missing:
-        raise ApiError(422, "invalid_resume",
-                       f"'resume' has no answer for interrupt(s) {', '.join(sorted(missing))}.")
+        raise ApiError(
+            422,
+            "invalid_resume",
+            f"'resume' has no answer for interrupt(s) {', '.join(sorted(missing))}.",
+        )
     for item in pending:
         check_answer(item.value, answers[item.id])
     return answers
@@ -98,8 +118,12 @@ def check_answer(value: Any, answer: Any) -> None:
         return
     if value.get("type") == "approval":
         if not isinstance(answer, dict) or not isinstance(answer.get("approved"), bool):
-            raise ApiError(422, "invalid_resume", "An approval is answered with "
-                           '{"approved": true} or {"approved": false, "comment": "..."}.')
+            raise ApiError(
+                422,
+                "invalid_resume",
+                "An approval is answered with "
+                '{"approved": true} or {"approved": false, "comment": "..."}.',
+            )
         if "comment" in answer and not isinstance(answer["comment"], str):
             raise ApiError(422, "invalid_resume", "'comment' must be a string.")
     requests = value.get("action_requests")
@@ -112,15 +136,26 @@ def _check_decisions(value: Mapping[str, Any], requests: list[Any], answer: Any)
     request, each of a type its review config allows."""
     decisions = answer.get("decisions") if isinstance(answer, dict) else None
     if not isinstance(decisions, list) or len(decisions) != len(requests):
-        raise ApiError(422, "invalid_resume", f"This interrupt asks for {len(requests)} "
-                       'decision(s): answer {"decisions": [{"type": "approve"}, ...]}, one '
-                       "per action request, in order.")
-    allowed = {str(r.get("action_name")): r.get("allowed_decisions") or list(_DECISIONS)
-               for r in value.get("review_configs") or [] if isinstance(r, Mapping)}
+        raise ApiError(
+            422,
+            "invalid_resume",
+            f"This interrupt asks for {len(requests)} "
+            'decision(s): answer {"decisions": [{"type": "approve"}, ...]}, one '
+            "per action request, in order.",
+        )
+    allowed = {
+        str(r.get("action_name")): r.get("allowed_decisions") or list(_DECISIONS)
+        for r in value.get("review_configs") or []
+        if isinstance(r, Mapping)
+    }
     for request, decision in zip(requests, decisions, strict=True):
         kind = decision.get("type") if isinstance(decision, dict) else None
         name = str(request.get("name")) if isinstance(request, Mapping) else ""
         ok = allowed.get(name, list(_DECISIONS))
         if kind not in ok:
-            raise ApiError(422, "invalid_resume", f"The decision on {name or 'an action'} "
-                           f"must be one of {', '.join(ok)}, not {kind!r}.")
+            raise ApiError(
+                422,
+                "invalid_resume",
+                f"The decision on {name or 'an action'} "
+                f"must be one of {', '.join(ok)}, not {kind!r}.",
+            )

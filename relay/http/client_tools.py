@@ -63,24 +63,35 @@ class ClientTools:
 
     # -- a run's configurable -------------------------------------------------------------
 
-    def configure(self, configurable: Mapping[str, Any], *,
-                  record: TurnRecord | None = None,
-                  pending: Sequence[PendingInterrupt] = (),
-                  answers: Mapping[str, Any] | None = None,
-                  tools: Sequence[Any] = ()) -> dict[str, Any]:
+    def configure(
+        self,
+        configurable: Mapping[str, Any],
+        *,
+        record: TurnRecord | None = None,
+        pending: Sequence[PendingInterrupt] = (),
+        answers: Mapping[str, Any] | None = None,
+        tools: Sequence[Any] = (),
+    ) -> dict[str, Any]:
         """The run's ``configurable``: the limits, the AG-UI client's ``tools``, and on a
         resume of ``record`` the rounds the turn has had (the calls it answers, and the
         record's count: a resume that answers only an approval goes on counting)."""
         out = {**configurable, MAX_ROUNDS_KEY: self.settings.client_tool_max_rounds}
         if tools:  # AG-UI's RunAgentInput.tools
-            out[TOOLS_KEY] = [t.model_dump(mode="json", exclude_none=True)
-                              if hasattr(t, "model_dump") else dict(t) for t in tools]
-        calls = [p.value for p in pending
-                 if answers is not None and p.id in answers and is_client_tool_call(p.value)]
+            out[TOOLS_KEY] = [
+                t.model_dump(mode="json", exclude_none=True)
+                if hasattr(t, "model_dump")
+                else dict(t)
+                for t in tools
+            ]
+        calls = [
+            p.value
+            for p in pending
+            if answers is not None and p.id in answers and is_client_tool_call(p.value)
+        ]
         rounds = [round_of(c) for c in calls]
         if record is not None:  # the turn's count (its pauses' rounds, relay/turns/run_end.py)
             rounds.append(record.client_tool_round)
-        if (round_ := max(rounds, default=0)):
+        if round_ := max(rounds, default=0):
             out[ROUND_KEY] = round_
         if calls:
             out[ANSWERED_KEY] = [str(c.get("call_id")) for c in calls]
@@ -88,9 +99,13 @@ class ClientTools:
 
     # -- a resume's answers ---------------------------------------------------------------
 
-    async def answers(self, record: TurnRecord, resume: Any,
-                      pending: Sequence[PendingInterrupt],
-                      configurable: Mapping[str, Any]) -> dict[str, Any]:
+    async def answers(
+        self,
+        record: TurnRecord,
+        resume: Any,
+        pending: Sequence[PendingInterrupt],
+        configurable: Mapping[str, Any],
+    ) -> dict[str, Any]:
         """``match_interrupts`` with the client-tool answers checked (see the module)."""
         calls = {p.id: p.value for p in pending if is_client_tool_call(p.value)}
         if not calls:
@@ -98,17 +113,22 @@ class ClientTools:
         _check_tokens(resume, calls)
         if self._expired(record):
             await self._end(record, list(calls), configurable)
-            raise ApiError(409, "client_tool_timeout", f"Turn {record.turn_id} waited longer "
-                           "than RELAY_CLIENT_TOOL_TIMEOUT_S "
-                           f"({self.settings.client_tool_timeout_s:g} s) for the client's "
-                           "tool result and was ended.")
+            raise ApiError(
+                409,
+                "client_tool_timeout",
+                f"Turn {record.turn_id} waited longer "
+                "than RELAY_CLIENT_TOOL_TIMEOUT_S "
+                f"({self.settings.client_tool_timeout_s:g} s) for the client's "
+                "tool result and was ended.",
+            )
         answers = match_interrupts(resume, pending)
         for interrupt_id, value in calls.items():
             answers[interrupt_id] = self._answer(value, answers[interrupt_id])
         return answers
 
-    def refuse_spent_token(self, record: TurnRecord, resume: Any,
-                           pending: Sequence[PendingInterrupt] | None) -> None:
+    def refuse_spent_token(
+        self, record: TurnRecord, resume: Any, pending: Sequence[PendingInterrupt] | None
+    ) -> None:
         """A resume that carries a client-tool token to a turn waiting on no client-tool
         call (it finished, or waits on something else): ``409 client_tool_token_stale``."""
         calls = {p.id: p.value for p in pending or () if is_client_tool_call(p.value)}
@@ -119,11 +139,18 @@ class ClientTools:
 
     def _answer(self, value: Mapping[str, Any], answer: Any) -> dict[str, Any]:
         name = value.get("name")
-        if not isinstance(answer, dict) or not isinstance(answer.get("token"), str) or \
-                ("result" in answer) == ("error" in answer):
-            raise ApiError(422, "invalid_resume", f"The call of client tool {name} is "
-                           'answered with {"result": <any JSON>, "token": "..."} or '
-                           '{"error": "...", "token": "..."}, the token from its interrupt.')
+        if (
+            not isinstance(answer, dict)
+            or not isinstance(answer.get("token"), str)
+            or ("result" in answer) == ("error" in answer)
+        ):
+            raise ApiError(
+                422,
+                "invalid_resume",
+                f"The call of client tool {name} is "
+                'answered with {"result": <any JSON>, "token": "..."} or '
+                '{"error": "...", "token": "..."}, the token from its interrupt.',
+            )
         if "error" in answer:
             if not isinstance(answer["error"], str):
                 raise ApiError(422, "invalid_resume", "'error' must be a string.")
@@ -131,19 +158,27 @@ class ClientTools:
         size = len(json.dumps(answer["result"], ensure_ascii=False).encode())
         limit = self.settings.client_tool_max_result_bytes
         if size > limit:
-            raise ApiError(413, "client_tool_result_too_large", f"The result of client tool "
-                           f"{name} is {size} bytes; RELAY_CLIENT_TOOL_MAX_RESULT_BYTES "
-                           f"allows {limit}.")
+            raise ApiError(
+                413,
+                "client_tool_result_too_large",
+                f"The result of client tool "
+                f"{name} is {size} bytes; RELAY_CLIENT_TOOL_MAX_RESULT_BYTES "
+                f"allows {limit}.",
+            )
         return {"result": answer["result"]}
 
     def _expired(self, record: TurnRecord) -> bool:
-        return bool(record.paused_at) and time.time() * 1000 - (record.paused_at or 0) > \
-            self.settings.client_tool_timeout_s * 1000
+        return (
+            bool(record.paused_at)
+            and time.time() * 1000 - (record.paused_at or 0)
+            > self.settings.client_tool_timeout_s * 1000
+        )
 
     # -- the time to answer ---------------------------------------------------------------
 
-    async def watched(self, record: TurnRecord, run: Awaitable[ChatResponse],
-                      configurable: Mapping[str, Any]) -> ChatResponse:
+    async def watched(
+        self, record: TurnRecord, run: Awaitable[ChatResponse], configurable: Mapping[str, Any]
+    ) -> ChatResponse:
         """The run; when it pauses on a client tool, a timer ends the turn if nobody
         answers in time."""
         response = await run
@@ -161,15 +196,15 @@ class ClientTools:
         before: float | None = None
         configurable = self.configure({})
         while not self._closed:
-            page = await self.relay.turns.list(None, _SWEEP_PAGE, before,
-                                               graph=self.agent.name, status=PAUSED)
+            page = await self.relay.turns.list(
+                None, _SWEEP_PAGE, before, graph=self.agent.name, status=PAUSED
+            )
             for record in page:
                 if self._closed:
                     return
                 if not record.paused_at or not _waits_on_client_tool(record):
                     continue
-                left = record.paused_at / 1000 + self.settings.client_tool_timeout_s \
-                    - time.time()
+                left = record.paused_at / 1000 + self.settings.client_tool_timeout_s - time.time()
                 if left > 0:
                     self._later(left, record.turn_id, configurable)
                 else:
@@ -211,22 +246,24 @@ class ClientTools:
                 left = (record.paused_at or 0) / 1000 + self.settings.client_tool_timeout_s
                 self._later(left - time.time(), turn_id, configurable)
                 return
-            async with self.starting.hold(StartLocks.keys(turn=turn_id,
-                                                          thread=record.thread_id)):
+            async with self.starting.hold(StartLocks.keys(turn=turn_id, thread=record.thread_id)):
                 record = await self.relay.turns.get(turn_id)
-                if record is None or record.status != PAUSED or \
-                        self.relay.runs.running(record.turn_id):
+                if (
+                    record is None
+                    or record.status != PAUSED
+                    or self.relay.runs.running(record.turn_id)
+                ):
                     return  # answered (here or on another instance) meanwhile
                 pending = await self.agent.pending_interrupts(record.thread_id) or []
                 ids = [p.id for p in pending if is_client_tool_call(p.value)]
                 if ids:
                     await self._end(record, ids, configurable)
         except Exception:
-            log.exception("relay: could not end turn %s past RELAY_CLIENT_TOOL_TIMEOUT_S",
-                          turn_id)
+            log.exception("relay: could not end turn %s past RELAY_CLIENT_TOOL_TIMEOUT_S", turn_id)
 
-    async def _end(self, record: TurnRecord, ids: list[str],
-                   configurable: Mapping[str, Any]) -> None:
+    async def _end(
+        self, record: TurnRecord, ids: list[str], configurable: Mapping[str, Any]
+    ) -> None:
         """End the turn past its time: a resume run that stops the calls ``ids`` and ends
         with the ``error`` event ``client_tool_timeout`` (the caller holds the start
         locks of the turn and its thread)."""
@@ -234,17 +271,19 @@ class ClientTools:
         agent = self.agent
         try:
             await self.relay.runs.check_thread_settled(record.thread_id)
-            await self.relay.runs.start(record, "resume",
-                                        lambda: agent.resume(record, answers,
-                                                             dict(configurable)))
+            await self.relay.runs.start(
+                record, "resume", lambda: agent.resume(record, answers, dict(configurable))
+            )
         except ThreadBusy:
-            log.info("turn %s: its thread is busy; its expiry waits for the next resume",
-                     record.turn_id)
+            log.info(
+                "turn %s: its thread is busy; its expiry waits for the next resume", record.turn_id
+            )
 
     # -- AG-UI: tool messages answer the pending calls ------------------------------------
 
-    async def agui_entries(self, thread_id: str, messages: Sequence[Any],
-                           user: User | None = None) -> list[Any] | None:
+    async def agui_entries(
+        self, thread_id: str, messages: Sequence[Any], user: User | None = None
+    ) -> list[Any] | None:
         """The run's tool messages as ``resume[]`` entries when they answer the thread's
         pending client-tool calls (by ``toolCallId``); None when they answer none. A run
         that ends with tool messages is one that answers calls: when the turn is no longer
@@ -252,8 +291,11 @@ class ClientTools:
         attaches to that run), or a 409."""
         from ag_ui.core import ResumeEntry
 
-        results = {getattr(m, "tool_call_id", None): m for m in messages
-                   if getattr(m, "role", None) == "tool"}
+        results = {
+            getattr(m, "tool_call_id", None): m
+            for m in messages
+            if getattr(m, "role", None) == "tool"
+        }
         answering = bool(messages) and getattr(messages[-1], "role", None) == "tool"
         if not results:
             return None
@@ -261,8 +303,9 @@ class ClientTools:
         record = latest[0] if latest and may_see(user, latest[0]) else None  # else: 404
         pending: list[tuple[str, Any]] = []
         if record is not None and record.status == PAUSED:
-            pending = [(p.id, p.value) for p in
-                       await self.agent.pending_interrupts(record.thread_id) or []]
+            pending = [
+                (p.id, p.value) for p in await self.agent.pending_interrupts(record.thread_id) or []
+            ]
         elif record is not None and answering and record.resume_hash:
             pending = self._answered(record)
         entries = []
@@ -275,11 +318,16 @@ class ClientTools:
                 answer["error"] = str(message.error)
             else:
                 answer["result"] = _content(message.content)
-            entries.append(ResumeEntry(interrupt_id=interrupt_id, status="resolved",
-                                       payload=answer))
+            entries.append(
+                ResumeEntry(interrupt_id=interrupt_id, status="resolved", payload=answer)
+            )
         if not entries and answering and record is not None:
-            raise ApiError(409, "not_paused", f"Thread {thread_id} waits on no client tool "
-                           "call that these tool messages answer; nothing to resume.")
+            raise ApiError(
+                409,
+                "not_paused",
+                f"Thread {thread_id} waits on no client tool "
+                "call that these tool messages answer; nothing to resume.",
+            )
         return entries or None
 
     def _answered(self, record: TurnRecord) -> list[tuple[str, Any]]:
@@ -296,8 +344,11 @@ class ClientTools:
         if not previous or previous[0].type != "paused":
             return []
         items = previous[0].fields.get("interrupts")
-        return [(str(i.get("id")), i.get("value")) for i in items if isinstance(i, Mapping)] \
-            if isinstance(items, list) else []
+        return (
+            [(str(i.get("id")), i.get("value")) for i in items if isinstance(i, Mapping)]
+            if isinstance(items, list)
+            else []
+        )
 
 
 #: paused turns read per query of the start-up sweep
@@ -324,15 +375,18 @@ def _content(content: Any) -> Any:
     return content
 
 
-_STALE = ("This client-tool token answers no pending call of this turn: it belongs to "
-          "another turn or call, was already used, or its turn has ended (GET /turns/{id} "
-          "says how). Answer the turn's latest paused event.")
+_STALE = (
+    "This client-tool token answers no pending call of this turn: it belongs to "
+    "another turn or call, was already used, or its turn has ended (GET /turns/{id} "
+    "says how). Answer the turn's latest paused event."
+)
 
 
 def _tokens(resume: Any) -> list[str]:
     """The client-tool tokens a resume carries (a bare answer, or one per interrupt)."""
-    answers = list(resume.values()) if isinstance(resume, dict) and "token" not in resume \
-        else [resume]
+    answers = (
+        list(resume.values()) if isinstance(resume, dict) and "token" not in resume else [resume]
+    )
     return [a["token"] for a in answers if isinstance(a, dict) and isinstance(a.get("token"), str)]
 
 

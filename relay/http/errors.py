@@ -22,10 +22,12 @@ log = logging.getLogger("relay.errors")
 STORE_RETRY_AFTER_S = 2
 
 
-def error_response(status: int, code: str, message: str,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status,
-                        headers=headers)
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
+    )
 
 
 async def api_error_handler(request: Request, exc: Exception) -> JSONResponse:
@@ -41,10 +43,12 @@ async def store_unavailable_handler(request: Request, exc: Exception) -> JSONRes
     if not isinstance(exc, StoreUnavailable):
         exc = StoreUnavailable("database", " ".join(str(exc).split())[:200])
     log.warning("relay: %s %s answered 503: %s", request.method, request.url.path, exc)
-    return error_response(503, "store_unavailable",
-                          f"The relay's database ({exc.what}) is unavailable right now; "
-                          "retry shortly.",
-                          headers={"Retry-After": str(STORE_RETRY_AFTER_S)})
+    return error_response(
+        503,
+        "store_unavailable",
+        f"The relay's database ({exc.what}) is unavailable right now; retry shortly.",
+        headers={"Retry-After": str(STORE_RETRY_AFTER_S)},
+    )
 
 
 class _ErrorDetail(BaseModel):
@@ -58,16 +62,25 @@ class ErrorBody(BaseModel):
     error: _ErrorDetail
 
 
-_REASONS = {400: "Malformed request", 401: "Missing or wrong bearer token",
-            404: "Unknown turn", 406: "Unacceptable Accept", 409: "Conflict",
-            410: "No longer retained", 413: "Body too large", 422: "Invalid field",
-            429: "Rate limited", 503: "Not ready"}
+_REASONS = {
+    400: "Malformed request",
+    401: "Missing or wrong bearer token",
+    404: "Unknown turn",
+    406: "Unacceptable Accept",
+    409: "Conflict",
+    410: "No longer retained",
+    413: "Body too large",
+    422: "Invalid field",
+    429: "Rate limited",
+    503: "Not ready",
+}
 
 
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` entries for the error answers a route can give."""
-    return {code: {"model": ErrorBody, "description": _REASONS.get(code, "Error")}
-            for code in codes}
+    return {
+        code: {"model": ErrorBody, "description": _REASONS.get(code, "Error")} for code in codes
+    }
 
 
 async def validation_error_handler(request: Request, exc: Exception) -> JSONResponse:

@@ -28,30 +28,41 @@ def routes_of(name: str) -> dict[str, str]:
     return {"chat": f"{base}/chat", "resume": f"{base}/chat/resume", "agui": f"{base}/agui"}
 
 
-def add_graph_routes(router: APIRouter, agents: Mapping[str, GraphAgent],
-                     auth: Sequence[Any]) -> None:
+def add_graph_routes(
+    router: APIRouter, agents: Mapping[str, GraphAgent], auth: Sequence[Any]
+) -> None:
     """``GET /graphs`` and ``GET /graphs/{name}`` over ``agents`` (read at each request:
     agents mounted after the router was made are listed too)."""
 
-    @router.get("/graphs", dependencies=list(auth), tags=["graph"],
-                responses=error_responses(401))
+    @router.get("/graphs", dependencies=list(auth), tags=["graph"], responses=error_responses(401))
     async def graphs() -> dict[str, Any]:
-        listed = [{"name": a.name, "title": a.title, "graph_id": a.graph_id,
-                   "routes": routes_of(a.name)} for a in agents.values()]
+        listed = [
+            {"name": a.name, "title": a.title, "graph_id": a.graph_id, "routes": routes_of(a.name)}
+            for a in agents.values()
+        ]
         return {"graphs": listed, "default": listed[0]["name"] if listed else None}
 
-    @router.get("/graphs/{name}", dependencies=list(auth), tags=["graph"],
-                responses=error_responses(401, 404))
+    @router.get(
+        "/graphs/{name}",
+        dependencies=list(auth),
+        tags=["graph"],
+        responses=error_responses(401, 404),
+    )
     async def graph_of(name: str) -> dict[str, Any]:
         agent = agents.get(name)
         if agent is None:
-            raise ApiError(404, "unknown_graph", f"No graph named {name!r} is served here"
-                           f"{'; try ' + ', '.join(agents) if agents else ''}.")
+            raise ApiError(
+                404,
+                "unknown_graph",
+                f"No graph named {name!r} is served here"
+                f"{'; try ' + ', '.join(agents) if agents else ''}.",
+            )
         return agent.describe(routes_of(agent.name))
 
 
-def mount_agents(app: Any, relay: RelayParts, agents: Sequence[GraphAgent],
-                 starting: StartLocks, first: bool) -> None:
+def mount_agents(
+    app: Any, relay: RelayParts, agents: Sequence[GraphAgent], starting: StartLocks, first: bool
+) -> None:
     """The run routes of ``agents`` on ``app``; ``first``: the first of them is also the
     app's ``/chat``, ``/chat/resume`` and ``/agui``."""
     dependencies = [relay.identify, relay.rate_limit, relay.require_bus]
@@ -64,7 +75,13 @@ def mount_agents(app: Any, relay: RelayParts, agents: Sequence[GraphAgent],
         for prefix in prefixes:
             # the OpenAPI document lists each graph once: the first at /chat
             listed = prefix == "" or not (first and index == 0)
-            app.include_router(chat_router(relay, agent, starting, dependencies, tools),
-                               prefix=prefix, include_in_schema=listed)
-            app.include_router(agui_router(relay, agent, starting, dependencies, tools),
-                               prefix=prefix, include_in_schema=listed)
+            app.include_router(
+                chat_router(relay, agent, starting, dependencies, tools),
+                prefix=prefix,
+                include_in_schema=listed,
+            )
+            app.include_router(
+                agui_router(relay, agent, starting, dependencies, tools),
+                prefix=prefix,
+                include_in_schema=listed,
+            )

@@ -29,8 +29,9 @@ def identity_dependency(authenticator: Authenticator) -> Identify:
         try:
             user = await authenticator.authenticate(request.headers)
         except Unauthenticated as exc:
-            raise ApiError(401, "unauthorized", str(exc),
-                           headers={"WWW-Authenticate": exc.challenge}) from None
+            raise ApiError(
+                401, "unauthorized", str(exc), headers={"WWW-Authenticate": exc.challenge}
+            ) from None
         request.state.user = user
         return user
 
@@ -46,8 +47,9 @@ def token_checker(token: str | None) -> Callable[[Request], Awaitable[None]]:
         try:
             shared.check(request.headers)
         except Unauthenticated as exc:
-            raise ApiError(401, "unauthorized", str(exc),
-                           headers={"WWW-Authenticate": exc.challenge}) from None
+            raise ApiError(
+                401, "unauthorized", str(exc), headers={"WWW-Authenticate": exc.challenge}
+            ) from None
 
     return require_token
 
@@ -58,8 +60,7 @@ def user_of(request: Request) -> User | None:
     try:
         user: User | None = request.state.user
     except AttributeError:
-        raise RuntimeError(f"{request.url.path}: the route does not identify its "
-                           "user") from None
+        raise RuntimeError(f"{request.url.path}: the route does not identify its user") from None
     return user
 
 
@@ -72,9 +73,12 @@ def may_see(user: User | None, record: TurnRecord) -> bool:
     return user is None or not record.user_id or record.user_id == user.id
 
 
-def check_owner(user: User | None, record: TurnRecord | None,
-                message: str = "There is no such turn.", code: str = "unknown_turn"
-                ) -> TurnRecord:
+def check_owner(
+    user: User | None,
+    record: TurnRecord | None,
+    message: str = "There is no such turn.",
+    code: str = "unknown_turn",
+) -> TurnRecord:
     """``record`` when ``user`` may see it; else the 404 of a turn that does not exist."""
     if record is None or not may_see(user, record):
         raise ApiError(404, code, message)

@@ -34,31 +34,46 @@ def _turn_summary(turn: TurnSpans, runs: list[RunIndex]) -> dict[str, Any]:
     }
 
 
-async def import_response(relay: RelayParts, request: Request,
-                          user_id: str | None = None) -> JSONResponse:
+async def import_response(
+    relay: RelayParts, request: Request, user_id: str | None = None
+) -> JSONResponse:
     """``POST /imports``: store a trace file's turns; each can then be replayed, by the
     importer (``user_id``, when requests have users) only. A file that holds a turn
     another user can see here is refused whole: its spans would join that turn's."""
     limit = relay.settings.import_max_bytes
-    body = await read_body(request, limit, lambda: ApiError(
-        413, "import_too_large", f"The trace file is over the import limit of {limit} bytes "
-        "(RELAY_IMPORT_MAX_BYTES)."))
+    body = await read_body(
+        request,
+        limit,
+        lambda: ApiError(
+            413,
+            "import_too_large",
+            f"The trace file is over the import limit of {limit} bytes (RELAY_IMPORT_MAX_BYTES).",
+        ),
+    )
     try:
         fmt, records = parse_trace_file(body)
     except TraceFileError as exc:
         raise ApiError(exc.status, exc.code, str(exc)) from None
     turns = group_turns(records)
     if not turns:
-        raise ApiError(422, "no_turns", "No span in the file carries relay.turn.id, and no "
-                       "trace in it is a graph run another instrumentation traced "
-                       "(OpenInference, OpenLLMetry, GenAI invoke_agent): it holds no turn "
-                       "to replay.")
+        raise ApiError(
+            422,
+            "no_turns",
+            "No span in the file carries relay.turn.id, and no "
+            "trace in it is a graph run another instrumentation traced "
+            "(OpenInference, OpenLLMetry, GenAI invoke_agent): it holds no turn "
+            "to replay.",
+        )
     if user_id is not None:
         for turn in turns:
             known = await relay.turns.get(turn.turn_id)
             if known is not None and known.user_id != user_id:
-                raise ApiError(409, "import_conflict", f"Turn {turn.turn_id} of this file "
-                               "is already known to this relay; it cannot be imported.")
+                raise ApiError(
+                    409,
+                    "import_conflict",
+                    f"Turn {turn.turn_id} of this file "
+                    "is already known to this relay; it cannot be imported.",
+                )
     spans = [s for t in turns for s in t.spans]
     await asyncio.to_thread(relay.store.write, spans, source="import")
     runs = {t.turn_id: imported_runs(t) if t.foreign else [] for t in turns}
@@ -67,9 +82,12 @@ async def import_response(relay: RelayParts, request: Request,
         await asyncio.to_thread(relay.store.index_runs, foreign, source="import")
     for turn in turns:
         await record_imported_turn(relay.turns, turn, user_id or "")
-    return JSONResponse({
-        "format": fmt,
-        "spans": len(spans),
-        "ignored_spans": len(records) - len(spans),
-        "turns": [_turn_summary(t, runs[t.turn_id]) for t in turns],
-    }, status_code=201)
+    return JSONResponse(
+        {
+            "format": fmt,
+            "spans": len(spans),
+            "ignored_spans": len(records) - len(spans),
+            "turns": [_turn_summary(t, runs[t.turn_id]) for t in turns],
+        },
+        status_code=201,
+    )

@@ -48,9 +48,12 @@ class RateLimit:
         client = request.client.host if request.client else "unknown"
         wait = self.allow(client)
         if wait:
-            raise ApiError(429, "rate_limited",
-                           f"Too many requests; try again in {math.ceil(wait)} s.",
-                           headers={"Retry-After": str(math.ceil(wait))})
+            raise ApiError(
+                429,
+                "rate_limited",
+                f"Too many requests; try again in {math.ceil(wait)} s.",
+                headers={"Retry-After": str(math.ceil(wait))},
+            )
 
 
 async def no_limit(request: Request) -> None:

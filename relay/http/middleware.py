@@ -17,11 +17,13 @@ from relay.settings import RelaySettings
 def install_middleware(app: Any, settings: RelaySettings) -> None:
     app.add_middleware(NoSniff, worker=settings.worker)
     if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
-                           allow_methods=["GET", "POST"],
-                           allow_headers=["Authorization", "Content-Type", "Accept",
-                                          "Last-Event-ID", "Prefer"],
-                           expose_headers=["Location"])
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "Accept", "Last-Event-ID", "Prefer"],
+            expose_headers=["Location"],
+        )
 
 
 def bus_dependency(problem: Callable[[], str | None]) -> Callable[[], Awaitable[None]]:
@@ -31,9 +33,12 @@ def bus_dependency(problem: Callable[[], str | None]) -> Callable[[], Awaitable[
     async def require_bus() -> None:
         why = problem()
         if why is not None:
-            raise ApiError(503, "bus_unavailable",
-                           f"The relay's shared event bus is unavailable ({why}); "
-                           "retry shortly.", headers={"Retry-After": "2"})
+            raise ApiError(
+                503,
+                "bus_unavailable",
+                f"The relay's shared event bus is unavailable ({why}); retry shortly.",
+                headers={"Retry-After": "2"},
+            )
 
     return require_bus
 
@@ -56,8 +61,11 @@ class NoSniff:
 
         async def sending(message: Any) -> None:
             if message["type"] == "http.response.start":
-                headers = [h for h in message.get("headers", [])
-                           if h[0].lower() != b"x-content-type-options"]
+                headers = [
+                    h
+                    for h in message.get("headers", [])
+                    if h[0].lower() != b"x-content-type-options"
+                ]
                 headers += self.extra
                 message = {**message, "headers": headers}
             await send(message)

@@ -44,15 +44,20 @@ class _TooLarge(Exception):
     pass
 
 
-def _status(media: str, http: int, code: int, message: str,
-            headers: dict[str, str] | None = None) -> Response:
+def _status(
+    media: str, http: int, code: int, message: str, headers: dict[str, str] | None = None
+) -> Response:
     if media == PROTOBUF:
         from google.rpc import status_pb2
 
         body = status_pb2.Status(code=code, message=message).SerializeToString()
         return Response(body, status_code=http, media_type=PROTOBUF, headers=headers)
-    return Response(json.dumps({"code": code, "message": message}), status_code=http,
-                    media_type=JSON, headers=headers)
+    return Response(
+        json.dumps({"code": code, "message": message}),
+        status_code=http,
+        media_type=JSON,
+        headers=headers,
+    )
 
 
 def _gunzip(data: bytes, limit: int) -> bytes:
@@ -77,17 +82,34 @@ async def receive_traces(relay: RelayParts, request: Request) -> Response:
     elif content_type == JSON:
         media = JSON
     else:
-        return JSONResponse({"error": {"code": "unsupported_media_type", "message": (
-            f"Content-Type {content_type or '(none)'!r} is not OTLP: send "
-            "application/x-protobuf or application/json.")}}, status_code=415)
+        return JSONResponse(
+            {
+                "error": {
+                    "code": "unsupported_media_type",
+                    "message": (
+                        f"Content-Type {content_type or '(none)'!r} is not OTLP: send "
+                        "application/x-protobuf or application/json."
+                    ),
+                }
+            },
+            status_code=415,
+        )
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("gzip", "identity", ""):
-        return _status(media, 415, INVALID_ARGUMENT,
-                       f"Content-Encoding {encoding!r} is not supported: use gzip or none.")
+        return _status(
+            media,
+            415,
+            INVALID_ARGUMENT,
+            f"Content-Encoding {encoding!r} is not supported: use gzip or none.",
+        )
     limit = relay.settings.otlp_max_bytes
-    too_large = _status(media, 413, INVALID_ARGUMENT,
-                        f"The payload is over {limit} bytes (RELAY_OTLP_MAX_BYTES); "
-                        "send smaller batches (OTEL_BSP_MAX_EXPORT_BATCH_SIZE).")
+    too_large = _status(
+        media,
+        413,
+        INVALID_ARGUMENT,
+        f"The payload is over {limit} bytes (RELAY_OTLP_MAX_BYTES); "
+        "send smaller batches (OTEL_BSP_MAX_EXPORT_BATCH_SIZE).",
+    )
     try:
         body = await read_body(request, limit, _TooLarge)
         if encoding == "gzip":
@@ -99,16 +121,25 @@ async def receive_traces(relay: RelayParts, request: Request) -> Response:
     assert receiver is not None  # the route exists only when the receiver is on
     problem = receiver.unavailable()
     if problem is not None:
-        return _status(media, 503, UNAVAILABLE, f"The relay cannot take spans now: {problem}.",
-                       {"Retry-After": RETRY_AFTER_S})
+        return _status(
+            media,
+            503,
+            UNAVAILABLE,
+            f"The relay cannot take spans now: {problem}.",
+            {"Retry-After": RETRY_AFTER_S},
+        )
     try:
         decoded = decode_protobuf(body) if media == PROTOBUF else decode_json(body)
     except PayloadError as exc:
         return _status(media, 400, INVALID_ARGUMENT, f"Unreadable OTLP payload: {exc}.")
     if receiver.busy(len(decoded.records)):
-        return _status(media, 429, RESOURCE_EXHAUSTED,
-                       "The relay is storing spans more slowly than they arrive; retry later.",
-                       {"Retry-After": RETRY_AFTER_S})
+        return _status(
+            media,
+            429,
+            RESOURCE_EXHAUSTED,
+            "The relay is storing spans more slowly than they arrive; retry later.",
+            {"Retry-After": RETRY_AFTER_S},
+        )
     receiver.stats["rejected"] += decoded.rejected
     events = receiver.accept(decoded.records)
     if events:
@@ -123,7 +154,11 @@ def add_receiver_routes(router: Any, relay: RelayParts, dependencies: list[Any])
     if relay.receiver is None or not relay.settings.otlp_http:
         return
 
-    @router.post("/v1/traces", dependencies=dependencies, tags=["otlp"],
-                 summary="OTLP/HTTP trace receiver (protobuf or JSON, gzip)")
+    @router.post(
+        "/v1/traces",
+        dependencies=dependencies,
+        tags=["otlp"],
+        summary="OTLP/HTTP trace receiver (protobuf or JSON, gzip)",
+    )
     async def otlp_traces(request: Request) -> Response:
         return await receive_traces(relay, request)

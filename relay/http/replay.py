@@ -32,8 +32,12 @@ def parse_speed(raw: str | None) -> float:
     except ValueError:
         speed = math.nan
     if not math.isfinite(speed) or not 0 <= speed <= MAX_SPEED:
-        raise ApiError(400, "invalid_speed", f"speed={raw!r}: use a number from 0 (all at "
-                       f"once) to {MAX_SPEED:g}; 1 keeps the original pacing.")
+        raise ApiError(
+            400,
+            "invalid_speed",
+            f"speed={raw!r}: use a number from 0 (all at "
+            f"once) to {MAX_SPEED:g}; 1 keeps the original pacing.",
+        )
     return speed
 
 
@@ -45,8 +49,12 @@ def _max_gap(raw: str | None) -> float | None:
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value < 0:
-        raise ApiError(400, "invalid_max_gap", f"max_gap_s={raw!r}: use a number of "
-                       "seconds >= 0 (the longest pause the replay keeps).")
+        raise ApiError(
+            400,
+            "invalid_max_gap",
+            f"max_gap_s={raw!r}: use a number of "
+            "seconds >= 0 (the longest pause the replay keeps).",
+        )
     return value
 
 
@@ -55,37 +63,52 @@ async def load_turn_events(relay: RelayParts, turn_id: str) -> Derived:
     thread, batch by batch), or the API error that says why there are none."""
     store = relay.store
     if relay.runs.running(turn_id):
-        raise ApiError(409, "turn_running",
-                       "This turn is still running; its spans are stored as they end. "
-                       "Follow it live without ?source=spans, or replay it once it has "
-                       "finished.")
+        raise ApiError(
+            409,
+            "turn_running",
+            "This turn is still running; its spans are stored as they end. "
+            "Follow it live without ?source=spans, or replay it once it has "
+            "finished.",
+        )
     processor = relay.store_processor
     if processor is not None:  # spans that ended a moment ago reach the store now
         await asyncio.to_thread(processor.force_flush, 5000)
     state, stream = await asyncio.to_thread(store.turn_span_stream, turn_id)
     if stream is not None:  # stored: its state and first chunk are read
         return start_derivation(stream, stream, relay.resume_route, close=stream.close)
-    retention = (f"RELAY_STORE_RETENTION_S={relay.settings.store_retention_s:g}, "
-                 f"RELAY_STORE_MAX_TURNS={relay.settings.store_max_turns}")
+    retention = (
+        f"RELAY_STORE_RETENTION_S={relay.settings.store_retention_s:g}, "
+        f"RELAY_STORE_MAX_TURNS={relay.settings.store_max_turns}"
+    )
     if state == "expired":
-        raise ApiError(410, "turn_expired",
-                       f"The spans of this turn are no longer stored: retention ({retention}) "
-                       "dropped them. GET /turns/{turn_id} still has its result.")
+        raise ApiError(
+            410,
+            "turn_expired",
+            f"The spans of this turn are no longer stored: retention ({retention}) "
+            "dropped them. GET /turns/{turn_id} still has its result.",
+        )
     if await relay.turns.get(turn_id) is None:
         raise ApiError(404, "unknown_turn", "There is no such turn.")
-    raise ApiError(410, "turn_expired",
-                   f"The span store holds no spans of this turn: they expired ({retention}) "
-                   "or were never stored. GET /turns/{turn_id} still has its result.")
+    raise ApiError(
+        410,
+        "turn_expired",
+        f"The span store holds no spans of this turn: they expired ({retention}) "
+        "or were never stored. GET /turns/{turn_id} still has its result.",
+    )
 
 
-async def replay_response(relay: RelayParts, request: Request, turn_id: str,
-                          cursor: int, encoder: Any = None) -> Response:
+async def replay_response(
+    relay: RelayParts, request: Request, turn_id: str, cursor: int, encoder: Any = None
+) -> Response:
     """``GET /turns/{turn_id}/events?source=spans[&speed=S][&max_gap_s=G]``."""
     source = request.query_params.get("source")
     if source != "spans":
-        raise ApiError(400, "invalid_source",
-                       f"source={source!r}: use source=spans (replay from stored spans) or "
-                       "leave it out (the live stream).")
+        raise ApiError(
+            400,
+            "invalid_source",
+            f"source={source!r}: use source=spans (replay from stored spans) or "
+            "leave it out (the live stream).",
+        )
     speed = parse_speed(request.query_params.get("speed"))
     max_gap_s = _max_gap(request.query_params.get("max_gap_s"))
     derived = await load_turn_events(relay, turn_id)
@@ -99,15 +122,25 @@ async def replay_response(relay: RelayParts, request: Request, turn_id: str,
         if derived.failure is not None:
             raise derived.failure  # (a 500, as before the first byte of any replay)
         if cursor > len(events):
-            raise ApiError(400, "invalid_cursor", f"Event {cursor} does not exist in the "
-                           f"replay of this turn (its last event is {len(events)}).")
+            raise ApiError(
+                400,
+                "invalid_cursor",
+                f"Event {cursor} does not exist in the "
+                f"replay of this turn (its last event is {len(events)}).",
+            )
         if events:  # the reader has it all: EventSource, stop
             return Response(status_code=204)
     media = stream_media(request.headers.get("accept"))
     if encoder is None:
         encoder = NDJSONEncoder() if media == NDJSON else SSEEncoder(relay.settings.retry_ms)
-    return replay_stream(derived, encoder, after=cursor, speed=speed,
-                         heartbeat_s=relay.settings.heartbeat_s,
-                         send_timeout_s=relay.settings.send_timeout_s, max_gap_s=max_gap_s,
-                         max_duration_s=relay.settings.server_timeout_s,
-                         closing=relay.closing)
+    return replay_stream(
+        derived,
+        encoder,
+        after=cursor,
+        speed=speed,
+        heartbeat_s=relay.settings.heartbeat_s,
+        send_timeout_s=relay.settings.send_timeout_s,
+        max_gap_s=max_gap_s,
+        max_duration_s=relay.settings.server_timeout_s,
+        closing=relay.closing,
+    )

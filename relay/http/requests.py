@@ -30,15 +30,17 @@ async def read_body(request: Request, limit: int, too_large: Callable[[], Except
 
 async def read_json_object(request: Request, limit: int) -> dict[str, Any]:
     """The body as a JSON object, or a 4xx that says what is wrong with it."""
-    body = await read_body(request, limit, lambda: ApiError(
-        413, "body_too_large", f"The request body is over {limit} bytes."))
+    body = await read_body(
+        request,
+        limit,
+        lambda: ApiError(413, "body_too_large", f"The request body is over {limit} bytes."),
+    )
     if not body:
         raise ApiError(400, "invalid_json", "The request body is empty; send a JSON object.")
     try:
         value = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
-        raise ApiError(400, "invalid_json", f"The request body is not valid JSON: {exc}.") \
-            from None
+        raise ApiError(400, "invalid_json", f"The request body is not valid JSON: {exc}.") from None
     if not isinstance(value, dict):
         raise ApiError(400, "invalid_json", "The request body must be a JSON object.")
     return value
@@ -50,8 +52,9 @@ def parse_cursor(request: Request, after: int | None) -> int:
     if raw is not None:
         raw = raw.strip()
         if not raw.isdigit():
-            raise ApiError(400, "invalid_cursor",
-                           f"Last-Event-ID {raw!r} is not a non-negative event number.")
+            raise ApiError(
+                400, "invalid_cursor", f"Last-Event-ID {raw!r} is not a non-negative event number."
+            )
         return int(raw)
     if after is not None and after < 0:
         raise ApiError(400, "invalid_cursor", "after must be a non-negative event number.")

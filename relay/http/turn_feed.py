@@ -27,9 +27,15 @@ def _frame(type_: str, data: Any) -> bytes:
     return f"event: {type_}\ndata: {dumps(data)}\n\n".encode()
 
 
-def feed_response(feed: TurnFeed, snapshot: Callable[[], Awaitable[list[TurnRecord]]],
-                  accepts: Callable[[TurnRecord], bool], *, heartbeat_s: float,
-                  retry_ms: int, closing: asyncio.Event) -> StreamingResponse:
+def feed_response(
+    feed: TurnFeed,
+    snapshot: Callable[[], Awaitable[list[TurnRecord]]],
+    accepts: Callable[[TurnRecord], bool],
+    *,
+    heartbeat_s: float,
+    retry_ms: int,
+    closing: asyncio.Event,
+) -> StreamingResponse:
     watcher = feed.watch(accepts)  # before the snapshot: a change in between is not lost
 
     async def frames() -> AsyncIterator[bytes]:
@@ -41,8 +47,9 @@ def feed_response(feed: TurnFeed, snapshot: Callable[[], Awaitable[list[TurnReco
                 changed = await watcher.next(heartbeat_s)
                 if watcher.overflowed:
                     watcher.overflowed = False
-                    yield _frame("reset", {"reason": "this reader fell behind; read "
-                                                     "GET /turns again"})
+                    yield _frame(
+                        "reset", {"reason": "this reader fell behind; read GET /turns again"}
+                    )
                     continue
                 if not changed:
                     yield b": hb\n\n"

@@ -64,21 +64,37 @@ async def turn_arrival(relay: RelayParts, turn_id: str, wait_s: float) -> None:
 
 # -- the router ------------------------------------------------------------------------
 
+
 def build_router(relay: RelayParts) -> APIRouter:
     router = APIRouter()
     auth = [Depends(relay.identify)]  # the user (RELAY_AUTH): a turn is only its owner's
 
-    @router.get("/turns/{turn_id}/events", dependencies=auth, tags=["turns"],
-                responses={200: {"description": "The turn's events (SSE, or NDJSON)",
-                                 "content": {SSE: {"schema": {"type": "string"}},
-                                             NDJSON: {"schema": {"type": "string"}}}},
-                           204: {"description": "The reader already has the turn's end "
-                                 "(its terminal event and what follows it): stop "
-                                 "reconnecting"},
-                           **error_responses(400, 401, 404, 410, 422)})
-    async def turn_events(request: Request, turn_id: str,
-                          after: int | None = Query(default=None, ge=0),
-                          wait: float = Query(default=0, ge=0, le=MAX_WAIT_S)) -> Response:
+    @router.get(
+        "/turns/{turn_id}/events",
+        dependencies=auth,
+        tags=["turns"],
+        responses={
+            200: {
+                "description": "The turn's events (SSE, or NDJSON)",
+                "content": {
+                    SSE: {"schema": {"type": "string"}},
+                    NDJSON: {"schema": {"type": "string"}},
+                },
+            },
+            204: {
+                "description": "The reader already has the turn's end "
+                "(its terminal event and what follows it): stop "
+                "reconnecting"
+            },
+            **error_responses(400, 401, 404, 410, 422),
+        },
+    )
+    async def turn_events(
+        request: Request,
+        turn_id: str,
+        after: int | None = Query(default=None, ge=0),
+        wait: float = Query(default=0, ge=0, le=MAX_WAIT_S),
+    ) -> Response:
         user = user_of(request)
         cursor = parse_cursor(request, after)
         agui = agui_query(request)  # ?format=agui: AG-UI 1.0 events (relay/agui.py)
@@ -101,38 +117,47 @@ def build_router(relay: RelayParts) -> APIRouter:
         # (no record: no user's turn, as a user's run records its turn before it starts; a
         # turn received over OTLP that has not settled, say: everyone's)
         if request.query_params.get("source") not in (None, "", "live"):  # ?source=spans
-            return await replay_response(relay, request, turn_id, cursor,
-                                         encoder=AGUIEncoder() if agui else None)
+            return await replay_response(
+                relay, request, turn_id, cursor, encoder=AGUIEncoder() if agui else None
+            )
         media = stream_media(request.headers.get("accept"))
         encoder = AGUIEncoder() if agui else None
         try:  # a turn another instance runs (RELAY_BUS=redis://)
             await relay.bus.lookup(turn_id)
         except BusUnavailable as exc:
-            raise ApiError(503, "bus_unavailable", str(exc),
-                           headers={"Retry-After": "2"}) from None
+            raise ApiError(503, "bus_unavailable", str(exc), headers={"Retry-After": "2"}) from None
         if not relay.bus.has_turn(turn_id):
             if record is None:
-                raise ApiError(404, "unknown_turn",
-                               "There is no such turn. (A turn received over OTLP appears "
-                               "when its first spans have come and settled: ?wait=S waits "
-                               "up to S seconds for it.)")
+                raise ApiError(
+                    404,
+                    "unknown_turn",
+                    "There is no such turn. (A turn received over OTLP appears "
+                    "when its first spans have come and settled: ?wait=S waits "
+                    "up to S seconds for it.)",
+                )
             if record.status != PAUSED:  # over, or died with its process: say how it ended
                 record = await settle_outcome(relay.turns, record, cursor)
                 if outcome_delivered(record, cursor):
                     return Response(status_code=204)  # EventSource: stop reconnecting
-                return relay.streams.outcome(terminal_event(record, cursor), cursor, media,
-                                             encoder=encoder)
+                return relay.streams.outcome(
+                    terminal_event(record, cursor), cursor, media, encoder=encoder
+                )
             relay.bus.open_turn(turn_id, record.last_seq)  # a pause outlived its log
             if cursor < record.last_seq:
-                raise ApiError(410, "cursor_expired",
-                               f"Events up to {record.last_seq} of this turn are no longer "
-                               f"retained; reconnect with Last-Event-ID: {record.last_seq}, "
-                               "or replay them with ?source=spans.")
+                raise ApiError(
+                    410,
+                    "cursor_expired",
+                    f"Events up to {record.last_seq} of this turn are no longer "
+                    f"retained; reconnect with Last-Event-ID: {record.last_seq}, "
+                    "or replay them with ?source=spans.",
+                )
         last = relay.bus.last_seq(turn_id)
         if cursor > last:
-            raise ApiError(400, "invalid_cursor",
-                           f"Event {cursor} does not exist in this turn "
-                           f"(its last event is {last}).")
+            raise ApiError(
+                400,
+                "invalid_cursor",
+                f"Event {cursor} does not exist in this turn (its last event is {last}).",
+            )
         terminal = relay.bus.terminal_seq(turn_id)
         if terminal is not None and cursor >= terminal:
             # the reader has the terminal event: the rest of the log (the answer's
@@ -143,73 +168,116 @@ def build_router(relay: RelayParts) -> APIRouter:
                 return Response(status_code=204)
             return relay.streams.tail(turn_id, cursor, media, encoder=encoder)
         try:
-            return relay.streams.live(turn_id, cursor, media, stop_at=TURN_TERMINAL,
-                                on_disconnect=request.query_params.get("on_disconnect",
-                                                                        "continue"),
-                                encoder=encoder)
+            return relay.streams.live(
+                turn_id,
+                cursor,
+                media,
+                stop_at=TURN_TERMINAL,
+                on_disconnect=request.query_params.get("on_disconnect", "continue"),
+                encoder=encoder,
+            )
         except CursorExpired as exc:
             raise ApiError(410, "cursor_expired", str(exc)) from None
 
-    @router.get("/turns/{turn_id}", dependencies=auth, tags=["turns"],
-                responses=error_responses(401, 404))
+    @router.get(
+        "/turns/{turn_id}", dependencies=auth, tags=["turns"], responses=error_responses(401, 404)
+    )
     async def turn(request: Request, turn_id: str) -> JSONResponse:
         user = user_of(request)
         record = await relay.turns.get(turn_id)  # the id in any spelling of a UUID
         # a client reads the record the moment it has the run's terminal event (a pause):
         # the run's end is written a moment later; wait for it, then read it again
-        if record is not None and record.status == RUNNING \
-                and await relay.runs.settle(record.turn_id):
+        if (
+            record is not None
+            and record.status == RUNNING
+            and await relay.runs.settle(record.turn_id)
+        ):
             record = await relay.turns.get(turn_id)
         return JSONResponse(check_owner(user, record).public())
 
-    @router.get("/turns", dependencies=auth, tags=["turns"],
-                responses={200: {"description": "The turns (JSON); with Accept: "
-                                 "text/event-stream, the list and then each change, live",
-                                 "content": {SSE: {"schema": {"type": "string"}}}},
-                           **error_responses(401, 422)})
-    async def turns(request: Request, thread_id: str | None = None,
-                    limit: int = Query(default=20, ge=1, le=200),
-                    before: float | None = None, graph: str | None = None,
-                    status: str | None = Query(default=None, pattern="^(running|paused|"
-                                               "answered|refused|error|cancelled|"
-                                               "interrupted)$")) -> Response:
+    @router.get(
+        "/turns",
+        dependencies=auth,
+        tags=["turns"],
+        responses={
+            200: {
+                "description": "The turns (JSON); with Accept: "
+                "text/event-stream, the list and then each change, live",
+                "content": {SSE: {"schema": {"type": "string"}}},
+            },
+            **error_responses(401, 422),
+        },
+    )
+    async def turns(
+        request: Request,
+        thread_id: str | None = None,
+        limit: int = Query(default=20, ge=1, le=200),
+        before: float | None = None,
+        graph: str | None = None,
+        status: str | None = Query(
+            default=None, pattern="^(running|paused|answered|refused|error|cancelled|interrupted)$"
+        ),
+    ) -> Response:
         """The turns the asker may see, newest first; with ``Accept: text/event-stream``,
         the same list and then every change of a turn's status, live
         (relay/delivery/turn_feed.py)."""
         user = user_of(request)
 
         def listed() -> Any:
-            return relay.turns.list(thread_id, limit, before, graph=graph or None,
-                                    status=status, user_id=user_key(user))
+            return relay.turns.list(
+                thread_id, limit, before, graph=graph or None, status=status, user_id=user_key(user)
+            )
 
         if SSE in (request.headers.get("accept") or ""):
+
             def accepts(record: TurnRecord) -> bool:
-                return (may_see(user, record)
-                        and (thread_id is None or record.thread_key == id_key(thread_id))
-                        and (not graph or record.graph == graph)
-                        and (status is None or record.status == status))
+                return (
+                    may_see(user, record)
+                    and (thread_id is None or record.thread_key == id_key(thread_id))
+                    and (not graph or record.graph == graph)
+                    and (status is None or record.status == status)
+                )
 
-            return feed_response(relay.feed, listed, accepts,
-                                 heartbeat_s=relay.settings.heartbeat_s,
-                                 retry_ms=relay.settings.retry_ms, closing=relay.closing)
+            return feed_response(
+                relay.feed,
+                listed,
+                accepts,
+                heartbeat_s=relay.settings.heartbeat_s,
+                retry_ms=relay.settings.retry_ms,
+                closing=relay.closing,
+            )
         records = await listed()
-        return JSONResponse({"turns": [r.public() for r in records],
-                             # the next page: ?before=next_before (None on the last page)
-                             "next_before": records[-1].started_at
-                             if len(records) == limit else None})
+        return JSONResponse(
+            {
+                "turns": [r.public() for r in records],
+                # the next page: ?before=next_before (None on the last page)
+                "next_before": records[-1].started_at if len(records) == limit else None,
+            }
+        )
 
-    @router.post("/imports", dependencies=auth, tags=["turns"],
-                 openapi_extra={"requestBody": {"required": True, "content": {
-                     "application/json": {"schema": {"type": "object", "minProperties": 1}}}}},
-                 responses=error_responses(400, 401, 413, 422))
+    @router.post(
+        "/imports",
+        dependencies=auth,
+        tags=["turns"],
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"type": "object", "minProperties": 1}}},
+            }
+        },
+        responses=error_responses(400, 401, 413, 422),
+    )
     async def imports(request: Request) -> JSONResponse:
         """A trace file (OTLP JSON, Jaeger v2 API, Jaeger UI JSON) -> stored, replayable
         turns (relay/imports.py), the importer's."""
         return await import_response(relay, request, user_key(user_of(request)))
 
-    @router.post("/turns/{turn_id}/cancel", dependencies=auth, tags=["turns"],
-                 responses={202: {"description": "Cancelling"},
-                            **error_responses(401, 404)})
+    @router.post(
+        "/turns/{turn_id}/cancel",
+        dependencies=auth,
+        tags=["turns"],
+        responses={202: {"description": "Cancelling"}, **error_responses(401, 404)},
+    )
     async def cancel(request: Request, turn_id: str) -> JSONResponse:
         record = check_owner(user_of(request), await relay.turns.get(turn_id))
         cancelled = relay.runs.cancel(record.turn_id)
@@ -218,20 +286,38 @@ def build_router(relay: RelayParts) -> APIRouter:
                 own = 1 if relay.cancels.listening.is_set() else 0  # hears itself too
                 cancelled = await relay.cancels.request(record.turn_id) > own
             except BusUnavailable as exc:
-                raise ApiError(503, "bus_unavailable", str(exc),
-                               headers={"Retry-After": "2"}) from None
+                raise ApiError(
+                    503, "bus_unavailable", str(exc), headers={"Retry-After": "2"}
+                ) from None
         status = "cancelling" if cancelled else record.status
-        return JSONResponse({"turn_id": record.turn_id, "cancelled": cancelled,
-                             "status": status},
-                            status_code=202 if cancelled else 200)
+        return JSONResponse(
+            {"turn_id": record.turn_id, "cancelled": cancelled, "status": status},
+            status_code=202 if cancelled else 200,
+        )
 
-    @router.post("/messages/{message_id}/feedback", dependencies=auth, tags=["turns"],
-                 openapi_extra={"requestBody": {"required": True, "content": {
-                     "application/json": {"schema": {
-                         "type": "object", "required": ["rating"],
-                         "properties": {"rating": {"enum": ["up", "down"]},
-                                        "comment": {"type": "string", "maxLength": 2000}}}}}}},
-                 responses=error_responses(400, 401, 404, 413, 422))
+    @router.post(
+        "/messages/{message_id}/feedback",
+        dependencies=auth,
+        tags=["turns"],
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "required": ["rating"],
+                            "properties": {
+                                "rating": {"enum": ["up", "down"]},
+                                "comment": {"type": "string", "maxLength": 2000},
+                            },
+                        }
+                    }
+                },
+            }
+        },
+        responses=error_responses(400, 401, 404, 413, 422),
+    )
     async def feedback(request: Request, message_id: str) -> JSONResponse:
         """Thumbs up or down on a saved answer (the id of its ``message_saved`` event), by
         the user whose turn it answered."""
@@ -239,10 +325,11 @@ def build_router(relay: RelayParts) -> APIRouter:
         body = await read_json_object(request, relay.settings.max_body_bytes)
         rating, comment = body.get("rating"), body.get("comment")
         if rating not in RATINGS:
-            raise ApiError(422, "invalid_rating", "'rating' must be \"up\" or \"down\".")
+            raise ApiError(422, "invalid_rating", '\'rating\' must be "up" or "down".')
         if comment is not None and (not isinstance(comment, str) or len(comment) > 2000):
-            raise ApiError(422, "invalid_comment",
-                           "'comment' must be a string of at most 2000 characters.")
+            raise ApiError(
+                422, "invalid_comment", "'comment' must be a string of at most 2000 characters."
+            )
         if user is not None:  # whose answer it is: its turn's user
             message = await relay.messages.get(message_id)
             record = await relay.turns.get(message.turn_id) if message is not None else None
@@ -251,8 +338,7 @@ def build_router(relay: RelayParts) -> APIRouter:
             raise ApiError(404, "unknown_message", "There is no such message.")
         return JSONResponse({"message_id": message_id, "rating": rating})
 
-    @router.get("/graph", dependencies=auth, tags=["graph"],
-                responses=error_responses(401, 404))
+    @router.get("/graph", dependencies=auth, tags=["graph"], responses=error_responses(401, 404))
     async def graph() -> JSONResponse:
         if relay.topology is None:
             raise ApiError(404, "no_graph", "This relay serves no graph of its own.")
@@ -262,16 +348,23 @@ def build_router(relay: RelayParts) -> APIRouter:
 
     @router.get("/config", tags=["ui"])
     async def config() -> JSONResponse:
-        return JSONResponse({"trace_url": relay.settings.trace_url,
-                             # the SPA asks for a bearer token (the shared one, or a JWT)
-                             "auth": relay.settings.auth,
-                             "auth_required": relay.settings.auth in ("token", "jwt")})
+        return JSONResponse(
+            {
+                "trace_url": relay.settings.trace_url,
+                # the SPA asks for a bearer token (the shared one, or a JWT)
+                "auth": relay.settings.auth,
+                "auth_required": relay.settings.auth in ("token", "jwt"),
+            }
+        )
 
     @router.get("/healthz", tags=["ops"])
     async def healthz() -> JSONResponse:
         worker = relay.settings.worker  # serve --workers N: which one answered
-        return JSONResponse({"status": "ok"} if worker is None else
-                            {"status": "ok", "worker": worker, "pid": os.getpid()})
+        return JSONResponse(
+            {"status": "ok"}
+            if worker is None
+            else {"status": "ok", "worker": worker, "pid": os.getpid()}
+        )
 
     @router.get("/readyz", tags=["ops"], responses={503: {"description": "Not ready"}})
     async def readyz() -> JSONResponse:
@@ -283,6 +376,7 @@ def build_router(relay: RelayParts) -> APIRouter:
     # POST /v1/traces (RELAY_OTLP_HTTP): the receiver keeps its own credential
     add_receiver_routes(router, relay, [Depends(relay.require_token)])
     if relay.metrics.enabled:
+
         @router.get("/metrics", tags=["ops"], include_in_schema=False)
         async def metrics() -> Response:
             from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest

@@ -36,19 +36,25 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         if self._token is not None:
             header = dict(context.invocation_metadata()).get("authorization", "")
             scheme, _, given = str(header).partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
-                                                                      self._token):
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                                    "This receiver needs 'authorization: Bearer <token>' "
-                                    "metadata (RELAY_API_TOKEN).")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                given.strip().encode(), self._token
+            ):
+                await context.abort(
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    "This receiver needs 'authorization: Bearer <token>' "
+                    "metadata (RELAY_API_TOKEN).",
+                )
         problem = receiver.unavailable()
         if problem is not None:
-            await context.abort(grpc.StatusCode.UNAVAILABLE,
-                                f"The relay cannot take spans now: {problem}.")
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE, f"The relay cannot take spans now: {problem}."
+            )
         decoded = from_request(request)
         if receiver.busy(len(decoded.records)):
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                "The relay is storing spans more slowly than they arrive.")
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "The relay is storing spans more slowly than they arrive.",
+            )
         receiver.stats["rejected"] += decoded.rejected
         events = receiver.accept(decoded.records)
         if events:
@@ -64,8 +70,9 @@ class GrpcReceiver:
     """The OTLP/gRPC server (``RELAY_OTLP_GRPC``) in front of ``receiver``: bodies up to
     ``max_bytes``, ``authorization: Bearer <api_token>`` metadata when a token is set."""
 
-    def __init__(self, receiver: OTLPReceiver, address: str, *, max_bytes: int,
-                 api_token: str | None) -> None:
+    def __init__(
+        self, receiver: OTLPReceiver, address: str, *, max_bytes: int, api_token: str | None
+    ) -> None:
         self.receiver = receiver
         self.max_bytes = max_bytes
         self.api_token = api_token
@@ -75,10 +82,12 @@ class GrpcReceiver:
 
     async def start(self) -> None:
         limit = self.max_bytes
-        server = aio.server(options=[("grpc.max_receive_message_length", limit),
-                                     ("grpc.so_reuseport", 0)])
+        server = aio.server(
+            options=[("grpc.max_receive_message_length", limit), ("grpc.so_reuseport", 0)]
+        )
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(
-            _TraceService(self.receiver, self.api_token), server)
+            _TraceService(self.receiver, self.api_token), server
+        )
         port = server.add_insecure_port(self.address)
         if not port:
             raise RuntimeError(f"RELAY_OTLP_GRPC={self.address}: cannot listen there")

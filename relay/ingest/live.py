@@ -61,8 +61,9 @@ def _sdk_span_types() -> frozenset[type]:
     tests/unit/test_live_record.py against the pinned SDK."""
     readers = ("name", "context", "parent", "start_time", "end_time", "status")
     classes: list[type] = [ReadableSpan, Span, *Span.__subclasses__()]
-    return frozenset(cls for cls in classes
-                     if all(getattr(cls, r) is getattr(ReadableSpan, r) for r in readers))
+    return frozenset(
+        cls for cls in classes if all(getattr(cls, r) is getattr(ReadableSpan, r) for r in readers)
+    )
 
 
 #: read-only, fixed when the module is imported (see :func:`_sdk_span_types`)
@@ -91,9 +92,14 @@ def live_record(span: ReadableSpan, ended: bool, ids: HexIds | None = None) -> S
             spans.clear()
         span_id = spans[span_int] = span_int.to_bytes(8, "big").hex()
     record = SpanRecord(
-        ids.traces.get(ctx[0]) or ids.trace(ctx[0]), span_id,
+        ids.traces.get(ctx[0]) or ids.trace(ctx[0]),
+        span_id,
         None if parent is None else spans.get(parent[1]) or parent[1].to_bytes(8, "big").hex(),
-        sdk._name, sdk._start_time or 0, None, inner if ended else inner.copy())
+        sdk._name,
+        sdk._start_time or 0,
+        None,
+        inner if ended else inner.copy(),
+    )
     if ended:
         record.end_ns = sdk._end_time or record.start_ns
         status = sdk._status
@@ -120,10 +126,20 @@ def _public_record(span: ReadableSpan, ended: bool, ids: HexIds | None) -> SpanR
             span_id = ids.spans.pop(ctx.span_id, None) or ctx.span_id.to_bytes(8, "big").hex()
         else:
             span_id = ids.spans.get(ctx.span_id) or ids.span(ctx.span_id)
-        parent_id = (ids.spans.get(parent.span_id)
-                     or parent.span_id.to_bytes(8, "big").hex()) if parent else None
-    record = SpanRecord(trace_id, span_id, parent_id, span.name, span.start_time or 0, None,
-                        _attribute_dict(span, ended))
+        parent_id = (
+            (ids.spans.get(parent.span_id) or parent.span_id.to_bytes(8, "big").hex())
+            if parent
+            else None
+        )
+    record = SpanRecord(
+        trace_id,
+        span_id,
+        parent_id,
+        span.name,
+        span.start_time or 0,
+        None,
+        _attribute_dict(span, ended),
+    )
     if ended:
         record.end_ns = span.end_time or span.start_time or 0
         status = span.status
@@ -137,8 +153,10 @@ def _public_record(span: ReadableSpan, ended: bool, ids: HexIds | None) -> SpanR
 
 
 def _events_of(span: ReadableSpan) -> list[dict[str, Any]]:
-    return [{"name": e.name, "time_ns": e.timestamp, "attributes": dict(e.attributes or {})}
-            for e in span.events]
+    return [
+        {"name": e.name, "time_ns": e.timestamp, "attributes": dict(e.attributes or {})}
+        for e in span.events
+    ]
 
 
 def _has_events(span: ReadableSpan) -> bool:

@@ -62,13 +62,15 @@ class Decoded:
 
 # -- protobuf ------------------------------------------------------------------------------
 
+
 def decode_protobuf(body: bytes) -> Decoded:
     request = ExportTraceServiceRequest()
     try:
         request.ParseFromString(body)
     except Exception as exc:  # google.protobuf.message.DecodeError and friends
-        raise PayloadError(f"the body is not an OTLP ExportTraceServiceRequest "
-                           f"(protobuf): {exc}") from None
+        raise PayloadError(
+            f"the body is not an OTLP ExportTraceServiceRequest (protobuf): {exc}"
+        ) from None
     return from_request(request)
 
 
@@ -99,8 +101,7 @@ def _pb_problem(span: Any) -> str | None:
 
 
 def _pb_span(span: Any, resource: dict[str, Any]) -> SpanRecord:
-    parent = span.parent_span_id.hex() if span.parent_span_id and any(span.parent_span_id) \
-        else None
+    parent = span.parent_span_id.hex() if span.parent_span_id and any(span.parent_span_id) else None
     start = span.start_time_unix_nano
     end = span.end_time_unix_nano or start
     events, links = span.events, span.links
@@ -115,11 +116,26 @@ def _pb_span(span: Any, resource: dict[str, Any]) -> SpanRecord:
         status=_STATUS.get(span.status.code, "unset"),
         status_message=span.status.message,
         kind=_KINDS.get(span.kind, "internal"),
-        events=[{"name": e.name, "time_ns": e.time_unix_nano,
-                 "attributes": _pb_attributes(e.attributes)} for e in events] if events else [],
-        links=[{"trace_id": link.trace_id.hex(), "span_id": link.span_id.hex(),
-                "attributes": _pb_attributes(link.attributes)} for link in links]
-        if links else [],
+        events=[
+            {
+                "name": e.name,
+                "time_ns": e.time_unix_nano,
+                "attributes": _pb_attributes(e.attributes),
+            }
+            for e in events
+        ]
+        if events
+        else [],
+        links=[
+            {
+                "trace_id": link.trace_id.hex(),
+                "span_id": link.span_id.hex(),
+                "attributes": _pb_attributes(link.attributes),
+            }
+            for link in links
+        ]
+        if links
+        else [],
         resource=resource,
     )
 
@@ -153,7 +169,7 @@ def decode_json(body: bytes) -> Decoded:
     except (UnicodeDecodeError, ValueError) as exc:
         raise PayloadError(f"the body is not JSON: {exc}") from None
     if not isinstance(doc, dict):
-        raise PayloadError("the body is not an OTLP/JSON object ({\"resourceSpans\": [...]})")
+        raise PayloadError('the body is not an OTLP/JSON object ({"resourceSpans": [...]})')
     out = Decoded()
     for _, span, resource in json_spans(doc):
         try:
@@ -167,24 +183,30 @@ def json_spans(doc: Mapping[str, Any]) -> Iterator[tuple[Where, Any, dict[str, A
     """Every span object of an OTLP/JSON document (``{"resourceSpans": [...]}``), with where
     it is and its resource's attributes. :class:`PayloadError` (with its ``where``) for a
     structure that cannot be read; the spans themselves are read by :func:`json_span`."""
-    for ri, rs in enumerate(_list(_get(doc, "resourceSpans", "resource_spans"),
-                                  "resourceSpans", "")):
+    for ri, rs in enumerate(
+        _list(_get(doc, "resourceSpans", "resource_spans"), "resourceSpans", "")
+    ):
         if not isinstance(rs, dict):
-            raise PayloadError("resourceSpans holds something that is not an object",
-                               f"resourceSpans[{ri}]")
+            raise PayloadError(
+                "resourceSpans holds something that is not an object", f"resourceSpans[{ri}]"
+            )
         resource_obj = rs.get("resource") or {}
         try:
-            resource = _json_attributes(resource_obj.get("attributes")
-                                        if isinstance(resource_obj, dict) else None)
+            resource = _json_attributes(
+                resource_obj.get("attributes") if isinstance(resource_obj, dict) else None
+            )
         except SpanRejected as exc:
             raise PayloadError(f"the resource's {exc}", f"resourceSpans[{ri}]") from None
         scopes = _get(rs, "scopeSpans", "scope_spans", rs.get("instrumentationLibrarySpans"))
         for si, ss in enumerate(_list(scopes, "scopeSpans", f"resourceSpans[{ri}]")):
             if not isinstance(ss, dict):
-                raise PayloadError("scopeSpans holds something that is not an object",
-                                   f"resourceSpans[{ri}] scopeSpans[{si}]")
-            for pi, span in enumerate(_list(ss.get("spans"), "spans",
-                                            f"resourceSpans[{ri}] scopeSpans[{si}]")):
+                raise PayloadError(
+                    "scopeSpans holds something that is not an object",
+                    f"resourceSpans[{ri}] scopeSpans[{si}]",
+                )
+            for pi, span in enumerate(
+                _list(ss.get("spans"), "spans", f"resourceSpans[{ri}] scopeSpans[{si}]")
+            ):
                 yield (ri, si, pi), span, resource
 
 
@@ -223,17 +245,24 @@ def json_span(span: Any, resource: dict[str, Any]) -> SpanRecord:
     for link in _items(span, "links"):
         if not isinstance(link, dict):
             raise SpanRejected("a span link is not an object")
-        links.append({"trace_id": hex_id(_get(link, "traceId", "trace_id"), 32, "links.traceId"),
-                      "span_id": hex_id(_get(link, "spanId", "span_id"), 16, "links.spanId"),
-                      "attributes": _json_attributes(link.get("attributes"))})
+        links.append(
+            {
+                "trace_id": hex_id(_get(link, "traceId", "trace_id"), 32, "links.traceId"),
+                "span_id": hex_id(_get(link, "spanId", "span_id"), 16, "links.spanId"),
+                "attributes": _json_attributes(link.get("attributes")),
+            }
+        )
     events = []
     for event in _items(span, "events"):
         if not isinstance(event, dict):
             raise SpanRejected("a span event is not an object")
-        events.append({"name": str(event.get("name", "")),
-                       "time_ns": _nanos(_get(event, "timeUnixNano", "time_unix_nano"),
-                                         "timeUnixNano"),
-                       "attributes": _json_attributes(event.get("attributes"))})
+        events.append(
+            {
+                "name": str(event.get("name", "")),
+                "time_ns": _nanos(_get(event, "timeUnixNano", "time_unix_nano"), "timeUnixNano"),
+                "attributes": _json_attributes(event.get("attributes")),
+            }
+        )
     return SpanRecord(
         trace_id=trace_id,
         span_id=span_id,
@@ -270,8 +299,11 @@ def hex_id(value: Any, length: int, name: str) -> str:
     if not isinstance(value, str) or not value:
         raise SpanRejected(f"a span's {name} is missing")
     if len(value) != length or not _HEX.fullmatch(value):
-        hint = " (it looks like base64: OTLP/JSON ids are hex)" \
-            if _BASE64.fullmatch(value) and not _HEX.fullmatch(value) else ""
+        hint = (
+            " (it looks like base64: OTLP/JSON ids are hex)"
+            if _BASE64.fullmatch(value) and not _HEX.fullmatch(value)
+            else ""
+        )
         raise SpanRejected(f"a span's {name} {_show(value)} is not {length} hex digits{hint}")
     if not value.strip("0"):
         raise SpanRejected(f"a span's {name} is all zeros")
@@ -346,8 +378,11 @@ def _json_value(value: Any) -> Any:
     if kind in ("arrayValue", "array_value"):
         return tuple(_json_value(x) for x in _values(v, kind))
     if kind in ("kvlistValue", "kvlist_value"):
-        return {kv["key"]: _json_value(kv.get("value") or {})
-                for kv in _values(v, kind) if isinstance(kv, dict) and "key" in kv}
+        return {
+            kv["key"]: _json_value(kv.get("value") or {})
+            for kv in _values(v, kind)
+            if isinstance(kv, dict) and "key" in kv
+        }
     if kind in ("bytesValue", "bytes_value"):
         try:
             return base64.b64decode(v, validate=True)
@@ -368,11 +403,13 @@ def _values(v: Any, kind: str) -> list[Any]:
 
 # -- answers -------------------------------------------------------------------------------
 
+
 def response_json(rejected: int, reason: str) -> bytes:
     if not rejected:
         return b"{}"
-    return json.dumps({"partialSuccess": {"rejectedSpans": str(rejected),
-                                          "errorMessage": reason}}).encode()
+    return json.dumps(
+        {"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": reason}}
+    ).encode()
 
 
 def response_protobuf(rejected: int, reason: str) -> bytes:

@@ -77,10 +77,16 @@ class RelaySpanProcessor(SpanProcessor):
         # mode (its checks are call_soon's); any other loop gets call_soon. The drain runs
         # in a context of its own, never in the agent's that happened to end a span.
         ready = getattr(loop, "_ready", None)
-        fast = isinstance(loop, asyncio.BaseEventLoop) and type(ready) is deque \
+        fast = (
+            isinstance(loop, asyncio.BaseEventLoop)
+            and type(ready) is deque
             and not loop.get_debug()
-        self._ready = partial(ready.append, asyncio.Handle(self._drain, (), loop, self._context)) \
-            if fast and ready is not None else None
+        )
+        self._ready = (
+            partial(ready.append, asyncio.Handle(self._drain, (), loop, self._context))
+            if fast and ready is not None
+            else None
+        )
 
     def unbind(self) -> None:
         self.flush()
@@ -114,8 +120,9 @@ class RelaySpanProcessor(SpanProcessor):
         except Exception:
             self.failures += 1
 
-    def add_event(self, span: Span, name: str,
-                  attributes: Mapping[str, AttributeValue] | None = None) -> None:
+    def add_event(
+        self, span: Span, name: str, attributes: Mapping[str, AttributeValue] | None = None
+    ) -> None:
         """Record a span event and hand it to the relay, in one call.
 
         A span processor never sees ``span.add_event``; what the UI must see while the
@@ -125,8 +132,11 @@ class RelaySpanProcessor(SpanProcessor):
         try:
             timestamp = time.time_ns()
             span.add_event(name, attributes, timestamp=timestamp)
-            self._enqueue(span, EVENT, {"name": name, "time_ns": timestamp,
-                                        "attributes": dict(attributes or {})})
+            self._enqueue(
+                span,
+                EVENT,
+                {"name": name, "time_ns": timestamp, "attributes": dict(attributes or {})},
+            )
         except Exception:
             self.failures += 1
 
@@ -171,8 +181,13 @@ class RelaySpanProcessor(SpanProcessor):
         self._scheduled = False  # before draining: a span appended from now on reschedules
         # publish inside feed's try: a bus that raises costs that span, never the drain
         pending = self._pending
-        feed(self.state, islice(iter(pending.popleft, None), len(pending)), self._publish,
-             read=self._read, on_failure=self._failed)
+        feed(
+            self.state,
+            islice(iter(pending.popleft, None), len(pending)),
+            self._publish,
+            read=self._read,
+            on_failure=self._failed,
+        )
 
     def _failed(self, span: ReadableSpan, exc: Exception) -> None:
         """A phase that could not be mapped or published: counted and logged, and the

@@ -88,12 +88,22 @@ class _Window:
 
 
 class OTLPReceiver:
-    def __init__(self, bus: Bus, turns: TurnStore, store: SpanStore,
-                 running: Callable[[str], bool], *, pending_spans: int = 10_000,
-                 pending_s: float = 600.0, dedup_spans: int = 200_000,
-                 store_backlog: int = 50_000, max_turns: int = 10_000,
-                 root_wait_s: float = 10.0, settle_s: float = 0.25,
-                 resume_route: Callable[[str], str | None] | None = None) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        turns: TurnStore,
+        store: SpanStore,
+        running: Callable[[str], bool],
+        *,
+        pending_spans: int = 10_000,
+        pending_s: float = 600.0,
+        dedup_spans: int = 200_000,
+        store_backlog: int = 50_000,
+        max_turns: int = 10_000,
+        root_wait_s: float = 10.0,
+        settle_s: float = 0.25,
+        resume_route: Callable[[str], str | None] | None = None,
+    ) -> None:
         self.bus = bus
         self.turns = turns
         self.store = store
@@ -118,9 +128,18 @@ class OTLPReceiver:
         self._sweeper: asyncio.Task[None] | None = None
         self._owned: OrderedDict[str, None] = OrderedDict()  # turns published from here
         self._ignored: OrderedDict[str, None] = OrderedDict()  # traces of turns run here
-        self.stats = {"received": 0, "accepted": 0, "duplicates": 0, "rejected": 0,
-                      "expired": 0, "events": 0, "stored": 0, "store_failures": 0,
-                      "mapping_failures": 0, "late": 0}
+        self.stats = {
+            "received": 0,
+            "accepted": 0,
+            "duplicates": 0,
+            "rejected": 0,
+            "expired": 0,
+            "events": 0,
+            "stored": 0,
+            "store_failures": 0,
+            "mapping_failures": 0,
+            "late": 0,
+        }
         self._writer = StoreWriter(store, store_backlog, self.stats)
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -183,8 +202,9 @@ class OTLPReceiver:
         for record in fresh:
             if c.START_OF in record.attributes:  # a marker after its span: nothing to add
                 started = str(record.attributes[c.START_OF]).lower()
-                if record.trace_id + started in self._seen and \
-                        not any(r.span_id == started for r in fresh):
+                if record.trace_id + started in self._seen and not any(
+                    r.span_id == started for r in fresh
+                ):
                     continue
             by_trace.setdefault(record.trace_id, []).append(record)
         if self.settle_s <= 0:
@@ -215,16 +235,19 @@ class OTLPReceiver:
                     window.expected = count
         if window.root_at is not None:  # the root is in: each arrival gives the rest a
             # window more, up to ROOT_WINDOWS windows after the root
-            window.deadline = max(window.deadline, min(now + self.settle_s,
-                                  window.root_at + ROOT_WINDOWS * self.settle_s))
+            window.deadline = max(
+                window.deadline,
+                min(now + self.settle_s, window.root_at + ROOT_WINDOWS * self.settle_s),
+            )
         if window.expected is not None and received >= window.expected:
             self._flush(trace_id)
             return
         if window.timer is not None:
             window.timer.cancel()
         loop = asyncio.get_running_loop()
-        window.timer = loop.call_at(loop.time() + max(0.0, window.deadline - now),
-                                    self._flush, trace_id)
+        window.timer = loop.call_at(
+            loop.time() + max(0.0, window.deadline - now), self._flush, trace_id
+        )
 
     def _flush(self, trace_id: str) -> None:
         """A window is over: its spans are mapped and published, their records kept."""
@@ -237,8 +260,11 @@ class OTLPReceiver:
             published = self._publish(self._take({trace_id: window.spans}) + self.sweep())
         except Exception:  # a timer's callback: nobody above it to answer (they are stored)
             self.stats["mapping_failures"] += len(window.spans)
-            log.exception("relay: publishing %d received span(s) of trace %s failed",
-                          len(window.spans), trace_id)
+            log.exception(
+                "relay: publishing %d received span(s) of trace %s failed",
+                len(window.spans),
+                trace_id,
+            )
             return
         self._records.put(published)
 
@@ -253,9 +279,13 @@ class OTLPReceiver:
                 late = [s for s in spans if s.attributes.get(c.OPERATION) != c.OP_SAVE_MESSAGE]
                 if late:
                     self.stats["late"] += len(late)
-                    log.warning("relay: %d span(s) of trace %s arrived after its run ended "
-                                "(stored, not streamed): raise RELAY_OTLP_SETTLE_MS, or "
-                                "export sooner", len(late), trace_id)
+                    log.warning(
+                        "relay: %d span(s) of trace %s arrived after its run ended "
+                        "(stored, not streamed): raise RELAY_OTLP_SETTLE_MS, or "
+                        "export sooner",
+                        len(late),
+                        trace_id,
+                    )
                 if trace_id in self.state.ended:
                     continue
             if trace_id in self.state.runs:
@@ -327,8 +357,10 @@ class OTLPReceiver:
         for trace_id, (since, record) in list(self._deferred.items()):
             if now - since >= self.root_wait_s:
                 del self._deferred[trace_id]
-                log.warning("relay: run of trace %s ends without spans it announced "
-                            "(never received)", trace_id)
+                log.warning(
+                    "relay: run of trace %s ends without spans it announced (never received)",
+                    trace_id,
+                )
                 events += self._mapped([(record, END, None)])
         self._index_noted()
         while self._pending:
@@ -338,9 +370,12 @@ class OTLPReceiver:
             del self._pending[trace_id]
             self._pending_count -= len(pending.spans)
             self.stats["expired"] += len(pending.spans)
-            log.info("relay: %d received span(s) of trace %s never met a run root; "
-                     "dropped from the live path (they are stored)", len(pending.spans),
-                     trace_id)
+            log.info(
+                "relay: %d received span(s) of trace %s never met a run root; "
+                "dropped from the live path (they are stored)",
+                len(pending.spans),
+                trace_id,
+            )
         return events
 
     def _publish(self, events: list[Event]) -> list[Event]:
@@ -351,8 +386,11 @@ class OTLPReceiver:
                 continue
             if event.type == ev.GRAPH_TOPOLOGY and event.turn_id not in self._owned:
                 if self.running(event.turn_id) or bus.has_turn(event.turn_id):
-                    log.warning("relay: received spans of turn %s, which this relay runs "
-                                "itself; not published twice", event.turn_id)
+                    log.warning(
+                        "relay: received spans of turn %s, which this relay runs "
+                        "itself; not published twice",
+                        event.turn_id,
+                    )
                     bounded_add(self._ignored, event.trace_id, self.max_turns)
                     continue
                 bounded_add(self._owned, event.turn_id, self.max_turns)
@@ -366,5 +404,4 @@ class OTLPReceiver:
 
     async def remember(self, events: Sequence[Event]) -> None:
         """Keep GET /turns/{id} in step with received turns."""
-        await record_received_events(self.turns, events, self._noted.messages,
-                                     self._noted.users)
+        await record_received_events(self.turns, events, self._noted.messages, self._noted.users)

@@ -27,8 +27,7 @@ STORE_BATCH = 2000
 
 
 class StoreWriter:
-    def __init__(self, store: SpanStore, backlog: int,
-                 stats: MutableMapping[str, int]) -> None:
+    def __init__(self, store: SpanStore, backlog: int, stats: MutableMapping[str, int]) -> None:
         self.store = store
         self.backlog = backlog
         self.stats = stats  # "stored", "store_failures"
@@ -91,8 +90,7 @@ class StoreWriter:
                     self.stats["store_failures"] += len(runs)
                     log.exception("relay: could not index %d received run(s)", len(runs))
             while self._spans:
-                batch = [self._spans.popleft()
-                         for _ in range(min(STORE_BATCH, len(self._spans)))]
+                batch = [self._spans.popleft() for _ in range(min(STORE_BATCH, len(self._spans)))]
                 self._writing = len(batch)
                 try:
                     await asyncio.to_thread(store.write, batch)

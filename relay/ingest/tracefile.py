@@ -37,9 +37,18 @@ JAEGER_V2 = "jaeger_v2"
 JAEGER_UI = "jaeger_ui"
 
 #: tags Jaeger adds when it stores an OpenTelemetry span; kind and status come back out
-_JAEGER_SPECIAL = {"span.kind", "otel.status_code", "otel.status_description", "error",
-                   "otel.scope.name", "otel.scope.version", "otel.library.name",
-                   "otel.library.version", "internal.span.format", "w3c.tracestate"}
+_JAEGER_SPECIAL = {
+    "span.kind",
+    "otel.status_code",
+    "otel.status_description",
+    "error",
+    "otel.scope.name",
+    "otel.scope.version",
+    "otel.library.name",
+    "otel.library.version",
+    "internal.span.format",
+    "w3c.tracestate",
+}
 
 
 class TraceFileError(ValueError):
@@ -53,19 +62,22 @@ class TraceFileError(ValueError):
 
 # -- the file ---------------------------------------------------------------------------
 
+
 def parse_trace_file(data: bytes | str) -> tuple[str, list[SpanRecord]]:
     """``(format, spans)`` of a whole trace file; :class:`TraceFileError` otherwise."""
     if isinstance(data, bytes):
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise TraceFileError("not_json", f"The file is not UTF-8 text (byte "
-                                 f"{exc.start}): send OTLP JSON or Jaeger JSON.", 400) from None
+            raise TraceFileError(
+                "not_json",
+                f"The file is not UTF-8 text (byte {exc.start}): send OTLP JSON or Jaeger JSON.",
+                400,
+            ) from None
     else:
         text = data
     if not text.strip():
-        raise TraceFileError("empty_file", "The file is empty: send OTLP JSON or Jaeger JSON.",
-                             400)
+        raise TraceFileError("empty_file", "The file is empty: send OTLP JSON or Jaeger JSON.", 400)
     formats: set[str] = set()
     records: list[SpanRecord] = []
     for n, doc in _documents(text):
@@ -73,8 +85,9 @@ def parse_trace_file(data: bytes | str) -> tuple[str, list[SpanRecord]]:
         formats.add(fmt)
         records.extend(spans)
     if len(formats) > 1:
-        raise TraceFileError("mixed_formats", "The file mixes formats ("
-                             f"{', '.join(sorted(formats))}); send one.")
+        raise TraceFileError(
+            "mixed_formats", f"The file mixes formats ({', '.join(sorted(formats))}); send one."
+        )
     if not records:
         raise TraceFileError("no_spans", "The file holds no spans.")
     _check_unique(records)
@@ -105,10 +118,16 @@ def _documents(text: str) -> Iterator[tuple[int, Any]]:
 def _json_error(exc: json.JSONDecodeError, text: str, line: int | None) -> TraceFileError:
     where = f"line {line}" if line is not None else f"line {exc.lineno} column {exc.colno}"
     if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
-        return TraceFileError("truncated_file", f"The file is truncated: its JSON ends "
-                              f"early ({where}: {exc.msg}).", 400)
-    return TraceFileError("not_json", f"The file is not JSON ({where}: {exc.msg}); send "
-                          "OTLP JSON or Jaeger JSON.", 400)
+        return TraceFileError(
+            "truncated_file",
+            f"The file is truncated: its JSON ends early ({where}: {exc.msg}).",
+            400,
+        )
+    return TraceFileError(
+        "not_json",
+        f"The file is not JSON ({where}: {exc.msg}); send OTLP JSON or Jaeger JSON.",
+        400,
+    )
 
 
 def _parse_document(doc: Any, n: int) -> tuple[str, list[SpanRecord]]:
@@ -118,19 +137,27 @@ def _parse_document(doc: Any, n: int) -> tuple[str, list[SpanRecord]]:
         if "result" in doc:
             result = doc["result"]
             if not isinstance(result, dict) or "resourceSpans" not in result:
-                raise TraceFileError("unknown_format", f"document {n}: 'result' holds no "
-                                     "'resourceSpans' (not a Jaeger v2 API answer).")
+                raise TraceFileError(
+                    "unknown_format",
+                    f"document {n}: 'result' holds no "
+                    "'resourceSpans' (not a Jaeger v2 API answer).",
+                )
             return JAEGER_V2, _otlp(result, f"document {n}")
         if "error" in doc and "data" not in doc:
-            raise TraceFileError("unknown_format", f"document {n} is an API error, not "
-                                 f"traces: {str(doc['error'])[:200]}")
+            raise TraceFileError(
+                "unknown_format",
+                f"document {n} is an API error, not traces: {str(doc['error'])[:200]}",
+            )
         data = doc.get("data")
         if isinstance(data, list) and all(isinstance(t, dict) and "spans" in t for t in data):
             return JAEGER_UI, _jaeger_ui(data, f"document {n}")
-    raise TraceFileError("unknown_format", "The file is neither OTLP JSON "
-                         "({\"resourceSpans\": [...]}), a Jaeger v2 API answer "
-                         "({\"result\": {\"resourceSpans\": [...]}}) nor Jaeger UI JSON "
-                         "({\"data\": [{\"spans\": [...]}]}).")
+    raise TraceFileError(
+        "unknown_format",
+        "The file is neither OTLP JSON "
+        '({"resourceSpans": [...]}), a Jaeger v2 API answer '
+        '({"result": {"resourceSpans": [...]}}) nor Jaeger UI JSON '
+        '({"data": [{"spans": [...]}]}).',
+    )
 
 
 def _check_unique(records: list[SpanRecord]) -> None:
@@ -138,12 +165,14 @@ def _check_unique(records: list[SpanRecord]) -> None:
     for r in records:
         key = (r.trace_id, r.span_id)
         if key in seen:
-            raise TraceFileError("duplicate_span", f"span {r.span_id} of trace {r.trace_id} "
-                                 "appears twice.")
+            raise TraceFileError(
+                "duplicate_span", f"span {r.span_id} of trace {r.trace_id} appears twice."
+            )
         seen.add(key)
 
 
 # -- OTLP JSON: relay.ingest.otlp's reader, its errors named by their place in the file --
+
 
 def _otlp(doc: Mapping[str, Any], where: str) -> list[SpanRecord]:
     records = []
@@ -152,8 +181,10 @@ def _otlp(doc: Mapping[str, Any], where: str) -> list[SpanRecord]:
             try:
                 records.append(json_span(span, resource))
             except SpanRejected as exc:
-                raise TraceFileError("invalid_span", f"{where} resourceSpans[{ri}] "
-                                     f"scopeSpans[{si}] spans[{pi}]: {exc}.") from None
+                raise TraceFileError(
+                    "invalid_span",
+                    f"{where} resourceSpans[{ri}] scopeSpans[{si}] spans[{pi}]: {exc}.",
+                ) from None
     except PayloadError as exc:
         place = f"{where} {exc.where}" if exc.where else where
         raise TraceFileError("invalid_span", f"{place}: {exc}.") from None
@@ -162,6 +193,7 @@ def _otlp(doc: Mapping[str, Any], where: str) -> list[SpanRecord]:
 
 # -- Jaeger UI JSON ---------------------------------------------------------------------
 
+
 def _jaeger_ui(traces: list[dict[str, Any]], where: str) -> list[SpanRecord]:
     records = []
     for ti, trace in enumerate(traces):
@@ -169,8 +201,9 @@ def _jaeger_ui(traces: list[dict[str, Any]], where: str) -> list[SpanRecord]:
         processes = trace.get("processes") or {}
         if not isinstance(processes, dict):
             raise TraceFileError("invalid_span", f"{twhere}: processes is not an object.")
-        resources = {pid: _jaeger_process(p, f"{twhere} processes[{pid!r}]")
-                     for pid, p in processes.items()}
+        resources = {
+            pid: _jaeger_process(p, f"{twhere} processes[{pid!r}]") for pid, p in processes.items()
+        }
         for si, span in enumerate(_list(trace, "spans", twhere)):
             records.append(_jaeger_span(span, resources, f"{twhere} spans[{si}]"))
     return records
@@ -198,24 +231,32 @@ def _jaeger_span(span: Any, resources: dict[str, dict[str, Any]], where: str) ->
     for ref in _list(span, "references", where, required=False):
         ref_trace = _hex_id(ref.get("traceID"), 32, "references.traceID", where, pad=True)
         ref_span = _hex_id(ref.get("spanID"), 16, "references.spanID", where, pad=True)
-        if parent is None and ref.get("refType", "CHILD_OF") == "CHILD_OF" \
-                and ref_trace == trace_id:
+        if (
+            parent is None
+            and ref.get("refType", "CHILD_OF") == "CHILD_OF"
+            and ref_trace == trace_id
+        ):
             parent = ref_span
         else:
             links.append({"trace_id": ref_trace, "span_id": ref_span, "attributes": {}})
     tags = _jaeger_tags(span.get("tags"), where)
     kind = str(tags.get("span.kind", "internal")).lower()
     code = str(tags.get("otel.status_code", "")).upper()
-    status = {"OK": "ok", "ERROR": "error"}.get(code, "error" if tags.get("error") is True
-                                                 else "unset")
+    status = {"OK": "ok", "ERROR": "error"}.get(
+        code, "error" if tags.get("error") is True else "unset"
+    )
     message = str(tags.get("otel.status_description", ""))
     events = []
     for log in _list(span, "logs", where, required=False):
         fields = _jaeger_tags(log.get("fields"), where)
         name = str(fields.pop("event", ""))
-        events.append({"name": name,
-                       "time_ns": _int(log.get("timestamp", 0), "logs.timestamp", where) * 1000,
-                       "attributes": fields})
+        events.append(
+            {
+                "name": name,
+                "time_ns": _int(log.get("timestamp", 0), "logs.timestamp", where) * 1000,
+                "attributes": fields,
+            }
+        )
     process_id = span.get("processID")
     resource = dict(resources.get(process_id, {})) if process_id is not None else {}
     if process_id is None and isinstance(span.get("process"), dict):
@@ -230,7 +271,8 @@ def _jaeger_span(span: Any, resources: dict[str, dict[str, Any]], where: str) ->
         attributes={k: v for k, v in tags.items() if k not in _JAEGER_SPECIAL},
         status=status,
         status_message=message,
-        kind=kind if kind in ("internal", "server", "client", "producer", "consumer")
+        kind=kind
+        if kind in ("internal", "server", "client", "producer", "consumer")
         else "internal",
         events=events,
         links=links,
@@ -256,8 +298,9 @@ def _jaeger_tags(tags: Any, where: str) -> dict[str, Any]:
             try:
                 out[key] = float(value if value is not None else "")
             except (TypeError, ValueError):
-                raise TraceFileError("invalid_span", f"{where}: tag {key} is not a float64.") \
-                    from None
+                raise TraceFileError(
+                    "invalid_span", f"{where}: tag {key} is not a float64."
+                ) from None
         elif kind == "binary":
             try:
                 out[key] = base64.b64decode(str(value), validate=True)
@@ -270,6 +313,7 @@ def _jaeger_tags(tags: Any, where: str) -> dict[str, Any]:
 
 # -- small parsers ----------------------------------------------------------------------
 
+
 def _list(obj: Any, key: str, where: str, required: bool = True) -> list[Any]:
     if not isinstance(obj, dict):
         raise TraceFileError("invalid_span", f"{where} is not an object.")
@@ -277,8 +321,9 @@ def _list(obj: Any, key: str, where: str, required: bool = True) -> list[Any]:
     if value is None and not required:
         return []
     if not isinstance(value, list):
-        raise TraceFileError("invalid_span", f"{where}: '{key}' is "
-                             f"{'missing' if value is None else 'not a list'}.")
+        raise TraceFileError(
+            "invalid_span", f"{where}: '{key}' is {'missing' if value is None else 'not a list'}."
+        )
     return value
 
 

@@ -89,15 +89,20 @@ class GraphAgent:
         waiting_of: Callable[[list[dict[str, Any]]], str] = default_waiting,
         config_of: Callable[[Mapping[str, str]], Mapping[str, Any]] | None = None,
     ) -> None:
-        if not callable(getattr(graph, "ainvoke", None)) or \
-                not callable(getattr(graph, "get_graph", None)):
-            raise TypeError(f"GraphAgent takes a compiled LangGraph graph "
-                            f"(StateGraph(...).compile()), not {type(graph).__name__}")
+        if not callable(getattr(graph, "ainvoke", None)) or not callable(
+            getattr(graph, "get_graph", None)
+        ):
+            raise TypeError(
+                f"GraphAgent takes a compiled LangGraph graph "
+                f"(StateGraph(...).compile()), not {type(graph).__name__}"
+            )
         own = getattr(graph, "name", None)
         self.name = name or (own if own and own != "LangGraph" else "graph")
         if not _NAME.match(self.name):
-            raise ValueError(f"GraphAgent name {self.name!r}: use 1-64 letters, digits, "
-                             "'_' or '-' (it is part of the URL /graphs/{name}/chat)")
+            raise ValueError(
+                f"GraphAgent name {self.name!r}: use 1-64 letters, digits, "
+                "'_' or '-' (it is part of the URL /graphs/{name}/chat)"
+            )
         self.graph = graph
         self.graph_id = self.name
         self.title = title or self.name.replace("_", " ").replace("-", " ").capitalize()
@@ -111,29 +116,44 @@ class GraphAgent:
 
     # -- set-up -------------------------------------------------------------------------
 
-    def bind(self, *, tracer: Tracer, turns: TurnStore, messages: MessageStore | None,
-             add_event: AddEvent | None, turn_timeout_s: float,
-             checkpointer: Any = None, tool_timeout_s: float | None = None) -> None:
+    def bind(
+        self,
+        *,
+        tracer: Tracer,
+        turns: TurnStore,
+        messages: MessageStore | None,
+        add_event: AddEvent | None,
+        turn_timeout_s: float,
+        checkpointer: Any = None,
+        tool_timeout_s: float | None = None,
+    ) -> None:
         """Give the agent the relay's parts; a graph compiled without a checkpointer gets
         the relay's (interrupts and resumes need one)."""
         if checkpointer is not None and getattr(self.graph, "checkpointer", None) is None:
             self.graph = self.graph.copy(update={"checkpointer": checkpointer})
-        self._bound = _Binding(tracer, turns, messages, add_event, turn_timeout_s,
-                               tool_timeout_s)
+        self._bound = _Binding(tracer, turns, messages, add_event, turn_timeout_s, tool_timeout_s)
 
     @property
     def bound(self) -> _Binding:
         if self._bound is None:
-            raise RuntimeError(f"GraphAgent {self.name!r} is not started: mount it with "
-                               "relay.mount(app, agent) and run the app with "
-                               "lifespan=relay.lifespan")
+            raise RuntimeError(
+                f"GraphAgent {self.name!r} is not started: mount it with "
+                "relay.mount(app, agent) and run the app with "
+                "lifespan=relay.lifespan"
+            )
         return self._bound
 
     def describe(self, routes: Mapping[str, str]) -> dict[str, Any]:
         """``GET /graphs/{name}``: the graph's topology and the SPA's settings."""
-        return {"name": self.name, "title": self.title, "description": self.description,
-                "examples": list(self.examples), "graph_id": self.graph_id,
-                "topology": self.topology, "routes": dict(routes)}
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "examples": list(self.examples),
+            "graph_id": self.graph_id,
+            "topology": self.topology,
+            "routes": dict(routes),
+        }
 
     def request_config(self, headers: Mapping[str, str]) -> dict[str, Any]:
         """The run's extra ``configurable`` entries for a request (``config_of``)."""
@@ -152,8 +172,9 @@ class GraphAgent:
 
     # -- runs -----------------------------------------------------------------------------
 
-    async def chat(self, record: TurnRecord, graph_input: Any,
-                   configurable: Mapping[str, Any] | None = None) -> ChatResponse:
+    async def chat(
+        self, record: TurnRecord, graph_input: Any, configurable: Mapping[str, Any] | None = None
+    ) -> ChatResponse:
         """A chat run: ``graph_input`` (the hook ``input_of``'s, or the body's ``input``)."""
         with self._run_span(record, "chat", message=record.message) as run:
             await self._remember_root(record, run)
@@ -161,12 +182,17 @@ class GraphAgent:
         await self._save_message(record, run, response)
         return response
 
-    async def resume(self, record: TurnRecord, answers: dict[str, Any],
-                     configurable: Mapping[str, Any] | None = None) -> ChatResponse:
+    async def resume(
+        self,
+        record: TurnRecord,
+        answers: dict[str, Any],
+        configurable: Mapping[str, Any] | None = None,
+    ) -> ChatResponse:
         """Resume a paused turn; ``answers`` maps interrupt ids to the person's answers."""
         link = (record.root_trace_id, record.root_span_id)
-        human_wait_ms = round(time.time() * 1000 - record.paused_at, 3) \
-            if record.paused_at else None
+        human_wait_ms = (
+            round(time.time() * 1000 - record.paused_at, 3) if record.paused_at else None
+        )
         link_to = (link[0], link[1]) if link[0] and link[1] else None
         with self._run_span(record, "resume", link_to=link_to) as run:
             await self._remember_root(record, run)
@@ -177,24 +203,42 @@ class GraphAgent:
         return response
 
     def _run_span(self, record: TurnRecord, kind: str, **kwargs: Any) -> Any:
-        return run_span(self.bound.tracer, agent=self.name, thread_id=record.thread_id,
-                        turn_id=record.turn_id, run_kind=kind, graph_id=self.graph_id,
-                        topology=self.topology, instrumented=True,
-                        user_id=record.user_id or None, **kwargs)
+        return run_span(
+            self.bound.tracer,
+            agent=self.name,
+            thread_id=record.thread_id,
+            turn_id=record.turn_id,
+            run_kind=kind,
+            graph_id=self.graph_id,
+            topology=self.topology,
+            instrumented=True,
+            user_id=record.user_id or None,
+            **kwargs,
+        )
 
     async def _remember_root(self, record: TurnRecord, run: RunSpan) -> None:
         """The paused run's root is what a resume links to."""
         log.info("run started", extra={"thread_id": record.thread_id})
         record.root_trace_id, record.root_span_id = run.trace_id, run.span_id
-        await self.bound.turns.update(record.turn_id, root_trace_id=run.trace_id,
-                                      root_span_id=run.span_id)
+        await self.bound.turns.update(
+            record.turn_id, root_trace_id=run.trace_id, root_span_id=run.span_id
+        )
 
-    async def _invoke(self, record: TurnRecord, run: RunSpan, graph_input: Any,
-                      configurable: Mapping[str, Any] | None) -> ChatResponse:
+    async def _invoke(
+        self,
+        record: TurnRecord,
+        run: RunSpan,
+        graph_input: Any,
+        configurable: Mapping[str, Any] | None,
+    ) -> ChatResponse:
         bound = self.bound
-        spans = GraphInstrumentation(bound.tracer, bound.add_event, run.node_log,
-                                     tool_timeout_s=bound.tool_timeout_s,
-                                     user_id=record.user_id or None)
+        spans = GraphInstrumentation(
+            bound.tracer,
+            bound.add_event,
+            run.node_log,
+            tool_timeout_s=bound.tool_timeout_s,
+            user_id=record.user_id or None,
+        )
         config: dict[str, Any] = {
             "configurable": {**(configurable or {}), "thread_id": record.thread_id},
             "callbacks": [spans],
@@ -204,8 +248,9 @@ class GraphAgent:
                 values, limit = await run_graph(self.graph, graph_input, config)
         except TimeoutError:
             spans.close("cancelled")
-            return self._failed(record, run, "turn_timeout",
-                                "This took too long and was stopped. Please try again.")
+            return self._failed(
+                record, run, "turn_timeout", "This took too long and was stopped. Please try again."
+            )
         except asyncio.CancelledError:
             spans.close("cancelled")
             if spans.timed_out is None:
@@ -234,10 +279,16 @@ class GraphAgent:
             status = self.status_of(values)
             answer = self.answer_of(values)
             citations = self.citations_of(values)
-        response = ChatResponse(thread_id=record.thread_id, turn_id=record.turn_id,
-                                trace_id=run.trace_id, status=status, answer=answer,
-                                citations=citations, interrupts=interrupts,
-                                nodes=run.node_log.snapshot())
+        response = ChatResponse(
+            thread_id=record.thread_id,
+            turn_id=record.turn_id,
+            trace_id=run.trace_id,
+            status=status,
+            answer=answer,
+            citations=citations,
+            interrupts=interrupts,
+            nodes=run.node_log.snapshot(),
+        )
         attributes: dict[str, Any] = {c.TURN_RESPONSE: response.to_dict()}
         if interrupts:
             attributes[c.TURN_INTERRUPTS] = interrupts
@@ -245,29 +296,46 @@ class GraphAgent:
         return response
 
     def _tool_timed_out(self, record: TurnRecord, run: RunSpan, tool: str) -> ChatResponse:
-        return self._failed(record, run, "tool_timeout", f"The tool {tool} took too long and "
-                            "was stopped. Please try again.")
+        return self._failed(
+            record,
+            run,
+            "tool_timeout",
+            f"The tool {tool} took too long and was stopped. Please try again.",
+        )
 
-    def _failed(self, record: TurnRecord, run: RunSpan, code: str,
-                message: str | None) -> ChatResponse:
+    def _failed(
+        self, record: TurnRecord, run: RunSpan, code: str, message: str | None
+    ) -> ChatResponse:
         nodes = run.node_log.snapshot()
         failed = next((n["name"] for n in reversed(nodes) if n["status"] == "error"), None)
         if code == "node_failed" and failed is None:
             code = "turn_failed"
         if message is None:
             where = f" (in step {failed})" if failed else ""
-            message = f"Sorry, something went wrong while I worked on this{where}. " \
-                      "Please try again."
-        response = ChatResponse(thread_id=record.thread_id, turn_id=record.turn_id,
-                                trace_id=run.trace_id, status="error", answer=message,
-                                nodes=nodes)
-        run.finish("error", **{c.ERROR_CODE: code, c.ERROR_MESSAGE: message,
-                               c.ERROR_NODE: failed, c.ERROR_RETRYABLE: True,
-                               c.TURN_RESPONSE: response.to_dict()})
+            message = (
+                f"Sorry, something went wrong while I worked on this{where}. Please try again."
+            )
+        response = ChatResponse(
+            thread_id=record.thread_id,
+            turn_id=record.turn_id,
+            trace_id=run.trace_id,
+            status="error",
+            answer=message,
+            nodes=nodes,
+        )
+        run.finish(
+            "error",
+            **{
+                c.ERROR_CODE: code,
+                c.ERROR_MESSAGE: message,
+                c.ERROR_NODE: failed,
+                c.ERROR_RETRYABLE: True,
+                c.TURN_RESPONSE: response.to_dict(),
+            },
+        )
         return response
 
-    async def _save_message(self, record: TurnRecord, run: RunSpan,
-                            response: ChatResponse) -> None:
+    async def _save_message(self, record: TurnRecord, run: RunSpan, response: ChatResponse) -> None:
         """Save the answer, after the run's root span has ended (so ``turn_completed`` is
         already on its way), in a ``save_message`` span under that root: its end is the
         ``message_saved`` event. A failed save is logged and leaves no event; the answer
@@ -277,15 +345,27 @@ class GraphAgent:
             return
         message_id = secrets.token_hex(16)
         with bound.tracer.start_as_current_span(
-                "save_message", context=trace.set_span_in_context(run.span),
-                record_exception=False, set_status_on_exception=False, attributes={
-                    c.OPERATION: c.OP_SAVE_MESSAGE, c.MESSAGE_ID: message_id,
-                    c.MESSAGE_TURN_ID: record.turn_id, c.CONVERSATION_ID: record.thread_id,
-                }) as span:
+            "save_message",
+            context=trace.set_span_in_context(run.span),
+            record_exception=False,
+            set_status_on_exception=False,
+            attributes={
+                c.OPERATION: c.OP_SAVE_MESSAGE,
+                c.MESSAGE_ID: message_id,
+                c.MESSAGE_TURN_ID: record.turn_id,
+                c.CONVERSATION_ID: record.thread_id,
+            },
+        ) as span:
             try:
-                await bound.messages.save(Message(message_id, record.turn_id,
-                                                  record.thread_id, response.answer,
-                                                  time.time() * 1000))
+                await bound.messages.save(
+                    Message(
+                        message_id,
+                        record.turn_id,
+                        record.thread_id,
+                        response.answer,
+                        time.time() * 1000,
+                    )
+                )
             except Exception as exc:
                 log.exception("could not save the answer of turn %s", record.turn_id)
                 span.record_exception(exc)

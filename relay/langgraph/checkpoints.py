@@ -48,14 +48,14 @@ def checkpointer_url(settings: RelaySettings, env: Mapping[str, str]) -> str | N
 
 
 @asynccontextmanager
-async def open_checkpointer(settings: RelaySettings, env: Mapping[str, str]
-                            ) -> AsyncIterator[Any]:
+async def open_checkpointer(settings: RelaySettings, env: Mapping[str, str]) -> AsyncIterator[Any]:
     url = checkpointer_url(settings, env)
     if url is None:
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
         async with AsyncSqliteSaver.from_conn_string(
-                str(settings.data_dir / "checkpoints.db")) as sqlite_saver:
+            str(settings.data_dir / "checkpoints.db")
+        ) as sqlite_saver:
             await sqlite_saver.setup()  # WAL (LangGraph's own setup), then:
             # WAL + synchronous=NORMAL, as the turn records and the span store: a commit
             # no longer waits for the disk (an fsync per checkpoint under every running
@@ -73,10 +73,16 @@ async def open_checkpointer(settings: RelaySettings, env: Mapping[str, str]
 
     kwargs = {**pg_pool.connection_kwargs(), "prepare_threshold": 0, "row_factory": dict_row}
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        url, name="relay-checkpoints", kwargs=kwargs, min_size=1,
-        max_size=pg_pool.MAX_CONNECTIONS, open=False,
-        check=AsyncConnectionPool.check_connection, timeout=pg_pool.POOL_TIMEOUT_S,
-        reconnect_timeout=pg_pool.RECONNECT_TIMEOUT_S)
+        url,
+        name="relay-checkpoints",
+        kwargs=kwargs,
+        min_size=1,
+        max_size=pg_pool.MAX_CONNECTIONS,
+        open=False,
+        check=AsyncConnectionPool.check_connection,
+        timeout=pg_pool.POOL_TIMEOUT_S,
+        reconnect_timeout=pg_pool.RECONNECT_TIMEOUT_S,
+    )
     # the driver's own reason if PostgreSQL is not there at start-up (see pg_pool.open_pool)
     await (await psycopg.AsyncConnection.connect(url, **pg_pool.connection_kwargs())).close()
     await pool.open(wait=True, timeout=pg_pool.CONNECT_TIMEOUT_S + pg_pool.POOL_TIMEOUT_S)
@@ -89,8 +95,9 @@ async def open_checkpointer(settings: RelaySettings, env: Mapping[str, str]
         # the holder waits for its own CREATE INDEX on another connection)
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as lock:
             for _ in itertools.count():
-                row = await (await lock.execute("SELECT pg_try_advisory_lock(%s)",
-                                                (_SETUP_LOCK,))).fetchone()
+                row = await (
+                    await lock.execute("SELECT pg_try_advisory_lock(%s)", (_SETUP_LOCK,))
+                ).fetchone()
                 if row and row[0]:
                     break
                 await asyncio.sleep(0.1)
@@ -124,8 +131,9 @@ async def read_checkpoints(read: Awaitable[T]) -> T:
             async with asyncio.timeout(READ_TIMEOUT_S):
                 return await read
         except TimeoutError:
-            raise StoreUnavailable("checkpoints",
-                                   f"no answer within {READ_TIMEOUT_S:g} s") from None
+            raise StoreUnavailable(
+                "checkpoints", f"no answer within {READ_TIMEOUT_S:g} s"
+            ) from None
 
 
 async def check_checkpointer(saver: Any) -> None:
@@ -144,5 +152,6 @@ async def check_checkpointer(saver: Any) -> None:
             async with pool.connection(timeout=PING_TIMEOUT_S) as conn:
                 await conn.execute("SELECT 1")
         else:
-            await saver.aget_tuple({"configurable": {"thread_id": "relay-readyz",
-                                                     "checkpoint_ns": ""}})
+            await saver.aget_tuple(
+                {"configurable": {"thread_id": "relay-readyz", "checkpoint_ns": ""}}
+            )

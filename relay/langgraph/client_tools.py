@@ -56,10 +56,14 @@ STOP_KEY = "relay_stop"  # the relay's answer to a call past a limit: {STOP_KEY:
 def limit_message(code: str) -> str:
     """The ``error`` event's message for a limit (it names the setting)."""
     if code == "client_tool_rounds":
-        return ("This turn asked the client to run tools more often than "
-                "RELAY_CLIENT_TOOL_MAX_ROUNDS allows, and was stopped.")
-    return ("The client did not answer the tool call within RELAY_CLIENT_TOOL_TIMEOUT_S, "
-            "and the turn was stopped.")
+        return (
+            "This turn asked the client to run tools more often than "
+            "RELAY_CLIENT_TOOL_MAX_ROUNDS allows, and was stopped."
+        )
+    return (
+        "The client did not answer the tool call within RELAY_CLIENT_TOOL_TIMEOUT_S, "
+        "and the turn was stopped."
+    )
 
 
 class ClientToolLimit(Exception):
@@ -74,30 +78,29 @@ class ClientToolLimit(Exception):
 class ClientTool(BaseTool):
     """A tool the client runs: calling it pauses the run (see the module docstring)."""
 
-    parameters: dict[str, Any] = Field(
-        default_factory=lambda: {"type": "object", "properties": {}})
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
 
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)
         self.args_schema = self.parameters
         self.metadata = {**(self.metadata or {}), "relay_client_tool": True}
 
-    def _to_args_and_kwargs(self, tool_input: str | dict[str, Any],
-                            tool_call_id: str | None) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def _to_args_and_kwargs(
+        self, tool_input: str | dict[str, Any], tool_call_id: str | None
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         arguments = tool_input if isinstance(tool_input, dict) else {"input": tool_input}
         return (), {"arguments": dict(arguments), "call_id": tool_call_id}
 
-    def _run(self, arguments: dict[str, Any], call_id: str | None = None,
-             **_: Any) -> str:
+    def _run(self, arguments: dict[str, Any], call_id: str | None = None, **_: Any) -> str:
         return ask_client(self.name, arguments, call_id)
 
-    async def _arun(self, arguments: dict[str, Any], call_id: str | None = None,
-                    **_: Any) -> str:
+    async def _arun(self, arguments: dict[str, Any], call_id: str | None = None, **_: Any) -> str:
         return ask_client(self.name, arguments, call_id)
 
 
-def client_tool(name: str, description: str,
-                parameters: Mapping[str, Any] | None = None) -> ClientTool:
+def client_tool(
+    name: str, description: str, parameters: Mapping[str, Any] | None = None
+) -> ClientTool:
     """A tool named ``name`` that the client runs; ``parameters``: its arguments' JSON
     Schema (an object schema; none: no arguments)."""
     schema = dict(parameters) if parameters else {"type": "object", "properties": {}}
@@ -117,9 +120,15 @@ def client_tools_of(config: Mapping[str, Any] | None = None) -> list[ClientTool]
     for item in sent if isinstance(sent, list) else []:
         if isinstance(item, Mapping) and isinstance(item.get("name"), str):
             parameters = item.get("parameters")
-            tools.append(client_tool(item["name"], str(item.get("description") or ""),
-                                     parameters if isinstance(parameters, Mapping)
-                                     and parameters.get("type") == "object" else None))
+            tools.append(
+                client_tool(
+                    item["name"],
+                    str(item.get("description") or ""),
+                    parameters
+                    if isinstance(parameters, Mapping) and parameters.get("type") == "object"
+                    else None,
+                )
+            )
     return tools
 
 
@@ -135,8 +144,13 @@ def ask_client(name: str, arguments: dict[str, Any], call_id: str | None) -> str
     call_id = call_id or f"call_{name}_{round_}"
     answered = configurable.get(ANSWERED_KEY) or ()
     limit = configurable.get(MAX_ROUNDS_KEY)
-    value: dict[str, Any] = {"type": CLIENT_TOOL, "name": name, "arguments": arguments,
-                             "call_id": call_id, "round": round_}
+    value: dict[str, Any] = {
+        "type": CLIENT_TOOL,
+        "name": name,
+        "arguments": arguments,
+        "call_id": call_id,
+        "round": round_,
+    }
     if call_id not in answered and isinstance(limit, int) and round_ > limit:
         value["over_limit"] = "client_tool_rounds"  # the relay stops the run (run_graph)
     else:
@@ -155,8 +169,9 @@ def stop_answers(ids: Iterable[str], code: str) -> dict[str, Any]:
     return {i: {STOP_KEY: code} for i in ids}
 
 
-async def run_graph(graph: Any, graph_input: Any,
-                    config: dict[str, Any]) -> tuple[Any, ClientToolLimit | None]:
+async def run_graph(
+    graph: Any, graph_input: Any, config: dict[str, Any]
+) -> tuple[Any, ClientToolLimit | None]:
     """``graph.ainvoke`` with the client-tool limits enforced (GraphAgent's runs).
 
     A resume that answers calls with :func:`stop_answers` (the relay's, for a turn past a
@@ -167,8 +182,9 @@ async def run_graph(graph: Any, graph_input: Any,
     code = _stop_code(graph_input)
     if code is not None:
         nodes = await _nodes_of(graph, config, set(graph_input.resume))
-        return await graph.ainvoke(graph_input, config, interrupt_after=nodes), \
-            ClientToolLimit(code, limit_message(code))
+        return await graph.ainvoke(graph_input, config, interrupt_after=nodes), ClientToolLimit(
+            code, limit_message(code)
+        )
     values = await graph.ainvoke(graph_input, config)
     pending = values.get("__interrupt__", []) if isinstance(values, Mapping) else []
     over = [i.id for i in pending if is_client_tool_call(i.value) and i.value.get("over_limit")]
@@ -178,8 +194,9 @@ async def run_graph(graph: Any, graph_input: Any,
 
     code = "client_tool_rounds"
     nodes = await _nodes_of(graph, config, set(over))
-    values = await graph.ainvoke(Command(resume=stop_answers(over, code)), config,
-                                 interrupt_after=nodes)
+    values = await graph.ainvoke(
+        Command(resume=stop_answers(over, code)), config, interrupt_after=nodes
+    )
     return values, ClientToolLimit(code, limit_message(code))
 
 
@@ -193,7 +210,8 @@ def _stop_code(graph_input: Any) -> str | None:
 
 async def _nodes_of(graph: Any, config: Mapping[str, Any], ids: set[str]) -> list[str]:
     """The names of the thread's pending tasks that wait on the interrupts ``ids``."""
-    snapshot = await graph.aget_state({"configurable": {
-        "thread_id": (config.get("configurable") or {}).get("thread_id")}})
+    snapshot = await graph.aget_state(
+        {"configurable": {"thread_id": (config.get("configurable") or {}).get("thread_id")}}
+    )
     names = [t.name for t in snapshot.tasks if any(i.id in ids for i in t.interrupts)]
     return names or [t.name for t in snapshot.tasks]

@@ -47,8 +47,11 @@ def default_status(values: Any) -> str:
 
 def default_waiting(interrupts: list[dict[str, Any]]) -> str:
     values = [i.get("value") for i in interrupts]
-    names = [str(v.get("name")) for v in values
-             if isinstance(v, Mapping) and v.get("type") == "client_tool"]
+    names = [
+        str(v.get("name"))
+        for v in values
+        if isinstance(v, Mapping) and v.get("type") == "client_tool"
+    ]
     if names and len(names) == len(values):  # client-executed tools (client_tools.py)
         return f"Waiting for the client to run {', '.join(names)}."
     return "Waiting for a person to answer."
@@ -57,13 +60,22 @@ def default_waiting(interrupts: list[dict[str, Any]]) -> str:
 def message_text(message: Any) -> str:
     """The text of a LangChain message, or of its dict form (``content`` a string or a
     list of content blocks)."""
-    content = message.get("content") if isinstance(message, Mapping) \
+    content = (
+        message.get("content")
+        if isinstance(message, Mapping)
         else getattr(message, "content", None)
+    )
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(block.get("text", "") if isinstance(block, Mapping)
-                       else block if isinstance(block, str) else "" for block in content)
+        return "".join(
+            block.get("text", "")
+            if isinstance(block, Mapping)
+            else block
+            if isinstance(block, str)
+            else ""
+            for block in content
+        )
     return ""
 
 

@@ -98,9 +98,14 @@ class GraphInstrumentation(BaseCallbackHandler):
     run_inline = True  # called in the caller's context: the node span becomes current
     raise_error = False  # never raise into the graph
 
-    def __init__(self, tracer: Tracer, add_event: AddEvent | None = None,
-                 node_log: NodeLog | None = None, tool_timeout_s: float | None = None,
-                 user_id: str | None = None) -> None:
+    def __init__(
+        self,
+        tracer: Tracer,
+        add_event: AddEvent | None = None,
+        node_log: NodeLog | None = None,
+        tool_timeout_s: float | None = None,
+        user_id: str | None = None,
+    ) -> None:
         self.tracer = tracer
         #: the user the run acts for: ``enduser.id`` on every span of this run
         self.user_id = user_id
@@ -127,9 +132,16 @@ class GraphInstrumentation(BaseCallbackHandler):
 
     # -- nodes ------------------------------------------------------------------------
 
-    def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *,
-                       run_id: UUID, parent_run_id: UUID | None = None,
-                       metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any] | None,
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         self._parents[run_id] = parent_run_id
         task = task_of(metadata)
         if task is None:
@@ -149,8 +161,7 @@ class GraphInstrumentation(BaseCallbackHandler):
         if task_id:
             attributes[c.NODE_TASK_ID] = task_id
         entry = self.node_log.started(node, namespace) if self.node_log is not None else None
-        self._begin(run_id, NODE, f"node {node}", attributes, entry=entry, task=ns,
-                    current=True)
+        self._begin(run_id, NODE, f"node {node}", attributes, entry=entry, task=ns, current=True)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._finish(run_id, "ok", None)
@@ -160,16 +171,29 @@ class GraphInstrumentation(BaseCallbackHandler):
 
     # -- model calls ------------------------------------------------------------------
 
-    def on_chat_model_start(self, serialized: dict[str, Any] | None,
-                            messages: list[list[Any]], *, run_id: UUID,
-                            parent_run_id: UUID | None = None,
-                            metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any] | None,
+        messages: list[list[Any]],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         self._parents[run_id] = parent_run_id
         self._model_start(run_id, serialized, metadata, kwargs)
 
-    def on_llm_start(self, serialized: dict[str, Any] | None, prompts: list[str], *,
-                     run_id: UUID, parent_run_id: UUID | None = None,
-                     metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def on_llm_start(
+        self,
+        serialized: dict[str, Any] | None,
+        prompts: list[str],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         self._parents[run_id] = parent_run_id
         self._model_start(run_id, serialized, metadata, kwargs)
 
@@ -191,9 +215,15 @@ class GraphInstrumentation(BaseCallbackHandler):
 
     # -- tools and retrievers -----------------------------------------------------------
 
-    def on_tool_start(self, serialized: dict[str, Any] | None, input_str: str, *,
-                      run_id: UUID, parent_run_id: UUID | None = None,
-                      **kwargs: Any) -> None:
+    def on_tool_start(
+        self,
+        serialized: dict[str, Any] | None,
+        input_str: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
         self._parents[run_id] = parent_run_id
         if _current_is(c.OPERATION, c.OP_TOOL):
             self._remember(run_id, None)
@@ -204,8 +234,7 @@ class GraphInstrumentation(BaseCallbackHandler):
             attributes[c.TOOL_CALL_ID] = str(kwargs["tool_call_id"])
         if (kwargs.get("metadata") or {}).get("relay_client_tool"):  # the client runs it
             attributes[c.TOOL_CLIENT] = True
-            attributes[c.TOOL_CALL_ARGUMENTS] = json.dumps(kwargs.get("inputs") or {},
-                                                           default=str)
+            attributes[c.TOOL_CALL_ARGUMENTS] = json.dumps(kwargs.get("inputs") or {}, default=str)
         self._begin(run_id, TOOL, f"execute_tool {name}", attributes)
         self._bound_tool(run_id, name)
 
@@ -216,8 +245,7 @@ class GraphInstrumentation(BaseCallbackHandler):
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._unbound_tool(run_id)
         if self.timed_out and isinstance(error, asyncio.CancelledError):  # our cancel
-            error = TimeoutError(f"tool {self.timed_out} ran longer than "
-                                 f"{self.tool_timeout_s:g} s")
+            error = TimeoutError(f"tool {self.timed_out} ran longer than {self.tool_timeout_s:g} s")
         self._finish(run_id, outcome_of(error), error)
 
     def _bound_tool(self, run_id: UUID, name: str) -> None:
@@ -243,9 +271,15 @@ class GraphInstrumentation(BaseCallbackHandler):
         if timer is not None:
             timer.cancel()
 
-    def on_retriever_start(self, serialized: dict[str, Any] | None, query: str, *,
-                           run_id: UUID, parent_run_id: UUID | None = None,
-                           **kwargs: Any) -> None:
+    def on_retriever_start(
+        self,
+        serialized: dict[str, Any] | None,
+        query: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
         self._parents[run_id] = parent_run_id
         if _current_is(c.OPERATION, c.OP_RETRIEVAL):
             self._remember(run_id, None)
@@ -253,15 +287,13 @@ class GraphInstrumentation(BaseCallbackHandler):
         name = str(kwargs.get("name") or (serialized or {}).get("name") or "retriever")
         self._begin(run_id, RETRIEVAL, f"retrieval {name}", {c.OPERATION: c.OP_RETRIEVAL})
 
-    def on_retriever_end(self, documents: Sequence[Any], *, run_id: UUID,
-                         **kwargs: Any) -> None:
+    def on_retriever_end(self, documents: Sequence[Any], *, run_id: UUID, **kwargs: Any) -> None:
         opened = self._open.get(run_id)
         if opened is not None:
             opened.span.set_attribute(c.RETRIEVAL_DOCUMENTS, len(documents))
         self._finish(run_id, "ok", None)
 
-    def on_retriever_error(self, error: BaseException, *, run_id: UUID,
-                           **kwargs: Any) -> None:
+    def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._finish(run_id, outcome_of(error), error)
 
     # -- the end of the run ---------------------------------------------------------------
@@ -279,29 +311,51 @@ class GraphInstrumentation(BaseCallbackHandler):
 
     # -- spans ------------------------------------------------------------------------
 
-    def _model_start(self, run_id: UUID, serialized: Mapping[str, Any] | None,
-                     metadata: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> None:
+    def _model_start(
+        self,
+        run_id: UUID,
+        serialized: Mapping[str, Any] | None,
+        metadata: Mapping[str, Any] | None,
+        kwargs: Mapping[str, Any],
+    ) -> None:
         if _current_is(c.OPERATION, c.OP_CHAT):
             self._remember(run_id, None)  # the node's code opened the model span itself
             return
         meta = metadata or {}
         params = kwargs.get("invocation_params") or {}
-        model = meta.get("ls_model_name") or params.get("model") or \
-            params.get("model_name") or kwargs.get("name") or \
-            (serialized or {}).get("name") or "model"
-        attributes = {c.OPERATION: c.OP_CHAT, c.REQUEST_MODEL: str(model),
-                      c.PROVIDER: str(meta.get("ls_provider") or "unknown")}
+        model = (
+            meta.get("ls_model_name")
+            or params.get("model")
+            or params.get("model_name")
+            or kwargs.get("name")
+            or (serialized or {}).get("name")
+            or "model"
+        )
+        attributes = {
+            c.OPERATION: c.OP_CHAT,
+            c.REQUEST_MODEL: str(model),
+            c.PROVIDER: str(meta.get("ls_provider") or "unknown"),
+        }
         self._begin(run_id, CHAT, f"chat {model}", attributes)
 
-    def _begin(self, run_id: UUID, kind: str, name: str, attributes: dict[str, Any], *,
-               entry: dict[str, Any] | None = None, task: str | None = None,
-               current: bool = False) -> None:
+    def _begin(
+        self,
+        run_id: UUID,
+        kind: str,
+        name: str,
+        attributes: dict[str, Any],
+        *,
+        entry: dict[str, Any] | None = None,
+        task: str | None = None,
+        current: bool = False,
+    ) -> None:
         """Open the span under its parent; ``current``: make it the current span of the
         caller's context (a node: what its own code opens is its child)."""
         if self.user_id:
             attributes[c.ENDUSER_ID] = self.user_id
-        span = self.tracer.start_span(name, context=self._parent_context(run_id),
-                                      attributes=attributes)
+        span = self.tracer.start_span(
+            name, context=self._parent_context(run_id), attributes=attributes
+        )
         token = otel_context.attach(trace.set_span_in_context(span)) if current else None
         self._remember(run_id, _Open(kind, span, token, entry, task))
 
@@ -320,8 +374,9 @@ class GraphInstrumentation(BaseCallbackHandler):
         with self._lock:
             self._open[run_id] = opened
 
-    def _finish(self, run_id: UUID, outcome: str, error: BaseException | None, *,
-                detach: bool = True) -> None:
+    def _finish(
+        self, run_id: UUID, outcome: str, error: BaseException | None, *, detach: bool = True
+    ) -> None:
         with self._lock:
             self._parents.pop(run_id, None)  # its children have all started
             opened = self._open.pop(run_id, None)

@@ -59,7 +59,8 @@ class NodeLog:
 
 
 _node_log: contextvars.ContextVar[NodeLog | None] = contextvars.ContextVar(
-    "span_relay_node_log", default=None)
+    "span_relay_node_log", default=None
+)
 
 
 @dataclass
@@ -127,8 +128,7 @@ def run_span(
         attributes[c.ENDUSER_ID] = user_id
     links = []
     if link_to is not None:
-        links.append(Link(SpanContext(int(link_to[0], 16), int(link_to[1], 16),
-                                      is_remote=False)))
+        links.append(Link(SpanContext(int(link_to[0], 16), int(link_to[1], 16), is_remote=False)))
     node_log = NodeLog()
     token = _node_log.set(node_log)
     span = tracer.start_span(f"invoke_agent {agent}", attributes=attributes, links=links)
@@ -136,8 +136,9 @@ def run_span(
         start_marker(tracer, span, f"invoke_agent {agent}", attributes)
     run = RunSpan(span, node_log)
     try:
-        with trace.use_span(span, end_on_exit=False, record_exception=False,
-                            set_status_on_exception=False):
+        with trace.use_span(
+            span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+        ):
             yield run
     except asyncio.CancelledError:
         run.outcome = "cancelled"
@@ -167,8 +168,9 @@ def _step(config: RunnableConfig | None) -> int | None:
     return (config.get("metadata") or {}).get("langgraph_step")
 
 
-def traced_node(tracer: Tracer, name: str, fn: Callable[..., Any], *,
-                start_markers: bool = False) -> Callable[..., Any]:
+def traced_node(
+    tracer: Tracer, name: str, fn: Callable[..., Any], *, start_markers: bool = False
+) -> Callable[..., Any]:
     """Wrap a LangGraph node ``fn(state)`` or ``fn(state, config)`` (sync or async) in a
     node span. Under a :class:`relay.GraphAgent`, which opens every node's span itself,
     the wrapper opens none: the node is not instrumented twice.
@@ -184,8 +186,7 @@ def traced_node(tracer: Tracer, name: str, fn: Callable[..., Any], *,
     def start(config: RunnableConfig | None) -> tuple[Span, dict[str, Any] | None] | None:
         step, task_id = _step(config), _task_id(config)
         span_now = trace.get_current_span()
-        current = (getattr(span_now, "attributes", None) or {}) \
-            if span_now.is_recording() else {}
+        current = (getattr(span_now, "attributes", None) or {}) if span_now.is_recording() else {}
         if current.get(c.NODE_NAME) == name and current.get(c.NODE_TASK_ID) == task_id:
             return None  # the GraphAgent's instrumentation opened this node's span
         attributes: dict[str, Any] = {c.NODE_NAME: name}
@@ -221,6 +222,7 @@ def traced_node(tracer: Tracer, name: str, fn: Callable[..., Any], *,
         return "error"
 
     if inspect.iscoroutinefunction(fn):
+
         @functools.wraps(fn)
         async def async_node(state: Any, config: RunnableConfig) -> Any:
             opened = start(config)
@@ -229,8 +231,9 @@ def traced_node(tracer: Tracer, name: str, fn: Callable[..., Any], *,
             span, entry = opened
             outcome = "ok"
             try:
-                with trace.use_span(span, end_on_exit=False, record_exception=False,
-                                    set_status_on_exception=False):
+                with trace.use_span(
+                    span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+                ):
                     return await call(state, config)
             except BaseException as exc:
                 outcome = outcome_of(exc, span)
@@ -248,8 +251,9 @@ def traced_node(tracer: Tracer, name: str, fn: Callable[..., Any], *,
         span, entry = opened
         outcome = "ok"
         try:
-            with trace.use_span(span, end_on_exit=False, record_exception=False,
-                                set_status_on_exception=False):
+            with trace.use_span(
+                span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+            ):
                 return call(state, config)
         except BaseException as exc:
             outcome = outcome_of(exc, span)
@@ -271,16 +275,18 @@ def _takes_config(fn: Callable[..., Any]) -> bool:
 
 
 @contextlib.contextmanager
-def child_span(tracer: Tracer, name: str, operation: str,
-               attributes: Mapping[str, Any] | None = None) -> Iterator[Span]:
+def child_span(
+    tracer: Tracer, name: str, operation: str, attributes: Mapping[str, Any] | None = None
+) -> Iterator[Span]:
     """A model / retrieval / guardrail / tool span under the current node span.
 
     ``attributes`` are set at start; set results on the yielded span before it ends.
     A raised exception marks the span as an error and propagates.
     """
     attrs = {c.OPERATION: operation, **(attributes or {})}
-    with tracer.start_as_current_span(name, attributes=attrs, record_exception=False,
-                                      set_status_on_exception=False) as span:
+    with tracer.start_as_current_span(
+        name, attributes=attrs, record_exception=False, set_status_on_exception=False
+    ) as span:
         try:
             yield span
         except asyncio.CancelledError:
@@ -310,12 +316,17 @@ def start_marker(tracer: Tracer, span: Span, name: str, attributes: Mapping[str,
     start_time = getattr(span, "start_time", None)
     marker_attributes: dict[str, Any] = {
         c.START_OF: format(context.span_id, "016x"),
-        c.START_ATTRIBUTES: json.dumps(dict(attributes), separators=(",", ":"),
-                                       ensure_ascii=False, default=str),
+        c.START_ATTRIBUTES: json.dumps(
+            dict(attributes), separators=(",", ":"), ensure_ascii=False, default=str
+        ),
     }
     parent = getattr(span, "parent", None)
     if parent is not None:
         marker_attributes[c.START_PARENT] = format(parent.span_id, "016x")
-    marker = tracer.start_span(c.START_PREFIX + name, context=trace.set_span_in_context(span),
-                               attributes=marker_attributes, start_time=start_time)
+    marker = tracer.start_span(
+        c.START_PREFIX + name,
+        context=trace.set_span_in_context(span),
+        attributes=marker_attributes,
+        start_time=start_time,
+    )
     marker.end(end_time=start_time)

@@ -19,8 +19,10 @@ def topology(graph: Any, graph_id: str) -> dict[str, Any]:
     return {
         "graph_id": graph_id,
         "nodes": [{"id": n.id, "label": n.name} for n in drawable.nodes.values()],
-        "edges": [{"source": e.source, "target": e.target, "conditional": bool(e.conditional)}
-                  for e in drawable.edges],
+        "edges": [
+            {"source": e.source, "target": e.target, "conditional": bool(e.conditional)}
+            for e in drawable.edges
+        ],
     }
 
 
@@ -35,6 +37,9 @@ def topology_metadata(graph: Any, graph_id: str | None = None) -> dict[str, str]
     relay reads ``relay.graph.topology`` (and ``relay.graph.id``) there, as on a root."""
     name = graph_id or str(getattr(graph, "name", "") or "graph")
     shape = topology(graph, name)
-    return {c.GRAPH_ID: name,
-            c.GRAPH_TOPOLOGY: json.dumps({"nodes": shape["nodes"], "edges": shape["edges"]},
-                                         separators=(",", ":"))}
+    return {
+        c.GRAPH_ID: name,
+        c.GRAPH_TOPOLOGY: json.dumps(
+            {"nodes": shape["nodes"], "edges": shape["edges"]}, separators=(",", ":")
+        ),
+    }

@@ -35,6 +35,7 @@ from relay.spans import SpanRecord, to_ms
 
 # -- our runs ----------------------------------------------------------------------------
 
+
 def root_end(run: Run, record: SpanRecord) -> list[Event]:
     """The terminal event of one of our runs, from its root's end attributes."""
     attrs = record.attributes
@@ -54,23 +55,41 @@ def root_end(run: Run, record: SpanRecord) -> list[Event]:
         interrupts, ok = json_attr(attrs, c.TURN_INTERRUPTS, [])
         if not ok:
             return [_truncated(run, end, c.TURN_INTERRUPTS)]
-        return [run.event(ev.PAUSED, end, {
-            "interrupts": interrupts,
-            "resume": _how_to_resume(run, interrupts),
-        })]
+        return [
+            run.event(
+                ev.PAUSED,
+                end,
+                {
+                    "interrupts": interrupts,
+                    "resume": _how_to_resume(run, interrupts),
+                },
+            )
+        ]
     if outcome == "cancelled":
-        return [run.event(ev.ERROR, end, {
-            "code": "cancelled",
-            "message": str(attrs.get(c.ERROR_MESSAGE, "The turn was cancelled.")),
-            "node": attrs.get(c.ERROR_NODE),
-            "retryable": True,
-        })]
-    return [run.event(ev.ERROR, end, {
-        "code": str(attrs.get(c.ERROR_CODE, "turn_failed")),
-        "message": str(attrs.get(c.ERROR_MESSAGE, "The agent could not finish this turn.")),
-        "node": attrs.get(c.ERROR_NODE),
-        "retryable": bool(attrs.get(c.ERROR_RETRYABLE, True)),
-    })]
+        return [
+            run.event(
+                ev.ERROR,
+                end,
+                {
+                    "code": "cancelled",
+                    "message": str(attrs.get(c.ERROR_MESSAGE, "The turn was cancelled.")),
+                    "node": attrs.get(c.ERROR_NODE),
+                    "retryable": True,
+                },
+            )
+        ]
+    return [
+        run.event(
+            ev.ERROR,
+            end,
+            {
+                "code": str(attrs.get(c.ERROR_CODE, "turn_failed")),
+                "message": str(attrs.get(c.ERROR_MESSAGE, "The agent could not finish this turn.")),
+                "node": attrs.get(c.ERROR_NODE),
+                "retryable": bool(attrs.get(c.ERROR_RETRYABLE, True)),
+            },
+        )
+    ]
 
 
 def discovery_end(state: MappingState, run: Run, record: SpanRecord) -> list[Event]:
@@ -106,27 +125,37 @@ def _how_to_resume(run: Run, interrupts: list[dict[str, Any]]) -> dict[str, Any]
         hint["message"] = (
             "This server offers no route to resume this turn: its agent runs in another "
             "process. Resume it there (LangGraph: invoke the graph with Command(resume=...) "
-            f"on thread {run.thread_id!r}); its spans continue this turn here.")
+            f"on thread {run.thread_id!r}); its spans continue this turn here."
+        )
     return hint
 
 
 def _missing(run: Run, end_ns: int, attribute: str) -> Event:
-    return _unreadable(run, end_ns, "attribute_missing",
-                       f"The span attribute {attribute} is not there: the spans were probably "
-                       "exported with RELAY_CAPTURE_CONTENT=false, which drops the answer; the "
-                       "turn's outcome is in relay.turn.outcome.")
+    return _unreadable(
+        run,
+        end_ns,
+        "attribute_missing",
+        f"The span attribute {attribute} is not there: the spans were probably "
+        "exported with RELAY_CAPTURE_CONTENT=false, which drops the answer; the "
+        "turn's outcome is in relay.turn.outcome.",
+    )
 
 
 def _truncated(run: Run, end_ns: int, attribute: str) -> Event:
-    return _unreadable(run, end_ns, "attribute_truncated",
-                       f"The span attribute {attribute} arrived cut short, probably by "
-                       "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT; raise or unset that limit.")
+    return _unreadable(
+        run,
+        end_ns,
+        "attribute_truncated",
+        f"The span attribute {attribute} arrived cut short, probably by "
+        "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT; raise or unset that limit.",
+    )
 
 
 def _unreadable(run: Run, end_ns: int, code: str, message: str) -> Event:
     """The run's ``error`` when its root's answer cannot be read (not retryable)."""
-    return run.event(ev.ERROR, end_ns, {"code": code, "message": message, "node": None,
-                                        "retryable": False})
+    return run.event(
+        ev.ERROR, end_ns, {"code": code, "message": message, "node": None, "retryable": False}
+    )
 
 
 def message_saved(record: SpanRecord) -> list[Event]:
@@ -136,12 +165,20 @@ def message_saved(record: SpanRecord) -> list[Event]:
     attrs = record.attributes
     if record.status == "error" or c.MESSAGE_ID not in attrs or c.MESSAGE_TURN_ID not in attrs:
         return []
-    return [Event(ev.MESSAGE_SAVED, str(attrs.get(c.CONVERSATION_ID, "")),
-                  str(attrs[c.MESSAGE_TURN_ID]), record.trace_id, ms(record.end_ns or 0),
-                  {"message_id": str(attrs[c.MESSAGE_ID])})]
+    return [
+        Event(
+            ev.MESSAGE_SAVED,
+            str(attrs.get(c.CONVERSATION_ID, "")),
+            str(attrs[c.MESSAGE_TURN_ID]),
+            record.trace_id,
+            ms(record.end_ns or 0),
+            {"message_id": str(attrs[c.MESSAGE_ID])},
+        )
+    ]
 
 
 # -- runs of other instrumentations ------------------------------------------------------
+
 
 def foreign_node_ended(run: Run, record: SpanRecord, opened: Open, status: str) -> None:
     """A node of a foreign run ended with ``status``: note it for the run's response, its
@@ -155,8 +192,7 @@ def foreign_node_ended(run: Run, record: SpanRecord, opened: Open, status: str) 
             run.paused_tasks.add(opened.task.split("|", 1)[0])
     elif status == "error":
         run.failed_node = opened.node
-    run.nodes.append({"name": opened.node, "status": status,
-                      "duration_ms": record.duration_ms})
+    run.nodes.append({"name": opened.node, "status": status, "duration_ms": record.duration_ms})
 
 
 def foreign_end(state: MappingState, run: Run, record: SpanRecord) -> list[Event]:
@@ -167,26 +203,51 @@ def foreign_end(state: MappingState, run: Run, record: SpanRecord) -> list[Event
     end = record.end_ns or record.start_ns
     state.note("end", run, record)
     if record.status == "error" and not run.paused:
-        return [run.event(ev.ERROR, end, {
-            "code": "node_failed" if run.failed_node else "turn_failed",
-            "message": "The agent could not finish this turn.",
-            "node": run.failed_node,
-            "retryable": True,
-        })]
+        return [
+            run.event(
+                ev.ERROR,
+                end,
+                {
+                    "code": "node_failed" if run.failed_node else "turn_failed",
+                    "message": "The agent could not finish this turn.",
+                    "node": run.failed_node,
+                    "retryable": True,
+                },
+            )
+        ]
     if run.paused:
         interrupts = run.interrupts
-        state.pause(run.thread_id, PausedTurn(run.turn_id, run.paused_tasks, run.discovery,
-                                              end, run.message, run.topology, run.graph_id))
-        return [run.event(ev.PAUSED, end, {"interrupts": interrupts,
-                                           "resume": _how_to_resume(run, interrupts)})]
+        state.pause(
+            run.thread_id,
+            PausedTurn(
+                run.turn_id,
+                run.paused_tasks,
+                run.discovery,
+                end,
+                run.message,
+                run.topology,
+                run.graph_id,
+            ),
+        )
+        return [
+            run.event(
+                ev.PAUSED,
+                end,
+                {"interrupts": interrupts, "resume": _how_to_resume(run, interrupts)},
+            )
+        ]
     events = []
     if run.discovery is not None and run.discovery.ended():
         events.append(discovered(run.discovery, run.event, end))
     response = {
-        "thread_id": run.thread_id, "turn_id": run.turn_id, "trace_id": run.trace_id,
-        "status": "answered", "answer": answer_of(record.attributes) or run.output,
+        "thread_id": run.thread_id,
+        "turn_id": run.turn_id,
+        "trace_id": run.trace_id,
+        "status": "answered",
+        "answer": answer_of(record.attributes) or run.output,
         "citations": [],
-        "interrupts": [], "nodes": run.nodes,
+        "interrupts": [],
+        "nodes": run.nodes,
     }
     fields: dict[str, Any] = {"response": response}
     if run.kind == "resume" and run.paused_ns is not None:
@@ -219,8 +280,9 @@ def message_of(attrs: Mapping[str, Any]) -> str:
 
 def _is_user(message: Mapping[str, Any]) -> bool:
     for where in (message, message.get("data"), message.get("kwargs")):
-        if isinstance(where, Mapping) and (where.get("role") == "user"
-                                           or where.get("type") == "human"):
+        if isinstance(where, Mapping) and (
+            where.get("role") == "user" or where.get("type") == "human"
+        ):
             return True
     ids = message.get("id")
     return isinstance(ids, list) and bool(ids) and ids[-1] == "HumanMessage"
@@ -252,8 +314,11 @@ def _answer_in(value: Any) -> str | None:
             if isinstance(value.get(key), str):
                 return value[key]
         if isinstance(value.get("content"), list):  # content blocks
-            texts = [b.get("text", "") if isinstance(b, dict) else str(b)
-                     for b in value["content"] if isinstance(b, dict | str)]
+            texts = [
+                b.get("text", "") if isinstance(b, dict) else str(b)
+                for b in value["content"]
+                if isinstance(b, dict | str)
+            ]
             if any(texts):
                 return "".join(texts)
         if isinstance(value.get("data"), dict):  # LangChain's message_to_dict: {type, data}
@@ -263,8 +328,11 @@ def _answer_in(value: Any) -> str | None:
             return _answer_in(messages[-1])
         parts = value.get("parts")
         if isinstance(parts, list):
-            texts = [str(p["content"]) for p in parts
-                     if isinstance(p, dict) and isinstance(p.get("content"), str)]
+            texts = [
+                str(p["content"])
+                for p in parts
+                if isinstance(p, dict) and isinstance(p.get("content"), str)
+            ]
             return "".join(texts) if texts else None
         kwargs = value.get("kwargs")
         if isinstance(kwargs, dict):

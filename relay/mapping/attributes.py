@@ -89,7 +89,11 @@ def marked_span(marker: SpanRecord) -> SpanRecord | None:
     if not parent and marker.parent_span_id != span_id:
         parent = marker.parent_span_id
     return SpanRecord(
-        trace_id=marker.trace_id, span_id=span_id,
+        trace_id=marker.trace_id,
+        span_id=span_id,
         parent_span_id=str(parent).lower() if parent else None,
-        name=marker.name.removeprefix(c.START_PREFIX), start_ns=marker.start_ns, end_ns=None,
-        attributes=attributes)
+        name=marker.name.removeprefix(c.START_PREFIX),
+        start_ns=marker.start_ns,
+        end_ns=None,
+        attributes=attributes,
+    )

@@ -18,8 +18,9 @@ from relay.mapping.state import MappingState
 from relay.spans import SpanRecord
 
 
-def map_span_event(state: MappingState, record: SpanRecord,
-                   event: Mapping[str, Any]) -> list[Event]:
+def map_span_event(
+    state: MappingState, record: SpanRecord, event: Mapping[str, Any]
+) -> list[Event]:
     """The events for one span event (``{name, time_ns, attributes}``) of an open span.
 
     A ``gen_ai.content.delta`` event on a model-call span is a ``text_delta``: the chunk,

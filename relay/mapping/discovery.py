@@ -38,8 +38,7 @@ class Discovery:
         return {
             "graph_id": self.graph_id,
             "nodes": [{"id": n, "label": n} for n in self.nodes],
-            "edges": [{"source": s, "target": t, "conditional": False}
-                      for s, t in self.edges],
+            "edges": [{"source": s, "target": t, "conditional": False} for s, t in self.edges],
             "discovered": True,
         }
 
@@ -88,12 +87,15 @@ def discovered(discovery: Discovery, make: Any, time_ns: int) -> Event:
     return make(ev.GRAPH_DISCOVERED, time_ns, discovery.topology())
 
 
-
 def node_discovered(run: Any, opened: Any) -> list[Event]:
     """A ``graph_discovered`` when this top-level node (an open node span of ``run``)
     adds to the run's discovered graph; else nothing."""
     discovery = run.discovery
-    if discovery is None or opened.namespace or not opened.node \
-            or not discovery.started(opened.node):
+    if (
+        discovery is None
+        or opened.namespace
+        or not opened.node
+        or not discovery.started(opened.node)
+    ):
         return []
     return [discovered(discovery, run.event, opened.start_ns)]

@@ -79,8 +79,10 @@ def map_span(state: MappingState, record: SpanRecord, ended: bool) -> list[Event
     if c.NODE_NAME in attrs and (events := node_phase(state, record, ended)) is not None:
         return events  # one of our node spans, on the short path (relay/mapping/own.py)
     operation = attrs.get(c.OPERATION)
-    if operation in CHILD_OPERATIONS \
-            and (events := child_phase(state, record, ended, operation)) is not None:
+    if (
+        operation in CHILD_OPERATIONS
+        and (events := child_phase(state, record, ended, operation)) is not None
+    ):
         return events  # a GenAI span inside one of our nodes, on the short path
     if operation == c.OP_SAVE_MESSAGE:
         return message_saved(record) if ended else []
@@ -105,6 +107,7 @@ def map_span(state: MappingState, record: SpanRecord, ended: bool) -> list[Event
 
 # -- start markers ------------------------------------------------------------------------
 
+
 def _marker_started(state: MappingState, marker: SpanRecord) -> list[Event]:
     """A start marker: the start of the span it names, unless that span started already."""
     record = marked_span(marker)
@@ -117,6 +120,7 @@ def _marker_started(state: MappingState, marker: SpanRecord) -> list[Event]:
 
 
 # -- run root -----------------------------------------------------------------------------
+
 
 def _root_started(state: MappingState, record: SpanRecord) -> list[Event]:
     attrs = record.attributes
@@ -149,8 +153,11 @@ def _root_started(state: MappingState, record: SpanRecord) -> list[Event]:
         paused = state.paused.get(run.thread_id) if run.kind == "resume" else None
         if paused is not None and paused.turn_id == run.turn_id:
             del state.paused[run.thread_id]
-        run.discovery = paused.discovery if paused is not None and paused.discovery \
+        run.discovery = (
+            paused.discovery
+            if paused is not None and paused.discovery
             else Discovery(fields["graph_id"])
+        )
         shape = run.discovery.topology()
         fields.update(nodes=shape["nodes"], edges=shape["edges"], discovered=True)
     if not ok:
@@ -160,6 +167,7 @@ def _root_started(state: MappingState, record: SpanRecord) -> list[Event]:
 
 # -- foreign runs (another instrumentation's spans) ---------------------------------------
 
+
 def _unknown_trace(state: MappingState, record: SpanRecord, ended: bool) -> list[Event]:
     """A span of a trace with no run: it begins a foreign run when a rule says so; else
     the trace is followed tentatively from this start on (another instrumentation may say
@@ -167,8 +175,14 @@ def _unknown_trace(state: MappingState, record: SpanRecord, ended: bool) -> list
     if record.trace_id in state.ended:
         return []
     facts = classify(record)
-    run = Run(turn_id=record.trace_id, thread_id="", trace_id=record.trace_id, kind="chat",
-              foreign=True, active=False)
+    run = Run(
+        turn_id=record.trace_id,
+        thread_id="",
+        trace_id=record.trace_id,
+        kind="chat",
+        foreign=True,
+        active=False,
+    )
     if facts is None or not facts.activates:
         if ended or (facts is not None and facts.source == "relay"):
             return []
@@ -227,8 +241,10 @@ def _activate(state: MappingState, run: Run, record: SpanRecord, facts: Facts) -
 
 # -- spans under a run --------------------------------------------------------------------
 
-def _span_started(state: MappingState, run: Run, record: SpanRecord,
-                  facts: Facts | None = None) -> list[Event]:
+
+def _span_started(
+    state: MappingState, run: Run, record: SpanRecord, facts: Facts | None = None
+) -> list[Event]:
     if record.span_id in state.spans:
         return []  # its start marker came first
     attrs = record.attributes
@@ -255,24 +271,40 @@ def _span_started(state: MappingState, run: Run, record: SpanRecord,
     run.span_ids.add(record.span_id)
     if facts is None:
         return []
-    if facts.role == NODE and (facts.source == "relay" or (facts.task is None
-                               and facts.langgraph_node is None)):
+    if facts.role == NODE and (
+        facts.source == "relay" or (facts.task is None and facts.langgraph_node is None)
+    ):
         return _own_node(state, run, record, opened, facts, parent)
     events: list[Event] = []
-    if facts.role == NODE or (facts.langgraph_node is not None and (
-            not run.active or place(state, run, record.parent_span_id)[1] is not None)):
+    if facts.role == NODE or (
+        facts.langgraph_node is not None
+        and (not run.active or place(state, run, record.parent_span_id)[1] is not None)
+    ):
         events += _claim(state, run, record, facts, opened if facts.role == NODE else None)
         if opened.is_node:
             return events
     if facts.role == TOOL:
         opened.tool_started = True
-        events += emit_or_hold(state, run, record.parent_span_id, ev.TOOL_STARTED,
-                               record.start_ns, tool_fields(record, facts), opened.owner)
+        events += emit_or_hold(
+            state,
+            run,
+            record.parent_span_id,
+            ev.TOOL_STARTED,
+            record.start_ns,
+            tool_fields(record, facts),
+            opened.owner,
+        )
     return events
 
 
-def _own_node(state: MappingState, run: Run, record: SpanRecord, opened: Open,
-              facts: Facts, parent: Open | None) -> list[Event]:
+def _own_node(
+    state: MappingState,
+    run: Run,
+    record: SpanRecord,
+    opened: Open,
+    facts: Facts,
+    parent: Open | None,
+) -> list[Event]:
     """A span that names itself a node (ours: ``relay.node.name``; a sub-agent; a foreign
     node that gives no LangGraph namespace)."""
     if not run.active and not facts.activates:
@@ -290,18 +322,28 @@ def _own_node(state: MappingState, run: Run, record: SpanRecord, opened: Open,
     events = [] if run.active else _activate(state, run, record, facts)
     if not run.thread_id and facts.thread_id:
         run.thread_id = facts.thread_id
-    return [*events, *node_discovered(run, opened),
-            node_started(run, record.span_id, opened, facts.step, facts.task_id)]
+    return [
+        *events,
+        *node_discovered(run, opened),
+        node_started(run, record.span_id, opened, facts.step, facts.task_id),
+    ]
 
 
-def _claim(state: MappingState, run: Run, record: SpanRecord, facts: Facts,
-           own: Open | None) -> list[Event]:
+def _claim(
+    state: MappingState, run: Run, record: SpanRecord, facts: Facts, own: Open | None
+) -> list[Event]:
     """The nodes a span's LangGraph metadata names (its own, when ``own``), recognised now:
     the run's ``graph_topology`` when it begins here, their ``node_started`` (outermost
     first), then what waited for them."""
     where = segments(facts.task, facts.langgraph_node or facts.name)
-    claimed = claim_nodes(state, run, record.parent_span_id, where, facts.step,
-                          (record.span_id, own) if own is not None else None)
+    claimed = claim_nodes(
+        state,
+        run,
+        record.parent_span_id,
+        where,
+        facts.step,
+        (record.span_id, own) if own is not None else None,
+    )
     events: list[Event] = []
     if (claimed or facts.activates) and not run.active:
         events += _activate(state, run, record, facts)
@@ -315,8 +357,9 @@ def _claim(state: MappingState, run: Run, record: SpanRecord, facts: Facts,
     return events
 
 
-def _span_ended(state: MappingState, run: Run, record: SpanRecord,
-                facts: Facts | None = None) -> list[Event]:
+def _span_ended(
+    state: MappingState, run: Run, record: SpanRecord, facts: Facts | None = None
+) -> list[Event]:
     attrs = record.attributes
     opened = state.spans.get(record.span_id)
     if opened is not None and opened.is_node:
@@ -331,8 +374,7 @@ def _span_ended(state: MappingState, run: Run, record: SpanRecord,
         run.message = run.message or message_of(attrs)
     facts = effective(state, run, record, facts)
     if facts is not None and facts.role == ROOT and run.foreign:
-        events = [] if run.active or not facts.activates \
-            else _activate(state, run, record, facts)
+        events = [] if run.active or not facts.activates else _activate(state, run, record, facts)
         if not run.active:  # a tentative trace ends: it was no graph run
             state.forget_run(run.trace_id)
             return []
@@ -340,17 +382,22 @@ def _span_ended(state: MappingState, run: Run, record: SpanRecord,
         state.end_foreign(run.trace_id)
         return events + foreign_end(state, run, record)
     if opened is None:  # its start was not seen
-        opened = Open(run, record.parent_span_id, record.name, record.start_ns,
-                      maybe_node=facts is None and not run.instrumented)
+        opened = Open(
+            run,
+            record.parent_span_id,
+            record.name,
+            record.start_ns,
+            maybe_node=facts is None and not run.instrumented,
+        )
     events = []
-    node, anchor = (opened.owner, None) if opened.firm \
-        else place(state, run, record.parent_span_id)
+    node, anchor = (opened.owner, None) if opened.firm else place(state, run, record.parent_span_id)
     if facts is not None and facts.role == NODE and facts.source != "relay":
         # recognised only now (attributes set at end): a late start, unless an enclosing
         # node already has its task (then it is a runnable inside that node)
         if facts.task is None and facts.langgraph_node is None:
-            events += _own_node(state, run, record, opened, facts,
-                                state.spans.get(record.parent_span_id or ""))
+            events += _own_node(
+                state, run, record, opened, facts, state.spans.get(record.parent_span_id or "")
+            )
         else:
             events += _claim(state, run, record, facts, opened)
         if opened.is_node:
@@ -372,8 +419,15 @@ def _span_ended(state: MappingState, run: Run, record: SpanRecord,
     tool = facts is not None and facts.role == TOOL
     if tool and not opened.tool_started:  # recognised only now: a late start
         assert facts is not None
-        events += emit_or_hold(state, run, record.parent_span_id, ev.TOOL_STARTED,
-                               record.start_ns, tool_fields(record, facts), opened.owner)
+        events += emit_or_hold(
+            state,
+            run,
+            record.parent_span_id,
+            ev.TOOL_STARTED,
+            record.start_ns,
+            tool_fields(record, facts),
+            opened.owner,
+        )
     if node is None:
         # no enclosing node known: keep the facts for it (an ancestor may be recognised
         # later as a node)
@@ -386,9 +440,15 @@ def _span_ended(state: MappingState, run: Run, record: SpanRecord,
         if waiting is not None:
             merge(node, waiting)
     if tool:
-        events += emit_or_hold(state, run, record.parent_span_id, ev.TOOL_COMPLETED,
-                               record.end_ns or record.start_ns,
-                               tool_completed_fields(record, facts), opened.owner)
+        events += emit_or_hold(
+            state,
+            run,
+            record.parent_span_id,
+            ev.TOOL_COMPLETED,
+            record.end_ns or record.start_ns,
+            tool_completed_fields(record, facts),
+            opened.owner,
+        )
     if not run.active and not run.span_ids:  # a tentative trace with nothing open: over
         state.forget_run(run.trace_id)
     return events

@@ -51,9 +51,15 @@ S = TypeVar("S")  # what a phase carries: a SpanRecord, or the live processor's 
 
 # -- the one loop -----------------------------------------------------------------------
 
-def feed(state: MappingState, phases: Iterable[tuple[S, str, dict[str, Any] | None]],
-         emit: Callable[[Event], object], *, read: Callable[[S, bool], SpanRecord] | None,
-         on_failure: Callable[[S, Exception], None] | None = None) -> None:
+
+def feed(
+    state: MappingState,
+    phases: Iterable[tuple[S, str, dict[str, Any] | None]],
+    emit: Callable[[Event], object],
+    *,
+    read: Callable[[S, bool], SpanRecord] | None,
+    on_failure: Callable[[S, Exception], None] | None = None,
+) -> None:
     """Map ``phases`` in order into ``state``; each event goes to ``emit``.
 
     ``read(span, ended)`` is the record the mapping reads at a phase: the processor's
@@ -99,8 +105,10 @@ def _leaf(state: MappingState, start: SpanRecord, end: SpanRecord) -> list[Event
     mapped in turn."""
     if start is end:
         operation = start.attributes.get(c.OPERATION)
-        if operation in CHILD_OPERATIONS \
-                and (events := child_leaf(state, start, operation)) is not None:
+        if (
+            operation in CHILD_OPERATIONS
+            and (events := child_leaf(state, start, operation)) is not None
+        ):
             return events
     return engine.map_span(state, start, False) + engine.map_span(state, end, True)
 
@@ -114,8 +122,10 @@ def as_live(record: SpanRecord, ended: bool) -> SpanRecord:
 
 # -- the replay ---------------------------------------------------------------------------
 
-def replay_events(records: Sequence[SpanRecord],
-                  resume_route: Callable[[str], str | None] | None = None) -> list[Event]:
+
+def replay_events(
+    records: Sequence[SpanRecord], resume_route: Callable[[str], str | None] | None = None
+) -> list[Event]:
     """The events of these spans (one turn's), numbered from 1: :func:`stream_replay_events`
     joined. A mapping failure propagates: a replay that cannot be derived is an error,
     not a shorter turn. ``resume_route``: the serving process's
@@ -125,10 +135,12 @@ def replay_events(records: Sequence[SpanRecord],
     return [event for batch in stream_replay_events(records, resume_route) for event in batch]
 
 
-def iter_replay_events(chunks: Iterable[Sequence[SpanRecord]], *,
-                       lookups: SpanLookups | None = None,
-                       resume_route: Callable[[str], str | None] | None = None
-                       ) -> Iterator[list[Event]]:
+def iter_replay_events(
+    chunks: Iterable[Sequence[SpanRecord]],
+    *,
+    lookups: SpanLookups | None = None,
+    resume_route: Callable[[str], str | None] | None = None,
+) -> Iterator[list[Event]]:
     """:func:`replay_events`, streaming: ``chunks`` of the turn's spans in start order
     (ties in any order) in, batches of numbered events out, each as soon as the phases
     it maps are final (:class:`~relay.mapping.stream_order.PhaseOrderer`). The events,
@@ -162,23 +174,25 @@ def iter_replay_events(chunks: Iterable[Sequence[SpanRecord]], *,
         yield batch
 
 
-def chunked(records: Sequence[SpanRecord], first: int = 32, size: int = 512
-            ) -> Iterator[list[SpanRecord]]:
+def chunked(
+    records: Sequence[SpanRecord], first: int = 32, size: int = 512
+) -> Iterator[list[SpanRecord]]:
     """A list of spans in start order, in chunks (a small first one: the first events
     come out early)."""
     ordered = sorted(records, key=lambda r: r.start_ns)
     at, n = 0, first
     while at < len(ordered):
-        yield ordered[at:at + n]
+        yield ordered[at : at + n]
         at, n = at + n, size
 
 
-def stream_replay_events(records: Sequence[SpanRecord],
-                         resume_route: Callable[[str], str | None] | None = None
-                         ) -> Iterator[list[Event]]:
+def stream_replay_events(
+    records: Sequence[SpanRecord], resume_route: Callable[[str], str | None] | None = None
+) -> Iterator[list[Event]]:
     """:func:`iter_replay_events` over a list in memory (a trace file's turn)."""
-    return iter_replay_events(chunked(records), lookups=lookups_of(records),
-                              resume_route=resume_route)
+    return iter_replay_events(
+        chunked(records), lookups=lookups_of(records), resume_route=resume_route
+    )
 
 
 @dataclass(slots=True)
@@ -217,7 +231,8 @@ def group_turns(records: Sequence[SpanRecord]) -> list[TurnSpans]:
             turn = turns.get(turn_id)
             if turn is None:
                 turn = turns[turn_id] = TurnSpans(
-                    turn_id, str(r.attributes.get(c.CONVERSATION_ID, "")), [], [], [])
+                    turn_id, str(r.attributes.get(c.CONVERSATION_ID, "")), [], [], []
+                )
             turn.roots.append(r)
             if r.trace_id not in trace_turn:
                 turn.trace_ids.append(r.trace_id)
@@ -234,21 +249,24 @@ def group_turns(records: Sequence[SpanRecord]) -> list[TurnSpans]:
                 turn.roots.append(r)
     ordered = sorted((t for t in turns.values() if t.roots), key=lambda t: t.started_ns)
     for turn in ordered:
-        turn.trace_ids.sort(key=lambda tid: min((r.start_ns for r in turn.roots
-                                                 if r.trace_id == tid), default=0))
+        turn.trace_ids.sort(
+            key=lambda tid: min((r.start_ns for r in turn.roots if r.trace_id == tid), default=0)
+        )
     return ordered
 
 
-def _foreign_turns(records: Sequence[SpanRecord], turns: dict[str, TurnSpans],
-                   trace_turn: dict[str, str]) -> None:
+def _foreign_turns(
+    records: Sequence[SpanRecord], turns: dict[str, TurnSpans], trace_turn: dict[str, str]
+) -> None:
     """The foreign turns among ``records``, as the mapping keys them, into ``turns``."""
     events: list[Event] = []
     feed(MappingState(), ordered_phases(records), events.append, read=None)
     for event in events:
         turn = turns.get(event.turn_id)
         if turn is None:
-            turn = turns[event.turn_id] = TurnSpans(event.turn_id, event.thread_id, [], [],
-                                                    [], foreign=True)
+            turn = turns[event.turn_id] = TurnSpans(
+                event.turn_id, event.thread_id, [], [], [], foreign=True
+            )
         if not turn.foreign:
             continue  # (a turn id ours already has: not taken)
         if event.trace_id not in trace_turn:
@@ -258,6 +276,21 @@ def _foreign_turns(records: Sequence[SpanRecord], turns: dict[str, TurnSpans],
         turn.thread_id = turn.thread_id or event.thread_id
 
 
-__all__ = ["END", "EVENT", "LEAF", "MS_SLACK_NS", "NESTING_SLACK_NS", "START", "Phase", "TurnSpans",
-           "as_live", "chunked", "feed", "group_turns", "iter_replay_events",
-           "ordered_phases", "replay_events", "stream_replay_events"]
+__all__ = [
+    "END",
+    "EVENT",
+    "LEAF",
+    "MS_SLACK_NS",
+    "NESTING_SLACK_NS",
+    "START",
+    "Phase",
+    "TurnSpans",
+    "as_live",
+    "chunked",
+    "feed",
+    "group_turns",
+    "iter_replay_events",
+    "ordered_phases",
+    "replay_events",
+    "stream_replay_events",
+]

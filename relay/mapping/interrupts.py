@@ -39,7 +39,7 @@ def parse(text: str, span_id: str) -> list[dict[str, Any]]:
     text = text.strip()
     for prefix in _PAUSES:  # a status message may say "GraphInterrupt((Interrupt(...),))"
         if text.startswith(prefix + "("):
-            text = text[len(prefix):]
+            text = text[len(prefix) :]
     try:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError):
@@ -51,8 +51,12 @@ def parse(text: str, span_id: str) -> list[dict[str, Any]]:
             for name, arg in zip(("value", "id"), node.args, strict=False):
                 fields.setdefault(name, arg)
             interrupt_id = _literal(fields["id"]) if "id" in fields else None
-            found.append({"id": str(interrupt_id) if interrupt_id is not None else span_id,
-                          "value": _literal(fields["value"]) if "value" in fields else None})
+            found.append(
+                {
+                    "id": str(interrupt_id) if interrupt_id is not None else span_id,
+                    "value": _literal(fields["value"]) if "value" in fields else None,
+                }
+            )
     if not found:
         value = _literal(tree.body)
         if value not in ((), None, ""):  # GraphInterrupt(()) names none

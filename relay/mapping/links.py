@@ -39,13 +39,15 @@ def link_resume(state: MappingState, run: Run, record: SpanRecord, facts: Facts)
     run.graph_id = run.graph_id or paused.graph_id
 
 
-def awaits_resume(state: MappingState, thread_id: str | None,
-                  attrs: Mapping[str, Any]) -> bool:
+def awaits_resume(state: MappingState, thread_id: str | None, attrs: Mapping[str, Any]) -> bool:
     """A foreign root on a thread whose turn is paused, that carries no input (GenAI's
     ``invoke_agent`` as OpenLLMetry writes it): whether it resumes is for its first node
     to say."""
-    return bool(thread_id) and thread_id in state.paused and \
-        not any(key in attrs for key in (OI_INPUT, TL_INPUT))
+    return (
+        bool(thread_id)
+        and thread_id in state.paused
+        and not any(key in attrs for key in (OI_INPUT, TL_INPUT))
+    )
 
 
 def top_task(task: str | None) -> str | None:
@@ -60,8 +62,6 @@ def is_resume_input(attrs: Mapping[str, Any]) -> bool:
         value, _ = json_attr(attrs, key, None)
         if isinstance(value, dict) and isinstance(value.get("inputs"), dict):
             value = value["inputs"]  # OpenLLMetry: {"inputs": ..., "tags": ...}
-        if isinstance(value, dict) and value.get("resume") is not None \
-                and "goto" in value:
+        if isinstance(value, dict) and value.get("resume") is not None and "goto" in value:
             return True
     return False
-

@@ -40,6 +40,7 @@ Key = tuple[int, int, int]  # (span index, 0 start / 1 event / 2 end, event inde
 
 # -- the whole list at once (the reference) -----------------------------------------
 
+
 def ordered_phases(records: Sequence[SpanRecord]) -> list[Phase]:
     """Every span's start, span events and end, in the order the live processor saw them."""
     spans = sorted(records, key=lambda r: (r.start_ns, r.trace_id, r.span_id))
@@ -47,8 +48,7 @@ def ordered_phases(records: Sequence[SpanRecord]) -> list[Phase]:
     parent = [index.get((r.trace_id, r.parent_span_id or "")) for r in spans]
     depth = [depth_of(i, parent) for i in range(len(spans))]
     coarse = coarse_traces(spans)
-    starts = [r.start_ns + MS_SLACK_NS if r.trace_id in coarse else r.start_ns
-              for r in spans]
+    starts = [r.start_ns + MS_SLACK_NS if r.trace_id in coarse else r.start_ns for r in spans]
     ends = nested_ends(spans, parent, depth, starts, coarse)
     groups: dict[int, list[Key]] = {}
     for i, r in enumerate(spans):
@@ -94,26 +94,35 @@ def step_of(record: SpanRecord) -> int:
     return step if isinstance(step, int) and not isinstance(step, bool) else 1 << 62
 
 
-def nested_ends(spans: list[SpanRecord], parent: list[int | None], depth: list[int],
-                 starts: list[int], coarse: set[str]) -> list[int | None]:
+def nested_ends(
+    spans: list[SpanRecord],
+    parent: list[int | None],
+    depth: list[int],
+    starts: list[int],
+    coarse: set[str],
+) -> list[int | None]:
     """End times for ordering: never before the span's start (for ordering); a child that
     ends at most NESTING_SLACK_NS after its parent (microsecond times cut separately, as
     in Jaeger's JSON) is taken to end with it; and in a ``coarse`` trace (the JS SDK's
     clock, :func:`coarse_traces`) a parent ends no earlier than its children."""
-    ends: list[int | None] = [None if r.end_ns is None else max(r.end_ns, starts[i])
-                              for i, r in enumerate(spans)]
+    ends: list[int | None] = [
+        None if r.end_ns is None else max(r.end_ns, starts[i]) for i, r in enumerate(spans)
+    ]
     by_depth = sorted(range(len(spans)), key=lambda k: depth[k])
     for i in by_depth:
         p = parent[i]
         end, parent_end = ends[i], ends[p] if p is not None else None
-        if end is not None and parent_end is not None \
-                and 0 < end - parent_end <= NESTING_SLACK_NS:
+        if end is not None and parent_end is not None and 0 < end - parent_end <= NESTING_SLACK_NS:
             ends[i] = max(parent_end, starts[i])
     for i in reversed(by_depth) if coarse else ():  # deepest first
         p = parent[i]
         end = ends[i]
-        if p is not None and end is not None and ends[p] is not None \
-                and spans[i].trace_id in coarse:
+        if (
+            p is not None
+            and end is not None
+            and ends[p] is not None
+            and spans[i].trace_id in coarse
+        ):
             ends[p] = max(ends[p] or 0, end)
     return ends
 
@@ -127,8 +136,9 @@ def depth_of(i: int, parent: list[int | None]) -> int:
     return depth
 
 
-def order_group(group: list[Key], spans: list[SpanRecord], parent: list[int | None],
-                 depth: list[int]) -> list[Key]:
+def order_group(
+    group: list[Key], spans: list[SpanRecord], parent: list[int | None], depth: list[int]
+) -> list[Key]:
     """Phases at one instant: a topological order of the nesting, ends first."""
     if len(group) == 1:
         return group

@@ -52,8 +52,14 @@ def node_phase(state: MappingState, record: SpanRecord, ended: bool) -> list[Eve
     ``relay.node.name`` in the span's attributes."""
     attrs = record.attributes
     run = state.runs.get(record.trace_id)
-    if run is None or run.foreign or not run.active \
-            or OPERATION in attrs or START_OF in attrs or TURN_ID in attrs:
+    if (
+        run is None
+        or run.foreign
+        or not run.active
+        or OPERATION in attrs
+        or START_OF in attrs
+        or TURN_ID in attrs
+    ):
         return None
     span_id = record.span_id
     if ended:
@@ -69,13 +75,13 @@ def node_phase(state: MappingState, record: SpanRecord, ended: bool) -> list[Eve
         return []  # its start marker came first
     parent_id = record.parent_span_id
     parent = state.spans.get(parent_id or "")
-    if run.instrumented and parent_id != run.root_span_id \
-            and (parent is None or not parent.firm):
+    if run.instrumented and parent_id != run.root_span_id and (parent is None or not parent.firm):
         return None  # not under our root or nodes: a plain span there (placement.effective)
     # (by position, which a dataclass's __init__ takes faster than keywords: run, parent,
     # name, start_ns, node, is_node, maybe_node, firm; firm: nothing under it is a late node)
-    opened = Open(run, parent_id, record.name, record.start_ns, str(attrs[NODE_NAME]), True,
-                  False, True)
+    opened = Open(
+        run, parent_id, record.name, record.start_ns, str(attrs[NODE_NAME]), True, False, True
+    )
     if parent is not None and parent.firm:
         opened.owner = parent if parent.is_node else parent.owner
     state.spans[span_id] = opened
@@ -87,8 +93,7 @@ def node_phase(state: MappingState, record: SpanRecord, ended: bool) -> list[Eve
         opened.namespace = namespace
     if state.orphans:
         claim(state, span_id, opened)
-    started = node_started(run, span_id, opened, attrs.get(NODE_STEP),
-                           attrs.get(NODE_TASK_ID))
+    started = node_started(run, span_id, opened, attrs.get(NODE_STEP), attrs.get(NODE_TASK_ID))
     if run.discovery is None:
         return [started]
     return [*node_discovered(run, opened), started]
@@ -108,15 +113,21 @@ def _child_run(state: MappingState, record: SpanRecord, operation: str) -> Run |
     runs, and nothing on the span that makes it something else; else None."""
     attrs = record.attributes
     run = state.runs.get(record.trace_id)
-    if run is None or run.foreign or not run.active or run.turn_id is None \
-            or not _NOT_A_CHILD.isdisjoint(attrs) \
-            or (operation == OP_TOOL and _TOOL_NODE in attrs):
+    if (
+        run is None
+        or run.foreign
+        or not run.active
+        or run.turn_id is None
+        or not _NOT_A_CHILD.isdisjoint(attrs)
+        or (operation == OP_TOOL and _TOOL_NODE in attrs)
+    ):
         return None
     return run
 
 
-def child_phase(state: MappingState, record: SpanRecord, ended: bool,
-                operation: str) -> list[Event] | None:
+def child_phase(
+    state: MappingState, record: SpanRecord, ended: bool, operation: str
+) -> list[Event] | None:
     """The events of a start or end of a GenAI span (``operation``, one of
     :data:`CHILD_OPERATIONS`) inside one of our nodes in one of our runs, or None when
     the general path must map this phase: the span's facts go to the node's summary at
@@ -135,8 +146,7 @@ def child_phase(state: MappingState, record: SpanRecord, ended: bool,
         if owner is None:
             return None
         # (by position: run, parent, name, start_ns, node, is_node, maybe_node, firm, owner)
-        opened = Open(run, parent_id, record.name, record.start_ns, None, False, False, True,
-                      owner)
+        opened = Open(run, parent_id, record.name, record.start_ns, None, False, False, True, owner)
         state.spans[span_id] = opened  # state.open, inlined
         run.span_ids.add(span_id)
         if operation != OP_TOOL:
@@ -144,11 +154,16 @@ def child_phase(state: MappingState, record: SpanRecord, ended: bool,
         opened.tool_started = True
         return [_tool_started(run, record, owner)]
     ending = state.spans.get(span_id)
-    if ending is None or ending.is_node or not ending.firm or ending.maybe_node \
-            or ending.owner is None or (operation == OP_TOOL and not ending.tool_started):
+    if (
+        ending is None
+        or ending.is_node
+        or not ending.firm
+        or ending.maybe_node
+        or ending.owner is None
+        or (operation == OP_TOOL and not ending.tool_started)
+    ):
         return None
-    if run.instrumented and parent_id != run.root_span_id \
-            and (parent is None or not parent.firm):
+    if run.instrumented and parent_id != run.root_span_id and (parent is None or not parent.firm):
         return None  # not under our root or nodes: a plain span there (placement.effective)
     del state.spans[span_id]  # state.close, inlined
     ending.run.span_ids.discard(span_id)
@@ -211,6 +226,9 @@ def _tool_completed(run: Run, record: SpanRecord, owner: Open) -> Event:
 def _tool_facts(record: SpanRecord) -> Facts:
     """A GenAI tool span's facts, as its row in the table reads them."""
     attrs = record.attributes
-    return Facts(TOOL, "genai", name=str(attrs[TOOL_NAME] if TOOL_NAME in attrs
-                                         else suffix(record.name)),
-                 call_id=attrs.get(TOOL_CALL_ID))
+    return Facts(
+        TOOL,
+        "genai",
+        name=str(attrs[TOOL_NAME] if TOOL_NAME in attrs else suffix(record.name)),
+        call_id=attrs.get(TOOL_CALL_ID),
+    )

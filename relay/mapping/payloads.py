@@ -29,15 +29,21 @@ _CHILD_ORDER = itemgetter("start_ts", "span_id")
 
 def node_started(run: Run, span_id: str, opened: Open, step: Any, task_id: Any) -> Event:
     # run.event, inlined (as in node_completed): twice per node
-    return Event(ev.NODE_STARTED, run.thread_id, run.turn_id, run.trace_id,
-                 (opened.start_ns + 500) // 1000 / 1000, {
-                     "node": opened.node,
-                     "span_id": span_id,
-                     "parent_span_id": opened.parent,
-                     "step": step,
-                     "task_id": task_id,
-                     "namespace": list(opened.namespace),
-                 })
+    return Event(
+        ev.NODE_STARTED,
+        run.thread_id,
+        run.turn_id,
+        run.trace_id,
+        (opened.start_ns + 500) // 1000 / 1000,
+        {
+            "node": opened.node,
+            "span_id": span_id,
+            "parent_span_id": opened.parent,
+            "step": step,
+            "task_id": task_id,
+            "namespace": list(opened.namespace),
+        },
+    )
 
 
 def node_completed(run: Run, record: SpanRecord, opened: Open) -> Event:
@@ -50,18 +56,23 @@ def node_completed(run: Run, record: SpanRecord, opened: Open) -> Event:
     if opened.children:
         opened.children.sort(key=_CHILD_ORDER)
     end = record.end_ns
-    return Event(ev.NODE_COMPLETED, run.thread_id, run.turn_id, run.trace_id,
-                 ((end or record.start_ns) + 500) // 1000 / 1000, {
-                     "node": opened.node,
-                     "span_id": record.span_id,
-                     "namespace": list(opened.namespace),
-                     "status": status,
-                     # record.duration_ms, inlined
-                     "duration_ms": 0.0 if end is None
-                     else (end - record.start_ns + 500) // 1000 / 1000,
-                     "summary": opened.summary,
-                     "children": opened.children,
-                 })
+    return Event(
+        ev.NODE_COMPLETED,
+        run.thread_id,
+        run.turn_id,
+        run.trace_id,
+        ((end or record.start_ns) + 500) // 1000 / 1000,
+        {
+            "node": opened.node,
+            "span_id": record.span_id,
+            "namespace": list(opened.namespace),
+            "status": status,
+            # record.duration_ms, inlined
+            "duration_ms": 0.0 if end is None else (end - record.start_ns + 500) // 1000 / 1000,
+            "summary": opened.summary,
+            "children": opened.children,
+        },
+    )
 
 
 def tool_fields(record: SpanRecord, facts: Facts) -> dict[str, Any]:
@@ -84,8 +95,11 @@ def tool_fields(record: SpanRecord, facts: Facts) -> dict[str, Any]:
 
 def tool_completed_fields(record: SpanRecord, facts: Facts | None) -> dict[str, Any]:
     attrs = record.attributes
-    name = facts.name if facts is not None and facts.name is not None \
+    name = (
+        facts.name
+        if facts is not None and facts.name is not None
         else str(attrs[c.TOOL_NAME] if c.TOOL_NAME in attrs else suffix(record.name))
+    )
     return {
         "tool": name,
         "span_id": record.span_id,

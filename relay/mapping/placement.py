@@ -99,7 +99,7 @@ def segments(task: str | None, node: str | None) -> list[tuple[str, str | None]]
     if not task:
         return [(node, None)] if node else []
     parts = task.split("|")
-    return [(part.partition(":")[0], "|".join(parts[:i + 1])) for i, part in enumerate(parts)]
+    return [(part.partition(":")[0], "|".join(parts[: i + 1])) for i, part in enumerate(parts)]
 
 
 def _named(span_name: str, node: str) -> bool:
@@ -118,9 +118,14 @@ def _matches(opened: Open, node: str, task: str | None) -> bool:
 Claimed = tuple[Open, str, Any, Any]
 
 
-def claim_nodes(state: MappingState, run: Run, parent_id: str | None,
-                where: list[tuple[str, str | None]], step: Any,
-                own: tuple[str, Open] | None = None) -> list[Claimed]:
+def claim_nodes(
+    state: MappingState,
+    run: Run,
+    parent_id: str | None,
+    where: list[tuple[str, str | None]],
+    step: Any,
+    own: tuple[str, Open] | None = None,
+) -> list[Claimed]:
     """Recognise the nodes that ``where`` (a span's :func:`segments`) names among the
     maybe nodes above the span (and the span itself, ``own``, for its last segment),
     outermost first. ``step`` is the innermost node's. Returns those newly recognised."""
@@ -158,8 +163,9 @@ def claim_nodes(state: MappingState, run: Run, parent_id: str | None,
             # an enclosing node is a maybe node above, named for it; the span itself (its
             # rule says it is a node) only its own, innermost one
             mine = own is not None and opened is own[1]
-            if not opened.is_node and (last if mine else opened.maybe_node
-                                       and _named(opened.name, node)):
+            if not opened.is_node and (
+                last if mine else opened.maybe_node and _named(opened.name, node)
+            ):
                 opened.is_node, opened.maybe_node = True, False
                 opened.node, opened.task = node, task
                 opened.namespace = [name for name, _ in where[:i]]
@@ -174,8 +180,15 @@ def claim_nodes(state: MappingState, run: Run, parent_id: str | None,
     return claimed
 
 
-def emit_or_hold(state: MappingState, run: Run, parent_id: str | None, type_: str,
-                 time_ns: int, fields: dict[str, Any], owner: Open | None = None) -> list[Event]:
+def emit_or_hold(
+    state: MappingState,
+    run: Run,
+    parent_id: str | None,
+    type_: str,
+    time_ns: int,
+    fields: dict[str, Any],
+    owner: Open | None = None,
+) -> list[Event]:
     """The event of a span under ``parent_id``, with its node's name in ``fields["node"]``
     (kept as given outside any node); held while that node is not settled. ``owner``: the
     node, when known for good (:attr:`Open.owner`). A tentative run sends nothing it
@@ -222,6 +235,7 @@ def release_all(run: Run) -> list[Event]:
 
 # -- what a span is, where it sits ---------------------------------------------------
 
+
 def _inside(state: MappingState, run: Run, parent_span_id: str | None) -> bool:
     """Whether a span with this parent sits under the run's root or one of its nodes."""
     if parent_span_id is None:
@@ -238,14 +252,21 @@ def _ours(state: MappingState, run: Run, parent_id: str | None) -> bool:
     return parent_id == run.root_span_id or (parent is not None and parent.firm)
 
 
-def effective(state: MappingState, run: Run, record: SpanRecord,
-               facts: Facts | None) -> Facts | None:
+def effective(
+    state: MappingState, run: Run, record: SpanRecord, facts: Facts | None
+) -> Facts | None:
     """Resolve a ``root`` row by where the span sits (see :data:`~relay.mapping.rules.RULES`);
     in a run our instrumentation spans, another instrumentation's span is a plain span (the
     graph is not instrumented twice)."""
-    if facts is not None and run.instrumented and (
-            facts.source in _OTHER_INSTRUMENTATIONS or facts.role == ROOT
-            or not _ours(state, run, record.parent_span_id)):
+    if (
+        facts is not None
+        and run.instrumented
+        and (
+            facts.source in _OTHER_INSTRUMENTATIONS
+            or facts.role == ROOT
+            or not _ours(state, run, record.parent_span_id)
+        )
+    ):
         return None  # (GenAI spans of theirs too: ours sit under our root or our nodes)
     if facts is None or facts.role != ROOT or facts.source == "relay":
         return facts

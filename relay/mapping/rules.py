@@ -36,8 +36,12 @@ RETRIEVAL = "retrieval"
 GUARDRAIL = "guardrail"
 
 #: the GenAI operation a role stands for, for spans of other instrumentations
-ROLE_OPERATION = {CHAT: c.OP_CHAT, RETRIEVAL: c.OP_RETRIEVAL, GUARDRAIL: c.OP_GUARDRAIL,
-                  TOOL: c.OP_TOOL}
+ROLE_OPERATION = {
+    CHAT: c.OP_CHAT,
+    RETRIEVAL: c.OP_RETRIEVAL,
+    GUARDRAIL: c.OP_GUARDRAIL,
+    TOOL: c.OP_TOOL,
+}
 
 # attribute names of the other instrumentations (string literals on purpose, as for GenAI)
 OI_KIND = "openinference.span.kind"
@@ -104,6 +108,7 @@ class Rule:
 
 # -- the table's readers ------------------------------------------------------------------
 
+
 def _relay_root(a: Mapping[str, Any], name: str) -> Facts | None:
     return Facts(ROOT, "relay") if c.TURN_ID in a else None
 
@@ -111,8 +116,13 @@ def _relay_root(a: Mapping[str, Any], name: str) -> Facts | None:
 def _relay_node(a: Mapping[str, Any], name: str) -> Facts | None:
     if c.NODE_NAME not in a:
         return None
-    return Facts(NODE, "relay", name=str(a[c.NODE_NAME]), step=a.get(c.NODE_STEP),
-                 task_id=a.get(c.NODE_TASK_ID))
+    return Facts(
+        NODE,
+        "relay",
+        name=str(a[c.NODE_NAME]),
+        step=a.get(c.NODE_STEP),
+        task_id=a.get(c.NODE_TASK_ID),
+    )
 
 
 def _genai_op(op: str, role: str) -> Callable[[Mapping[str, Any], str], Facts | None]:
@@ -126,15 +136,21 @@ def _genai_op(op: str, role: str) -> Callable[[Mapping[str, Any], str], Facts | 
             facts.langgraph_node = str_or_none(a.get(TL_ASSOC + "langgraph_node"))
             facts.task = str_or_none(a.get(TL_ASSOC + "langgraph_checkpoint_ns"))
         return facts
+
     return match
 
 
 def _tl_workflow(a: Mapping[str, Any], name: str) -> Facts | None:
     if a.get(TL_KIND) not in ("workflow", "agent"):
         return None
-    return Facts(ROOT, "openllmetry", name=str_or_none(a.get(TL_ENTITY) or a.get(TL_WORKFLOW)),
-                 thread_id=_thread(a, None), activates=True,
-                 graph_id=str_or_none(a.get(TL_WORKFLOW) or a.get(TL_ENTITY)))
+    return Facts(
+        ROOT,
+        "openllmetry",
+        name=str_or_none(a.get(TL_ENTITY) or a.get(TL_WORKFLOW)),
+        thread_id=_thread(a, None),
+        activates=True,
+        graph_id=str_or_none(a.get(TL_WORKFLOW) or a.get(TL_ENTITY)),
+    )
 
 
 def _tl_task(a: Mapping[str, Any], name: str) -> Facts | None:
@@ -145,19 +161,31 @@ def _tl_task(a: Mapping[str, Any], name: str) -> Facts | None:
     if lg_node is not None and lg_node != entity:
         return None  # a runnable inside a node, not the node
     ns = str_or_none(a.get(TL_ASSOC + "langgraph_checkpoint_ns"))
-    return Facts(NODE, "openllmetry", name=entity, step=a.get(TL_ASSOC + "langgraph_step"),
-                 task_id=task_id_of(ns), task=ns, thread_id=_thread(a, None),
-                 langgraph_node=lg_node, activates=True)
+    return Facts(
+        NODE,
+        "openllmetry",
+        name=entity,
+        step=a.get(TL_ASSOC + "langgraph_step"),
+        task_id=task_id_of(ns),
+        task=ns,
+        thread_id=_thread(a, None),
+        langgraph_node=lg_node,
+        activates=True,
+    )
 
 
 def _tl_tool(a: Mapping[str, Any], name: str) -> Facts | None:
     if a.get(TL_KIND) != "tool":
         return None
-    return Facts(TOOL, "openllmetry", name=str_or_none(a.get(TL_ENTITY)) or suffix(name),
-                 thread_id=_thread(a, None),
-                 langgraph_node=str_or_none(a.get(TL_ASSOC + "langgraph_node")),
-                 task=str_or_none(a.get(TL_ASSOC + "langgraph_checkpoint_ns")),
-                 step=a.get(TL_ASSOC + "langgraph_step"))
+    return Facts(
+        TOOL,
+        "openllmetry",
+        name=str_or_none(a.get(TL_ENTITY)) or suffix(name),
+        thread_id=_thread(a, None),
+        langgraph_node=str_or_none(a.get(TL_ASSOC + "langgraph_node")),
+        task=str_or_none(a.get(TL_ASSOC + "langgraph_checkpoint_ns")),
+        step=a.get(TL_ASSOC + "langgraph_step"),
+    )
 
 
 def _oi(kind: str, role: str) -> Callable[[Mapping[str, Any], str], Facts | None]:
@@ -166,10 +194,15 @@ def _oi(kind: str, role: str) -> Callable[[Mapping[str, Any], str], Facts | None
             return None
         meta = _metadata(a)
         lg_node = str_or_none(meta.get("langgraph_node"))
-        facts = Facts(role, "openinference", thread_id=_thread(a, meta),
-                      langgraph_node=lg_node, activates=lg_node is not None,
-                      task=str_or_none(meta.get("langgraph_checkpoint_ns")),
-                      step=meta.get("langgraph_step"))
+        facts = Facts(
+            role,
+            "openinference",
+            thread_id=_thread(a, meta),
+            langgraph_node=lg_node,
+            activates=lg_node is not None,
+            task=str_or_none(meta.get("langgraph_checkpoint_ns")),
+            step=meta.get("langgraph_step"),
+        )
         if role == CHAT:
             facts.model = a.get(OI_MODEL)
             facts.input_tokens = int_or_none(a.get(OI_PROMPT_TOKENS))
@@ -180,6 +213,7 @@ def _oi(kind: str, role: str) -> Callable[[Mapping[str, Any], str], Facts | None
             facts.name = str_or_none(a.get(OI_TOOL_NAME)) or name
             facts.call_id = a.get(OI_TOOL_CALL_ID)
         return facts
+
     return match
 
 
@@ -191,9 +225,17 @@ def _oi_node(a: Mapping[str, Any], name: str) -> Facts | None:
     if lg_node is None or lg_node != name:
         return None
     ns = str_or_none(meta.get("langgraph_checkpoint_ns"))
-    return Facts(NODE, "openinference", name=lg_node, step=meta.get("langgraph_step"),
-                 task_id=task_id_of(ns), task=ns, thread_id=_thread(a, meta),
-                 langgraph_node=lg_node, activates=True)
+    return Facts(
+        NODE,
+        "openinference",
+        name=lg_node,
+        step=meta.get("langgraph_step"),
+        task_id=task_id_of(ns),
+        task=ns,
+        thread_id=_thread(a, meta),
+        langgraph_node=lg_node,
+        activates=True,
+    )
 
 
 def _oi_root(a: Mapping[str, Any], name: str) -> Facts | None:
@@ -203,18 +245,30 @@ def _oi_root(a: Mapping[str, Any], name: str) -> Facts | None:
     meta = _metadata(a)
     if meta.get("langgraph_node") is not None:
         return None  # a chain inside a node
-    graphish = kind == "AGENT" or meta.get("ls_integration") == "langgraph" \
-        or name == "LangGraph"
-    return Facts(ROOT, "openinference", name=name, thread_id=_thread(a, meta),
-                 activates=graphish, graph_id=name)
+    graphish = kind == "AGENT" or meta.get("ls_integration") == "langgraph" or name == "LangGraph"
+    return Facts(
+        ROOT,
+        "openinference",
+        name=name,
+        thread_id=_thread(a, meta),
+        activates=graphish,
+        graph_id=name,
+    )
 
 
 def _genai_agent(a: Mapping[str, Any], name: str) -> Facts | None:
     if a.get(c.OPERATION) != c.OP_INVOKE_AGENT:
         return None
     agent = str_or_none(a.get(c.AGENT_NAME)) or suffix(name)
-    return Facts(ROOT, "genai", name=agent, thread_id=_thread(a, None), activates=True,
-                 graph_id=agent, topology=_workflow_topology(a))
+    return Facts(
+        ROOT,
+        "genai",
+        name=agent,
+        thread_id=_thread(a, None),
+        activates=True,
+        graph_id=agent,
+        topology=_workflow_topology(a),
+    )
 
 
 #: The mapping table, first match wins (docs/events.md "Mapping rules" repeats it).
@@ -223,34 +277,106 @@ def _genai_agent(a: Mapping[str, Any], name: str) -> Facts | None:
 RULES: tuple[Rule, ...] = (
     Rule("relay", ROOT, "`relay.turn.id` at start", _relay_root, c.TURN_ID),
     Rule("relay", NODE, "`relay.node.name`", _relay_node, c.NODE_NAME),
-    Rule("genai", TOOL, "`gen_ai.operation.name=execute_tool`", _genai_op(c.OP_TOOL, TOOL),
-         c.OPERATION, (c.OP_TOOL,)),
-    Rule("genai", CHAT, "`gen_ai.operation.name=chat`", _genai_op(c.OP_CHAT, CHAT),
-         c.OPERATION, (c.OP_CHAT,)),
-    Rule("genai", RETRIEVAL, "`gen_ai.operation.name=retrieval`",
-         _genai_op(c.OP_RETRIEVAL, RETRIEVAL), c.OPERATION, (c.OP_RETRIEVAL,)),
-    Rule("genai", GUARDRAIL, "`gen_ai.operation.name=apply_guardrail`",
-         _genai_op(c.OP_GUARDRAIL, GUARDRAIL), c.OPERATION, (c.OP_GUARDRAIL,)),
-    Rule("openllmetry", ROOT, "`traceloop.span.kind` `workflow` or `agent`", _tl_workflow,
-         TL_KIND, ("workflow", "agent")),
-    Rule("openllmetry", NODE, "`traceloop.span.kind=task` (and `traceloop.entity.name` equals "
-         "`traceloop.association.properties.langgraph_node` when that is set)", _tl_task,
-         TL_KIND, ("task",)),
+    Rule(
+        "genai",
+        TOOL,
+        "`gen_ai.operation.name=execute_tool`",
+        _genai_op(c.OP_TOOL, TOOL),
+        c.OPERATION,
+        (c.OP_TOOL,),
+    ),
+    Rule(
+        "genai",
+        CHAT,
+        "`gen_ai.operation.name=chat`",
+        _genai_op(c.OP_CHAT, CHAT),
+        c.OPERATION,
+        (c.OP_CHAT,),
+    ),
+    Rule(
+        "genai",
+        RETRIEVAL,
+        "`gen_ai.operation.name=retrieval`",
+        _genai_op(c.OP_RETRIEVAL, RETRIEVAL),
+        c.OPERATION,
+        (c.OP_RETRIEVAL,),
+    ),
+    Rule(
+        "genai",
+        GUARDRAIL,
+        "`gen_ai.operation.name=apply_guardrail`",
+        _genai_op(c.OP_GUARDRAIL, GUARDRAIL),
+        c.OPERATION,
+        (c.OP_GUARDRAIL,),
+    ),
+    Rule(
+        "openllmetry",
+        ROOT,
+        "`traceloop.span.kind` `workflow` or `agent`",
+        _tl_workflow,
+        TL_KIND,
+        ("workflow", "agent"),
+    ),
+    Rule(
+        "openllmetry",
+        NODE,
+        "`traceloop.span.kind=task` (and `traceloop.entity.name` equals "
+        "`traceloop.association.properties.langgraph_node` when that is set)",
+        _tl_task,
+        TL_KIND,
+        ("task",),
+    ),
     Rule("openllmetry", TOOL, "`traceloop.span.kind=tool`", _tl_tool, TL_KIND, ("tool",)),
-    Rule("openinference", CHAT, "`openinference.span.kind=LLM`", _oi("LLM", CHAT),
-         OI_KIND, ("LLM",)),
-    Rule("openinference", RETRIEVAL, "`openinference.span.kind=RETRIEVER`",
-         _oi("RETRIEVER", RETRIEVAL), OI_KIND, ("RETRIEVER",)),
-    Rule("openinference", TOOL, "`openinference.span.kind=TOOL`", _oi("TOOL", TOOL),
-         OI_KIND, ("TOOL",)),
-    Rule("openinference", GUARDRAIL, "`openinference.span.kind=GUARDRAIL`",
-         _oi("GUARDRAIL", GUARDRAIL), OI_KIND, ("GUARDRAIL",)),
-    Rule("openinference", NODE, "`metadata.langgraph_node` equals the span name "
-         "(kind `CHAIN`)", _oi_node, OI_METADATA),
-    Rule("openinference", ROOT, "kind `CHAIN`/`AGENT` without `metadata.langgraph_node`",
-         _oi_root, OI_KIND, ("CHAIN", "AGENT")),
-    Rule("genai", ROOT, "`gen_ai.operation.name=invoke_agent` (no `relay.turn.id`)",
-         _genai_agent, c.OPERATION, (c.OP_INVOKE_AGENT,)),
+    Rule(
+        "openinference", CHAT, "`openinference.span.kind=LLM`", _oi("LLM", CHAT), OI_KIND, ("LLM",)
+    ),
+    Rule(
+        "openinference",
+        RETRIEVAL,
+        "`openinference.span.kind=RETRIEVER`",
+        _oi("RETRIEVER", RETRIEVAL),
+        OI_KIND,
+        ("RETRIEVER",),
+    ),
+    Rule(
+        "openinference",
+        TOOL,
+        "`openinference.span.kind=TOOL`",
+        _oi("TOOL", TOOL),
+        OI_KIND,
+        ("TOOL",),
+    ),
+    Rule(
+        "openinference",
+        GUARDRAIL,
+        "`openinference.span.kind=GUARDRAIL`",
+        _oi("GUARDRAIL", GUARDRAIL),
+        OI_KIND,
+        ("GUARDRAIL",),
+    ),
+    Rule(
+        "openinference",
+        NODE,
+        "`metadata.langgraph_node` equals the span name (kind `CHAIN`)",
+        _oi_node,
+        OI_METADATA,
+    ),
+    Rule(
+        "openinference",
+        ROOT,
+        "kind `CHAIN`/`AGENT` without `metadata.langgraph_node`",
+        _oi_root,
+        OI_KIND,
+        ("CHAIN", "AGENT"),
+    ),
+    Rule(
+        "genai",
+        ROOT,
+        "`gen_ai.operation.name=invoke_agent` (no `relay.turn.id`)",
+        _genai_agent,
+        c.OPERATION,
+        (c.OP_INVOKE_AGENT,),
+    ),
 )
 
 
@@ -265,8 +391,7 @@ def _index(rules: tuple[Rule, ...]) -> tuple[tuple[str, dict[Any, tuple[Rule, ..
             table[value] = (*table.get(value, ()), rule)
     for table in keys.values():  # a value's rows include the any-value rows, in order
         for value in [v for v in table if v is not None]:
-            table[value] = tuple(r for r in rules if r in table[value]
-                                 or r in table.get(None, ()))
+            table[value] = tuple(r for r in rules if r in table[value] or r in table.get(None, ()))
     return tuple(keys.items())
 
 
@@ -321,18 +446,31 @@ def placement(attrs: Mapping[str, Any]) -> Facts | None:
     ``step``. Any span inside a node says it, a plain chain too; None when none does."""
     if OI_METADATA in attrs:
         meta = _metadata(attrs)
-        node, ns, step = (meta.get("langgraph_node"), meta.get("langgraph_checkpoint_ns"),
-                          meta.get("langgraph_step"))
+        node, ns, step = (
+            meta.get("langgraph_node"),
+            meta.get("langgraph_checkpoint_ns"),
+            meta.get("langgraph_step"),
+        )
     else:
         meta = {}
-        node, ns, step = (attrs.get(TL_ASSOC + "langgraph_node"),
-                          attrs.get(TL_ASSOC + "langgraph_checkpoint_ns"),
-                          attrs.get(TL_ASSOC + "langgraph_step"))
+        node, ns, step = (
+            attrs.get(TL_ASSOC + "langgraph_node"),
+            attrs.get(TL_ASSOC + "langgraph_checkpoint_ns"),
+            attrs.get(TL_ASSOC + "langgraph_step"),
+        )
     if str_or_none(node) is None:
         return None
-    return Facts(NODE, "placement", name=str(node), step=step, task=str_or_none(ns),
-                 task_id=task_id_of(str_or_none(ns)), thread_id=_thread(attrs, meta),
-                 langgraph_node=str(node), activates=True)
+    return Facts(
+        NODE,
+        "placement",
+        name=str(node),
+        step=step,
+        task=str_or_none(ns),
+        task_id=task_id_of(str_or_none(ns)),
+        thread_id=_thread(attrs, meta),
+        langgraph_node=str(node),
+        activates=True,
+    )
 
 
 def declared_topology(attrs: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
@@ -351,12 +489,14 @@ def declared_topology(attrs: Mapping[str, Any]) -> tuple[dict[str, Any] | None, 
             return None, None
         if isinstance(value, dict) and isinstance(value.get("nodes"), list):
             graph_id = where.get(prefix + c.GRAPH_ID)
-            return {"nodes": value["nodes"], "edges": value.get("edges") or []}, \
-                str_or_none(graph_id)
+            return {"nodes": value["nodes"], "edges": value.get("edges") or []}, str_or_none(
+                graph_id
+            )
     return None, None
 
 
 # -- attribute readers ----------------------------------------------------------------
+
 
 def _metadata(attrs: Mapping[str, Any]) -> dict[str, Any]:
     raw = attrs.get(OI_METADATA)
@@ -382,7 +522,7 @@ def _thread(attrs: Mapping[str, Any], meta: Mapping[str, Any] | None) -> str | N
 
 def _oi_documents(attrs: Mapping[str, Any]) -> int | None:
     prefix = "retrieval.documents."
-    seen = {key[len(prefix):].split(".", 1)[0] for key in attrs if key.startswith(prefix)}
+    seen = {key[len(prefix) :].split(".", 1)[0] for key in attrs if key.startswith(prefix)}
     return len(seen) if seen else None
 
 
@@ -395,6 +535,5 @@ def _workflow_topology(attrs: Mapping[str, Any]) -> dict[str, Any] | None:
     for raw in attrs.get(GENAI_WORKFLOW_EDGES) or ():
         source, sep, target = str(raw).partition("->")
         if sep:
-            edges.append({"source": source.strip(), "target": target.strip(),
-                          "conditional": False})
+            edges.append({"source": source.strip(), "target": target.strip(), "conditional": False})
     return {"nodes": [{"id": str(n), "label": str(n)} for n in nodes], "edges": edges}

@@ -72,8 +72,14 @@ class Run:
 
     def event(self, type_: str, time_ns: int, fields: dict[str, Any]) -> Event:
         """An event of this run, stamped with a span's time."""
-        return Event(type_, self.thread_id, self.turn_id, self.trace_id,
-                     (time_ns + 500) // 1000 / 1000, fields)  # ms(time_ns), inlined
+        return Event(
+            type_,
+            self.thread_id,
+            self.turn_id,
+            self.trace_id,
+            (time_ns + 500) // 1000 / 1000,
+            fields,
+        )  # ms(time_ns), inlined
 
 
 @dataclass(slots=True)

@@ -127,7 +127,7 @@ class PhaseOrderer:
     def _admit(self, rows: list[SpanRecord], starts: list[int]) -> None:
         """Index spans read in start order, all of them at each start they hold (nothing
         unread starts then); those at one instant in (trace, span id) order."""
-        if len(set(starts[:len(rows)])) < len(rows):  # ties: (start, trace, span id)
+        if len(set(starts[: len(rows)])) < len(rows):  # ties: (start, trace, span id)
             rows.sort(key=lambda r: (r.start_ns, r.trace_id, r.span_id))
         spans, parents, index, waiting = self.spans, self.parent, self._index, self._waiting
         lookups, coarse, unknown = self.lookups, self._coarse, self._unknown
@@ -175,8 +175,11 @@ class PhaseOrderer:
                         changed = True
                 else:
                     self._maybe_coarse.add(trace_id)
-            if is_coarse is not None and known and (
-                    parent is None or (parent < i and settled[parent])):
+            if (
+                is_coarse is not None
+                and known
+                and (parent is None or (parent < i and settled[parent]))
+            ):
                 # the usual span (inline): its parent placed for good (or none), so is
                 # every ancestor, none of which is ``i`` (it did not exist then)
                 if is_coarse:
@@ -189,8 +192,11 @@ class PhaseOrderer:
                 else:  # (_end_of, inline: the parent is above it and its end is set)
                     depth.append(depth[parent] + 1)
                     parent_end = ends[parent]
-                    if end is not None and parent_end is not None \
-                            and 0 < end - parent_end <= NESTING_SLACK_NS:
+                    if (
+                        end is not None
+                        and parent_end is not None
+                        and 0 < end - parent_end <= NESTING_SLACK_NS
+                    ):
                         end = max(parent_end, start)
                 ends[i] = end
                 settled.append(True)
@@ -231,8 +237,7 @@ class PhaseOrderer:
             j = q
         self._depth(i)
         self._settled[i] = True
-        self._queue(i, r.start_ns + MS_SLACK_NS if coarse else r.start_ns, self._end_of(i),
-                    coarse)
+        self._queue(i, r.start_ns + MS_SLACK_NS if coarse else r.start_ns, self._end_of(i), coarse)
         return True
 
     def _queue(self, i: int, start: int, end: int | None, coarse: bool) -> None:
@@ -246,8 +251,7 @@ class PhaseOrderer:
             heapq.heappush(self._ready, (start, i, 0, 0))
         if coarse:  # its end may still move later (a descendant not read yet)
             self._held.append(i)
-            floor = min((self._event_time(r, k, end) for k in range(len(r.events))),
-                        default=_NEVER)
+            floor = min((self._event_time(r, k, end) for k in range(len(r.events))), default=_NEVER)
             self._held_floor = min(self._held_floor, floor, _NEVER if end is None else end)
         else:
             self._queue_rest(i, end)
@@ -335,10 +339,15 @@ class PhaseOrderer:
                 t, i = ts, starting[at]
                 at += 1
                 if at >= n or times[at] != t:  # alone at its instant
-                    if leaves and tr < limit and ready[0][1] == i and ready[0][2] == 2 \
-                            and (at >= n or tr < times[at]) \
-                            and (len(ready) < 2 or ready[1][0] > tr) \
-                            and (len(ready) < 3 or ready[2][0] > tr):
+                    if (
+                        leaves
+                        and tr < limit
+                        and ready[0][1] == i
+                        and ready[0][2] == 2
+                        and (at >= n or tr < times[at])
+                        and (len(ready) < 2 or ready[1][0] > tr)
+                        and (len(ready) < 3 or ready[2][0] > tr)
+                    ):
                         # its end is next, and alone at its instant (the heap's next
                         # smallest is one of the top's two children): one phase
                         pop(ready)

@@ -69,12 +69,15 @@ def node_status(record: SpanRecord) -> str:
 
 
 #: a model call's token counts: (the attribute, the older GenAI one, the summary's key)
-_TOKEN_COUNTS = ((c.INPUT_TOKENS, GENAI_PROMPT_TOKENS, "input_tokens"),
-                 (c.OUTPUT_TOKENS, GENAI_COMPLETION_TOKENS, "output_tokens"))
+_TOKEN_COUNTS = (
+    (c.INPUT_TOKENS, GENAI_PROMPT_TOKENS, "input_tokens"),
+    (c.OUTPUT_TOKENS, GENAI_COMPLETION_TOKENS, "output_tokens"),
+)
 
 
-def summarise(node: Open | Bag, record: SpanRecord, operation: Any,
-              facts: Facts | None = None) -> None:
+def summarise(
+    node: Open | Bag, record: SpanRecord, operation: Any, facts: Facts | None = None
+) -> None:
     """Add an ended span to a node's (or a bag's) summary and children. A span of another
     instrumentation (no ``gen_ai.operation.name``) is read through its rule's facts."""
     attrs = record.attributes
@@ -85,8 +88,10 @@ def summarise(node: Open | Bag, record: SpanRecord, operation: Any,
         if facts.role == CHAT:
             if facts.model is not None:
                 summary["model"] = facts.model
-            for value, out in ((facts.input_tokens, "input_tokens"),
-                               (facts.output_tokens, "output_tokens")):
+            for value, out in (
+                (facts.input_tokens, "input_tokens"),
+                (facts.output_tokens, "output_tokens"),
+            ):
                 if value is not None:
                     summary[out] = summary.get(out, 0) + value
         elif facts.role == RETRIEVAL and facts.documents is not None:
@@ -115,30 +120,40 @@ def summarise(node: Open | Bag, record: SpanRecord, operation: Any,
         summary.setdefault("tools", []).append(str(name))
     # ms(), record.duration_ms and status_of(record, c.SPAN_OUTCOME), inlined: once per span
     start, end, outcome = record.start_ns, record.end_ns, attrs.get(c.SPAN_OUTCOME)
-    node.children.append({
-        "span_id": record.span_id,
-        "parent_span_id": record.parent_span_id,
-        "name": record.name,
-        "operation": operation if operation in _OPERATIONS else "other",
-        "start_ts": (start + 500) // 1000 / 1000,
-        "duration_ms": 0.0 if end is None else (end - start + 500) // 1000 / 1000,
-        "status": str(outcome) if outcome in _STATUSES
-        else "error" if record.status == "error" else "ok",
-    })
+    node.children.append(
+        {
+            "span_id": record.span_id,
+            "parent_span_id": record.parent_span_id,
+            "name": record.name,
+            "operation": operation if operation in _OPERATIONS else "other",
+            "start_ts": (start + 500) // 1000 / 1000,
+            "duration_ms": 0.0 if end is None else (end - start + 500) // 1000 / 1000,
+            "status": str(outcome)
+            if outcome in _STATUSES
+            else "error"
+            if record.status == "error"
+            else "ok",
+        }
+    )
 
 
 _OPERATIONS = frozenset({c.OP_CHAT, c.OP_RETRIEVAL, c.OP_GUARDRAIL, c.OP_TOOL})
 
 
-def to_parent(state: MappingState, run: Run, record: SpanRecord, operation: Any,
-              facts: Facts | None, opened: Open | None) -> None:
+def to_parent(
+    state: MappingState,
+    run: Run,
+    record: SpanRecord,
+    operation: Any,
+    facts: Facts | None,
+    opened: Open | None,
+) -> None:
     """Facts of a span with no known node go up to its parent, to wait for a node."""
     parent_id = record.parent_span_id
     if parent_id is None or parent_id == run.root_span_id:
         return
     parent = state.spans.get(parent_id)
-    target: Open | Bag = parent if parent is not None \
-        else state.orphan_bag(parent_id, run.trace_id)
+    target: Open | Bag = parent if parent is not None else state.orphan_bag(parent_id, run.trace_id)
     summarise(target, record, operation, facts)
     if opened is not None:
         merge(target, opened)

@@ -105,8 +105,9 @@ def open_store(settings: RelaySettings) -> SpanStore:
         return PostgresSpanStore(settings.store, retention_s=retention_s, max_turns=max_turns)
     from relay.store.sqlite import SQLiteSpanStore
 
-    return SQLiteSpanStore(settings.data_dir / "spans.db", retention_s=retention_s,
-                           max_turns=max_turns)
+    return SQLiteSpanStore(
+        settings.data_dir / "spans.db", retention_s=retention_s, max_turns=max_turns
+    )
 
 
 __all__ = ["EXPIRED", "STORED", "UNKNOWN", "RunIndex", "SpanStore", "open_store"]

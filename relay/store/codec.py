@@ -158,44 +158,93 @@ def load_resource(text: str) -> dict[str, Any]:
 def dump_events(events: Sequence[Mapping[str, Any]]) -> str:
     if not events:
         return "[]"
-    return _dumps([{"name": e.get("name", ""), "time_ns": int(e.get("time_ns") or 0),
-                    "attributes": encode_attributes(e.get("attributes") or {})}
-                   for e in events])
+    return _dumps(
+        [
+            {
+                "name": e.get("name", ""),
+                "time_ns": int(e.get("time_ns") or 0),
+                "attributes": encode_attributes(e.get("attributes") or {}),
+            }
+            for e in events
+        ]
+    )
 
 
 def load_events(text: str) -> Sequence[dict[str, Any]]:
     if text == "[]":
         return ()  # as a SpanRecord's default: no list per span
-    return [{"name": e["name"], "time_ns": e["time_ns"],
-             "attributes": decode_attributes(e["attributes"])} for e in _loads(text)]
+    return [
+        {
+            "name": e["name"],
+            "time_ns": e["time_ns"],
+            "attributes": decode_attributes(e["attributes"]),
+        }
+        for e in _loads(text)
+    ]
 
 
 def dump_links(links: Sequence[Mapping[str, Any]]) -> str:
     if not links:
         return "[]"
-    return _dumps([{"trace_id": link["trace_id"], "span_id": link["span_id"],
-                    "attributes": encode_attributes(link.get("attributes") or {})}
-                   for link in links])
+    return _dumps(
+        [
+            {
+                "trace_id": link["trace_id"],
+                "span_id": link["span_id"],
+                "attributes": encode_attributes(link.get("attributes") or {}),
+            }
+            for link in links
+        ]
+    )
 
 
 def load_links(text: str) -> Sequence[dict[str, Any]]:
     if text == "[]":
         return ()
-    return [{"trace_id": link["trace_id"], "span_id": link["span_id"],
-             "attributes": decode_attributes(link["attributes"])} for link in _loads(text)]
+    return [
+        {
+            "trace_id": link["trace_id"],
+            "span_id": link["span_id"],
+            "attributes": decode_attributes(link["attributes"]),
+        }
+        for link in _loads(text)
+    ]
 
 
 #: the ``spans`` table's columns, in order (both backends)
-COLUMNS = ("trace_id", "span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns",
-           "status", "status_message", "attributes", "events", "links", "resource")
+COLUMNS = (
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "name",
+    "kind",
+    "start_ns",
+    "end_ns",
+    "status",
+    "status_message",
+    "attributes",
+    "events",
+    "links",
+    "resource",
+)
 
 
 def to_row(record: SpanRecord) -> tuple[Any, ...]:
-    return (record.trace_id, record.span_id, record.parent_span_id, record.name, record.kind,
-            int(record.start_ns), None if record.end_ns is None else int(record.end_ns),
-            record.status, record.status_message, dump_attributes(record.attributes),
-            dump_events(record.events), dump_links(record.links),
-            dump_attributes(record.resource))
+    return (
+        record.trace_id,
+        record.span_id,
+        record.parent_span_id,
+        record.name,
+        record.kind,
+        int(record.start_ns),
+        None if record.end_ns is None else int(record.end_ns),
+        record.status,
+        record.status_message,
+        dump_attributes(record.attributes),
+        dump_events(record.events),
+        dump_links(record.links),
+        dump_attributes(record.resource),
+    )
 
 
 #: what a replay reads of a span (:func:`replay_record`): the mapping reads no kind, links
@@ -205,11 +254,16 @@ def to_row(record: SpanRecord) -> tuple[Any, ...]:
 #: small decode): the status alone for the usual span (:data:`PLAIN_STATUSES`, no
 #: message, no span events), else all three packed (:func:`unpack_status`)
 REPLAY_COLUMNS = (
-    "span_id", "parent_span_id", "name", "start_ns", "end_ns",
+    "span_id",
+    "parent_span_id",
+    "name",
+    "start_ns",
+    "end_ns",
     "CASE WHEN status_message = '' AND events = '[]' AND status IN ('unset', 'ok', 'error') "
     "THEN status ELSE CAST(length(status) AS TEXT) || ':' || CAST(length(events) AS TEXT) "
     "|| ':' || status || events || status_message END",
-    "attributes")
+    "attributes",
+)
 #: the index of ``start_ns`` in a row of :data:`REPLAY_COLUMNS`
 REPLAY_START = 3
 #: the status column of a replayed row when it holds the status alone
@@ -234,8 +288,19 @@ def replay_record(trace_id: str, row: Sequence[Any]) -> SpanRecord:
     events: Sequence[dict[str, Any]] = ()
     if status not in PLAIN_STATUSES:
         status, message, events = unpack_status(status)
-    return SpanRecord(trace_id, span_id, parent, name, start_ns, end_ns,
-                      load_attributes(attributes), status, message, "internal", events)
+    return SpanRecord(
+        trace_id,
+        span_id,
+        parent,
+        name,
+        start_ns,
+        end_ns,
+        load_attributes(attributes),
+        status,
+        message,
+        "internal",
+        events,
+    )
 
 
 #: the resource of a replayed record (the mapping reads none): one empty mapping for all
@@ -248,24 +313,60 @@ def replay_records(trace_id: str, rows: Iterable[Sequence[Any]]) -> list[SpanRec
     status column (:data:`PLAIN_STATUSES`) taken as it is."""
     loads, record, plain = orjson.loads, SpanRecord, PLAIN_STATUSES
     try:
-        return [record(trace_id, span_id, parent, name, start_ns, end_ns,
-                       loads(attributes) if '":{' not in attributes
-                       else load_attributes(attributes), status, "", "internal", (), (),
-                       _NO_RESOURCE) if status in plain
-                else replay_record(trace_id, (span_id, parent, name, start_ns, end_ns, status,
-                                              attributes))
-                for (span_id, parent, name, start_ns, end_ns, status, attributes) in rows]
+        return [
+            record(
+                trace_id,
+                span_id,
+                parent,
+                name,
+                start_ns,
+                end_ns,
+                loads(attributes) if '":{' not in attributes else load_attributes(attributes),
+                status,
+                "",
+                "internal",
+                (),
+                (),
+                _NO_RESOURCE,
+            )
+            if status in plain
+            else replay_record(
+                trace_id, (span_id, parent, name, start_ns, end_ns, status, attributes)
+            )
+            for (span_id, parent, name, start_ns, end_ns, status, attributes) in rows
+        ]
     except ValueError:  # (an escaped lone surrogate, which only the standard library reads)
         return [replay_record(trace_id, row) for row in rows]
 
 
 def from_row(row: Sequence[Any]) -> SpanRecord:
-    (trace_id, span_id, parent, name, kind, start_ns, end_ns, status, status_message,
-     attributes, events, links, resource) = row
+    (
+        trace_id,
+        span_id,
+        parent,
+        name,
+        kind,
+        start_ns,
+        end_ns,
+        status,
+        status_message,
+        attributes,
+        events,
+        links,
+        resource,
+    ) = row
     return SpanRecord(
-        trace_id=trace_id, span_id=span_id, parent_span_id=parent, name=name,
-        start_ns=int(start_ns), end_ns=None if end_ns is None else int(end_ns),
-        attributes=load_attributes(attributes), status=status,
-        status_message=status_message, kind=kind, events=load_events(events),
-        links=load_links(links), resource=load_resource(resource),
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent,
+        name=name,
+        start_ns=int(start_ns),
+        end_ns=None if end_ns is None else int(end_ns),
+        attributes=load_attributes(attributes),
+        status=status,
+        status_message=status_message,
+        kind=kind,
+        events=load_events(events),
+        links=load_links(links),
+        resource=load_resource(resource),
     )

@@ -49,10 +49,12 @@ class SpanStoreExporter(SpanExporter):
         return True
 
 
-def add_span_store(provider: TracerProvider, store: SpanStore,
-                   schedule_delay_millis: int = SCHEDULE_DELAY_MS) -> BatchSpanProcessor:
+def add_span_store(
+    provider: TracerProvider, store: SpanStore, schedule_delay_millis: int = SCHEDULE_DELAY_MS
+) -> BatchSpanProcessor:
     """Persist every finished span of ``provider`` to ``store``; returns the processor."""
-    processor = BatchSpanProcessor(SpanStoreExporter(store),
-                                   schedule_delay_millis=schedule_delay_millis)
+    processor = BatchSpanProcessor(
+        SpanStoreExporter(store), schedule_delay_millis=schedule_delay_millis
+    )
     provider.add_span_processor(processor)
     return processor

@@ -53,8 +53,13 @@ def connection_kwargs(connect_timeout_s: float = CONNECT_TIMEOUT_S) -> dict[str,
     return {"autocommit": True, "connect_timeout": max(1, int(connect_timeout_s))}
 
 
-def open_pool(url: str, *, name: str, max_size: int = MAX_CONNECTIONS,
-              connect_timeout_s: float = CONNECT_TIMEOUT_S) -> ConnectionPool:
+def open_pool(
+    url: str,
+    *,
+    name: str,
+    max_size: int = MAX_CONNECTIONS,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
+) -> ConnectionPool:
     """An open, checked pool of autocommit connections to ``url`` (one kept warm).
 
     One plain connection first: if the database cannot be reached at start-up, the
@@ -63,9 +68,16 @@ def open_pool(url: str, *, name: str, max_size: int = MAX_CONNECTIONS,
     kwargs = connection_kwargs(connect_timeout_s)
     psycopg.connect(url, **kwargs).close()
     pool: ConnectionPool = ConnectionPool(
-        url, name=name, kwargs=kwargs, min_size=1, max_size=max_size, open=False,
-        check=ConnectionPool.check_connection, timeout=POOL_TIMEOUT_S,
-        reconnect_timeout=RECONNECT_TIMEOUT_S)
+        url,
+        name=name,
+        kwargs=kwargs,
+        min_size=1,
+        max_size=max_size,
+        open=False,
+        check=ConnectionPool.check_connection,
+        timeout=POOL_TIMEOUT_S,
+        reconnect_timeout=RECONNECT_TIMEOUT_S,
+    )
     pool.open(wait=True, timeout=connect_timeout_s + POOL_TIMEOUT_S)
     return pool
 
@@ -93,8 +105,7 @@ def transaction_cursor(pool: ConnectionPool, what: str) -> Iterator[Any]:
     """A cursor of a pooled connection inside one transaction, committed when the block
     ends (rolled back if it raises); the database's "cannot do it now" errors as
     :class:`StoreUnavailable` naming ``what``."""
-    with unavailable_as(what), pool.connection() as conn, conn.transaction(), \
-            conn.cursor() as cur:
+    with unavailable_as(what), pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
         yield cur
 
 

@@ -90,12 +90,19 @@ class PostgresSpanStore(SQLSpanStore):
     least = "LEAST"
     fine_start = "MOD(start_ns, 1000000) <> 0"
 
-    def __init__(self, url: str, *, retention_s: float, max_turns: int,
-                 clock: Callable[[], int] = time.time_ns, connect_timeout_s: float = 10.0
-                 ) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        retention_s: float,
+        max_turns: int,
+        clock: Callable[[], int] = time.time_ns,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
         if psycopg is None:
-            raise RuntimeError("RELAY_STORE=postgresql://... needs psycopg 3: "
-                               "pip install 'psycopg[binary]>=3.2'")
+            raise RuntimeError(
+                "RELAY_STORE=postgresql://... needs psycopg 3: pip install 'psycopg[binary]>=3.2'"
+            )
         super().__init__(retention_s=retention_s, max_turns=max_turns, clock=clock)
         self.url = url
         self.connect_timeout_s = connect_timeout_s

@@ -30,16 +30,23 @@ class SpanStream:
     """Chunks of a turn's spans in ``start_ns`` order; ``coarse`` and ``has_span`` for
     the ordering. Not thread-safe: one thread at a time (any thread) takes from it."""
 
-    def __init__(self, resources: contextlib.ExitStack, cursor: Any,
-                 row_cursor: Callable[[], Any], q: Callable[[str], str],
-                 trace_ids: list[str], fine_start: str) -> None:
+    def __init__(
+        self,
+        resources: contextlib.ExitStack,
+        cursor: Any,
+        row_cursor: Callable[[], Any],
+        q: Callable[[str], str],
+        trace_ids: list[str],
+        fine_start: str,
+    ) -> None:
         self._resources = resources
         self._cur = cursor
         self._q = q
         self._fine_start = fine_start
         self.trace_ids = trace_ids
-        sql = q(f"SELECT {', '.join(REPLAY_COLUMNS)} FROM spans WHERE trace_id = ? "
-                "ORDER BY start_ns")
+        sql = q(
+            f"SELECT {', '.join(REPLAY_COLUMNS)} FROM spans WHERE trace_id = ? ORDER BY start_ns"
+        )
         cursors: list[Any] = []
         for trace_id in trace_ids:
             rows = row_cursor()
@@ -49,16 +56,22 @@ class SpanStream:
         #: PostgreSQL server-side cursor that is iterated takes rows ahead of fetchmany);
         #: more: the traces' rows merged by start (ties: any order), each with its trace id
         self._cursor: Any = cursors[0] if len(cursors) == 1 else None
-        self._pairs: Iterator[tuple[str, Any]] = iter(()) if len(cursors) < 2 else \
-            heapq.merge(*(zip(itertools.repeat(t), c)
-                          for t, c in zip(trace_ids, cursors, strict=True)),
-                        key=lambda pair: pair[1][REPLAY_START])
+        self._pairs: Iterator[tuple[str, Any]] = (
+            iter(())
+            if len(cursors) < 2
+            else heapq.merge(
+                *(zip(itertools.repeat(t), c) for t, c in zip(trace_ids, cursors, strict=True)),
+                key=lambda pair: pair[1][REPLAY_START],
+            )
+        )
         if self._cursor is not None:
             self._first: list[SpanRecord] = replay_records(
-                trace_ids[0], self._cursor.fetchmany(FIRST_CHUNK))
+                trace_ids[0], self._cursor.fetchmany(FIRST_CHUNK)
+            )
         else:
-            self._first = [replay_record(t, row)
-                           for t, row in itertools.islice(self._pairs, FIRST_CHUNK)]
+            self._first = [
+                replay_record(t, row) for t, row in itertools.islice(self._pairs, FIRST_CHUNK)
+            ]
         self.closed = False
 
     @property
@@ -90,13 +103,16 @@ class SpanStream:
             self.close()
 
     def coarse(self, trace_id: str) -> bool:
-        self._cur.execute(self._q(f"SELECT 1 FROM spans WHERE trace_id = ? AND "
-                                  f"{self._fine_start} LIMIT 1"), (trace_id,))
+        self._cur.execute(
+            self._q(f"SELECT 1 FROM spans WHERE trace_id = ? AND {self._fine_start} LIMIT 1"),
+            (trace_id,),
+        )
         return self._cur.fetchone() is None
 
     def has_span(self, trace_id: str, span_id: str) -> bool:
-        self._cur.execute(self._q("SELECT 1 FROM spans WHERE trace_id = ? AND span_id = ?"),
-                          (trace_id, span_id))
+        self._cur.execute(
+            self._q("SELECT 1 FROM spans WHERE trace_id = ? AND span_id = ?"), (trace_id, span_id)
+        )
         return self._cur.fetchone() is not None
 
     def close(self) -> None:

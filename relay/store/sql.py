@@ -42,8 +42,9 @@ class SQLSpanStore:
     #: a start that is not a whole millisecond (PostgreSQL's driver takes % for itself)
     fine_start = "start_ns % 1000000 <> 0"
 
-    def __init__(self, *, retention_s: float, max_turns: int,
-                 clock: Callable[[], int] = time.time_ns) -> None:
+    def __init__(
+        self, *, retention_s: float, max_turns: int, clock: Callable[[], int] = time.time_ns
+    ) -> None:
         self.retention_s = retention_s
         self.max_turns = max_turns
         self.clock = clock
@@ -86,8 +87,10 @@ class SQLSpanStore:
         columns = ", ".join((*COLUMNS, "stored_ns"))
         marks = ", ".join("?" for _ in range(len(COLUMNS) + 1))
         updates = ", ".join(f"{col} = excluded.{col}" for col in (*COLUMNS[2:], "stored_ns"))
-        span_sql = self._q(f"INSERT INTO spans ({columns}) VALUES ({marks}) "
-                           f"ON CONFLICT (trace_id, span_id) DO UPDATE SET {updates}")
+        span_sql = self._q(
+            f"INSERT INTO spans ({columns}) VALUES ({marks}) "
+            f"ON CONFLICT (trace_id, span_id) DO UPDATE SET {updates}"
+        )
         with self._write_cursor() as cur:
             cur.executemany(span_sql, [(*to_row(r), now) for r in records])
             for root in roots:
@@ -107,27 +110,40 @@ class SQLSpanStore:
                 self._index(cur, run, now, source)
 
     def _index(self, cur: Any, run: RunIndex, now: int, source: str) -> None:
-        cur.execute(self._q(
-            "INSERT INTO turn_traces (turn_id, trace_id, root_span_id, run_kind, start_ns, "
-            "end_ns, outcome) VALUES (?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (turn_id, trace_id) DO UPDATE SET root_span_id = CASE WHEN "
-            "excluded.root_span_id <> '' THEN excluded.root_span_id "
-            "ELSE turn_traces.root_span_id END, "
-            "run_kind = excluded.run_kind, start_ns = excluded.start_ns, "
-            "end_ns = excluded.end_ns, outcome = excluded.outcome"),
-            (run.turn_id, run.trace_id, run.root_span_id or "", run.run_kind, run.start_ns,
-             run.end_ns, run.outcome))
-        cur.execute(self._q(
-            "INSERT INTO span_turns (turn_id, thread_id, message, started_ns, stored_ns, "
-            "source, expired_ns) VALUES (?, ?, ?, ?, ?, ?, NULL) "
-            "ON CONFLICT (turn_id) DO UPDATE SET "
-            f"started_ns = {self.least}(span_turns.started_ns, excluded.started_ns), "
-            "stored_ns = excluded.stored_ns, expired_ns = NULL, "
-            "thread_id = CASE WHEN excluded.thread_id <> '' THEN excluded.thread_id "
-            "ELSE span_turns.thread_id END, "
-            "message = CASE WHEN excluded.message <> '' THEN excluded.message "
-            "ELSE span_turns.message END"),
-            (run.turn_id, run.thread_id, run.message, run.start_ns, now, source))
+        cur.execute(
+            self._q(
+                "INSERT INTO turn_traces (turn_id, trace_id, root_span_id, run_kind, start_ns, "
+                "end_ns, outcome) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (turn_id, trace_id) DO UPDATE SET root_span_id = CASE WHEN "
+                "excluded.root_span_id <> '' THEN excluded.root_span_id "
+                "ELSE turn_traces.root_span_id END, "
+                "run_kind = excluded.run_kind, start_ns = excluded.start_ns, "
+                "end_ns = excluded.end_ns, outcome = excluded.outcome"
+            ),
+            (
+                run.turn_id,
+                run.trace_id,
+                run.root_span_id or "",
+                run.run_kind,
+                run.start_ns,
+                run.end_ns,
+                run.outcome,
+            ),
+        )
+        cur.execute(
+            self._q(
+                "INSERT INTO span_turns (turn_id, thread_id, message, started_ns, stored_ns, "
+                "source, expired_ns) VALUES (?, ?, ?, ?, ?, ?, NULL) "
+                "ON CONFLICT (turn_id) DO UPDATE SET "
+                f"started_ns = {self.least}(span_turns.started_ns, excluded.started_ns), "
+                "stored_ns = excluded.stored_ns, expired_ns = NULL, "
+                "thread_id = CASE WHEN excluded.thread_id <> '' THEN excluded.thread_id "
+                "ELSE span_turns.thread_id END, "
+                "message = CASE WHEN excluded.message <> '' THEN excluded.message "
+                "ELSE span_turns.message END"
+            ),
+            (run.turn_id, run.thread_id, run.message, run.start_ns, now, source),
+        )
 
     # -- retention ----------------------------------------------------------------------
 
@@ -143,27 +159,42 @@ class SQLSpanStore:
             now = self.clock()
             cutoff = now - self._retention_ns()
             with self._write_cursor() as cur:
-                cur.execute(self._q(
-                    "SELECT turn_id FROM span_turns WHERE expired_ns IS NULL AND ("
-                    "stored_ns < ? OR turn_id IN (SELECT turn_id FROM span_turns "
-                    "WHERE expired_ns IS NULL ORDER BY started_ns DESC, turn_id "
-                    "LIMIT -1 OFFSET ?))").replace("LIMIT -1", self._no_limit()),
-                    (cutoff, self.max_turns))
+                cur.execute(
+                    self._q(
+                        "SELECT turn_id FROM span_turns WHERE expired_ns IS NULL AND ("
+                        "stored_ns < ? OR turn_id IN (SELECT turn_id FROM span_turns "
+                        "WHERE expired_ns IS NULL ORDER BY started_ns DESC, turn_id "
+                        "LIMIT -1 OFFSET ?))"
+                    ).replace("LIMIT -1", self._no_limit()),
+                    (cutoff, self.max_turns),
+                )
                 expired = [row[0] for row in cur.fetchall()]
                 for turn_id in expired:
-                    cur.execute(self._q(
-                        "DELETE FROM spans WHERE trace_id IN "
-                        "(SELECT trace_id FROM turn_traces WHERE turn_id = ?)"), (turn_id,))
+                    cur.execute(
+                        self._q(
+                            "DELETE FROM spans WHERE trace_id IN "
+                            "(SELECT trace_id FROM turn_traces WHERE turn_id = ?)"
+                        ),
+                        (turn_id,),
+                    )
                     cur.execute(self._q("DELETE FROM turn_traces WHERE turn_id = ?"), (turn_id,))
-                    cur.execute(self._q("UPDATE span_turns SET expired_ns = ? WHERE turn_id = ?"),
-                                (now, turn_id))
+                    cur.execute(
+                        self._q("UPDATE span_turns SET expired_ns = ? WHERE turn_id = ?"),
+                        (now, turn_id),
+                    )
                 # spans of traces that never got a run root (a process died mid-run,
                 # an import of foreign spans): by age only
-                cur.execute(self._q(
-                    "DELETE FROM spans WHERE stored_ns < ? AND trace_id NOT IN "
-                    "(SELECT trace_id FROM turn_traces)"), (cutoff,))
-                cur.execute(self._q("DELETE FROM span_turns WHERE expired_ns < ?"),
-                            (now - self._retention_ns() * TOMBSTONE_FACTOR,))
+                cur.execute(
+                    self._q(
+                        "DELETE FROM spans WHERE stored_ns < ? AND trace_id NOT IN "
+                        "(SELECT trace_id FROM turn_traces)"
+                    ),
+                    (cutoff,),
+                )
+                cur.execute(
+                    self._q("DELETE FROM span_turns WHERE expired_ns < ?"),
+                    (now - self._retention_ns() * TOMBSTONE_FACTOR,),
+                )
             return len(expired)
 
     def _no_limit(self) -> str:
@@ -175,18 +206,24 @@ class SQLSpanStore:
         """``("stored", spans)``, ``("expired", [])`` or ``("unknown", [])``."""
         cutoff = self.clock() - self._retention_ns()
         with self._read_cursor() as cur:
-            cur.execute(self._q("SELECT stored_ns, expired_ns FROM span_turns WHERE turn_id = ?"),
-                        (turn_id,))
+            cur.execute(
+                self._q("SELECT stored_ns, expired_ns FROM span_turns WHERE turn_id = ?"),
+                (turn_id,),
+            )
             row = cur.fetchone()
             if row is None:
                 return "unknown", []
             stored_ns, expired_ns = row
             if expired_ns is not None or stored_ns < cutoff:
                 return "expired", []
-            cur.execute(self._q(
-                f"SELECT {', '.join(COLUMNS)} FROM spans WHERE trace_id IN "
-                "(SELECT trace_id FROM turn_traces WHERE turn_id = ?) "
-                "ORDER BY start_ns, span_id"), (turn_id,))
+            cur.execute(
+                self._q(
+                    f"SELECT {', '.join(COLUMNS)} FROM spans WHERE trace_id IN "
+                    "(SELECT trace_id FROM turn_traces WHERE turn_id = ?) "
+                    "ORDER BY start_ns, span_id"
+                ),
+                (turn_id,),
+            )
             rows = cur.fetchall()
         if not rows:
             return "expired", []
@@ -201,14 +238,18 @@ class SQLSpanStore:
         resources = contextlib.ExitStack()
         try:
             cur, row_cursor = self._stream_cursors(resources)
-            cur.execute(self._q("SELECT stored_ns, expired_ns FROM span_turns WHERE turn_id = ?"),
-                        (turn_id,))
+            cur.execute(
+                self._q("SELECT stored_ns, expired_ns FROM span_turns WHERE turn_id = ?"),
+                (turn_id,),
+            )
             row = cur.fetchone()
             if row is None or row[1] is not None or row[0] < cutoff:
                 resources.close()
                 return ("unknown" if row is None else "expired"), None
-            cur.execute(self._q("SELECT trace_id FROM turn_traces WHERE turn_id = ? "
-                                "ORDER BY start_ns"), (turn_id,))
+            cur.execute(
+                self._q("SELECT trace_id FROM turn_traces WHERE turn_id = ? ORDER BY start_ns"),
+                (turn_id,),
+            )
             traces = [r[0] for r in cur.fetchall()]
             stream = SpanStream(resources, cur, row_cursor, self._q, traces, self.fine_start)
         except BaseException:
@@ -221,14 +262,18 @@ class SQLSpanStore:
 
     def trace_spans(self, trace_id: str) -> list[SpanRecord]:
         with self._read_cursor() as cur:
-            cur.execute(self._q(f"SELECT {', '.join(COLUMNS)} FROM spans WHERE trace_id = ? "
-                                "ORDER BY start_ns, span_id"), (trace_id,))
+            cur.execute(
+                self._q(
+                    f"SELECT {', '.join(COLUMNS)} FROM spans WHERE trace_id = ? "
+                    "ORDER BY start_ns, span_id"
+                ),
+                (trace_id,),
+            )
             return [from_row(r) for r in cur.fetchall()]
 
     def turn_of_trace(self, trace_id: str) -> str | None:
         with self._read_cursor() as cur:
-            cur.execute(self._q("SELECT turn_id FROM turn_traces WHERE trace_id = ?"),
-                        (trace_id,))
+            cur.execute(self._q("SELECT turn_id FROM turn_traces WHERE trace_id = ?"), (trace_id,))
             row = cur.fetchone()
         return row[0] if row else None
 
@@ -237,24 +282,39 @@ class SQLSpanStore:
         where = "WHERE t.expired_ns IS NULL" + (" AND t.started_ns < ?" if before_ns else "")
         args: list[Any] = [before_ns] if before_ns else []
         with self._read_cursor() as cur:
-            cur.execute(self._q(
-                "SELECT t.turn_id, t.thread_id, t.message, t.started_ns, t.source, "
-                "MAX(r.end_ns), COUNT(r.trace_id) "
-                "FROM span_turns t JOIN turn_traces r ON r.turn_id = t.turn_id "
-                f"{where} GROUP BY t.turn_id, t.thread_id, t.message, t.started_ns, t.source "
-                "ORDER BY t.started_ns DESC LIMIT ?"), (*args, limit))
+            cur.execute(
+                self._q(
+                    "SELECT t.turn_id, t.thread_id, t.message, t.started_ns, t.source, "
+                    "MAX(r.end_ns), COUNT(r.trace_id) "
+                    "FROM span_turns t JOIN turn_traces r ON r.turn_id = t.turn_id "
+                    f"{where} GROUP BY t.turn_id, t.thread_id, t.message, t.started_ns, t.source "
+                    "ORDER BY t.started_ns DESC LIMIT ?"
+                ),
+                (*args, limit),
+            )
             rows = cur.fetchall()
             result = []
             for turn_id, thread_id, message, started_ns, source, ended_ns, runs in rows:
-                cur.execute(self._q(
-                    "SELECT outcome FROM turn_traces WHERE turn_id = ? "
-                    "ORDER BY start_ns DESC LIMIT 1"), (turn_id,))
+                cur.execute(
+                    self._q(
+                        "SELECT outcome FROM turn_traces WHERE turn_id = ? "
+                        "ORDER BY start_ns DESC LIMIT 1"
+                    ),
+                    (turn_id,),
+                )
                 last = cur.fetchone()
-                result.append({
-                    "turn_id": turn_id, "thread_id": thread_id, "message": message,
-                    "outcome": last[0] if last else None, "started_ns": started_ns,
-                    "ended_ns": ended_ns, "runs": runs, "source": source,
-                })
+                result.append(
+                    {
+                        "turn_id": turn_id,
+                        "thread_id": thread_id,
+                        "message": message,
+                        "outcome": last[0] if last else None,
+                        "started_ns": started_ns,
+                        "ended_ns": ended_ns,
+                        "runs": runs,
+                        "source": source,
+                    }
+                )
         return result
 
 
@@ -263,8 +323,13 @@ def _our_run(root: SpanRecord) -> RunIndex:
     attrs = root.attributes
     outcome, message = attrs.get(c.TURN_OUTCOME), attrs.get(c.TURN_MESSAGE)
     return RunIndex(
-        turn_id=str(attrs[c.TURN_ID]), trace_id=root.trace_id, root_span_id=root.span_id,
+        turn_id=str(attrs[c.TURN_ID]),
+        trace_id=root.trace_id,
+        root_span_id=root.span_id,
         run_kind=str(attrs.get(c.RUN_KIND, "chat")),
         thread_id=str(attrs.get(c.CONVERSATION_ID, "")),
-        message="" if message is None else str(message), start_ns=root.start_ns,
-        end_ns=root.end_ns, outcome=None if outcome is None else str(outcome))
+        message="" if message is None else str(message),
+        start_ns=root.start_ns,
+        end_ns=root.end_ns,
+        outcome=None if outcome is None else str(outcome),
+    )

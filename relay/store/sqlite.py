@@ -72,8 +72,14 @@ MIGRATIONS: list[list[str]] = [
 
 
 class SQLiteSpanStore(SQLSpanStore):
-    def __init__(self, path: Path, *, retention_s: float, max_turns: int,
-                 clock: Callable[[], int] = time.time_ns) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        retention_s: float,
+        max_turns: int,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
         super().__init__(retention_s=retention_s, max_turns=max_turns, clock=clock)
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
@@ -85,8 +91,9 @@ class SQLiteSpanStore(SQLSpanStore):
         self.expire()
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None,
-                             timeout=30.0)
+        db = sqlite3.connect(
+            str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0
+        )
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         return db
@@ -97,8 +104,9 @@ class SQLiteSpanStore(SQLSpanStore):
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.execute("CREATE TABLE IF NOT EXISTS span_schema_version (version INTEGER)")
-                current = db.execute("SELECT MAX(version) FROM span_schema_version"
-                                     ).fetchone()[0] or 0
+                current = (
+                    db.execute("SELECT MAX(version) FROM span_schema_version").fetchone()[0] or 0
+                )
                 for version, statements in enumerate(MIGRATIONS, start=1):
                     if version > current:
                         for statement in statements:
@@ -145,8 +153,10 @@ class SQLiteSpanStore(SQLSpanStore):
 
     def schema_version(self) -> int:
         with self._read_lock:
-            return self._reader.execute("SELECT MAX(version) FROM span_schema_version"
-                                        ).fetchone()[0] or 0
+            return (
+                self._reader.execute("SELECT MAX(version) FROM span_schema_version").fetchone()[0]
+                or 0
+            )
 
     def ping(self) -> None:
         """Readiness: one cheap read."""

@@ -106,12 +106,19 @@ class WatchedTurns:
             if record is not None:
                 self.feed.publish(record)
 
-    async def list(self, thread_id: str | None = None, limit: int = 50,
-                   before: float | None = None, *, graph: str | None = None,
-                   status: str | None = None, user_id: str | None = None
-                   ) -> list[TurnRecord]:
-        return await self.inner.list(thread_id, limit, before, graph=graph, status=status,
-                                     user_id=user_id)
+    async def list(
+        self,
+        thread_id: str | None = None,
+        limit: int = 50,
+        before: float | None = None,
+        *,
+        graph: str | None = None,
+        status: str | None = None,
+        user_id: str | None = None,
+    ) -> list[TurnRecord]:
+        return await self.inner.list(
+            thread_id, limit, before, graph=graph, status=status, user_id=user_id
+        )
 
     async def mark_interrupted(self) -> int:
         return await self.inner.mark_interrupted()

@@ -33,8 +33,9 @@ from relay.turns.response import STATUSES
 log = logging.getLogger("relay.receiver")
 
 
-async def record_received_turn(turns: TurnStore, turn_id: str,
-                               build: Callable[[], TurnRecord]) -> TurnRecord | None:
+async def record_received_turn(
+    turns: TurnStore, turn_id: str, build: Callable[[], TurnRecord]
+) -> TurnRecord | None:
     """Create the record ``build()`` makes, unless the store knows the turn: then nothing
     is written and its record is returned (None otherwise)."""
     known = await turns.get(turn_id)
@@ -45,9 +46,12 @@ async def record_received_turn(turns: TurnStore, turn_id: str,
     return None
 
 
-async def record_received_events(turns: TurnStore, events: Sequence[Event],
-                                 messages: Mapping[str, str] | None = None,
-                                 users: Mapping[str, str] | None = None) -> None:
+async def record_received_events(
+    turns: TurnStore,
+    events: Sequence[Event],
+    messages: Mapping[str, str] | None = None,
+    users: Mapping[str, str] | None = None,
+) -> None:
     """Keep GET /turns/{id} in step with turns received over OTLP: a run's start (its
     topology) creates or reopens the record, its terminal event ends it. ``messages``:
     the user's message of a turn whose spans carry no ``relay.turn.message`` (another
@@ -59,15 +63,24 @@ async def record_received_events(turns: TurnStore, events: Sequence[Event],
         try:
             if event.type == ev.GRAPH_TOPOLOGY:
                 known = await record_received_turn(
-                    turns, event.turn_id, functools.partial(
-                        TurnRecord, turn_id=event.turn_id, thread_id=event.thread_id,
-                        status=RUNNING, started_at=event.ts, last_seq=event.seq,
+                    turns,
+                    event.turn_id,
+                    functools.partial(
+                        TurnRecord,
+                        turn_id=event.turn_id,
+                        thread_id=event.thread_id,
+                        status=RUNNING,
+                        started_at=event.ts,
+                        last_seq=event.seq,
                         root_trace_id=event.trace_id,
                         message=messages.get(event.turn_id, ""),
-                        user_id=users.get(event.turn_id, "")))
+                        user_id=users.get(event.turn_id, ""),
+                    ),
+                )
                 if known is not None:
-                    await turns.update(event.turn_id, status=RUNNING, ended_at=None,
-                                       root_trace_id=event.trace_id)
+                    await turns.update(
+                        event.turn_id, status=RUNNING, ended_at=None, root_trace_id=event.trace_id
+                    )
             elif event.is_run_terminal:
                 changes: dict[str, Any] = {"last_seq": event.seq}
                 if messages.get(event.turn_id):  # known only at its root, maybe
@@ -92,6 +105,7 @@ async def record_received_events(turns: TurnStore, events: Sequence[Event],
 async def record_imported_turn(turns: TurnStore, turn: TurnSpans, user_id: str = "") -> None:
     """List an imported turn in GET /turns (past turns), unless this relay knows it; the
     importer's (``user_id``) when requests have users."""
+
     def build() -> TurnRecord:
         record = _imported_record(turn)
         record.user_id = user_id
@@ -110,13 +124,19 @@ def imported_runs(turn: TurnSpans) -> list[RunIndex]:
         start = next((e for e in events if e.type == ev.GRAPH_TOPOLOGY), events[0])
         end = next((e for e in events if e.is_run_terminal), None)
         root = next((r for r in turn.roots if r.trace_id == trace_id), None)
-        entries.append(RunIndex(
-            turn_id=turn.turn_id, trace_id=trace_id,
-            root_span_id=root.span_id if root is not None else None,
-            run_kind=str(start.fields.get("run_kind", "chat")), thread_id=turn.thread_id,
-            message="", start_ns=int(start.ts * 1e6),
-            end_ns=int(end.ts * 1e6) if end is not None else None,
-            outcome=_outcome(end) if end is not None else None))
+        entries.append(
+            RunIndex(
+                turn_id=turn.turn_id,
+                trace_id=trace_id,
+                root_span_id=root.span_id if root is not None else None,
+                run_kind=str(start.fields.get("run_kind", "chat")),
+                thread_id=turn.thread_id,
+                message="",
+                start_ns=int(start.ts * 1e6),
+                end_ns=int(end.ts * 1e6) if end is not None else None,
+                outcome=_outcome(end) if end is not None else None,
+            )
+        )
     return entries
 
 
@@ -131,26 +151,32 @@ def _outcome(event: Event) -> str:
 def _imported_record(turn: TurnSpans) -> TurnRecord:
     if turn.foreign:
         return _imported_foreign(turn)
-    chat = next((r for r in sorted(turn.roots, key=lambda r: r.start_ns)
-                 if c.TURN_MESSAGE in r.attributes), None)
+    chat = next(
+        (r for r in sorted(turn.roots, key=lambda r: r.start_ns) if c.TURN_MESSAGE in r.attributes),
+        None,
+    )
     last = turn.last_root
     outcome = str(last.attributes.get(c.TURN_OUTCOME, "error"))
     status = outcome if outcome in STATUSES else "error"
     response = last.attributes.get(c.TURN_RESPONSE)
     ended = max((r.end_ns or r.start_ns) for r in turn.roots) / 1e6
     return TurnRecord(
-        turn_id=turn.turn_id, thread_id=turn.thread_id, status=status,
+        turn_id=turn.turn_id,
+        thread_id=turn.thread_id,
+        status=status,
         message=str(chat.attributes[c.TURN_MESSAGE]) if chat is not None else "",
         started_at=turn.started_ns / 1e6,
         ended_at=None if status == PAUSED else ended,
         paused_at=ended if status == PAUSED else None,
         response=response if isinstance(response, str) else None,
-        root_trace_id=last.trace_id, root_span_id=last.span_id,
+        root_trace_id=last.trace_id,
+        root_span_id=last.span_id,
         last_seq=len(replay_events(turn.spans)),  # the replay's seqs, 1..last_seq
     )
 
 
 # -- runs the mapping noted (MappingState.notes) ------------------------------------------
+
 
 class NotedRuns:
     """What the mapping noted of the runs it began and ended (``MappingState.notes``),
@@ -180,14 +206,22 @@ class NotedRuns:
             ended = what == "end"
             outcome = None
             if ended:
-                outcome = "paused" if run.paused else \
-                    "error" if record.status == "error" else "answered"
-            entries.append(RunIndex(
-                turn_id=run.turn_id, trace_id=run.trace_id, root_span_id=run.root_span_id,
-                run_kind=run.kind, thread_id=run.thread_id, message=run.message,
-                start_ns=run.started_ns or record.start_ns,
-                end_ns=(record.end_ns or record.start_ns) if ended else None,
-                outcome=outcome))
+                outcome = (
+                    "paused" if run.paused else "error" if record.status == "error" else "answered"
+                )
+            entries.append(
+                RunIndex(
+                    turn_id=run.turn_id,
+                    trace_id=run.trace_id,
+                    root_span_id=run.root_span_id,
+                    run_kind=run.kind,
+                    thread_id=run.thread_id,
+                    message=run.message,
+                    start_ns=run.started_ns or record.start_ns,
+                    end_ns=(record.end_ns or record.start_ns) if ended else None,
+                    outcome=outcome,
+                )
+            )
         notes.clear()
         return entries
 
@@ -202,8 +236,9 @@ class RecordWriter:
     """Turn records of received (or in-process foreign) turns, written in order by one
     task: a run's start before its end, whatever the loop does meanwhile."""
 
-    def __init__(self, turns: TurnStore, messages: Mapping[str, str],
-                 users: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, turns: TurnStore, messages: Mapping[str, str], users: Mapping[str, str] | None = None
+    ) -> None:
         self.turns = turns
         self.messages = messages
         self.users = users
@@ -215,14 +250,14 @@ class RecordWriter:
             return
         self._queue.append(events)
         if self.task is None:
-            self.task = asyncio.get_running_loop().create_task(self._run(),
-                                                               name="turn records")
+            self.task = asyncio.get_running_loop().create_task(self._run(), name="turn records")
 
     async def _run(self) -> None:
         try:
             while self._queue:
-                await record_received_events(self.turns, self._queue.popleft(),
-                                             self.messages, self.users)
+                await record_received_events(
+                    self.turns, self._queue.popleft(), self.messages, self.users
+                )
         finally:
             self.task = None
 
@@ -242,10 +277,14 @@ def _imported_foreign(turn: TurnSpans) -> TurnRecord:
     ended = last.ts if last is not None else turn.started_ns / 1e6
     message = next((m for m in (message_of(r.attributes) for r in turn.roots) if m), "")
     return TurnRecord(
-        turn_id=turn.turn_id, thread_id=turn.thread_id, status=status, message=message,
+        turn_id=turn.turn_id,
+        thread_id=turn.thread_id,
+        status=status,
+        message=message,
         started_at=turn.started_ns / 1e6,
         ended_at=None if status == PAUSED else ended,
         paused_at=ended if status == PAUSED else None,
         response=ev.dumps(response) if isinstance(response, dict) else None,
         root_trace_id=turn.trace_ids[-1] if turn.trace_ids else None,
-        last_seq=len(events))
+        last_seq=len(events),
+    )

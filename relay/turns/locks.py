@@ -33,10 +33,12 @@ MAX_HELD = 64
 
 
 class AdvisoryLocks:
-    def __init__(self, url: str, *, max_held: int = MAX_HELD,
-                 connect_timeout_s: float = 5.0) -> None:
-        self._pool = open_pool(url, name="relay-thread-locks", max_size=max_held,
-                               connect_timeout_s=connect_timeout_s)
+    def __init__(
+        self, url: str, *, max_held: int = MAX_HELD, connect_timeout_s: float = 5.0
+    ) -> None:
+        self._pool = open_pool(
+            url, name="relay-thread-locks", max_size=max_held, connect_timeout_s=connect_timeout_s
+        )
 
     def try_lock(self, key: int, label: str) -> ThreadLock | None:
         """Hold ``key`` on a connection of its own; None if another session holds it.
@@ -81,8 +83,12 @@ class ThreadLock:
         except Exception as exc:
             # the session is gone, and its lock with it: PostgreSQL freed it when the
             # connection died, so another instance could have taken the thread since
-            log.warning("relay: the lock on %s was lost with its database connection "
-                        "before the run ended (%s)", self.label, describe(exc))
+            log.warning(
+                "relay: the lock on %s was lost with its database connection "
+                "before the run ended (%s)",
+                self.label,
+                describe(exc),
+            )
             with contextlib.suppress(Exception):
                 conn.close()  # never back to the pool as a usable session
         try:

@@ -59,8 +59,12 @@ class ThreadedMessageAPI:
         return await asyncio.to_thread(self._get, message_id)  # type: ignore[attr-defined]
 
     async def rate(self, message_id: str, rating: str, comment: str | None) -> bool:
-        return await asyncio.to_thread(self._rate,  # type: ignore[attr-defined]
-                                       message_id, rating, comment)
+        return await asyncio.to_thread(
+            self._rate,  # type: ignore[attr-defined]
+            message_id,
+            rating,
+            comment,
+        )
 
 
 class SQLiteMessageStore(ThreadedMessageAPI):
@@ -73,7 +77,8 @@ class SQLiteMessageStore(ThreadedMessageAPI):
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS messages (message_id TEXT PRIMARY KEY, "
             "turn_id TEXT NOT NULL, thread_id TEXT NOT NULL, text TEXT NOT NULL, "
-            "created_at REAL NOT NULL, rating TEXT, comment TEXT, rated_at REAL)")
+            "created_at REAL NOT NULL, rating TEXT, comment TEXT, rated_at REAL)"
+        )
         self._db.execute("CREATE INDEX IF NOT EXISTS messages_turn ON messages (turn_id)")
 
     def _save(self, message: Message) -> None:
@@ -81,21 +86,30 @@ class SQLiteMessageStore(ThreadedMessageAPI):
             self._db.execute(
                 "INSERT OR REPLACE INTO messages (message_id, turn_id, thread_id, text, "
                 "created_at) VALUES (?, ?, ?, ?, ?)",
-                (message.message_id, message.turn_id, message.thread_id, message.text,
-                 message.created_at))
+                (
+                    message.message_id,
+                    message.turn_id,
+                    message.thread_id,
+                    message.text,
+                    message.created_at,
+                ),
+            )
 
     def _get(self, message_id: str) -> Message | None:
         with self._lock:
             row = self._db.execute(
                 "SELECT message_id, turn_id, thread_id, text, created_at, rating, comment "
-                "FROM messages WHERE message_id = ?", (message_id,)).fetchone()
+                "FROM messages WHERE message_id = ?",
+                (message_id,),
+            ).fetchone()
         return Message(*row) if row else None
 
     def _rate(self, message_id: str, rating: str, comment: str | None) -> bool:
         with self._lock:
             cur = self._db.execute(
-                "UPDATE messages SET rating = ?, comment = ?, rated_at = ? "
-                "WHERE message_id = ?", (rating, comment, time.time() * 1000, message_id))
+                "UPDATE messages SET rating = ?, comment = ?, rated_at = ? WHERE message_id = ?",
+                (rating, comment, time.time() * 1000, message_id),
+            )
             return cur.rowcount == 1
 
     def close(self) -> None:

@@ -52,9 +52,11 @@ if TYPE_CHECKING:
 def _sql_type(annotation: Any) -> str:
     hints = typing.get_type_hints(TurnRecord)
     kind = hints.get(annotation, str)
-    args = [a for a in typing.get_args(kind) if a is not type(None)] \
-        if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union \
+    args = (
+        [a for a in typing.get_args(kind) if a is not type(None)]
+        if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union
         else [kind]
+    )
     base = args[0] if args else str
     if base is bool:
         return "BOOLEAN"
@@ -66,13 +68,15 @@ def _sql_type(annotation: Any) -> str:
 
 
 class PostgresTurnStore(ThreadedTurnAPI):
-    def __init__(self, url: str, instance_id: str | None = None,
-                 connect_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, url: str, instance_id: str | None = None, connect_timeout_s: float = 5.0
+    ) -> None:
         try:
             import psycopg  # noqa: F401
         except ImportError:  # pragma: no cover
-            raise RuntimeError("RELAY_STORE=postgresql://... needs psycopg 3: "
-                               "pip install 'psycopg[binary]>=3.2'") from None
+            raise RuntimeError(
+                "RELAY_STORE=postgresql://... needs psycopg 3: pip install 'psycopg[binary]>=3.2'"
+            ) from None
         self.url = url
         self.instance_id = instance_id or socket.gethostname()
         self.connect_timeout_s = connect_timeout_s
@@ -118,28 +122,39 @@ class PostgresTurnStore(ThreadedTurnAPI):
                 started_at DOUBLE PRECISION NOT NULL DEFAULT 0,
                 owner TEXT NOT NULL DEFAULT ''
             )""")
-            cur.execute("SELECT column_name FROM information_schema.columns "
-                        "WHERE table_name = 'relay_turns'")
+            cur.execute(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_name = 'relay_turns'"
+            )
             present = {row[0] for row in cur.fetchall()}
             for name in _COLUMNS:
                 if name not in present:
                     cur.execute(f"ALTER TABLE relay_turns ADD COLUMN {name} {_sql_type(name)}")
             # turns and threads are found by their id's key (id_key), in any spelling
-            cur.execute("SELECT turn_id, thread_id FROM relay_turns "
-                        "WHERE turn_key IS NULL OR thread_key IS NULL")
+            cur.execute(
+                "SELECT turn_id, thread_id FROM relay_turns "
+                "WHERE turn_key IS NULL OR thread_key IS NULL"
+            )
             unkeyed = cur.fetchall()
             if unkeyed:
-                cur.executemany("UPDATE relay_turns SET turn_key = %s, thread_key = %s "
-                                "WHERE turn_id = %s",
-                                [(id_key(t), id_key(h), t) for t, h in unkeyed])
-            cur.execute("CREATE UNIQUE INDEX IF NOT EXISTS relay_turns_key "
-                        "ON relay_turns (turn_key)")
-            cur.execute("CREATE INDEX IF NOT EXISTS relay_turns_thread_key "
-                        "ON relay_turns (thread_key, started_at DESC)")
-            cur.execute("CREATE INDEX IF NOT EXISTS relay_turns_status "
-                        "ON relay_turns (status, owner)")
-            cur.execute("CREATE INDEX IF NOT EXISTS relay_turns_user "
-                        "ON relay_turns (user_id, started_at DESC)")
+                cur.executemany(
+                    "UPDATE relay_turns SET turn_key = %s, thread_key = %s WHERE turn_id = %s",
+                    [(id_key(t), id_key(h), t) for t, h in unkeyed],
+                )
+            cur.execute(
+                "CREATE UNIQUE INDEX IF NOT EXISTS relay_turns_key ON relay_turns (turn_key)"
+            )
+            cur.execute(
+                "CREATE INDEX IF NOT EXISTS relay_turns_thread_key "
+                "ON relay_turns (thread_key, started_at DESC)"
+            )
+            cur.execute(
+                "CREATE INDEX IF NOT EXISTS relay_turns_status ON relay_turns (status, owner)"
+            )
+            cur.execute(
+                "CREATE INDEX IF NOT EXISTS relay_turns_user "
+                "ON relay_turns (user_id, started_at DESC)"
+            )
 
     # -- sync core (worker threads) -------------------------------------------------------
 
@@ -150,15 +165,20 @@ class PostgresTurnStore(ThreadedTurnAPI):
         values = [getattr(record, c) for c in _COLUMNS] + [self.instance_id]
         try:
             with self._cursor() as cur:
-                cur.execute(f"INSERT INTO relay_turns ({', '.join(columns)}) "
-                            f"VALUES ({', '.join('%s' for _ in columns)})", values)
+                cur.execute(
+                    f"INSERT INTO relay_turns ({', '.join(columns)}) "
+                    f"VALUES ({', '.join('%s' for _ in columns)})",
+                    values,
+                )
         except psycopg.errors.UniqueViolation:
             raise TurnExists(record.turn_id) from None
 
     def _get(self, turn_id: str) -> TurnRecord | None:
         with self._cursor() as cur:
-            cur.execute(f"SELECT {', '.join(_COLUMNS)} FROM relay_turns WHERE turn_key = %s",
-                        (id_key(turn_id),))
+            cur.execute(
+                f"SELECT {', '.join(_COLUMNS)} FROM relay_turns WHERE turn_key = %s",
+                (id_key(turn_id),),
+            )
             row = cur.fetchone()
         return _record(row) if row else None
 
@@ -173,23 +193,36 @@ class PostgresTurnStore(ThreadedTurnAPI):
             changes["owner"] = self.instance_id
         sets = ", ".join(f"{k} = %s" for k in changes)
         with self._cursor() as cur:
-            cur.execute(f"UPDATE relay_turns SET {sets} WHERE turn_key = %s",
-                        [*changes.values(), id_key(turn_id)])
+            cur.execute(
+                f"UPDATE relay_turns SET {sets} WHERE turn_key = %s",
+                [*changes.values(), id_key(turn_id)],
+            )
 
-    def _list(self, thread_id: str | None, limit: int, before: float | None,
-              graph: str | None = None, status: str | None = None,
-              user_id: str | None = None) -> list[TurnRecord]:
+    def _list(
+        self,
+        thread_id: str | None,
+        limit: int,
+        before: float | None,
+        graph: str | None = None,
+        status: str | None = None,
+        user_id: str | None = None,
+    ) -> list[TurnRecord]:
         clause, args = list_filter(thread_id, before, "%s", graph, status, user_id)
         with self._cursor() as cur:
-            cur.execute(f"SELECT {', '.join(_COLUMNS)} FROM relay_turns {clause} "
-                        "ORDER BY started_at DESC LIMIT %s", [*args, limit])
+            cur.execute(
+                f"SELECT {', '.join(_COLUMNS)} FROM relay_turns {clause} "
+                "ORDER BY started_at DESC LIMIT %s",
+                [*args, limit],
+            )
             return [_record(row) for row in cur.fetchall()]
 
     def _mark_interrupted(self) -> int:
         with self._cursor() as cur:
-            cur.execute("UPDATE relay_turns SET status = 'interrupted', ended_at = %s "
-                        "WHERE status = %s AND owner = %s",
-                        (time.time() * 1000, RUNNING, self.instance_id))
+            cur.execute(
+                "UPDATE relay_turns SET status = 'interrupted', ended_at = %s "
+                "WHERE status = %s AND owner = %s",
+                (time.time() * 1000, RUNNING, self.instance_id),
+            )
             return cur.rowcount
 
     # -- the thread lock (the async API comes from ThreadedTurnAPI) ---------------------
@@ -203,8 +236,9 @@ class PostgresTurnStore(ThreadedTurnAPI):
         return await asyncio.to_thread(self._lock_thread, thread_id)
 
     def _lock_thread(self, thread_id: str) -> ThreadLock | None:
-        key = int.from_bytes(hashlib.sha256(f"thread:{thread_id}".encode()).digest()[:8],
-                             "big", signed=True)
+        key = int.from_bytes(
+            hashlib.sha256(f"thread:{thread_id}".encode()).digest()[:8], "big", signed=True
+        )
         return self._locks.try_lock(key, f"thread {thread_id}")
 
     def close(self) -> None:
@@ -221,8 +255,11 @@ def _record(row: Any) -> TurnRecord:
     return TurnRecord(*values)
 
 
-_NOT_NULL_DEFAULTS = {f.name: f.default for f in fields(TurnRecord)
-                      if f.default is not MISSING and f.default is not None}
+_NOT_NULL_DEFAULTS = {
+    f.name: f.default
+    for f in fields(TurnRecord)
+    if f.default is not MISSING and f.default is not None
+}
 
 
 def open_turn_store(settings: Any) -> Any:

@@ -37,9 +37,11 @@ class PostgresMessageStore(ThreadedMessageAPI):
                     "CREATE TABLE IF NOT EXISTS relay_messages (message_id TEXT PRIMARY KEY, "
                     "turn_id TEXT NOT NULL, thread_id TEXT NOT NULL, text TEXT NOT NULL, "
                     "created_at DOUBLE PRECISION NOT NULL, rating TEXT, comment TEXT, "
-                    "rated_at DOUBLE PRECISION)")
-                cur.execute("CREATE INDEX IF NOT EXISTS relay_messages_turn "
-                            "ON relay_messages (turn_id)")
+                    "rated_at DOUBLE PRECISION)"
+                )
+                cur.execute(
+                    "CREATE INDEX IF NOT EXISTS relay_messages_turn ON relay_messages (turn_id)"
+                )
         except BaseException:
             self._pool.close()  # its worker threads must not outlive a failed start
             raise
@@ -58,21 +60,32 @@ class PostgresMessageStore(ThreadedMessageAPI):
                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (message_id) DO UPDATE SET "
                 "turn_id = EXCLUDED.turn_id, thread_id = EXCLUDED.thread_id, "
                 "text = EXCLUDED.text, created_at = EXCLUDED.created_at",
-                (message.message_id, message.turn_id, message.thread_id, message.text,
-                 message.created_at))
+                (
+                    message.message_id,
+                    message.turn_id,
+                    message.thread_id,
+                    message.text,
+                    message.created_at,
+                ),
+            )
 
     def _get(self, message_id: str) -> Message | None:
         with self._cursor() as cur:
-            cur.execute("SELECT message_id, turn_id, thread_id, text, created_at, rating, "
-                        "comment FROM relay_messages WHERE message_id = %s", (message_id,))
+            cur.execute(
+                "SELECT message_id, turn_id, thread_id, text, created_at, rating, "
+                "comment FROM relay_messages WHERE message_id = %s",
+                (message_id,),
+            )
             row = cur.fetchone()
         return Message(*row) if row else None
 
     def _rate(self, message_id: str, rating: str, comment: str | None) -> bool:
         with self._cursor() as cur:
-            cur.execute("UPDATE relay_messages SET rating = %s, comment = %s, rated_at = %s "
-                        "WHERE message_id = %s",
-                        (rating, comment, time.time() * 1000, message_id))
+            cur.execute(
+                "UPDATE relay_messages SET rating = %s, comment = %s, rated_at = %s "
+                "WHERE message_id = %s",
+                (rating, comment, time.time() * 1000, message_id),
+            )
             return bool(cur.rowcount == 1)
 
     def close(self) -> None:

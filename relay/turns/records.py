@@ -41,6 +41,7 @@ def id_key(value: str) -> str:
             pass
     return value
 
+
 _MIGRATIONS = [
     # version 1
     """
@@ -90,8 +91,10 @@ _MIGRATIONS = [
 def _fill_keys(db: sqlite3.Connection) -> None:
     """Version 3's data step: the keys of the turns recorded before it."""
     rows = db.execute("SELECT turn_id, thread_id FROM turns").fetchall()
-    db.executemany("UPDATE turns SET turn_key = ?, thread_key = ? WHERE turn_id = ?",
-                   [(id_key(turn), id_key(thread), turn) for turn, thread in rows])
+    db.executemany(
+        "UPDATE turns SET turn_key = ?, thread_key = ? WHERE turn_id = ?",
+        [(id_key(turn), id_key(thread), turn) for turn, thread in rows],
+    )
     db.execute("CREATE UNIQUE INDEX turns_key ON turns (turn_key)")
     db.execute("CREATE INDEX turns_thread_key ON turns (thread_key, started_at DESC)")
 
@@ -143,7 +146,8 @@ class TurnRecord:
             "started_at": self.started_at,
             "ended_at": self.ended_at,
             "duration_ms": round(self.ended_at - self.started_at, 3)
-            if self.ended_at is not None else None,
+            if self.ended_at is not None
+            else None,
             "response": json.loads(self.response) if self.response else None,
         }
 
@@ -172,9 +176,14 @@ class _HoldsNothing:
 HOLDS_NOTHING: HeldThread = _HoldsNothing()
 
 
-def list_filter(thread_id: str | None, before: float | None, placeholder: str,
-                graph: str | None = None, status: str | None = None,
-                user_id: str | None = None) -> tuple[str, list[Any]]:
+def list_filter(
+    thread_id: str | None,
+    before: float | None,
+    placeholder: str,
+    graph: str | None = None,
+    status: str | None = None,
+    user_id: str | None = None,
+) -> tuple[str, list[Any]]:
     """The WHERE clause and its arguments of a turn listing, for both SQL stores (their
     drivers differ only in the placeholder): a thread in any spelling, older than
     ``before``, of one graph, in one status, that ``user_id`` may see (its own and the
@@ -210,10 +219,16 @@ class TurnStore(Protocol):
 
     async def update(self, turn_id: str, **changes: Any) -> None: ...
 
-    async def list(self, thread_id: str | None = None, limit: int = 50,
-                   before: float | None = None, *, graph: str | None = None,
-                   status: str | None = None, user_id: str | None = None
-                   ) -> list[TurnRecord]: ...
+    async def list(
+        self,
+        thread_id: str | None = None,
+        limit: int = 50,
+        before: float | None = None,
+        *,
+        graph: str | None = None,
+        status: str | None = None,
+        user_id: str | None = None,
+    ) -> list[TurnRecord]: ...
 
     async def mark_interrupted(self) -> int: ...
 
@@ -248,8 +263,7 @@ class ThreadedTurnAPI:
 
     def _in_thread(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(TURN_THREADS,
-                                                thread_name_prefix="relay-turns")
+            self._executor = ThreadPoolExecutor(TURN_THREADS, thread_name_prefix="relay-turns")
         return asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     def _close_executor(self) -> None:
@@ -268,12 +282,25 @@ class ThreadedTurnAPI:
     async def update(self, turn_id: str, **changes: Any) -> None:
         await self._in_thread(self._update, turn_id, changes)  # type: ignore[attr-defined]
 
-    async def list(self, thread_id: str | None = None, limit: int = 50,
-                   before: float | None = None, *, graph: str | None = None,
-                   status: str | None = None, user_id: str | None = None
-                   ) -> list[TurnRecord]:
-        return await self._in_thread(self._list, thread_id,  # type: ignore[attr-defined]
-                                     limit, before, graph, status, user_id)
+    async def list(
+        self,
+        thread_id: str | None = None,
+        limit: int = 50,
+        before: float | None = None,
+        *,
+        graph: str | None = None,
+        status: str | None = None,
+        user_id: str | None = None,
+    ) -> list[TurnRecord]:
+        return await self._in_thread(
+            self._list,
+            thread_id,  # type: ignore[attr-defined]
+            limit,
+            before,
+            graph,
+            status,
+            user_id,
+        )
 
     async def mark_interrupted(self) -> int:
         """At start-up: turns that were running when their process died (this instance's,
@@ -327,8 +354,8 @@ class SQLiteTurnStore(ThreadedTurnAPI):
     def _get(self, turn_id: str) -> TurnRecord | None:
         with self._lock:
             row = self._db.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM turns WHERE turn_key = ?",
-                (id_key(turn_id),)).fetchone()
+                f"SELECT {', '.join(_COLUMNS)} FROM turns WHERE turn_key = ?", (id_key(turn_id),)
+            ).fetchone()
         return TurnRecord(*row) if row else None
 
     def _update(self, turn_id: str, changes: dict[str, Any]) -> None:
@@ -337,17 +364,25 @@ class SQLiteTurnStore(ThreadedTurnAPI):
             raise ValueError(f"unknown turn fields {unknown}")
         sets = ", ".join(f"{k} = ?" for k in changes)
         with self._lock:
-            self._db.execute(f"UPDATE turns SET {sets} WHERE turn_key = ?",
-                             [*changes.values(), id_key(turn_id)])
+            self._db.execute(
+                f"UPDATE turns SET {sets} WHERE turn_key = ?", [*changes.values(), id_key(turn_id)]
+            )
 
-    def _list(self, thread_id: str | None, limit: int, before: float | None,
-              graph: str | None = None, status: str | None = None,
-              user_id: str | None = None) -> list[TurnRecord]:
+    def _list(
+        self,
+        thread_id: str | None,
+        limit: int,
+        before: float | None,
+        graph: str | None = None,
+        status: str | None = None,
+        user_id: str | None = None,
+    ) -> list[TurnRecord]:
         clause, args = list_filter(thread_id, before, "?", graph, status, user_id)
         with self._lock:
             rows = self._db.execute(
                 f"SELECT {', '.join(_COLUMNS)} FROM turns {clause} "
-                "ORDER BY started_at DESC LIMIT ?", [*args, limit]
+                "ORDER BY started_at DESC LIMIT ?",
+                [*args, limit],
             ).fetchall()
         return [TurnRecord(*row) for row in rows]
 

@@ -17,7 +17,7 @@ from relay.turns.response import ChatResponse
 
 _MESSAGES = {
     "interrupted": "The server stopped while this turn was running, so it did not finish. "
-                   "Please send your message again.",
+    "Please send your message again.",
     "cancelled": "The turn was cancelled.",
     "error": "The agent could not finish this turn.",
 }
@@ -33,21 +33,36 @@ def terminal_event(record: TurnRecord, after: int = 0) -> Event:
     if record.status in ("answered", "refused") and response is not None:
         event = Event(ev.TURN_COMPLETED, *envelope, {"response": response})
     elif record.status == "paused" and response is not None:
-        event = Event(ev.PAUSED, *envelope, {
-            "interrupts": response.get("interrupts", []),
-            "resume": {"method": "POST", "path": f"/graphs/{record.graph}/chat/resume"
-                       if record.graph else "/chat/resume",
-                       "body": {"thread_id": record.thread_id, "turn_id": record.turn_id,
-                                "resume": "<your answer to the interrupt>"}},
-        })
+        event = Event(
+            ev.PAUSED,
+            *envelope,
+            {
+                "interrupts": response.get("interrupts", []),
+                "resume": {
+                    "method": "POST",
+                    "path": f"/graphs/{record.graph}/chat/resume"
+                    if record.graph
+                    else "/chat/resume",
+                    "body": {
+                        "thread_id": record.thread_id,
+                        "turn_id": record.turn_id,
+                        "resume": "<your answer to the interrupt>",
+                    },
+                },
+            },
+        )
     else:
         status = record.status if record.status in _MESSAGES else "error"
-        event = Event(ev.ERROR, *envelope, {
-            "code": status if status != "error" else "turn_failed",
-            "message": _MESSAGES[status],
-            "node": None,
-            "retryable": True,
-        })
+        event = Event(
+            ev.ERROR,
+            *envelope,
+            {
+                "code": status if status != "error" else "turn_failed",
+                "message": _MESSAGES[status],
+                "node": None,
+                "retryable": True,
+            },
+        )
     if record.last_seq > 0 and (record.status != "interrupted" or record.response):
         # the run ended and recorded its last seq (or the died turn's end was settled)
         return event.with_seq(record.last_seq)
@@ -63,8 +78,13 @@ async def settle_outcome(turns: TurnStore, record: TurnRecord, after: int) -> Tu
     if record.status != "interrupted" or (record.response and after <= record.last_seq):
         return record
     event = terminal_event(dataclasses.replace(record, response=None), after)
-    response = ChatResponse(record.thread_id, record.turn_id, record.root_trace_id or "",
-                            "interrupted", answer=str(event.fields["message"]))
+    response = ChatResponse(
+        record.thread_id,
+        record.turn_id,
+        record.root_trace_id or "",
+        "interrupted",
+        answer=str(event.fields["message"]),
+    )
     record.last_seq, record.response = event.seq, response.to_json()
     await turns.update(record.turn_id, last_seq=record.last_seq, response=record.response)
     return record

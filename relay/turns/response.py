@@ -19,9 +19,13 @@ STATUSES = ("answered", "refused", "paused", "error", "cancelled", "interrupted"
 def client_tool_calls(interrupts: Sequence[Any]) -> list[Mapping[str, Any]]:
     """The values of a pause's interrupts (``[{"id", "value"}]``) that ask the client to
     run a tool (``type`` ``client_tool``)."""
-    return [value for item in interrupts if isinstance(item, Mapping)
-            and isinstance(value := item.get("value"), Mapping)
-            and value.get("type") == CLIENT_TOOL]
+    return [
+        value
+        for item in interrupts
+        if isinstance(item, Mapping)
+        and isinstance(value := item.get("value"), Mapping)
+        and value.get("type") == CLIENT_TOOL
+    ]
 
 
 def round_of(call: Mapping[str, Any]) -> int:

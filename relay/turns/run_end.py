@@ -60,8 +60,11 @@ class Outcome:
         """The outcome of a run that returned ``result``."""
         if isinstance(result, ChatResponse) and result.status in STATUSES:
             return cls(result)
-        log.error("relay: the run of turn %s returned %s, not a ChatResponse",
-                  turn_id, type(result).__name__)
+        log.error(
+            "relay: the run of turn %s returned %s, not a ChatResponse",
+            turn_id,
+            type(result).__name__,
+        )
         return cls()
 
     def status(self, shutting_down: bool) -> str:
@@ -89,8 +92,7 @@ def terminal_sent(bus: Bus, turn_id: str, first_seq: int) -> bool:
         reader.close()
 
 
-def ensure_terminal(bus: Bus, thread_id: str, turn_id: str, first_seq: int,
-                    code: str) -> None:
+def ensure_terminal(bus: Bus, thread_id: str, turn_id: str, first_seq: int, code: str) -> None:
     """A run whose spans produced no terminal event still ends its streams, loudly.
 
     Exactly one: a publish that raised is retried only if the log does not show it
@@ -98,19 +100,30 @@ def ensure_terminal(bus: Bus, thread_id: str, turn_id: str, first_seq: int,
     if terminal_sent(bus, turn_id, first_seq):
         return
     log.error("relay: run of turn %s ended without a terminal event", turn_id)
-    event = Event(ERROR, thread_id, turn_id, "0" * 32, time.time() * 1000, {
-        "code": code,
-        "message": _MESSAGES[code],
-        "node": None,
-        "retryable": True,
-    })
+    event = Event(
+        ERROR,
+        thread_id,
+        turn_id,
+        "0" * 32,
+        time.time() * 1000,
+        {
+            "code": code,
+            "message": _MESSAGES[code],
+            "node": None,
+            "retryable": True,
+        },
+    )
     for attempt in range(1, PUBLISH_ATTEMPTS + 1):
         try:
             bus.publish(event)
             return
         except Exception:
-            log.exception("relay: could not publish the end of turn %s (attempt %d of %d)",
-                          turn_id, attempt, PUBLISH_ATTEMPTS)
+            log.exception(
+                "relay: could not publish the end of turn %s (attempt %d of %d)",
+                turn_id,
+                attempt,
+                PUBLISH_ATTEMPTS,
+            )
         if terminal_sent(bus, turn_id, first_seq):
             return
 
@@ -125,8 +138,7 @@ def end_changes(outcome: Outcome, last_seq: int, shutting_down: bool) -> dict[st
         try:
             changes["response"] = response.to_json()
         except Exception:  # an answer that cannot be encoded does not keep the turn open
-            log.exception("relay: could not encode the response of turn %s",
-                          response.turn_id)
+            log.exception("relay: could not encode the response of turn %s", response.turn_id)
         if response.trace_id:
             changes["root_trace_id"] = response.trace_id
     if status == PAUSED:
@@ -150,16 +162,17 @@ async def record_end(turns: TurnStore, turn_id: str, changes: dict[str, Any]) ->
             await turns.update(turn_id, **changes)
             return True
         except Exception:
-            log.exception("relay: could not record the end of turn %s%s", turn_id,
-                          "; retrying" if delay is not None else
-                          "; retrying in the background")
+            log.exception(
+                "relay: could not record the end of turn %s%s",
+                turn_id,
+                "; retrying" if delay is not None else "; retrying in the background",
+            )
         if delay is not None:
             await asyncio.sleep(delay)
     return False
 
 
-async def record_end_eventually(turns: TurnStore, turn_id: str,
-                                changes: dict[str, Any]) -> None:
+async def record_end_eventually(turns: TurnStore, turn_id: str, changes: dict[str, Any]) -> None:
     """Go on writing a run's end while its turn store is away (a database restarting):
     with backoff up to ``LATE_RECORD_MAX_DELAY_S``, for ``LATE_RECORD_WINDOW_S`` at most.
     Without it the record would say ``running`` until the instance restarts. Cancelled
@@ -170,11 +183,13 @@ async def record_end_eventually(turns: TurnStore, turn_id: str,
         try:
             await turns.update(turn_id, **changes)
         except Exception as exc:
-            log.warning("relay: the end of turn %s is not recorded yet (%s)", turn_id,
-                        type(exc).__name__)
+            log.warning(
+                "relay: the end of turn %s is not recorded yet (%s)", turn_id, type(exc).__name__
+            )
             delay = min(delay * 2, LATE_RECORD_MAX_DELAY_S)
             continue
         log.info("relay: recorded the end of turn %s after all", turn_id)
         return
-    log.error("relay: gave up recording the end of turn %s after %ss", turn_id,
-              LATE_RECORD_WINDOW_S)
+    log.error(
+        "relay: gave up recording the end of turn %s after %ss", turn_id, LATE_RECORD_WINDOW_S
+    )

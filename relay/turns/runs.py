@@ -77,11 +77,12 @@ def _check_start(record: object, kind: object, runner: object) -> None:
     if inspect.isawaitable(runner):
         if inspect.iscoroutine(runner):
             runner.close()  # it will never run: no "never awaited" warning for it
-        raise TypeError("RunManager.start() takes a zero-argument callable that makes the "
-                        "run's coroutine (lambda: agent.chat(...)), not an awaitable")
+        raise TypeError(
+            "RunManager.start() takes a zero-argument callable that makes the "
+            "run's coroutine (lambda: agent.chat(...)), not an awaitable"
+        )
     if not callable(runner):
-        raise TypeError(f"runner must be a zero-argument callable, not "
-                        f"{type(runner).__name__}")
+        raise TypeError(f"runner must be a zero-argument callable, not {type(runner).__name__}")
     try:
         inspect.signature(runner).bind()
     except TypeError:
@@ -157,8 +158,9 @@ class RunManager:
         await self.settle(busy)
         self.check_thread(thread_id)
 
-    async def start(self, record: TurnRecord, kind: str, runner: Runner,
-                    create: bool = False) -> int:
+    async def start(
+        self, record: TurnRecord, kind: str, runner: Runner, create: bool = False
+    ) -> int:
         """Start a run of ``record``'s turn; returns the cursor its stream reads after.
 
         ``runner`` is called with no arguments in the run's task and returns the run's
@@ -185,14 +187,14 @@ class RunManager:
                 await self.turns.create(record)
             self.bus.open_turn(record.turn_id, record.last_seq)
             first_seq = self.bus.last_seq(record.turn_id)
-            run = _Run(record.turn_id, record.thread_id, kind, first_seq,
-                       thread_lock=thread_lock)
+            run = _Run(record.turn_id, record.thread_id, kind, first_seq, thread_lock=thread_lock)
             self._runs[record.turn_id] = run
             self._threads[record.thread_id] = record.turn_id
             if not create or first_seq != record.run_after_seq:
                 record.run_after_seq = first_seq
-                await self.turns.update(record.turn_id, status=RUNNING, ended_at=None,
-                                        run_after_seq=first_seq)
+                await self.turns.update(
+                    record.turn_id, status=RUNNING, ended_at=None, run_after_seq=first_seq
+                )
         except BaseException:
             # no run: the thread goes back to the run it was queued behind, or is free
             if run is not None:
@@ -205,13 +207,13 @@ class RunManager:
                 with contextlib.suppress(Exception):
                     await thread_lock.release()
             raise
-        run.task = asyncio.create_task(self._run(run, runner, previous),
-                                       name=f"turn {record.turn_id}")
+        run.task = asyncio.create_task(
+            self._run(run, runner, previous), name=f"turn {record.turn_id}"
+        )
         run.task.add_done_callback(functools.partial(self._task_done, run))
         return first_seq
 
-    async def _run(self, run: _Run, runner: Runner,
-                   previous: _Run | None) -> ChatResponse | None:
+    async def _run(self, run: _Run, runner: Runner, previous: _Run | None) -> ChatResponse | None:
         """The run's task: the response, or None when the run failed (logged, and told
         on the stream: nobody need retrieve the exception)."""
         outcome = Outcome()  # what stays for a BaseException that is not a cancel
@@ -221,8 +223,11 @@ class RunManager:
                 await previous.done.wait()
                 self._threads[run.thread_id] = run.turn_id
             current_turn.set(run.turn_id)  # this task's log lines carry the turn id
-            limit = None if self.turn_timeout_s is None \
+            limit = (
+                None
+                if self.turn_timeout_s is None
                 else self.turn_timeout_s + self.turn_timeout_margin_s
+            )
             bound = asyncio.timeout(limit)  # from here: the wait in the queue is no run
             async with bound:
                 result = await runner()
@@ -233,8 +238,11 @@ class RunManager:
             raise
         except Exception as exc:
             if isinstance(exc, TimeoutError) and bound is not None and bound.expired():
-                log.error("relay: turn %s ran past its timeout (%ss); stopped it",
-                          run.turn_id, self.turn_timeout_s)
+                log.error(
+                    "relay: turn %s ran past its timeout (%ss); stopped it",
+                    run.turn_id,
+                    self.turn_timeout_s,
+                )
                 outcome = Outcome(code=TURN_TIMEOUT)
             else:
                 log.exception("relay: the run of turn %s failed", run.turn_id)
@@ -267,8 +275,9 @@ class RunManager:
         if not task.cancelled() and (exc := task.exception()) is not None:
             # an Exception ends the task as None: this is a BaseException (retrieved
             # here, so asyncio does not also say it was never retrieved)
-            log.error("relay: the run of turn %s raised %s", run.turn_id,
-                      type(exc).__name__, exc_info=exc)
+            log.error(
+                "relay: the run of turn %s raised %s", run.turn_id, type(exc).__name__, exc_info=exc
+            )
         if not run.ending:  # cancelled before its first step: none of _run ran
             run.ending = True
             self._spawn_end(run, Outcome(code=CANCELLED))
@@ -277,22 +286,21 @@ class RunManager:
         """Record the run's end, then give its thread back. Never raises; each step is
         tried whatever the one before did."""
         try:
-            log.info("run ended", extra={"run_kind": run.kind,
-                                         "status": outcome.status(self._shutting_down)})
+            log.info(
+                "run ended",
+                extra={"run_kind": run.kind, "status": outcome.status(self._shutting_down)},
+            )
             try:
                 self.processor.flush()  # spans that ended on other threads reach the bus now
             except Exception:
                 log.exception("relay: could not flush the spans of turn %s", run.turn_id)
             try:
-                ensure_terminal(self.bus, run.thread_id, run.turn_id, run.first_seq,
-                                outcome.code)
+                ensure_terminal(self.bus, run.thread_id, run.turn_id, run.first_seq, outcome.code)
             except Exception:
                 log.exception("relay: could not end the stream of turn %s", run.turn_id)
-            changes = end_changes(outcome, self.bus.last_seq(run.turn_id),
-                                  self._shutting_down)
+            changes = end_changes(outcome, self.bus.last_seq(run.turn_id), self._shutting_down)
             if not await record_end(self.turns, run.turn_id, changes):
-                late = asyncio.create_task(record_end_eventually(self.turns, run.turn_id,
-                                                                 changes))
+                late = asyncio.create_task(record_end_eventually(self.turns, run.turn_id, changes))
                 self._late.add(late)
                 late.add_done_callback(self._late.discard)
         finally:
@@ -372,13 +380,13 @@ class RunManager:
         if run.cancel_timer is not None:
             run.cancel_timer.cancel()
         run.cancel_timer = loop.call_later(
-            self.disconnect_grace_s, self._cancel_if_unwatched, turn_id)
+            self.disconnect_grace_s, self._cancel_if_unwatched, turn_id
+        )
 
     def _cancel_if_unwatched(self, turn_id: str) -> None:
         run = self._runs.get(turn_id)
         if run is not None and run.watchers == 0:
-            log.info("relay: turn %s has no reader after the grace period; cancelling",
-                     turn_id)
+            log.info("relay: turn %s has no reader after the grace period; cancelling", turn_id)
             self.cancel(turn_id, "the last reader disconnected")
 
     async def shutdown(self, grace_s: float = 0.0) -> None:

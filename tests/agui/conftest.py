@@ -33,29 +33,40 @@ def agui_client() -> Path:
     """The directory of the Node.js demo client, its packages installed."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None:
-        service_missing("Node.js 20+", "apt-get install nodejs npm (or nodesource), then "
-                        f"{INSTALL}")
+        service_missing(
+            "Node.js 20+", f"apt-get install nodejs npm (or nodesource), then {INSTALL}"
+        )
     assert node is not None
     version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
     if int(version.strip().lstrip("v").split(".")[0] or 0) < 20:
         service_missing("Node.js 20+", f"found {version.strip()}")
     installed = CLIENT_DIR / "node_modules" / "@ag-ui" / "client" / "package.json"
-    if not installed.exists() or \
-            not json.loads(installed.read_text())["version"].startswith(CLIENT_VERSION):
+    if not installed.exists() or not json.loads(installed.read_text())["version"].startswith(
+        CLIENT_VERSION
+    ):
         if npm is None:
             service_missing("npm", f"apt-get install npm, then {INSTALL}")
         assert npm is not None
-        result = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=CLIENT_DIR,
-                                capture_output=True, text=True, timeout=300)
+        result = subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund"],
+            cwd=CLIENT_DIR,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if result.returncode != 0:
-            service_missing("the AG-UI client packages",
-                            f"{INSTALL}  ({result.stderr[-400:]})")
+            service_missing("the AG-UI client packages", f"{INSTALL}  ({result.stderr[-400:]})")
     return CLIENT_DIR
 
 
-def run_client(client_dir: Path, base_url: str, *flows: str, out: Path,
-               timeout: float = 120, on_delta: Callable[[], None] | None = None,
-               ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+def run_client(
+    client_dir: Path,
+    base_url: str,
+    *flows: str,
+    out: Path,
+    timeout: float = 120,
+    on_delta: Callable[[], None] | None = None,
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     """Run demo.mjs against ``base_url``; its exit status and its JSON report.
 
     ``on_delta`` is called each time the client has delivered a TEXT_MESSAGE_CONTENT (the
@@ -63,9 +74,14 @@ def run_client(client_dir: Path, base_url: str, *flows: str, out: Path,
     server go on from there."""
     env = {k: v for k, v in os.environ.items() if k != "SUPPRESS_TRANSFORMATION_WARNINGS"}
     if on_delta is None:
-        result = subprocess.run(["node", "demo.mjs", base_url, *flows, "--out", str(out)],
-                                cwd=client_dir, capture_output=True, text=True,
-                                timeout=timeout, env=env)
+        result = subprocess.run(
+            ["node", "demo.mjs", base_url, *flows, "--out", str(out)],
+            cwd=client_dir,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
     else:
         read_fd, write_fd = os.pipe()
 
@@ -77,10 +93,15 @@ def run_client(client_dir: Path, base_url: str, *flows: str, out: Path,
         reader = threading.Thread(target=acks, daemon=True)
         reader.start()
         try:
-            result = subprocess.run(["node", "demo.mjs", base_url, *flows, "--out", str(out)],
-                                    cwd=client_dir, capture_output=True, text=True,
-                                    timeout=timeout, env={**env, "ACK_FD": str(write_fd)},
-                                    pass_fds=(write_fd,))
+            result = subprocess.run(
+                ["node", "demo.mjs", base_url, *flows, "--out", str(out)],
+                cwd=client_dir,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env={**env, "ACK_FD": str(write_fd)},
+                pass_fds=(write_fd,),
+            )
         finally:
             os.close(write_fd)  # the script is gone: the reader sees the end of the pipe
             reader.join(10)
@@ -89,6 +110,7 @@ def run_client(client_dir: Path, base_url: str, *flows: str, out: Path,
 
 
 # -- reading and checking AG-UI streams --------------------------------------------------
+
 
 def read_agui(response: httpx.Response) -> list[dict[str, Any]]:
     """The AG-UI events of an SSE response, checking the framing on the way: LF only, one
@@ -105,14 +127,19 @@ def read_agui(response: httpx.Response) -> list[dict[str, Any]]:
         if not data:
             continue  # a heartbeat or another comment
         assert len(data) == 1 and data[0].startswith("data: "), f"not AG-UI framing: {block!r}"
-        events.append(json.loads(data[0][len("data: "):]))
+        events.append(json.loads(data[0][len("data: ") :]))
     return events
 
 
-def post_agui(client: httpx.Client, base: str, body: dict[str, Any],
-              headers: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    with client.stream("POST", f"{base}/agui", json=body,
-                       headers={"Accept": "text/event-stream", **(headers or {})}) as r:
+def post_agui(
+    client: httpx.Client, base: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    with client.stream(
+        "POST",
+        f"{base}/agui",
+        json=body,
+        headers={"Accept": "text/event-stream", **(headers or {})},
+    ) as r:
         assert r.status_code == 200, r.read()
         return read_agui(r)
 
@@ -200,8 +227,7 @@ def check_stream(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
             if t == "TOOL_CALL_END":
                 calls.remove(event["toolCallId"])
         elif t in ("RUN_FINISHED", "RUN_ERROR"):
-            assert not (steps or messages or calls), \
-                f"open at {t}: {steps} {messages} {calls}"
+            assert not (steps or messages or calls), f"open at {t}: {steps} {messages} {calls}"
             current = None
     assert current is None, f"the stream ends inside a run: {events[-1]}"
     return runs

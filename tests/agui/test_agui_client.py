@@ -18,10 +18,16 @@ from tests.conftest import LiveServer, ModelGate
 pytestmark = pytest.mark.slow
 
 
-def _run(agui_client: Path, server: LiveServer, tmp_path: Path, *flows: str,
-         on_delta: Callable[[], None] | None = None) -> dict:
-    result, report = run_client(agui_client, server.url, *flows, out=tmp_path / "report.json",
-                                on_delta=on_delta)
+def _run(
+    agui_client: Path,
+    server: LiveServer,
+    tmp_path: Path,
+    *flows: str,
+    on_delta: Callable[[], None] | None = None,
+) -> dict:
+    result, report = run_client(
+        agui_client, server.url, *flows, out=tmp_path / "report.json", on_delta=on_delta
+    )
     transcript = result.stdout + result.stderr
     print(transcript)
     assert result.returncode == 0, f"the AG-UI client reported problems:\n{transcript}"
@@ -32,12 +38,13 @@ def _run(agui_client: Path, server: LiveServer, tmp_path: Path, *flows: str,
     return report["flows"]
 
 
-def test_demo_script_through_the_real_client(agui_client: Path,
-                                             make_server: Callable[..., LiveServer],
-                                             tmp_path: Path) -> None:
+def test_demo_script_through_the_real_client(
+    agui_client: Path, make_server: Callable[..., LiveServer], tmp_path: Path
+) -> None:
     server = make_server()
-    flows = _run(agui_client, server, tmp_path,
-                 "normal", "refusal", "approve", "reject", "fault", "retry")
+    flows = _run(
+        agui_client, server, tmp_path, "normal", "refusal", "approve", "reject", "fault", "retry"
+    )
 
     normal = flows["normal"]["runs"][0]
     assert normal["outcome"] == "success"
@@ -50,8 +57,10 @@ def test_demo_script_through_the_real_client(agui_client: Path,
     assert refusal["result"]["status"] == "refused"
     assert refusal["texts"][-1]["text"] == refusal["result"]["answer"]
 
-    for flow, expected in (("approve", "Done: I refunded $20.00"),
-                           ("reject", "I did not issue the refund")):
+    for flow, expected in (
+        ("approve", "Done: I refunded $20.00"),
+        ("reject", "I did not issue the refund"),
+    ):
         paused, resumed = flows[flow]["runs"]
         assert paused["outcome"] == "interrupt"
         finished = paused["events"][-1]
@@ -72,37 +81,38 @@ def test_demo_script_through_the_real_client(agui_client: Path,
     assert first["result"] == again["result"]
 
 
-def test_a_frontend_tool_through_the_real_client(agui_client: Path,
-                                                 make_server: Callable[..., LiveServer],
-                                                 tmp_path: Path) -> None:
+def test_a_frontend_tool_through_the_real_client(
+    agui_client: Path, make_server: Callable[..., LiveServer], tmp_path: Path
+) -> None:
     """A frontend tool (``RunAgentInput.tools``) that the demo graph calls as a client
     tool: the run ends with the call pending (``pendingToolCallIds``, no result), the
     real client's next run carries the tool message, and the turn answers with it."""
     server = make_server()
-    asked, answered = _run(agui_client, server, tmp_path, "frontend_tool")["frontend_tool"][
-        "runs"]
+    asked, answered = _run(agui_client, server, tmp_path, "frontend_tool")["frontend_tool"]["runs"]
     finished = asked["events"][-1]
     assert finished["type"] == "RUN_FINISHED"
     assert finished["outcome"] == {"type": "success", "pendingToolCallIds": ["call_local_time"]}
     start = next(e for e in asked["events"] if e["type"] == "TOOL_CALL_START")
     assert (start["toolCallId"], start["toolCallName"]) == ("call_local_time", "local_time")
     assert answered["result"]["status"] == "answered"
-    assert answered["result"]["turn_id"] == asked["events"][0]["runId"] or \
-        answered["result"]["thread_id"] == asked["events"][0]["threadId"]
+    assert (
+        answered["result"]["turn_id"] == asked["events"][0]["runId"]
+        or answered["result"]["thread_id"] == asked["events"][0]["threadId"]
+    )
 
 
-def test_text_arrives_in_several_deltas_over_time(agui_client: Path,
-                                                  make_server: Callable[..., LiveServer],
-                                                  tmp_path: Path,
-                                                  model_gate: ModelGate) -> None:
+def test_text_arrives_in_several_deltas_over_time(
+    agui_client: Path, make_server: Callable[..., LiveServer], tmp_path: Path, model_gate: ModelGate
+) -> None:
     """The answer's deltas reach the client as they are written (streamed), not in one
     burst at the end: the model writes word k+1 only once the real client has delivered
     word k's TEXT_MESSAGE_CONTENT. A stream held back anywhere on the way would leave the
     model waiting at the gate (the turn then ends cut short). No arrival times compared."""
     server = make_server()
     model_gate.allow()  # the first word; each delivered delta lets the next one go
-    run = _run(agui_client, server, tmp_path, "normal",
-               on_delta=model_gate.allow)["normal"]["runs"][0]
+    run = _run(agui_client, server, tmp_path, "normal", on_delta=model_gate.allow)["normal"][
+        "runs"
+    ][0]
     assert not model_gate.timed_out, "a delta did not reach the client while it was written"
     deltas = [e for e in run["events"] if e["type"] == "TEXT_MESSAGE_CONTENT"]
     assert len(deltas) > 10

@@ -24,8 +24,11 @@ from tests.agui.conftest import check_stream, post_agui, user
 from tests.conftest import LiveServer
 from tests.zoo.models import call, scripted, text
 
-LOCATION = {"name": "get_location", "description": "Where the person is, from the browser.",
-            "parameters": {"type": "object", "properties": {"precise": {"type": "boolean"}}}}
+LOCATION = {
+    "name": "get_location",
+    "description": "Where the person is, from the browser.",
+    "parameters": {"type": "object", "properties": {"precise": {"type": "boolean"}}},
+}
 
 
 def build(model: Any) -> Any:
@@ -52,8 +55,12 @@ def build(model: Any) -> Any:
 @pytest.fixture
 def served(app_env: dict[str, str]) -> Iterator[LiveServer]:
     relay = Relay.from_env(app_env)
-    model = scripted(call("get_location", {"precise": False}, "call_loc_1"),
-                     text("You are in Lyon."), text("You're welcome."), name="where-model")
+    model = scripted(
+        call("get_location", {"precise": False}, "call_loc_1"),
+        text("You are in Lyon."),
+        text("You're welcome."),
+        name="where-model",
+    )
     app = FastAPI(lifespan=relay.lifespan)
     relay.mount(app, GraphAgent(build(model), name="whereami"))
     server = LiveServer(app).start()
@@ -62,8 +69,15 @@ def served(app_env: dict[str, str]) -> Iterator[LiveServer]:
 
 
 def run_input(thread: str, run: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"threadId": thread, "runId": run, "messages": messages, "state": {},
-            "tools": [LOCATION], "context": [], "forwardedProps": {}}
+    return {
+        "threadId": thread,
+        "runId": run,
+        "messages": messages,
+        "state": {},
+        "tools": [LOCATION],
+        "context": [],
+        "forwardedProps": {},
+    }
 
 
 def test_a_frontend_tool_round_trips_over_agui(served: LiveServer) -> None:
@@ -73,24 +87,35 @@ def test_a_frontend_tool_round_trips_over_agui(served: LiveServer) -> None:
         first = post_agui(http, served.url, run_input(thread, "run-1", asked))
         check_stream(first)
         starts = [e for e in first if e["type"] == "TOOL_CALL_START"]
-        assert [(e["toolCallId"], e["toolCallName"]) for e in starts] == \
-            [("call_loc_1", "get_location")]
+        assert [(e["toolCallId"], e["toolCallName"]) for e in starts] == [
+            ("call_loc_1", "get_location")
+        ]
         args = next(e for e in first if e["type"] == "TOOL_CALL_ARGS")
         assert json.loads(args["delta"]) == {"precise": False}
         assert not [e for e in first if e["type"] == "TOOL_CALL_RESULT"]
         assert first[-1]["type"] == "RUN_FINISHED"
         assert first[-1]["outcome"] == {"type": "success", "pendingToolCallIds": ["call_loc_1"]}
 
-        history = [*asked,
-                   {"id": "a1", "role": "assistant", "toolCalls": [{
-                       "id": "call_loc_1", "type": "function", "function": {
-                           "name": "get_location", "arguments": '{"precise": false}'}}]},
-                   {"id": "t1", "role": "tool", "toolCallId": "call_loc_1",
-                    "content": '{"city": "Lyon"}'}]
+        history = [
+            *asked,
+            {
+                "id": "a1",
+                "role": "assistant",
+                "toolCalls": [
+                    {
+                        "id": "call_loc_1",
+                        "type": "function",
+                        "function": {"name": "get_location", "arguments": '{"precise": false}'},
+                    }
+                ],
+            },
+            {"id": "t1", "role": "tool", "toolCallId": "call_loc_1", "content": '{"city": "Lyon"}'},
+        ]
         second = post_agui(http, served.url, run_input(thread, "run-2", history))
         check_stream(second)
-        assert not [e for e in second if e["type"].startswith("TOOL_CALL")], \
+        assert not [e for e in second if e["type"].startswith("TOOL_CALL")], (
             "the client's call is not repeated"
+        )
         assert second[-1]["type"] == "RUN_FINISHED"
         assert second[-1]["outcome"] == {"type": "success"}
         assert second[-1]["result"]["answer"] == "You are in Lyon."
@@ -106,8 +131,18 @@ def test_a_frontend_tool_round_trips_over_agui(served: LiveServer) -> None:
         assert third.status_code == 409, third.text
         assert third.json()["error"]["code"] == "not_paused"
         # a new user message after them is a new turn (the old tool messages are history)
-        fourth = post_agui(http, served.url, run_input(thread, "run-4", [
-            *history, {"id": "a2", "role": "assistant", "content": "You are in Lyon."},
-            user("Thanks!", "m2")]))
+        fourth = post_agui(
+            http,
+            served.url,
+            run_input(
+                thread,
+                "run-4",
+                [
+                    *history,
+                    {"id": "a2", "role": "assistant", "content": "You are in Lyon."},
+                    user("Thanks!", "m2"),
+                ],
+            ),
+        )
         check_stream(fourth)
         assert fourth[-1]["result"]["answer"] == "You're welcome."

@@ -27,7 +27,8 @@ class Issuer:
         keys = []
         pairs: list[tuple[str, Any, str, Any]] = [
             (self.rsa_kid, self.rsa, "RS256", jwt.algorithms.RSAAlgorithm),
-            (self.ec_kid, self.ec, "ES256", jwt.algorithms.ECAlgorithm)]
+            (self.ec_kid, self.ec, "ES256", jwt.algorithms.ECAlgorithm),
+        ]
         for kid, key, alg, algorithm in pairs:
             jwk = json.loads(algorithm.to_jwk(key.public_key()))
             jwk.update(kid=kid, alg=alg, use="sig")
@@ -38,13 +39,25 @@ class Issuer:
         path.write_text(json.dumps(self.jwks()))
         return path
 
-    def token(self, sub: str | None = "alice", *, alg: str = "RS256", kid: str | None = "",
-              key: Any = None, lifetime_s: float = 300, **claims: Any) -> str:
+    def token(
+        self,
+        sub: str | None = "alice",
+        *,
+        alg: str = "RS256",
+        kid: str | None = "",
+        key: Any = None,
+        lifetime_s: float = 300,
+        **claims: Any,
+    ) -> str:
         """A signed JWT; ``kid=""`` names the issuer's key of ``alg``, None names none;
         ``key`` signs with another key (a forgery); ``claims`` override or add."""
         now = time.time()
-        payload: dict[str, Any] = {"iss": ISSUER, "aud": AUDIENCE, "iat": int(now),
-                                   "exp": int(now + lifetime_s)}
+        payload: dict[str, Any] = {
+            "iss": ISSUER,
+            "aud": AUDIENCE,
+            "iat": int(now),
+            "exp": int(now + lifetime_s),
+        }
         if sub is not None:
             payload["sub"] = sub
         payload.update(claims)
@@ -60,8 +73,12 @@ class Issuer:
 
     def env(self, jwks: Path | str) -> dict[str, str]:
         """The relay's settings that trust this issuer."""
-        return {"RELAY_AUTH": "jwt", "RELAY_JWT_JWKS": str(jwks), "RELAY_JWT_ISSUER": ISSUER,
-                "RELAY_JWT_AUDIENCE": AUDIENCE}
+        return {
+            "RELAY_AUTH": "jwt",
+            "RELAY_JWT_JWKS": str(jwks),
+            "RELAY_JWT_ISSUER": ISSUER,
+            "RELAY_JWT_AUDIENCE": AUDIENCE,
+        }
 
 
 def bearer(token: str) -> dict[str, str]:

@@ -54,30 +54,50 @@ def test_a_good_token_is_its_subject(verifier: JwtUser, issuer: Issuer, alg: str
     assert user.as_config() == {"id": "alice", "claims": dict(user.claims)}
 
 
-@pytest.mark.parametrize(("token_of", "reason"), [
-    (lambda i: i.token(lifetime_s=-120), "expired"),
-    (lambda i: i.token(aud="another-service"), "another audience"),
-    (lambda i: i.token(iss="https://evil.example.test/"), "another issuer"),
-    (lambda i: i.token(key=rsa.generate_private_key(public_exponent=65537, key_size=2048)),
-     "signature does not verify"),
-    (lambda i: i.token(alg="ES256", key=ec.generate_private_key(ec.SECP256R1())),
-     "signature does not verify"),
-    (lambda i: i.token(kid="no-such-key"), "key the relay does not know"),
-    (lambda i: i.token(sub=None), "lacks a required claim"),
-    (lambda i: i.token(exp=None), "lacks a required claim"),
-    (lambda i: i.token(nbf=4102444800), "not valid yet"),
-    (lambda i: "not.a.jwt", "not a JWT"),
-    (lambda i: jwt.encode({"sub": "alice", "iss": ISSUER, "aud": AUDIENCE, "exp": 4102444800},
-                          None, algorithm="none"), "algorithm"),
-    # the classic confusion: HMAC keyed with the issuer's public key
-    (lambda i: jwt.encode({"sub": "alice", "iss": ISSUER, "aud": AUDIENCE, "exp": 4102444800},
-                          "a-shared-secret-of-32-bytes-long!", algorithm="HS256",
-                          headers={"kid": i.rsa_kid}), "algorithm"),
-    # a key of one type named for the other's algorithm
-    (lambda i: i.token(alg="ES256", kid=i.rsa_kid), "does not sign with ES256"),
-])
-def test_each_bad_token_is_a_401_that_says_why(verifier: JwtUser, issuer: Issuer,
-                                                token_of: Any, reason: str) -> None:
+@pytest.mark.parametrize(
+    ("token_of", "reason"),
+    [
+        (lambda i: i.token(lifetime_s=-120), "expired"),
+        (lambda i: i.token(aud="another-service"), "another audience"),
+        (lambda i: i.token(iss="https://evil.example.test/"), "another issuer"),
+        (
+            lambda i: i.token(key=rsa.generate_private_key(public_exponent=65537, key_size=2048)),
+            "signature does not verify",
+        ),
+        (
+            lambda i: i.token(alg="ES256", key=ec.generate_private_key(ec.SECP256R1())),
+            "signature does not verify",
+        ),
+        (lambda i: i.token(kid="no-such-key"), "key the relay does not know"),
+        (lambda i: i.token(sub=None), "lacks a required claim"),
+        (lambda i: i.token(exp=None), "lacks a required claim"),
+        (lambda i: i.token(nbf=4102444800), "not valid yet"),
+        (lambda i: "not.a.jwt", "not a JWT"),
+        (
+            lambda i: jwt.encode(
+                {"sub": "alice", "iss": ISSUER, "aud": AUDIENCE, "exp": 4102444800},
+                None,
+                algorithm="none",
+            ),
+            "algorithm",
+        ),
+        # the classic confusion: HMAC keyed with the issuer's public key
+        (
+            lambda i: jwt.encode(
+                {"sub": "alice", "iss": ISSUER, "aud": AUDIENCE, "exp": 4102444800},
+                "a-shared-secret-of-32-bytes-long!",
+                algorithm="HS256",
+                headers={"kid": i.rsa_kid},
+            ),
+            "algorithm",
+        ),
+        # a key of one type named for the other's algorithm
+        (lambda i: i.token(alg="ES256", kid=i.rsa_kid), "does not sign with ES256"),
+    ],
+)
+def test_each_bad_token_is_a_401_that_says_why(
+    verifier: JwtUser, issuer: Issuer, token_of: Any, reason: str
+) -> None:
     error = refused(verifier, bearer(token_of(issuer)))
     assert reason in str(error)
     assert error.challenge.startswith('Bearer realm="span-relay", error="invalid_token"')
@@ -127,8 +147,9 @@ def served(issuer: Issuer) -> Iterator[_Jwks]:
     jwks.server.shutdown()
 
 
-def test_a_jwks_url_is_fetched_once_and_again_for_a_rotated_key(issuer: Issuer,
-                                                                 served: _Jwks) -> None:
+def test_a_jwks_url_is_fetched_once_and_again_for_a_rotated_key(
+    issuer: Issuer, served: _Jwks
+) -> None:
     verifier = open_authenticator(RelaySettings.from_env(issuer.env(served.url)))
     assert isinstance(verifier, JwtUser)
     now = [1000.0]
@@ -136,8 +157,7 @@ def test_a_jwks_url_is_fetched_once_and_again_for_a_rotated_key(issuer: Issuer,
 
     async def scenario() -> None:
         assert (await verifier.authenticate(bearer(issuer.token(alg="ES256")))).id == "alice"
-        assert (await verifier.authenticate(bearer(issuer.token("bob", alg="ES256")))).id \
-            == "bob"
+        assert (await verifier.authenticate(bearer(issuer.token("bob", alg="ES256")))).id == "bob"
         assert served.fetches == 1  # kept
         served.body = issuer.jwks()  # the issuer rotates in its RSA key
         with pytest.raises(Unauthenticated):  # looked again less than a minute ago: not yet
@@ -156,8 +176,9 @@ def test_a_jwks_url_is_fetched_once_and_again_for_a_rotated_key(issuer: Issuer,
 
 
 def test_an_unreachable_jwks_is_a_401_saying_so(issuer: Issuer) -> None:
-    verifier = open_authenticator(RelaySettings.from_env(issuer.env(
-        "http://127.0.0.1:9/jwks.json")))
+    verifier = open_authenticator(
+        RelaySettings.from_env(issuer.env("http://127.0.0.1:9/jwks.json"))
+    )
     error = refused(verifier, bearer(issuer.token()))
     assert "key set is unavailable" in str(error)
 
@@ -168,18 +189,21 @@ SECRET = "s" * 24
 
 
 def proxy(**env: str) -> Any:
-    return open_authenticator(RelaySettings.from_env(
-        {"RELAY_AUTH": "proxy", "RELAY_PROXY_SECRET": SECRET, **env}))
+    return open_authenticator(
+        RelaySettings.from_env({"RELAY_AUTH": "proxy", "RELAY_PROXY_SECRET": SECRET, **env})
+    )
 
 
 def test_the_proxy_user_header_is_taken_only_with_the_secret() -> None:
     authenticator = proxy()
     user = check(authenticator, {"x-forwarded-user": "alice", "x-relay-proxy-secret": SECRET})
     assert user.id == "alice" and user.claims == {"sub": "alice"}
-    for headers in ({"x-forwarded-user": "alice"},  # a client that reached the relay itself
-                    {"x-forwarded-user": "alice", "x-relay-proxy-secret": "s" * 23},
-                    {"x-relay-proxy-secret": SECRET},  # the proxy named nobody
-                    {"x-forwarded-user": "", "x-relay-proxy-secret": SECRET}):
+    for headers in (
+        {"x-forwarded-user": "alice"},  # a client that reached the relay itself
+        {"x-forwarded-user": "alice", "x-relay-proxy-secret": "s" * 23},
+        {"x-relay-proxy-secret": SECRET},  # the proxy named nobody
+        {"x-forwarded-user": "", "x-relay-proxy-secret": SECRET},
+    ):
         assert refused(authenticator, headers).challenge == 'Proxy realm="span-relay"'
 
 
@@ -200,25 +224,36 @@ def test_the_shared_token_has_no_users() -> None:
 
 # -- settings ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("env", "names"), [
-    ({"RELAY_AUTH": "oauth"}, "RELAY_AUTH='oauth'"),
-    ({"RELAY_AUTH": "token"}, "RELAY_API_TOKEN"),
-    ({"RELAY_AUTH": "none", "RELAY_API_TOKEN": "x"}, "RELAY_AUTH=token"),
-    ({"RELAY_AUTH": "jwt"}, "RELAY_JWT_JWKS, RELAY_JWT_ISSUER, RELAY_JWT_AUDIENCE"),
-    ({"RELAY_AUTH": "jwt", "RELAY_JWT_JWKS": "/no/such/jwks.json", "RELAY_JWT_ISSUER": "i",
-      "RELAY_JWT_AUDIENCE": "a"}, "neither an http(s) URL nor a readable file"),
-    ({"RELAY_AUTH": "proxy"}, "RELAY_PROXY_SECRET"),
-    ({"RELAY_AUTH": "proxy", "RELAY_PROXY_SECRET": "short"}, "16 characters"),
-])
-def test_each_mode_refuses_to_start_without_what_it_needs(env: dict[str, str],
-                                                          names: str) -> None:
+
+@pytest.mark.parametrize(
+    ("env", "names"),
+    [
+        ({"RELAY_AUTH": "oauth"}, "RELAY_AUTH='oauth'"),
+        ({"RELAY_AUTH": "token"}, "RELAY_API_TOKEN"),
+        ({"RELAY_AUTH": "none", "RELAY_API_TOKEN": "x"}, "RELAY_AUTH=token"),
+        ({"RELAY_AUTH": "jwt"}, "RELAY_JWT_JWKS, RELAY_JWT_ISSUER, RELAY_JWT_AUDIENCE"),
+        (
+            {
+                "RELAY_AUTH": "jwt",
+                "RELAY_JWT_JWKS": "/no/such/jwks.json",
+                "RELAY_JWT_ISSUER": "i",
+                "RELAY_JWT_AUDIENCE": "a",
+            },
+            "neither an http(s) URL nor a readable file",
+        ),
+        ({"RELAY_AUTH": "proxy"}, "RELAY_PROXY_SECRET"),
+        ({"RELAY_AUTH": "proxy", "RELAY_PROXY_SECRET": "short"}, "16 characters"),
+    ],
+)
+def test_each_mode_refuses_to_start_without_what_it_needs(env: dict[str, str], names: str) -> None:
     with pytest.raises(ConfigError) as info:
         RelaySettings.from_env(env)
     assert names in str(info.value)
 
 
-def test_the_otlp_receiver_keeps_its_own_credential_with_users(issuer: Issuer,
-                                                               tmp_path: Path) -> None:
+def test_the_otlp_receiver_keeps_its_own_credential_with_users(
+    issuer: Issuer, tmp_path: Path
+) -> None:
     env = {**issuer.env(issuer.write_jwks(tmp_path / "jwks.json")), "RELAY_OTLP_HTTP": "1"}
     with pytest.raises(ConfigError) as info:
         RelaySettings.from_env(env)

@@ -28,14 +28,15 @@ def issuer() -> Issuer:
 
 
 @pytest.fixture
-def jwt_server(make_server: Callable[..., LiveServer], issuer: Issuer,
-               tmp_path: Path) -> LiveServer:
+def jwt_server(
+    make_server: Callable[..., LiveServer], issuer: Issuer, tmp_path: Path
+) -> LiveServer:
     return make_server(**issuer.env(issuer.write_jwks(tmp_path / "jwks.json")))
 
 
-def test_two_users_cannot_see_or_touch_each_others_turns(jwt_server: LiveServer,
-                                                         issuer: Issuer,
-                                                         client: httpx.Client) -> None:
+def test_two_users_cannot_see_or_touch_each_others_turns(
+    jwt_server: LiveServer, issuer: Issuer, client: httpx.Client
+) -> None:
     alice, bob = bearer(issuer.token("alice")), bearer(issuer.token("bob", alg="ES256"))
     turns = alices_turns(client, jwt_server.url, alice)
     assert_none_reachable(client, jwt_server.url, bob, turns)
@@ -43,30 +44,41 @@ def test_two_users_cannot_see_or_touch_each_others_turns(jwt_server: LiveServer,
     assert_all_reachable(client, jwt_server.url, alice, turns)
     assert jwt_server.app.state.ledger.count() == 1
     # bob's own turn is his, and hers stay hers
-    own = client.post(f"{jwt_server.url}/chat", headers=bob,
-                      json={"message": "How long does shipping take?"}).json()
-    assert client.get(f"{jwt_server.url}/turns/{own['turn_id']}", headers=bob).json()[
-        "status"] == "answered"
-    assert client.get(f"{jwt_server.url}/turns/{own['turn_id']}",
-                      headers=alice).status_code == 404
+    own = client.post(
+        f"{jwt_server.url}/chat", headers=bob, json={"message": "How long does shipping take?"}
+    ).json()
+    assert (
+        client.get(f"{jwt_server.url}/turns/{own['turn_id']}", headers=bob).json()["status"]
+        == "answered"
+    )
+    assert client.get(f"{jwt_server.url}/turns/{own['turn_id']}", headers=alice).status_code == 404
 
 
-def test_the_refund_acts_as_the_user(jwt_server: LiveServer, issuer: Issuer,
-                                     client: httpx.Client) -> None:
+def test_the_refund_acts_as_the_user(
+    jwt_server: LiveServer, issuer: Issuer, client: httpx.Client
+) -> None:
     alice = bearer(issuer.token("alice"))
     # order 1234 is the guest's, not hers: a plain refusal, nobody asked to approve it
-    refused = client.post(f"{jwt_server.url}/chat", headers=alice,
-                          json={"message": "Please refund order 1234 ($20)."}).json()
+    refused = client.post(
+        f"{jwt_server.url}/chat", headers=alice, json={"message": "Please refund order 1234 ($20)."}
+    ).json()
     assert refused["status"] == "refused", refused
     assert "not one of your orders" in refused["answer"] and not refused["interrupts"]
     assert jwt_server.app.state.ledger.count() == 0
     # hers pauses for approval and runs as her; its spans say whom it acted for
-    paused = client.post(f"{jwt_server.url}/chat", headers=alice,
-                         json={"message": "Please refund order 2002 ($15)."}).json()
+    paused = client.post(
+        f"{jwt_server.url}/chat", headers=alice, json={"message": "Please refund order 2002 ($15)."}
+    ).json()
     assert paused["status"] == "paused"
-    done = client.post(f"{jwt_server.url}/chat/resume", headers=alice, json={
-        "thread_id": paused["thread_id"], "turn_id": paused["turn_id"],
-        "resume": {"approved": True}}).json()
+    done = client.post(
+        f"{jwt_server.url}/chat/resume",
+        headers=alice,
+        json={
+            "thread_id": paused["thread_id"],
+            "turn_id": paused["turn_id"],
+            "resume": {"approved": True},
+        },
+    ).json()
     assert done["status"] == "answered" and "order 2002" in done["answer"]
     relay = jwt_server.relay
     assert relay.store_processor.force_flush(10_000)
@@ -78,20 +90,28 @@ def test_the_refund_acts_as_the_user(jwt_server: LiveServer, issuer: Issuer,
     assert nodes and {s.attributes.get(c.ENDUSER_ID) for s in nodes} == {"alice"}
 
 
-def test_every_route_wants_a_valid_token(jwt_server: LiveServer, issuer: Issuer,
-                                         client: httpx.Client) -> None:
+def test_every_route_wants_a_valid_token(
+    jwt_server: LiveServer, issuer: Issuer, client: httpx.Client
+) -> None:
     alice = bearer(issuer.token("alice"))
     turns = alices_turns(client, jwt_server.url, alice)
-    routes = [*requests_on(turns), ("GET", "/turns", {}), ("GET", "/graphs", {}),
-              ("GET", "/graph", {}), ("POST", "/chat", {"json": {"message": "hi"}}),
-              ("POST", "/imports", {"json": {"resourceSpans": []}})]
-    bad = {"none": {}, "expired": bearer(issuer.token("alice", lifetime_s=-3600)),
-           "wrong audience": bearer(issuer.token("alice", aud="another-api")),
-           "wrong key": bearer(issuer.token("alice", key=Issuer().rsa))}
+    routes = [
+        *requests_on(turns),
+        ("GET", "/turns", {}),
+        ("GET", "/graphs", {}),
+        ("GET", "/graph", {}),
+        ("POST", "/chat", {"json": {"message": "hi"}}),
+        ("POST", "/imports", {"json": {"resourceSpans": []}}),
+    ]
+    bad = {
+        "none": {},
+        "expired": bearer(issuer.token("alice", lifetime_s=-3600)),
+        "wrong audience": bearer(issuer.token("alice", aud="another-api")),
+        "wrong key": bearer(issuer.token("alice", key=Issuer().rsa)),
+    }
     for what, headers in bad.items():
         for method, path, kwargs in routes:
-            response = client.request(method, f"{jwt_server.url}{path}", headers=headers,
-                                      **kwargs)
+            response = client.request(method, f"{jwt_server.url}{path}", headers=headers, **kwargs)
             assert response.status_code == 401, (what, method, path, response.text)
             assert response.headers["www-authenticate"].startswith("Bearer"), what
             assert response.json()["error"]["code"] == "unauthorized"
@@ -105,28 +125,33 @@ SECRET = "proxy-secret-0123456789"
 
 
 def test_proxy_mode_trusts_the_user_header_only_with_its_secret(
-        make_server: Callable[..., LiveServer], client: httpx.Client) -> None:
+    make_server: Callable[..., LiveServer], client: httpx.Client
+) -> None:
     server = make_server(RELAY_AUTH="proxy", RELAY_PROXY_SECRET=SECRET)
     alice = {"X-Forwarded-User": "alice", "X-Relay-Proxy-Secret": SECRET}
     bob = {"X-Forwarded-User": "bob", "X-Relay-Proxy-Secret": SECRET}
     turns = alices_turns(client, server.url, alice)
     assert_none_reachable(client, server.url, bob, turns)
     # a client that reaches the relay past the proxy and names alice itself
-    for headers in ({"X-Forwarded-User": "alice"},
-                    {"X-Forwarded-User": "alice", "X-Relay-Proxy-Secret": "guess"}):
+    for headers in (
+        {"X-Forwarded-User": "alice"},
+        {"X-Forwarded-User": "alice", "X-Relay-Proxy-Secret": "guess"},
+    ):
         response = client.get(f"{server.url}/turns/{turns.answered}", headers=headers)
         assert response.status_code == 401
         assert response.headers["www-authenticate"] == 'Proxy realm="span-relay"'
     assert_all_reachable(client, server.url, alice, turns)
 
 
-def test_the_live_turn_list_shows_one_only_ones_own(jwt_server: LiveServer, issuer: Issuer,
-                                                    client: httpx.Client) -> None:
+def test_the_live_turn_list_shows_one_only_ones_own(
+    jwt_server: LiveServer, issuer: Issuer, client: httpx.Client
+) -> None:
     alice, bob = bearer(issuer.token("alice")), bearer(issuer.token("bob"))
     turns = alices_turns(client, jwt_server.url, alice)
     seen: list[dict] = []
-    with client.stream("GET", f"{jwt_server.url}/turns", headers={
-            **bob, "Accept": "text/event-stream"}) as response:
+    with client.stream(
+        "GET", f"{jwt_server.url}/turns", headers={**bob, "Accept": "text/event-stream"}
+    ) as response:
         assert response.status_code == 200
         frames = iter_frames(response)
         first = next(f for f in frames if f.event == "turns")
@@ -134,8 +159,9 @@ def test_the_live_turn_list_shows_one_only_ones_own(jwt_server: LiveServer, issu
         # alice's turn changes first, then bob's: the feed sends changes in order, so
         # anything of hers would come before his
         client.post(f"{jwt_server.url}/chat", headers=alice, json={"message": "Shipping?"})
-        own = client.post(f"{jwt_server.url}/chat", headers=bob,
-                          json={"message": "Shipping?"}).json()
+        own = client.post(
+            f"{jwt_server.url}/chat", headers=bob, json={"message": "Shipping?"}
+        ).json()
         for frame in frames:
             if frame.event == "turn":
                 seen.append(frame.json)

@@ -31,16 +31,26 @@ def my_balance(config: RunnableConfig) -> str:
     user = config["configurable"].get("user")
     if user is None:
         return "I don't know who you are."
-    return json.dumps({"user": user["id"], "balance": BALANCES.get(user["id"], 0),
-                       "email": user["claims"].get("email")})
+    return json.dumps(
+        {
+            "user": user["id"],
+            "balance": BALANCES.get(user["id"], 0),
+            "email": user["claims"].get("email"),
+        }
+    )
 
 
 @pytest.fixture
 def served(app_env: dict[str, str], tmp_path: Path) -> Iterator[tuple[LiveServer, Issuer]]:
     issuer = Issuer()
     relay = Relay.from_env({**app_env, **issuer.env(issuer.write_jwks(tmp_path / "k.json"))})
-    model = scripted(call("my_balance", {}, "call_1"), text("There you are."),
-                     call("my_balance", {}, "call_2"), text("There you are."), name="m")
+    model = scripted(
+        call("my_balance", {}, "call_1"),
+        text("There you are."),
+        call("my_balance", {}, "call_2"),
+        text("There you are."),
+        name="m",
+    )
     app = FastAPI(lifespan=relay.lifespan)
     relay.mount(app, GraphAgent(_react_agent(model, [my_balance], name="bank"), name="bank"))
     server = LiveServer(app).start()
@@ -53,9 +63,14 @@ def test_each_tool_call_acts_as_the_requesting_user(served: tuple[LiveServer, Is
     with httpx.Client(timeout=30) as client:
         for who, email in (("alice", "a@example.test"), ("bob", None)):
             token = issuer.token(who, **({"email": email} if email else {}))
-            events = events_of(stream_post(client, f"{server.url}/chat",
-                                           {"message": "What is my balance?"},
-                                           headers=bearer(token)))
+            events = events_of(
+                stream_post(
+                    client,
+                    f"{server.url}/chat",
+                    {"message": "What is my balance?"},
+                    headers=bearer(token),
+                )
+            )
             assert events[-1]["type"] == "turn_completed", events[-1]
             tool = next(e for e in events if e["type"] == "tool_completed")
             assert tool["status"] == "ok"
@@ -68,7 +83,9 @@ def test_each_tool_call_acts_as_the_requesting_user(served: tuple[LiveServer, Is
             assert root.attributes[c.ENDUSER_ID] == who
             # what the tool answered, in the thread's state: this user's balance
             graph = relay.agents["bank"].graph
-            state = asyncio.run_coroutine_threadsafe(graph.aget_state(
-                {"configurable": {"thread_id": events[0]["thread_id"]}}), server.loop).result(10)
+            state = asyncio.run_coroutine_threadsafe(
+                graph.aget_state({"configurable": {"thread_id": events[0]["thread_id"]}}),
+                server.loop,
+            ).result(10)
             said = json.loads(state.values["messages"][-2].content)
             assert said == {"user": who, "balance": BALANCES[who], "email": email}

@@ -42,18 +42,19 @@ def _runners() -> dict[str, Callable[[bool], list[Figure]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: small, no thresholds")
     parser.add_argument("--json", action="store_true", help="print JSON, not a table")
-    parser.add_argument("--only", default="",
-                        help="comma-separated ids: " + ",".join(IDS + OPT_IN))
+    parser.add_argument("--only", default="", help="comma-separated ids: " + ",".join(IDS + OPT_IN))
     args = parser.parse_args(argv)
     only = [s.strip() for s in args.only.split(",") if s.strip()] or list(IDS)
     unknown = [s for s in only if s not in IDS + OPT_IN]
     if unknown:
-        parser.error(f"unknown id(s) {', '.join(unknown)}; choose from "
-                     f"{', '.join(IDS + OPT_IN)}")
+        parser.error(f"unknown id(s) {', '.join(unknown)}; choose from {', '.join(IDS + OPT_IN)}")
 
     meta = machine()
     meta["quick"] = args.quick
@@ -83,8 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(as_json(figures, meta), indent=1))
     else:
         print(f"machine: nproc={meta['nproc']}, Python {meta['python']}, {meta['platform']}")
-        print(f"date: {meta['date']}; command: {meta['command']}; elapsed {meta['elapsed_s']} s "
-              f"({', '.join(f'{k} {v}s' for k, v in timings.items())})")
+        print(
+            f"date: {meta['date']}; command: {meta['command']}; elapsed {meta['elapsed_s']} s "
+            f"({', '.join(f'{k} {v}s' for k, v in timings.items())})"
+        )
         print(f"load average at start {meta['loadavg_start']}, at end {meta['loadavg_end']}")
         print(table(figures, args.quick))
     return 0

@@ -48,6 +48,7 @@ SPANS_PER_BATCH = 10  # a root and 9 node spans: one small turn
 
 # -- per_event --------------------------------------------------------------------------
 
+
 def _span_batch(tracer: Any, turn_id: str) -> float:
     """Start and end a root and 9 node spans; µs per span (start + end)."""
     from opentelemetry import trace
@@ -55,13 +56,23 @@ def _span_batch(tracer: Any, turn_id: str) -> float:
     from relay import conventions as c
 
     t0 = time.perf_counter()
-    root = tracer.start_span("invoke_agent bench", attributes={
-        c.TURN_ID: turn_id, c.CONVERSATION_ID: "bench", c.RUN_KIND: "chat",
-        c.GRAPH_ID: "bench", c.GRAPH_TOPOLOGY: '{"nodes":[],"edges":[]}'})
+    root = tracer.start_span(
+        "invoke_agent bench",
+        attributes={
+            c.TURN_ID: turn_id,
+            c.CONVERSATION_ID: "bench",
+            c.RUN_KIND: "chat",
+            c.GRAPH_ID: "bench",
+            c.GRAPH_TOPOLOGY: '{"nodes":[],"edges":[]}',
+        },
+    )
     ctx = trace.set_span_in_context(root)
     for i in range(SPANS_PER_BATCH - 1):
-        span = tracer.start_span("node n", context=ctx, attributes={
-            c.NODE_NAME: "n", c.NODE_STEP: i, c.NODE_TASK_ID: "task"})
+        span = tracer.start_span(
+            "node n",
+            context=ctx,
+            attributes={c.NODE_NAME: "n", c.NODE_STEP: i, c.NODE_TASK_ID: "task"},
+        )
         span.set_attribute(c.NODE_OUTCOME, "ok")
         span.end()
     root.set_attribute(c.TURN_OUTCOME, "error")
@@ -98,8 +109,7 @@ async def _per_event(quick: bool) -> list[Figure]:
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bench-agent")
 
     batches = 5 if quick else 60
-    per: dict[str, list[float]] = {k: [] for k in
-                                   ("noop", "relay", "drain", "noop_t", "relay_t")}
+    per: dict[str, list[float]] = {k: [] for k in ("noop", "relay", "drain", "noop_t", "relay_t")}
     for _ in range(3):  # warm up
         _span_batch(noop, "w")
         NoopProcessor.held.clear()
@@ -110,7 +120,7 @@ async def _per_event(quick: bool) -> list[Figure]:
         s: dict[str, list[float]] = {k: [] for k in per}
         for i in range(batches):
             # alternate the order batch by batch: whichever runs first pays for colder caches
-            for which in (("noop", "relay") if i % 2 == 0 else ("relay", "noop")):
+            for which in ("noop", "relay") if i % 2 == 0 else ("relay", "noop"):
                 if which == "noop":
                     s["noop"].append(_span_batch(noop, uuid.uuid4().hex))
                     NoopProcessor.held.clear()
@@ -120,10 +130,11 @@ async def _per_event(quick: bool) -> list[Figure]:
                     processor.flush()  # the drain the loop would run next, timed on its own
                     s["drain"].append((time.perf_counter() - t0) / SPANS_PER_BATCH * 1e6)
             await asyncio.sleep(0)
-            for which in (("noop", "relay") if i % 2 == 0 else ("relay", "noop")):
+            for which in ("noop", "relay") if i % 2 == 0 else ("relay", "noop"):
                 tracer = noop if which == "noop" else relay
-                s[f"{which}_t"].append(await loop.run_in_executor(
-                    pool, _span_batch, tracer, uuid.uuid4().hex))
+                s[f"{which}_t"].append(
+                    await loop.run_in_executor(pool, _span_batch, tracer, uuid.uuid4().hex)
+                )
                 NoopProcessor.held.clear()
                 await asyncio.sleep(0)  # the relay's drain, woken by call_soon_threadsafe
         for k in per:
@@ -135,23 +146,53 @@ async def _per_event(quick: bool) -> list[Figure]:
     sdk = median(per["noop"])
     anchor = {"anchor": "SDK span, no-op processor", "anchor_value": sdk, "anchor_unit": "us"}
     return [
-        summary("per_event.sdk_span_us", "SDK span start+end, no-op processor (the anchor)",
-                per["noop"], "us", note="loop thread"),
-        summary("per_event.added_hot_us", "added per span by the processor, loop thread",
-                [r - n for n, r in zip(per["noop"], per["relay"], strict=True)], "us",
-                target="<= 3", limit=3.0, **anchor,
-                params={"relay_us": median(per["relay"])}),
-        summary("per_event.added_thread_us", "added per span by the processor, other thread",
-                [r - n for n, r in zip(per["noop_t"], per["relay_t"], strict=True)], "us",
-                target="<= 3", limit=3.0, anchor="SDK span, no-op processor, thread",
-                anchor_value=median(per["noop_t"]), anchor_unit="us"),
-        summary("per_event.drain_us", "loop work per span: convert + map + publish (2 events)",
-                per["drain"], "us", **anchor),
-        summary("per_event.deliver_us",
-                "loop time added per event by a bus subscriber, over a 10-event turn",
-                deliver, "us", target="<= 5", limit=5.0, anchor="publish, no subscriber"),
-        summary("per_event.deliver_latency_us", "  publish -> subscriber take(), mean",
-                latency, "us"),
+        summary(
+            "per_event.sdk_span_us",
+            "SDK span start+end, no-op processor (the anchor)",
+            per["noop"],
+            "us",
+            note="loop thread",
+        ),
+        summary(
+            "per_event.added_hot_us",
+            "added per span by the processor, loop thread",
+            [r - n for n, r in zip(per["noop"], per["relay"], strict=True)],
+            "us",
+            target="<= 3",
+            limit=3.0,
+            **anchor,
+            params={"relay_us": median(per["relay"])},
+        ),
+        summary(
+            "per_event.added_thread_us",
+            "added per span by the processor, other thread",
+            [r - n for n, r in zip(per["noop_t"], per["relay_t"], strict=True)],
+            "us",
+            target="<= 3",
+            limit=3.0,
+            anchor="SDK span, no-op processor, thread",
+            anchor_value=median(per["noop_t"]),
+            anchor_unit="us",
+        ),
+        summary(
+            "per_event.drain_us",
+            "loop work per span: convert + map + publish (2 events)",
+            per["drain"],
+            "us",
+            **anchor,
+        ),
+        summary(
+            "per_event.deliver_us",
+            "loop time added per event by a bus subscriber, over a 10-event turn",
+            deliver,
+            "us",
+            target="<= 5",
+            limit=5.0,
+            anchor="publish, no subscriber",
+        ),
+        summary(
+            "per_event.deliver_latency_us", "  publish -> subscriber take(), mean", latency, "us"
+        ),
     ]
 
 
@@ -166,8 +207,9 @@ async def _deliver(quick: bool) -> tuple[list[float], list[float]]:
     async def one_turn(with_sub: bool) -> tuple[float, float]:
         turn_id = uuid.uuid4().hex
         bus.open_turn(turn_id)
-        events = [Event("node_started", "bench", turn_id, "0" * 32, 1.0, {"node": "n"})
-                  for _ in range(n)]
+        events = [
+            Event("node_started", "bench", turn_id, "0" * 32, 1.0, {"node": "n"}) for _ in range(n)
+        ]
         stamps: list[float] = []
         got: list[float] = []
         task = None
@@ -220,6 +262,7 @@ def run_per_event(quick: bool) -> list[Figure]:
 
 
 # -- bus ---------------------------------------------------------------------------------
+
 
 async def _bus_rate(bus: Any, turns: int, per_yield: int, total: int, budget_s: float) -> float:
     """Events/s from publish to ``turns`` subscribers (each reads its own turn's log)."""
@@ -348,16 +391,33 @@ async def _bus(quick: bool) -> list[Figure]:
     for _ in rounds(2 if quick else 3, 3 if quick else 15, minimum=1):
         gc.collect()
         # one turn longer than max_events_per_turn (10,000): every publish trims the log
-        long_turn.append(await _bus_rate(MemoryBus(), 1, 10, 3 * total_1 if not quick
-                                         else 12_000, 10))
+        long_turn.append(
+            await _bus_rate(MemoryBus(), 1, 10, 3 * total_1 if not quick else 12_000, 10)
+        )
     figs = [
-        summary("bus.memory", "memory bus, 10 turns x 10 events per loop iteration",
-                batch, "ev/s", target=">= 100k/s", limit=100_000, higher_is_better=True,
-                params={"events": total}),
-        summary("bus.memory_1", "  1 turn, 1 event per loop iteration (a wake per event)",
-                single, "ev/s", params={"events": total_1}),
-        summary("bus.memory_long", "  1 turn past max_events_per_turn (10k): trimming",
-                long_turn, "ev/s"),
+        summary(
+            "bus.memory",
+            "memory bus, 10 turns x 10 events per loop iteration",
+            batch,
+            "ev/s",
+            target=">= 100k/s",
+            limit=100_000,
+            higher_is_better=True,
+            params={"events": total},
+        ),
+        summary(
+            "bus.memory_1",
+            "  1 turn, 1 event per loop iteration (a wake per event)",
+            single,
+            "ev/s",
+            params={"events": total_1},
+        ),
+        summary(
+            "bus.memory_long",
+            "  1 turn past max_events_per_turn (10k): trimming",
+            long_turn,
+            "ev/s",
+        ),
     ]
     label = "Redis Streams bus: publish on one instance -> 10 readers on another"
     if importlib.util.find_spec("relay.bus.redis") is None:
@@ -365,16 +425,28 @@ async def _bus(quick: bool) -> list[Figure]:
         return figs
     url = await _redis_url()
     if url is None:
-        figs.append(na("bus.redis", label, "ev/s", "no Redis: set RELAY_BENCH_REDIS_URL",
-                       target=">= 20k/s"))
+        figs.append(
+            na("bus.redis", label, "ev/s", "no Redis: set RELAY_BENCH_REDIS_URL", target=">= 20k/s")
+        )
         return figs
     try:
         n = 2_000 if quick else 20_000
-        rates = [await _redis_remote_rate(url, 10, n, 30)
-                 for _ in rounds(2 if quick else 3, 10 if quick else 40, minimum=1)]
-        figs.append(summary("bus.redis", label, rates, "ev/s", target=">= 20k/s",
-                            limit=20_000, higher_is_better=True,
-                            params={"events": n, "url": url.rsplit("@", 1)[-1]}))
+        rates = [
+            await _redis_remote_rate(url, 10, n, 30)
+            for _ in rounds(2 if quick else 3, 10 if quick else 40, minimum=1)
+        ]
+        figs.append(
+            summary(
+                "bus.redis",
+                label,
+                rates,
+                "ev/s",
+                target=">= 20k/s",
+                limit=20_000,
+                higher_is_better=True,
+                params={"events": n, "url": url.rsplit("@", 1)[-1]},
+            )
+        )
     except Exception as exc:  # the Redis bus is being built: report, do not fail
         figs.append(na("bus.redis", label, "ev/s", f"{type(exc).__name__}: {exc}"))
     return figs
@@ -385,6 +457,7 @@ def run_bus(quick: bool) -> list[Figure]:
 
 
 # -- replay ------------------------------------------------------------------------------
+
 
 def synthetic_turn(n_spans: int) -> tuple[list[tuple[Any, bool]], list[Any]]:
     """One turn of ``n_spans`` spans: (phases in live order as (record, ended), end records).
@@ -417,28 +490,53 @@ def synthetic_turn(n_spans: int) -> tuple[list[tuple[Any, bool]], list[Any]]:
         return rec
 
     def close(rec: SpanRecord, end_attrs: dict[str, Any]) -> None:
-        done = SpanRecord(rec.trace_id, rec.span_id, rec.parent_span_id, rec.name,
-                          rec.start_ns, tick(), {**rec.attributes, **end_attrs}, status="ok")
+        done = SpanRecord(
+            rec.trace_id,
+            rec.span_id,
+            rec.parent_span_id,
+            rec.name,
+            rec.start_ns,
+            tick(),
+            {**rec.attributes, **end_attrs},
+            status="ok",
+        )
         phases.append((done, True))
         ends.append(done)
 
-    root = open_("invoke_agent bench", None, {
-        c.OPERATION: c.OP_INVOKE_AGENT, c.TURN_ID: turn_id, c.CONVERSATION_ID: "bench",
-        c.RUN_KIND: "chat", c.GRAPH_ID: "bench",
-        c.GRAPH_TOPOLOGY: json.dumps({"nodes": [{"id": "n", "label": "n"}], "edges": []})})
+    root = open_(
+        "invoke_agent bench",
+        None,
+        {
+            c.OPERATION: c.OP_INVOKE_AGENT,
+            c.TURN_ID: turn_id,
+            c.CONVERSATION_ID: "bench",
+            c.RUN_KIND: "chat",
+            c.GRAPH_ID: "bench",
+            c.GRAPH_TOPOLOGY: json.dumps({"nodes": [{"id": "n", "label": "n"}], "edges": []}),
+        },
+    )
     made = 1
     step = 0
     children = (
-        ("chat offline", {c.OPERATION: c.OP_CHAT, c.REQUEST_MODEL: "offline"},
-         {c.INPUT_TOKENS: 120, c.OUTPUT_TOKENS: 40}),
+        (
+            "chat offline",
+            {c.OPERATION: c.OP_CHAT, c.REQUEST_MODEL: "offline"},
+            {c.INPUT_TOKENS: 120, c.OUTPUT_TOKENS: 40},
+        ),
         ("retrieval kb", {c.OPERATION: c.OP_RETRIEVAL}, {c.RETRIEVAL_DOCUMENTS: 3}),
-        ("execute_tool lookup", {c.OPERATION: c.OP_TOOL, c.TOOL_NAME: "lookup",
-                                 c.TOOL_CALL_ID: "call"}, {}),
+        (
+            "execute_tool lookup",
+            {c.OPERATION: c.OP_TOOL, c.TOOL_NAME: "lookup", c.TOOL_CALL_ID: "call"},
+            {},
+        ),
     )
     while made < n_spans:
         step += 1
-        node = open_(f"node n{step % 7}", root.span_id, {
-            c.NODE_NAME: f"n{step % 7}", c.NODE_STEP: step, c.NODE_TASK_ID: f"task{step}"})
+        node = open_(
+            f"node n{step % 7}",
+            root.span_id,
+            {c.NODE_NAME: f"n{step % 7}", c.NODE_STEP: step, c.NODE_TASK_ID: f"task{step}"},
+        )
         made += 1
         for name, start_attrs, end_attrs in children:
             if made >= n_spans:
@@ -447,8 +545,13 @@ def synthetic_turn(n_spans: int) -> tuple[list[tuple[Any, bool]], list[Any]]:
             close(child, end_attrs)
             made += 1
         close(node, {c.NODE_OUTCOME: "ok"})
-    close(root, {c.TURN_OUTCOME: "answered",
-                 c.TURN_RESPONSE: json.dumps({"status": "answered", "answer": "ok"})})
+    close(
+        root,
+        {
+            c.TURN_OUTCOME: "answered",
+            c.TURN_RESPONSE: json.dumps({"status": "answered", "answer": "ok"}),
+        },
+    )
     return phases, ends
 
 
@@ -480,17 +583,30 @@ def _replay(quick: bool) -> list[Figure]:
         encoded.append(_map_all(phases, True)[0])
     label = f"{n_spans:,} spans ({events:,} events): map_span, fresh MappingState"
     figs = [
-        summary("replay.map", label, mapped, "ms", target="<= 100", limit=100.0,
-                params={"spans": n_spans, "events": events}),
-        summary("replay.map_encode", "  the same + JSON encoding of every event", encoded,
-                "ms", params={"spans": n_spans}),
+        summary(
+            "replay.map",
+            label,
+            mapped,
+            "ms",
+            target="<= 100",
+            limit=100.0,
+            params={"spans": n_spans, "events": events},
+        ),
+        summary(
+            "replay.map_encode",
+            "  the same + JSON encoding of every event",
+            encoded,
+            "ms",
+            params={"spans": n_spans},
+        ),
     ]
     figs.extend(_replay_store(phases, ends, n_spans, n_rounds))
     return figs
 
 
-def _replay_store(phases: list[tuple[Any, bool]], ends: list[Any], n_spans: int,
-                  n_rounds: int) -> list[Figure]:
+def _replay_store(
+    phases: list[tuple[Any, bool]], ends: list[Any], n_spans: int, n_rounds: int
+) -> list[Figure]:
     """relay.mapping.feed.replay_events, from memory and from a SQLite span store (hooks)."""
     from relay import conventions as c
 
@@ -498,8 +614,10 @@ def _replay_store(phases: list[tuple[Any, bool]], ends: list[Any], n_spans: int,
     try:
         from relay.mapping.feed import replay_events
     except ImportError:
-        return [na("replay.events", "relay.mapping.feed.replay_events", "ms", "not built"),
-                na("replay.sqlite", "from the SQLite span store", "ms", "not built")]
+        return [
+            na("replay.events", "relay.mapping.feed.replay_events", "ms", "not built"),
+            na("replay.sqlite", "from the SQLite span store", "ms", "not built"),
+        ]
     turn_id = next(r.attributes[c.TURN_ID] for r in ends if c.TURN_ID in r.attributes)
     replay_events(ends)
     times = []
@@ -508,16 +626,23 @@ def _replay_store(phases: list[tuple[Any, bool]], ends: list[Any], n_spans: int,
         t0 = time.perf_counter()
         events = replay_events(ends)
         times.append((time.perf_counter() - t0) * 1000)
-    figs.append(summary("replay.events", f"  relay.mapping.feed.replay_events ({len(events):,} "
-                        "events: order + map)", times, "ms", target="<= 100", limit=100.0))
+    figs.append(
+        summary(
+            "replay.events",
+            f"  relay.mapping.feed.replay_events ({len(events):,} events: order + map)",
+            times,
+            "ms",
+            target="<= 100",
+            limit=100.0,
+        )
+    )
     try:
         from relay.store.sqlite import SQLiteSpanStore
     except ImportError:
         return [*figs, na("replay.sqlite", "from the SQLite span store", "ms", "not built")]
     with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
         try:
-            store = SQLiteSpanStore(Path(tmp) / "spans.db", retention_s=3600.0,
-                                    max_turns=100)
+            store = SQLiteSpanStore(Path(tmp) / "spans.db", retention_s=3600.0, max_turns=100)
             t0 = time.perf_counter()
             store.write(ends)
             write_ms = (time.perf_counter() - t0) * 1000
@@ -542,34 +667,67 @@ def _replay_store(phases: list[tuple[Any, bool]], ends: list[Any], n_spans: int,
                     map_cpu.append((time.process_time() - c0) * 1000)
             params = {"write_ms": write_ms, "events": len(events)}
             if streaming:
-                figs.append(summary(
-                    "replay.first_event", "  from SQLite, request -> first event (the "
-                    "HTTP route's path, in process)", firsts, "ms", target="<= 20",
-                    limit=20.0, note="read in start order, derived while streamed"))
-                figs.append(summary(
-                    "replay.sqlite", "  from SQLite, request -> last event (the same path)",
-                    times, "ms", target="<= 100", limit=100.0,
-                    note=f"{n_events:,} events; list path: {median(whole_list):.0f} ms",
-                    params=params))
+                figs.append(
+                    summary(
+                        "replay.first_event",
+                        "  from SQLite, request -> first event (the HTTP route's path, in process)",
+                        firsts,
+                        "ms",
+                        target="<= 20",
+                        limit=20.0,
+                        note="read in start order, derived while streamed",
+                    )
+                )
+                figs.append(
+                    summary(
+                        "replay.sqlite",
+                        "  from SQLite, request -> last event (the same path)",
+                        times,
+                        "ms",
+                        target="<= 100",
+                        limit=100.0,
+                        note=f"{n_events:,} events; list path: {median(whole_list):.0f} ms",
+                        params=params,
+                    )
+                )
             if streaming:
                 ratios = [a / b for a, b in zip(cpu, map_cpu, strict=True)]
-                figs.append(summary(
-                    "replay.sqlite_cpu", "  the same, process CPU time (worker + loop; "
-                    "ratio: x the mapping alone)", cpu, "ms", anchor="map_span alone, CPU",
-                    anchor_value=median(map_cpu), anchor_unit="ms",
-                    note=f"{median(ratios):.2f}x the mapping alone (min "
-                         f"{min(ratios):.2f}x): less sensitive to other processes",
-                    params={"ratio_to_map": median(ratios)}))
+                figs.append(
+                    summary(
+                        "replay.sqlite_cpu",
+                        "  the same, process CPU time (worker + loop; ratio: x the mapping alone)",
+                        cpu,
+                        "ms",
+                        anchor="map_span alone, CPU",
+                        anchor_value=median(map_cpu),
+                        anchor_unit="ms",
+                        note=f"{median(ratios):.2f}x the mapping alone (min "
+                        f"{min(ratios):.2f}x): less sensitive to other processes",
+                        params={"ratio_to_map": median(ratios)},
+                    )
+                )
             if streaming:
                 figs.append(_replay_steady(store, turn_id, n_rounds))
-            figs.append(summary("replay.sqlite_list",
-                                "  from SQLite: turn_spans + replay_events (whole list)",
-                                whole_list, "ms", note=f"state={state}, {len(spans):,} spans",
-                                params=params))
+            figs.append(
+                summary(
+                    "replay.sqlite_list",
+                    "  from SQLite: turn_spans + replay_events (whole list)",
+                    whole_list,
+                    "ms",
+                    note=f"state={state}, {len(spans):,} spans",
+                    params=params,
+                )
+            )
             store.close()
         except Exception as exc:  # the store is being built: report, do not fail
-            figs.append(na("replay.sqlite", "from the SQLite span store", "ms",
-                           f"{type(exc).__name__}: {exc}"))
+            figs.append(
+                na(
+                    "replay.sqlite",
+                    "from the SQLite span store",
+                    "ms",
+                    f"{type(exc).__name__}: {exc}",
+                )
+            )
     return figs
 
 
@@ -592,10 +750,14 @@ def _replay_steady(store: Any, turn_id: str, n_rounds: int) -> Figure:
         full = gc.get_stats()[2]["collections"] - full_before
     finally:
         gc.unfreeze()
-    return summary("replay.sqlite_steady", "  the same back to back, no gc.collect() between, "
-                   "heap frozen as served (CPU per replay)", cpu, "ms",
-                   note=f"{full} full collections in {len(cpu)} replays",
-                   params={"full_collections": full, "replays": len(cpu)})
+    return summary(
+        "replay.sqlite_steady",
+        "  the same back to back, no gc.collect() between, heap frozen as served (CPU per replay)",
+        cpu,
+        "ms",
+        note=f"{full} full collections in {len(cpu)} replays",
+        params={"full_collections": full, "replays": len(cpu)},
+    )
 
 
 async def _replay_streamed(store: Any, turn_id: str) -> tuple[float, float, int]:

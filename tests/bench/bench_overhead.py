@@ -55,6 +55,7 @@ def chain_graph(tracer: Any | None, n: int) -> Any:
     builder = StateGraph(_State)
     names = [f"n{i}" for i in range(n)]
     for name in names:
+
         async def node(state: _State, config: RunnableConfig) -> dict[str, int]:
             return {"x": state["x"] + 1}
 
@@ -72,8 +73,9 @@ def topology(n: int) -> dict[str, Any]:
         ids = ["__start__", *(f"n{i}" for i in range(n)), "__end__"]
         TOPOLOGY_CACHE[n] = {
             "nodes": [{"id": i, "label": i} for i in ids],
-            "edges": [{"source": a, "target": b, "conditional": False}
-                      for a, b in itertools.pairwise(ids)],
+            "edges": [
+                {"source": a, "target": b, "conditional": False} for a, b in itertools.pairwise(ids)
+            ],
         }
     return TOPOLOGY_CACHE[n]
 
@@ -186,8 +188,9 @@ async def floor_turn(rig: Rig, body: Callable[[str], Awaitable[Any]], phases: in
     await sub
 
 
-def _span_turn(graph: Any, tracer: Any, n: int,
-               instrument: bool = False) -> Callable[[str], Awaitable[Any]]:
+def _span_turn(
+    graph: Any, tracer: Any, n: int, instrument: bool = False
+) -> Callable[[str], Awaitable[Any]]:
     """One turn under its run root; ``instrument``: the node spans come from GraphAgent's
     callback handler (relay/langgraph/instrument.py) instead of ``traced_node``."""
     from relay import conventions as c
@@ -197,13 +200,24 @@ def _span_turn(graph: Any, tracer: Any, n: int,
     topo = topology(n)
 
     async def body(turn_id: str) -> Any:
-        with run_span(tracer, agent="bench", thread_id="bench-thread", turn_id=turn_id,
-                      run_kind="chat", graph_id="bench", topology=topo) as run:
-            config: Any = {"callbacks": [GraphInstrumentation(tracer, None, run.node_log)]} \
-                if instrument else None
+        with run_span(
+            tracer,
+            agent="bench",
+            thread_id="bench-thread",
+            turn_id=turn_id,
+            run_kind="chat",
+            graph_id="bench",
+            topology=topo,
+        ) as run:
+            config: Any = (
+                {"callbacks": [GraphInstrumentation(tracer, None, run.node_log)]}
+                if instrument
+                else None
+            )
             out = await graph.ainvoke({"x": 0}, config)
-            run.finish("answered", **{c.TURN_RESPONSE: {"status": "answered",
-                                                         "answer": str(out["x"])}})
+            run.finish(
+                "answered", **{c.TURN_RESPONSE: {"status": "answered", "answer": str(out["x"])}}
+            )
         return out
 
     return body
@@ -217,9 +231,13 @@ async def _timed(fn: Callable[[], Awaitable[Any]], k: int) -> float:
     return (time.perf_counter() - t0) / k * 1e6
 
 
-async def interleaved(configs: dict[str, Callable[[], Awaitable[Any]]], k: int | dict[str, int],
-                      n_rounds: int, budget_s: float, min_rounds: int = 2,
-                      ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+async def interleaved(
+    configs: dict[str, Callable[[], Awaitable[Any]]],
+    k: int | dict[str, int],
+    n_rounds: int,
+    budget_s: float,
+    min_rounds: int = 2,
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Per round, run every config ``k`` times, alternating config by config turn by turn
     (order reversed every other round), so a burst of load on a shared machine lands on
     all of them alike. Returns, per config, the per-round median wall µs of one turn and
@@ -251,8 +269,11 @@ async def _overhead(quick: bool) -> list[Figure]:
     rig = Rig()
     sizes = (4, 16)
     graphs = {
-        n: (chain_graph(rig.spans_tracer, n), chain_graph(rig.relay_tracer, n),
-            chain_graph(None, n))
+        n: (
+            chain_graph(rig.spans_tracer, n),
+            chain_graph(rig.relay_tracer, n),
+            chain_graph(None, n),
+        )
         for n in sizes
     }
     configs: dict[str, Callable[[], Awaitable[Any]]] = {}
@@ -272,16 +293,23 @@ async def _overhead(quick: bool) -> list[Figure]:
             callbacks_body = _span_turn(plain_g, rig.spans_tracer, n, instrument=True)
             configs["callbacks4"] = lambda b=callbacks_body: b(uuid.uuid4().hex)
             for mode in ("updates", "debug", "tasks"):
+
                 async def stream(g: Any = plain_g, m: str = mode) -> None:
                     async for _ in g.astream({"x": 0}, stream_mode=m):
                         pass
+
                 configs[f"{mode}4"] = stream
     k = {4: 4 if quick else 40, 16: 2 if quick else 12}
     for fn in configs.values():  # warm up every path (imports, caches)
         for _ in range(2 if quick else 20):
             await fn()
-    per, cpu = await interleaved(configs, {n: k[16 if n.endswith("16") else 4] for n in configs},
-                                 3 if quick else 15, 4 if quick else 60, 2 if quick else 5)
+    per, cpu = await interleaved(
+        configs,
+        {n: k[16 if n.endswith("16") else 4] for n in configs},
+        3 if quick else 15,
+        4 if quick else 60,
+        2 if quick else 5,
+    )
     rig.close()
 
     def ratio(a: str, b: str) -> list[float]:
@@ -293,47 +321,110 @@ async def _overhead(quick: bool) -> list[Figure]:
     spans4 = median(per["spans4"])
     common = {"anchor": "spans only (4 nodes)", "anchor_value": spans4, "anchor_unit": "us"}
     figs = [
-        summary("overhead.relay", "turn, 4 trivial async nodes: spans + relay + subscriber",
-                ratio("spans4", "relay4"), "x", target="<= 1.03", limit=1.03,
-                params={"nodes": 4, "turns_per_round": k[4],
-                        "cpu_ratio": median([y / x for x, y in zip(cpu["spans4"], cpu["relay4"],
-                                                                    strict=True)])},
-                **common),
-        summary("overhead.relay_cpu", "  the same, ratio of process CPU time per turn",
-                [y / x for x, y in zip(cpu["spans4"], cpu["relay4"], strict=True)], "x",
-                anchor="spans only, CPU", anchor_value=median(cpu["spans4"]),
-                anchor_unit="us", note="less sensitive to other processes"),
-        summary("overhead.relay_us", "  the same, as µs added per turn",
-                added("spans4", "relay4"), "us", anchor="spans only", params={"nodes": 4},
-                note="10 span starts/ends -> 10 events per turn"),
-        summary("overhead.relay_noreader", "  the same without the subscriber (the relay alone)",
-                ratio("spans4", "noreader4"), "x", **common),
-        summary("overhead.floor", "  floor: a processor that maps nothing + a reader woken "
-                "per burst", ratio("spans4", "floor4"), "x", **common,
-                note="any relay's least, on this runtime (BurstWaker)"),
-        summary("overhead.floor_processor", "  floor: a span processor that does nothing",
-                ratio("spans4", "null4"), "x", **common),
-        summary("overhead.ainvoke_plain", "  context: ainvoke, no spans",
-                ratio("spans4", "plain4"), "x", **common),
-        summary("overhead.instrument", "  context: the same spans from GraphAgent's "
-                "callbacks, not traced_node", ratio("spans4", "callbacks4"), "x",
-                note="no relay: the instrumentation's own cost", **common),
+        summary(
+            "overhead.relay",
+            "turn, 4 trivial async nodes: spans + relay + subscriber",
+            ratio("spans4", "relay4"),
+            "x",
+            target="<= 1.03",
+            limit=1.03,
+            params={
+                "nodes": 4,
+                "turns_per_round": k[4],
+                "cpu_ratio": median(
+                    [y / x for x, y in zip(cpu["spans4"], cpu["relay4"], strict=True)]
+                ),
+            },
+            **common,
+        ),
+        summary(
+            "overhead.relay_cpu",
+            "  the same, ratio of process CPU time per turn",
+            [y / x for x, y in zip(cpu["spans4"], cpu["relay4"], strict=True)],
+            "x",
+            anchor="spans only, CPU",
+            anchor_value=median(cpu["spans4"]),
+            anchor_unit="us",
+            note="less sensitive to other processes",
+        ),
+        summary(
+            "overhead.relay_us",
+            "  the same, as µs added per turn",
+            added("spans4", "relay4"),
+            "us",
+            anchor="spans only",
+            params={"nodes": 4},
+            note="10 span starts/ends -> 10 events per turn",
+        ),
+        summary(
+            "overhead.relay_noreader",
+            "  the same without the subscriber (the relay alone)",
+            ratio("spans4", "noreader4"),
+            "x",
+            **common,
+        ),
+        summary(
+            "overhead.floor",
+            "  floor: a processor that maps nothing + a reader woken per burst",
+            ratio("spans4", "floor4"),
+            "x",
+            **common,
+            note="any relay's least, on this runtime (BurstWaker)",
+        ),
+        summary(
+            "overhead.floor_processor",
+            "  floor: a span processor that does nothing",
+            ratio("spans4", "null4"),
+            "x",
+            **common,
+        ),
+        summary(
+            "overhead.ainvoke_plain",
+            "  context: ainvoke, no spans",
+            ratio("spans4", "plain4"),
+            "x",
+            **common,
+        ),
+        summary(
+            "overhead.instrument",
+            "  context: the same spans from GraphAgent's callbacks, not traced_node",
+            ratio("spans4", "callbacks4"),
+            "x",
+            note="no relay: the instrumentation's own cost",
+            **common,
+        ),
     ]
     for mode in ("updates", "debug", "tasks"):
-        figs.append(summary(f"overhead.astream_{mode}",
-                            f"  context: astream(stream_mode='{mode}'), no spans",
-                            ratio("spans4", f"{mode}4"), "x", **common))
-    per_node = [(b16 - b4) / (sizes[1] - sizes[0]) for b4, b16
-                in zip(added("spans4", "relay4"), added("spans16", "relay16"), strict=True)]
-    figs.append(summary("overhead.per_node_us",
-                        "  growth: µs added per extra node (16 vs 4 nodes)", per_node, "us",
-                        anchor="spans only (16 nodes)", anchor_value=median(per["spans16"]),
-                        anchor_unit="us",
-                        params={"ratio16": median(ratio("spans16", "relay16"))}))
+        figs.append(
+            summary(
+                f"overhead.astream_{mode}",
+                f"  context: astream(stream_mode='{mode}'), no spans",
+                ratio("spans4", f"{mode}4"),
+                "x",
+                **common,
+            )
+        )
+    per_node = [
+        (b16 - b4) / (sizes[1] - sizes[0])
+        for b4, b16 in zip(added("spans4", "relay4"), added("spans16", "relay16"), strict=True)
+    ]
+    figs.append(
+        summary(
+            "overhead.per_node_us",
+            "  growth: µs added per extra node (16 vs 4 nodes)",
+            per_node,
+            "us",
+            anchor="spans only (16 nodes)",
+            anchor_value=median(per["spans16"]),
+            anchor_unit="us",
+            params={"ratio16": median(ratio("spans16", "relay16"))},
+        )
+    )
     return figs
 
 
 # -- realistic ------------------------------------------------------------------------------
+
 
 class _NoTurns:
     async def update(self, *args: Any, **kwargs: Any) -> None:
@@ -348,15 +439,18 @@ def _offline_model(delay_s: float) -> Any:
     class SlowOfflineModel(OfflineSupportModel):
         delay_s: float = 0.0
 
-        async def _agenerate(self, messages: Any, stop: Any = None, run_manager: Any = None,
-                             **kwargs: Any) -> Any:
+        async def _agenerate(
+            self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+        ) -> Any:
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)
             return self._generate(messages, stop=stop, **kwargs)
 
         if hasattr(OfflineSupportModel, "_astream"):
-            async def _astream(self, messages: Any, stop: Any = None, run_manager: Any = None,
-                               **kwargs: Any) -> Any:
+
+            async def _astream(
+                self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+            ) -> Any:
                 if self.delay_s:
                     await asyncio.sleep(self.delay_s)
                 async for chunk in super()._astream(messages, stop, run_manager, **kwargs):
@@ -389,13 +483,21 @@ async def _realistic(quick: bool) -> list[Figure]:
 
     def agent(tracer: Any, model: Any) -> Any:
         extra: dict[str, Any] = {}
-        if tracer is rig.relay_tracer and "span_events" in getattr(
-                NodeDeps, "__dataclass_fields__", {}) and hasattr(rig.processor, "add_event"):
+        if (
+            tracer is rig.relay_tracer
+            and "span_events" in getattr(NodeDeps, "__dataclass_fields__", {})
+            and hasattr(rig.processor, "add_event")
+        ):
             extra["span_events"] = rig.processor.add_event  # as agent/app.py wires it
         deps = NodeDeps(tracer, kb, model, ledger, **extra)
         a = support_agent(build_graph(deps, InMemorySaver()))
-        a.bind(tracer=tracer, turns=_NoTurns(), messages=None,  # type: ignore[arg-type]
-               add_event=extra.get("span_events"), turn_timeout_s=120.0)
+        a.bind(
+            tracer=tracer,
+            turns=_NoTurns(),
+            messages=None,  # type: ignore[arg-type]
+            add_event=extra.get("span_events"),
+            turn_timeout_s=120.0,
+        )
         return a
 
     agents = {
@@ -407,8 +509,13 @@ async def _realistic(quick: bool) -> list[Figure]:
     message = "How do refunds work?"
 
     def record(turn_id: str | None = None) -> TurnRecord:
-        return TurnRecord(turn_id=turn_id or uuid.uuid4().hex, thread_id=uuid.uuid4().hex,
-                          status="running", message=message, started_at=time.time() * 1000)
+        return TurnRecord(
+            turn_id=turn_id or uuid.uuid4().hex,
+            thread_id=uuid.uuid4().hex,
+            status="running",
+            message=message,
+            started_at=time.time() * 1000,
+        )
 
     async def spans_turn(a: Any) -> None:
         r = record()
@@ -420,36 +527,64 @@ async def _realistic(quick: bool) -> list[Figure]:
             r = record(turn_id)
             response = await a.chat(r, a.input_of(message, r))
             assert response.status == "answered", response
+
         await relay_turn(rig, body)
 
     figs: list[Figure] = []
     try:
         for model, k, n_rounds, budget, label in (
-            ("offline", 2 if quick else 10, 3 if quick else 12, 5 if quick else 40,
-             "demo agent turn, offline model, 'How do refunds work?'"),
-            ("slow", 1, 2 if quick else 3, 5 if quick else 20,
-             "  the same with a simulated 1 s model call"),
+            (
+                "offline",
+                2 if quick else 10,
+                3 if quick else 12,
+                5 if quick else 40,
+                "demo agent turn, offline model, 'How do refunds work?'",
+            ),
+            (
+                "slow",
+                1,
+                2 if quick else 3,
+                5 if quick else 20,
+                "  the same with a simulated 1 s model call",
+            ),
         ):
             a_spans, a_relay = agents[("spans", model)], agents[("relay", model)]
             for _ in range(1 if model == "slow" else (2 if quick else 10)):
                 await spans_turn(a_spans)
                 await relay_run(a_relay)
-            per, cpu = await interleaved({"spans": lambda a=a_spans: spans_turn(a),
-                                          "relay": lambda a=a_relay: relay_run(a)},
-                                         k, n_rounds, budget, 2)
+            per, cpu = await interleaved(
+                {"spans": lambda a=a_spans: spans_turn(a), "relay": lambda a=a_relay: relay_run(a)},
+                k,
+                n_rounds,
+                budget,
+                2,
+            )
             ratios = [b / a for a, b in zip(per["spans"], per["relay"], strict=True)]
             added = [b - a for a, b in zip(per["spans"], per["relay"], strict=True)]
             key = "realistic.offline" if model == "offline" else "realistic.model_1s"
             if quick and model == "slow":
                 label = "  the same with a simulated model call (50 ms in --quick)"
-            figs.append(summary(key, label, ratios, "x", anchor="spans only",
-                                anchor_value=median(per["spans"]) / 1000, anchor_unit="ms",
-                                target="report",
-                                note=f"added {median(added):.0f} µs per turn",
-                                params={"added_us": median(added), "turns_per_round": k,
-                                        "cpu_ratio": median([y / x for x, y in zip(
-                                            cpu["spans"], cpu["relay"], strict=True)]),
-                                        "checkpointer": "InMemorySaver"}))
+            figs.append(
+                summary(
+                    key,
+                    label,
+                    ratios,
+                    "x",
+                    anchor="spans only",
+                    anchor_value=median(per["spans"]) / 1000,
+                    anchor_unit="ms",
+                    target="report",
+                    note=f"added {median(added):.0f} µs per turn",
+                    params={
+                        "added_us": median(added),
+                        "turns_per_round": k,
+                        "cpu_ratio": median(
+                            [y / x for x, y in zip(cpu["spans"], cpu["relay"], strict=True)]
+                        ),
+                        "checkpointer": "InMemorySaver",
+                    },
+                )
+            )
     finally:
         rig.close()
         ledger.close()

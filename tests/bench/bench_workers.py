@@ -33,8 +33,13 @@ from tests.bench.harness import ROOT, Figure, median, na, percentile, rounds, st
 REDIS = os.environ.get("RELAY_TEST_REDIS", "redis://127.0.0.1:6379/0")
 POSTGRES = os.environ.get("RELAY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 BODY = json.dumps({"message": "How do refunds work?"}).encode()
-KEYS = ("workers.w1_turns_s", "workers.w2_turns_s", "workers.ratio", "workers.w1_fb_p50",
-        "workers.w2_fb_p50")
+KEYS = (
+    "workers.w1_turns_s",
+    "workers.w2_turns_s",
+    "workers.ratio",
+    "workers.w1_fb_p50",
+    "workers.w2_fb_p50",
+)
 
 
 @dataclass
@@ -70,14 +75,34 @@ def serve(workers: int, store: str, data_dir: str) -> Iterator[int]:
     """``span-relay serve --workers N`` on a free port, until every worker answers."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "OTEL_"))}
-    env.update(RELAY_BUS=REDIS, RELAY_STORE=store, RELAY_DATA_DIR=data_dir,
-               OTEL_TRACES_EXPORTER="none", RELAY_INSTANCE_ID=f"bench-{uuid.uuid4().hex[:6]}",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
+    env.update(
+        RELAY_BUS=REDIS,
+        RELAY_STORE=store,
+        RELAY_DATA_DIR=data_dir,
+        OTEL_TRACES_EXPORTER="none",
+        RELAY_INSTANCE_ID=f"bench-{uuid.uuid4().hex[:6]}",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
+    )
     log = open(os.path.join(data_dir, "serve.log"), "wb")  # closed below
-    proc = subprocess.Popen([sys.executable, "-m", "relay.cli", "serve", "--workers",
-                             str(workers), "--port", str(port), "--log-level", "info"],
-                            cwd=data_dir, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "relay.cli",
+            "serve",
+            "--workers",
+            str(workers),
+            "--port",
+            str(port),
+            "--log-level",
+            "info",
+        ],
+        cwd=data_dir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         try:
             asyncio.run(_until_ready(port, workers, proc))
@@ -120,9 +145,11 @@ async def _turn(port: int, deadline: float) -> tuple[float | None, bool]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         sent = time.perf_counter()
-        writer.write(b"POST /chat HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                     b"Accept: text/event-stream\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\n\r\n" % len(BODY) + BODY)
+        writer.write(
+            b"POST /chat HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            b"Accept: text/event-stream\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(BODY) + BODY
+        )
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), deadline - time.monotonic())
         if not head.startswith(b"HTTP/1.1 200"):
             return None, False
@@ -179,9 +206,12 @@ def run_workers(quick: bool) -> list[Figure]:
             for n in (1, 2):  # alternated: 1, 2, 1, 2, ...
                 r = asyncio.run(_round(ports[n], turns))
                 by_n[n].append(r)
-                print(f"# workers={n}: {r.turns_s:.1f} turns/s, first byte p50 "
-                      f"{r.first_byte_p50_ms:.0f} ms, {r.whole}/{r.turns} whole",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"# workers={n}: {r.turns_s:.1f} turns/s, first byte p50 "
+                    f"{r.first_byte_p50_ms:.0f} ms, {r.whole}/{r.turns} whole",
+                    file=sys.stderr,
+                    flush=True,
+                )
     return _figures(by_n, turns)
 
 
@@ -192,15 +222,45 @@ def _figures(by_n: dict[int, list[Round]], turns: int) -> list[Figure]:
         whole = f"{sum(r.whole for r in rs)}/{sum(r.turns for r in rs)} streams whole"
         tps = [r.turns_s for r in rs]
         fb = [r.first_byte_p50_ms for r in rs]
-        out.append(Figure(f"workers.w{n}_turns_s", f"{turns} concurrent demo turns, "
-                          f"serve --workers {n}", median(tps), "turns/s", min(tps), max(tps),
-                          len(rs), higher_is_better=True, note=whole))
-        out.append(Figure(f"workers.w{n}_fb_p50", f"first byte p50, --workers {n}",
-                          median(fb), "ms", min(fb), max(fb), len(rs)))
+        out.append(
+            Figure(
+                f"workers.w{n}_turns_s",
+                f"{turns} concurrent demo turns, serve --workers {n}",
+                median(tps),
+                "turns/s",
+                min(tps),
+                max(tps),
+                len(rs),
+                higher_is_better=True,
+                note=whole,
+            )
+        )
+        out.append(
+            Figure(
+                f"workers.w{n}_fb_p50",
+                f"first byte p50, --workers {n}",
+                median(fb),
+                "ms",
+                min(fb),
+                max(fb),
+                len(rs),
+            )
+        )
     ratios = [b.turns_s / a.turns_s for a, b in zip(by_n[1], by_n[2], strict=True)]
-    out.append(Figure("workers.ratio", "turns/s, 2 workers over 1 (per alternated pair)",
-                      median(ratios), "x", min(ratios), max(ratios), len(ratios),
-                      anchor="--workers 1", anchor_value=median([r.turns_s for r in by_n[1]]),
-                      anchor_unit="turns/s", higher_is_better=True,
-                      note=f"nproc={os.cpu_count()}, load {os.getloadavg()[0]:.1f} at the end"))
+    out.append(
+        Figure(
+            "workers.ratio",
+            "turns/s, 2 workers over 1 (per alternated pair)",
+            median(ratios),
+            "x",
+            min(ratios),
+            max(ratios),
+            len(ratios),
+            anchor="--workers 1",
+            anchor_value=median([r.turns_s for r in by_n[1]]),
+            anchor_unit="turns/s",
+            higher_is_better=True,
+            note=f"nproc={os.cpu_count()}, load {os.getloadavg()[0]:.1f} at the end",
+        )
+    )
     return out

@@ -19,8 +19,9 @@ import tempfile
 from collections.abc import Sequence
 
 
-def count(module: str, children: Sequence[tuple[str, list[str]]],
-          at_once: int | None = None) -> dict[str, int]:
+def count(
+    module: str, children: Sequence[tuple[str, list[str]]], at_once: int | None = None
+) -> dict[str, int]:
     """The instructions each child counted: ``children`` are (name, its extra arguments);
     ``at_once`` of them run side by side (all when None)."""
     counts: dict[str, int] = {}
@@ -28,14 +29,28 @@ def count(module: str, children: Sequence[tuple[str, list[str]]],
     with tempfile.TemporaryDirectory(prefix="callgrind-") as tmp:
         for at in range(0, len(children), step):
             runs = {}
-            for i, (name, args) in enumerate(children[at:at + step], at):
+            for i, (name, args) in enumerate(children[at : at + step], at):
                 out = os.path.join(tmp, f"{i}.out")
-                runs[name] = out, subprocess.Popen(
-                    ["valgrind", "--tool=callgrind", "--toggle-collect=functools_reduce",
-                     f"--callgrind-out-file={out}", sys.executable, "-m", module,
-                     "--child", name, *args],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                    env={**os.environ, "PYTHONHASHSEED": "0"})
+                runs[name] = (
+                    out,
+                    subprocess.Popen(
+                        [
+                            "valgrind",
+                            "--tool=callgrind",
+                            "--toggle-collect=functools_reduce",
+                            f"--callgrind-out-file={out}",
+                            sys.executable,
+                            "-m",
+                            module,
+                            "--child",
+                            name,
+                            *args,
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        env={**os.environ, "PYTHONHASHSEED": "0"},
+                    ),
+                )
             for name, (out, proc) in runs.items():
                 if proc.wait() != 0:
                     raise RuntimeError(f"valgrind failed for {name!r}")

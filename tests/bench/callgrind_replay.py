@@ -29,8 +29,13 @@ from pathlib import Path
 
 from tests.bench.callgrind import count
 
-PARTS = ("read + decode", "ordering", "mapping through feed", "mapping alone",
-         "read + order + map, one thread")
+PARTS = (
+    "read + decode",
+    "ordering",
+    "mapping through feed",
+    "mapping alone",
+    "read + order + map, one thread",
+)
 
 
 def child(part: str, n_spans: int) -> None:
@@ -52,8 +57,11 @@ def child(part: str, n_spans: int) -> None:
 def measure(parts: list[str], n_spans: int) -> dict[str, int]:
     """Instructions collected for one run of each part: one valgrind run each, two at a
     time (a count does not depend on what else runs)."""
-    return count("tests.bench.callgrind_replay",
-                 [(part, ["--spans", str(n_spans)]) for part in parts], at_once=2)
+    return count(
+        "tests.bench.callgrind_replay",
+        [(part, ["--spans", str(n_spans)]) for part in parts],
+        at_once=2,
+    )
 
 
 def main() -> None:

@@ -57,8 +57,9 @@ def child(config: str, turns: int, warmup: int) -> None:
 
     async def setup() -> Any:
         rig = Rig()
-        tracer = {"spans": rig.spans_tracer, "floor": rig.waker_tracer}.get(config,
-                                                                          rig.relay_tracer)
+        tracer = {"spans": rig.spans_tracer, "floor": rig.waker_tracer}.get(
+            config, rig.relay_tracer
+        )
         body = _span_turn(chain_graph(tracer, 4), tracer, 4)
 
         async def turn() -> None:
@@ -95,9 +96,10 @@ def child(config: str, turns: int, warmup: int) -> None:
 def measure(configs: list[str], turns: int, warmup: int) -> dict[str, int]:
     """Instructions collected for ``turns`` turns of each configuration: one valgrind run
     each, all at once (a count does not depend on what else runs)."""
-    return count("tests.bench.callgrind_turn",
-                 [(config, ["--turns", str(turns), "--warmup", str(warmup)])
-                  for config in configs])
+    return count(
+        "tests.bench.callgrind_turn",
+        [(config, ["--turns", str(turns), "--warmup", str(warmup)]) for config in configs],
+    )
 
 
 def main() -> None:
@@ -112,8 +114,10 @@ def main() -> None:
         return
     per = {c: n / args.turns for c, n in measure(args.only, args.turns, args.warmup).items()}
     anchor = per.get("spans")
-    print(f"instructions per turn, 4-node trivial graph, {args.turns} turns "
-          f"after {args.warmup} of warm-up (callgrind)")
+    print(
+        f"instructions per turn, 4-node trivial graph, {args.turns} turns "
+        f"after {args.warmup} of warm-up (callgrind)"
+    )
     for c, n in per.items():
         ratio = f"{n / anchor:.3f}x" if anchor else ""
         added = f"+{(n - anchor) / 1e6:.3f} M" if anchor and c != "spans" else ""

@@ -75,9 +75,18 @@ EXPECTED_KEYS: tuple[str, ...] = (
 )
 
 #: Figures that may be "n/a" because what they measure is not built yet (hooks).
-MAY_BE_NA = frozenset({"bus.redis", "ingest.otlp_http", "replay.events", "replay.sqlite",
-                       "replay.first_event", "replay.sqlite_cpu", "replay.sqlite_steady",
-                       "replay.sqlite_list"})
+MAY_BE_NA = frozenset(
+    {
+        "bus.redis",
+        "ingest.otlp_http",
+        "replay.events",
+        "replay.sqlite",
+        "replay.first_event",
+        "replay.sqlite_cpu",
+        "replay.sqlite_steady",
+        "replay.sqlite_list",
+    }
+)
 
 
 @dataclass
@@ -118,6 +127,7 @@ def na(key: str, label: str, unit: str, note: str, target: str = "") -> Figure:
 
 # -- statistics -----------------------------------------------------------------------------
 
+
 def median(xs: Sequence[float]) -> float:
     return statistics.median(xs) if xs else math.nan
 
@@ -136,8 +146,9 @@ def summary(key: str, label: str, per_round: Sequence[float], unit: str, **kw: A
     vals = [v for v in per_round if v is not None and math.isfinite(v)]
     if not vals:
         return Figure(key, label, math.nan, unit, rounds=0, **kw)
-    return Figure(key, label, median(vals), unit, lo=min(vals), hi=max(vals),
-                  rounds=len(vals), **kw)
+    return Figure(
+        key, label, median(vals), unit, lo=min(vals), hi=max(vals), rounds=len(vals), **kw
+    )
 
 
 def rounds(count: int, budget_s: float, minimum: int = 1) -> Iterator[int]:
@@ -150,6 +161,7 @@ def rounds(count: int, budget_s: float, minimum: int = 1) -> Iterator[int]:
 
 
 # -- reporting ------------------------------------------------------------------------------
+
 
 def machine() -> dict[str, Any]:
     return {
@@ -186,8 +198,9 @@ def _fmt(v: float | None, unit: str) -> str:
 
 
 def table(figures: Sequence[Figure], quick: bool) -> str:
-    rows = [("id", "figure", "value", "spread (min..max)", "rounds", "anchor", "target", "",
-             "note")]
+    rows = [
+        ("id", "figure", "value", "spread (min..max)", "rounds", "anchor", "target", "", "note")
+    ]
     for f in figures:
         spread = ""
         if f.lo is not None and f.hi is not None and f.status == "measured":
@@ -197,8 +210,19 @@ def table(figures: Sequence[Figure], quick: bool) -> str:
             anchor += f" = {_fmt(f.anchor_value, f.anchor_unit or f.unit)}"
         measured = f.status == "measured"
         value = _fmt(f.value, f.unit) if measured else "n/a"
-        rows.append((f.key, f.label, value, spread, str(f.rounds or ""), anchor,
-                     "" if quick else f.target, f.verdict(quick), f.note))
+        rows.append(
+            (
+                f.key,
+                f.label,
+                value,
+                spread,
+                str(f.rounds or ""),
+                anchor,
+                "" if quick else f.target,
+                f.verdict(quick),
+                f.note,
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for n, r in enumerate(rows):

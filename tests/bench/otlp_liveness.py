@@ -31,13 +31,15 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from tests.conftest import LiveServer
 from tests.interop.spans import made_up_run
 
-SETTINGS = (("batch, default 5000 ms", "batch", 5000), ("batch, 100 ms", "batch", 100),
-            ("simple", "simple", 0))
+SETTINGS = (
+    ("batch, default 5000 ms", "batch", 5000),
+    ("batch, 100 ms", "batch", 100),
+    ("simple", "simple", 0),
+)
 
 
 def _reader(url: str, arrived: dict[str, float], done: threading.Event) -> None:
-    with httpx.Client(timeout=60) as client, \
-            client.stream("GET", url + "?wait=60") as response:
+    with httpx.Client(timeout=60) as client, client.stream("GET", url + "?wait=60") as response:
         for line in response.iter_lines():
             if line.startswith("data:"):
                 event = json.loads(line[5:])
@@ -50,15 +52,19 @@ def _reader(url: str, arrived: dict[str, float], done: threading.Event) -> None:
 
 def one_run(server: LiveServer, kind: str, delay_ms: int, markers: bool) -> dict[str, float]:
     exporter = OTLPSpanExporter(endpoint=f"{server.url}/v1/traces")
-    processor = BatchSpanProcessor(exporter, schedule_delay_millis=delay_ms) \
-        if kind == "batch" else SimpleSpanProcessor(exporter)
+    processor = (
+        BatchSpanProcessor(exporter, schedule_delay_millis=delay_ms)
+        if kind == "batch"
+        else SimpleSpanProcessor(exporter)
+    )
     provider = TracerProvider(resource=Resource.create({"service.name": "liveness"}))
     provider.add_span_processor(processor)
     turn_id = uuid.uuid4().hex
     arrived: dict[str, float] = {}
     done = threading.Event()
-    threading.Thread(target=_reader, args=(f"{server.url}/turns/{turn_id}/events", arrived,
-                                           done), daemon=True).start()
+    threading.Thread(
+        target=_reader, args=(f"{server.url}/turns/{turn_id}/events", arrived, done), daemon=True
+    ).start()
     marks: dict[str, float] = {}
 
     def running(node: str) -> None:
@@ -69,8 +75,10 @@ def one_run(server: LiveServer, kind: str, delay_ms: int, markers: bool) -> dict
     ended = time.time()  # the run (and its last node) just ended
     done.wait(60)
     provider.shutdown()
-    return {"end_to_completed_ms": (arrived["node_completed:act"] - ended) * 1000,
-            "start_to_started_ms": (arrived["node_started:act"] - marks["start:act"]) * 1000}
+    return {
+        "end_to_completed_ms": (arrived["node_completed:act"] - ended) * 1000,
+        "start_to_started_ms": (arrived["node_started:act"] - marks["start:act"]) * 1000,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,18 +88,22 @@ def main(argv: list[str] | None = None) -> int:
     from relay.cli.relay_only import create_relay_app
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "OTEL_"))}
-    env.update({"RELAY_DATA_DIR": tempfile.mkdtemp(prefix="liveness-"),
-                "OTEL_TRACES_EXPORTER": "none"})
+    env.update(
+        {"RELAY_DATA_DIR": tempfile.mkdtemp(prefix="liveness-"), "OTEL_TRACES_EXPORTER": "none"}
+    )
     server = LiveServer(create_relay_app(env)).start()
     settle = server.relay.settings.otlp_settle_ms
     try:
         print(f"RELAY_OTLP_SETTLE_MS={settle:g}; median of {args.runs} run(s), ms")
-        print(f"{'exporter':<26}{'markers':<9}{'node end -> completed':>24}"
-              f"{'node start -> started':>24}")
+        print(
+            f"{'exporter':<26}{'markers':<9}{'node end -> completed':>24}"
+            f"{'node start -> started':>24}"
+        )
         for label, kind, delay in SETTINGS:
             for markers in (False, True):
-                runs: list[dict[str, Any]] = [one_run(server, kind, delay, markers)
-                                              for _ in range(args.runs)]
+                runs: list[dict[str, Any]] = [
+                    one_run(server, kind, delay, markers) for _ in range(args.runs)
+                ]
                 done = statistics.median(r["end_to_completed_ms"] for r in runs)
                 started = statistics.median(r["start_to_started_ms"] for r in runs)
                 print(f"{label:<26}{'yes' if markers else 'no':<9}{done:>24.0f}{started:>24.0f}")

@@ -78,14 +78,31 @@ def stream(streams: int, interval: float, ticks: int, mode: str) -> None:
     with server() as srv, tempfile.NamedTemporaryFile(suffix=".txt") as out:
         asyncio.run(_latency_round(srv.port, mode, 1, 0.005, 10))  # warm up
         seconds = int(interval * ticks + 6)
-        proc = subprocess.Popen([spy, "record", "-p", str(srv.pid), "-o", out.name, "-f",
-                                 "raw", "-r", "250", "-d", str(seconds)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                spy,
+                "record",
+                "-p",
+                str(srv.pid),
+                "-o",
+                out.name,
+                "-f",
+                "raw",
+                "-r",
+                "250",
+                "-d",
+                str(seconds),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(1.0)
         p50, p99, done = asyncio.run(_latency_round(srv.port, mode, streams, interval, ticks))
         proc.wait(seconds + 30)
-        print(f"{mode}: {streams} streams, {streams / interval:.0f} spans/s: "
-              f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, {done} streams complete")
+        print(
+            f"{mode}: {streams} streams, {streams / interval:.0f} spans/s: "
+            f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, {done} streams complete"
+        )
         with open(out.name) as f:
             print(aggregate(f.read()))
 

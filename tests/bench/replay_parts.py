@@ -72,10 +72,14 @@ def parts(n_spans: int, store: Any) -> dict[str, Callable[[], object]]:
             await derived.until(len(derived.events))
         return len(derived.events)
 
-    return {"read + decode": read, "ordering": order, "mapping through feed": map_feed,
-            "mapping alone": lambda: _map_all(phases, False),
-            "read + order + map, one thread": one_thread,
-            "streamed (worker + loop)": lambda: asyncio.run(streamed())}
+    return {
+        "read + decode": read,
+        "ordering": order,
+        "mapping through feed": map_feed,
+        "mapping alone": lambda: _map_all(phases, False),
+        "read + order + map, one thread": one_thread,
+        "streamed (worker + loop)": lambda: asyncio.run(streamed()),
+    }
 
 
 def main() -> None:
@@ -100,8 +104,7 @@ def main() -> None:
             store.close()
     print(f"{args.spans:,} spans, {args.rounds} rounds, process CPU")
     for name, values in cpu.items():
-        print(f"{name:32s} median {statistics.median(values):7.1f} ms   "
-              f"min {min(values):7.1f} ms")
+        print(f"{name:32s} median {statistics.median(values):7.1f} ms   min {min(values):7.1f} ms")
 
 
 if __name__ == "__main__":

@@ -102,13 +102,23 @@ def build_app(heartbeat_s: float, otlp: bool, data_dir: str) -> Any:
 
         def tick(self, last: bool) -> None:
             if self.root is None:
-                self.root = tracer.start_span("invoke_agent bench", attributes={
-                    c.TURN_ID: self.turn_id, c.CONVERSATION_ID: "bench", c.RUN_KIND: "chat",
-                    c.GRAPH_ID: "bench", c.GRAPH_TOPOLOGY: topology})
+                self.root = tracer.start_span(
+                    "invoke_agent bench",
+                    attributes={
+                        c.TURN_ID: self.turn_id,
+                        c.CONVERSATION_ID: "bench",
+                        c.RUN_KIND: "chat",
+                        c.GRAPH_ID: "bench",
+                        c.GRAPH_TOPOLOGY: topology,
+                    },
+                )
                 self.ctx = trace.set_span_in_context(self.root)
             self.n += 1
-            span = tracer.start_span("node n", context=self.ctx, attributes={
-                c.NODE_NAME: "n", c.NODE_STEP: self.n, c.NODE_TASK_ID: f"t{self.n}"})
+            span = tracer.start_span(
+                "node n",
+                context=self.ctx,
+                attributes={c.NODE_NAME: "n", c.NODE_STEP: self.n, c.NODE_TASK_ID: f"t{self.n}"},
+            )
             span.set_attribute(c.NODE_OUTCOME, "ok")
             span.end()  # stamps the span's end time: node_completed.ts
             if last:
@@ -124,19 +134,33 @@ def build_app(heartbeat_s: float, otlp: bool, data_dir: str) -> Any:
 
         def _event(self, type_: str, fields: dict[str, Any]) -> Event:
             self.n += 1
-            event = Event(type_, "bench", self.turn_id, "0" * 32, time.time_ns() / 1e6,
-                          fields)
+            event = Event(type_, "bench", self.turn_id, "0" * 32, time.time_ns() / 1e6, fields)
             event.seq = self.n
             return event
 
         def tick(self, last: bool) -> None:
             step = self.n // 2 + 1
-            started = self._event(NODE_STARTED, {
-                "node": "n", "span_id": "0" * 16, "parent_span_id": "1" * 16,
-                "step": step, "task_id": f"t{step}"})
-            done = self._event(NODE_COMPLETED, {
-                "node": "n", "span_id": "0" * 16, "status": "ok", "duration_ms": 0.01,
-                "summary": {}, "children": []})
+            started = self._event(
+                NODE_STARTED,
+                {
+                    "node": "n",
+                    "span_id": "0" * 16,
+                    "parent_span_id": "1" * 16,
+                    "step": step,
+                    "task_id": f"t{step}",
+                },
+            )
+            done = self._event(
+                NODE_COMPLETED,
+                {
+                    "node": "n",
+                    "span_id": "0" * 16,
+                    "status": "ok",
+                    "duration_ms": 0.01,
+                    "summary": {},
+                    "children": [],
+                },
+            )
             self.queue.put_nowait(encoder.event(started) + encoder.event(done))
             if last:
                 end = self._event(TURN_COMPLETED, {"response": json.loads(response_json)})
@@ -168,8 +192,7 @@ def build_app(heartbeat_s: float, otlp: bool, data_dir: str) -> Any:
         relay.bus.open_turn(turn_id)
         pending.append(RelayTicker(turn_id))
         streams["relay"] += 1
-        response = relay.stream(turn_id, 0, SSE, stop_at=TURN_TERMINAL,
-                                on_disconnect="continue")
+        response = relay.stream(turn_id, 0, SSE, stop_at=TURN_TERMINAL, on_disconnect="continue")
         return response
 
     @app.get("/relay_fan/{group}/{i}")
@@ -180,8 +203,7 @@ def build_app(heartbeat_s: float, otlp: bool, data_dir: str) -> Any:
             relay.bus.open_turn(ticker.turn_id)
             pending.append(ticker)
         streams["relay"] += 1
-        return relay.stream(ticker.turn_id, 0, SSE, stop_at=TURN_TERMINAL,
-                            on_disconnect="continue")
+        return relay.stream(ticker.turn_id, 0, SSE, stop_at=TURN_TERMINAL, on_disconnect="continue")
 
     @app.get("/raw_fan/{group}/{i}")
     async def raw_fan(group: str, i: str) -> Any:
@@ -201,8 +223,7 @@ def build_app(heartbeat_s: float, otlp: bool, data_dir: str) -> Any:
                     return
                 yield frame
 
-        return StreamingResponse(frames(), media_type="text/event-stream",
-                                 headers=sse_headers())
+        return StreamingResponse(frames(), media_type="text/event-stream", headers=sse_headers())
 
     @app.get("/raw/{i}")
     async def raw_stream(i: str) -> Any:
@@ -218,8 +239,7 @@ def build_app(heartbeat_s: float, otlp: bool, data_dir: str) -> Any:
                     return
                 yield frame
 
-        return StreamingResponse(frames(), media_type="text/event-stream",
-                                 headers=sse_headers())
+        return StreamingResponse(frames(), media_type="text/event-stream", headers=sse_headers())
 
     @app.get("/raw_idle/{i}")
     async def raw_idle(i: str) -> Any:
@@ -231,8 +251,7 @@ def build_app(heartbeat_s: float, otlp: bool, data_dir: str) -> Any:
                 await asyncio.sleep(heartbeat_s)
                 yield encoder.heartbeat()
 
-        return StreamingResponse(beats(), media_type="text/event-stream",
-                                 headers=sse_headers())
+        return StreamingResponse(beats(), media_type="text/event-stream", headers=sse_headers())
 
     @app.post("/go")
     async def go(interval: float = 0.02, ticks: int = 10) -> Any:
@@ -253,9 +272,15 @@ def build_app(heartbeat_s: float, otlp: bool, data_dir: str) -> Any:
     @app.get("/stats")
     async def stats() -> Any:
         p = relay.span_processor
-        return JSONResponse({"rss_kib": rss_kib(), "streams": streams,
-                             "dropped": p.dropped, "failures": p.failures,
-                             "tasks": len(asyncio.all_tasks())})
+        return JSONResponse(
+            {
+                "rss_kib": rss_kib(),
+                "streams": streams,
+                "dropped": p.dropped,
+                "failures": p.failures,
+                "tasks": len(asyncio.all_tasks()),
+            }
+        )
 
     @app.post("/gc")
     async def collect() -> Any:
@@ -284,9 +309,15 @@ def main() -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                                backlog=4096, timeout_keep_alive=30,
-                                timeout_graceful_shutdown=1)
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            backlog=4096,
+            timeout_keep_alive=30,
+            timeout_graceful_shutdown=1,
+        )
         server = RelayServer(config)  # as `span-relay serve` runs it (the heap frozen)
         print(f"PORT {sock.getsockname()[1]} PID {os.getpid()}", flush=True)
         try:

@@ -125,8 +125,7 @@ def chromium_path() -> str:
     path = _chromium_path()
     if not path:
         where = os.environ.get("CHROMIUM_PATH") or "/usr/bin/chromium"
-        service_missing(f"Chromium at {where}",
-                        "apt-get install chromium (or set CHROMIUM_PATH)")
+        service_missing(f"Chromium at {where}", "apt-get install chromium (or set CHROMIUM_PATH)")
     return path
 
 
@@ -257,8 +256,10 @@ def browser(chromium_path):
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as exc:  # pragma: no cover - the venv has it
-        service_missing(f"Python Playwright ({exc})", "pip install playwright (the browser "
-                        "itself: apt-get install chromium)")
+        service_missing(
+            f"Python Playwright ({exc})",
+            "pip install playwright (the browser itself: apt-get install chromium)",
+        )
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
         try:

@@ -25,9 +25,20 @@ from tests.browser.conftest import running_server
 
 pytestmark = pytest.mark.browser
 
-EVENT_TYPES = ["graph_topology", "node_started", "node_completed", "tool_started",
-               "tool_completed", "text_delta", "paused", "error", "turn_completed",
-               "message_saved", "reconnect", "reset"]
+EVENT_TYPES = [
+    "graph_topology",
+    "node_started",
+    "node_completed",
+    "tool_started",
+    "tool_completed",
+    "text_delta",
+    "paused",
+    "error",
+    "turn_completed",
+    "message_saved",
+    "reconnect",
+    "reset",
+]
 
 # Opens a native EventSource and records everything it is told, per connection.
 OPEN_JS = """
@@ -57,16 +68,22 @@ OPEN_JS = """
 @pytest.fixture(scope="module")
 def fast_retry_server(tmp_path_factory, chromium_path):
     """A server whose streams tell the client to reconnect after 150 ms."""
-    with running_server(tmp_path_factory, {"RELAY_RETRY_MS": "150",
-                                           "RELAY_OFFLINE_WORD_DELAY_S": "0"},
-                        log_name="server-eventsource.log") as base:
+    with running_server(
+        tmp_path_factory,
+        {"RELAY_RETRY_MS": "150", "RELAY_OFFLINE_WORD_DELAY_S": "0"},
+        log_name="server-eventsource.log",
+    ) as base:
         yield base
 
 
 def start_turn(base: str, message: str, headers: dict[str, str] | None = None) -> str:
     turn_id = str(uuid.uuid4())  # as crypto.randomUUID() spells it
-    r = httpx.post(f"{base}/chat", json={"message": message, "turn_id": turn_id},
-                   headers={"Prefer": "respond-async", **(headers or {})}, timeout=30)
+    r = httpx.post(
+        f"{base}/chat",
+        json={"message": message, "turn_id": turn_id},
+        headers={"Prefer": "respond-async", **(headers or {})},
+        timeout=30,
+    )
     assert r.status_code == 202, r.text
     return turn_id
 
@@ -125,7 +142,8 @@ class CuttingProxy:
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.server = self.loop.run_until_complete(
-            asyncio.start_server(self._serve, "127.0.0.1", 0))
+            asyncio.start_server(self._serve, "127.0.0.1", 0)
+        )
         self.port = self.server.sockets[0].getsockname()[1]
         self.ready.set()
         self.loop.run_forever()
@@ -136,9 +154,16 @@ class CuttingProxy:
         events_path = "/events" in lines[0]
         cut = events_path and self.cuts_left > 0
         if events_path:
-            self.last_event_ids.append(next(
-                (ln.split(":", 1)[1].strip() for ln in lines[1:]
-                 if ln.lower().startswith("last-event-id:")), None))
+            self.last_event_ids.append(
+                next(
+                    (
+                        ln.split(":", 1)[1].strip()
+                        for ln in lines[1:]
+                        if ln.lower().startswith("last-event-id:")
+                    ),
+                    None,
+                )
+            )
         if cut:
             self.cuts_left -= 1
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
@@ -155,15 +180,20 @@ class CuttingProxy:
             up_writer.close()
             writer.close()
 
-    async def _cut_after_events(self, up: asyncio.StreamReader,
-                                writer: asyncio.StreamWriter) -> None:
+    async def _cut_after_events(
+        self, up: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         """Pass the response on as a close-delimited body (its chunked framing undone, so
         the cut falls between two whole SSE frames whatever the server's chunks held),
         then close after the keep-th event."""
         head = (await up.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
         chunked = any(h.lower() == "transfer-encoding: chunked" for h in head)
-        kept = [h for h in head if h and not h.lower().startswith(
-            ("transfer-encoding:", "connection:", "content-length:"))]
+        kept = [
+            h
+            for h in head
+            if h
+            and not h.lower().startswith(("transfer-encoding:", "connection:", "content-length:"))
+        ]
         writer.write(("\r\n".join([*kept, "Connection: close"]) + "\r\n\r\n").encode())
         seen, buffer = 0, b""
         while True:
@@ -189,7 +219,8 @@ class CuttingProxy:
 
 
 def test_native_eventsource_resumes_across_cuts_and_stops_after_the_end(
-        make_page, fast_retry_server) -> None:
+    make_page, fast_retry_server
+) -> None:
     turn_id = start_turn(fast_retry_server, "How do refunds work?")
     with CuttingProxy(fast_retry_server, cuts=3, keep=3) as proxy:
         page = make_page(base_url=proxy.url)
@@ -202,8 +233,7 @@ def test_native_eventsource_resumes_across_cuts_and_stops_after_the_end(
     assert seqs == list(range(1, len(seqs) + 1)), seqs  # no gap, no duplicate
     types = [e["type"] for e in log["events"]]
     assert types[0] == "graph_topology"
-    assert types.count("turn_completed") == 1 and types[-2:] == ["turn_completed",
-                                                                 "message_saved"]
+    assert types.count("turn_completed") == 1 and types[-2:] == ["turn_completed", "message_saved"]
     response = json.loads(log["events"][-2]["data"])["response"]
     assert response["turn_id"] == turn_id and response["status"] == "answered"
     # three cut connections resumed where they stopped, then the rest, then the 204
@@ -217,9 +247,11 @@ def test_native_eventsource_resumes_across_cuts_and_stops_after_the_end(
 
 
 def test_our_error_event_is_told_from_the_browsers_connection_error(
-        make_page, fast_retry_server) -> None:
-    turn_id = start_turn(fast_retry_server, "How do refunds work?",
-                         headers={"X-Relay-Fault": "generate=error"})
+    make_page, fast_retry_server
+) -> None:
+    turn_id = start_turn(
+        fast_retry_server, "How do refunds work?", headers={"X-Relay-Fault": "generate=error"}
+    )
     page = make_page(base_url=fast_retry_server)
     page.goto("/healthz")
     page.evaluate(OPEN_JS, [f"/turns/{turn_id}/events", EVENT_TYPES])

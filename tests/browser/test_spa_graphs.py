@@ -73,8 +73,9 @@ def wait_status(page, turn_id, status, timeout_s=30.0):
 
 
 def fulfill_json(route, body, status=200):
-    route.fulfill(status=status, headers={"Content-Type": "application/json"},
-                  body=json.dumps(body))
+    route.fulfill(
+        status=status, headers={"Content-Type": "application/json"}, body=json.dumps(body)
+    )
 
 
 def answer_json(body, status=200):
@@ -91,8 +92,11 @@ def sse(events):
 
 
 def fulfill_sse(route, events):
-    route.fulfill(status=200, body=sse(events),
-                  headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    route.fulfill(
+        status=200,
+        body=sse(events),
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
+    )
 
 
 class Script:
@@ -111,12 +115,27 @@ class Script:
         return self
 
     def start(self, node, span, namespace=(), parent="root"):
-        return self.ev("node_started", node=node, span_id=span, parent_span_id=parent, step=1,
-                       task_id=span, namespace=list(namespace))
+        return self.ev(
+            "node_started",
+            node=node,
+            span_id=span,
+            parent_span_id=parent,
+            step=1,
+            task_id=span,
+            namespace=list(namespace),
+        )
 
     def end(self, node, span, namespace=(), status="ok"):
-        return self.ev("node_completed", node=node, span_id=span, namespace=list(namespace),
-                       status=status, duration_ms=1.5, summary={}, children=[])
+        return self.ev(
+            "node_completed",
+            node=node,
+            span_id=span,
+            namespace=list(namespace),
+            status=status,
+            duration_ms=1.5,
+            summary={},
+            children=[],
+        )
 
 
 def topology(*nodes):
@@ -124,16 +143,24 @@ def topology(*nodes):
     return {
         "graph_id": "g",
         "nodes": [{"id": n, "label": n} for n in ids],
-        "edges": [{"source": a, "target": b, "conditional": False}
-                  for a, b in itertools.pairwise(ids)],
+        "edges": [
+            {"source": a, "target": b, "conditional": False} for a, b in itertools.pairwise(ids)
+        ],
     }
 
 
 def graph_detail(name, title, examples, topo, description=None):
     base = f"/graphs/{name}"
     routes = {"chat": f"{base}/chat", "resume": f"{base}/chat/resume", "agui": f"{base}/agui"}
-    return {"name": name, "title": title, "description": description, "examples": examples,
-            "graph_id": name, "topology": topo, "routes": routes}
+    return {
+        "name": name,
+        "title": title,
+        "description": description,
+        "examples": examples,
+        "graph_id": name,
+        "topology": topo,
+        "routes": routes,
+    }
 
 
 def serve_graphs(page, *details, default=None):
@@ -163,8 +190,9 @@ def test_title_examples_and_topology_come_from_the_server(page, served, shot):
     title = served["title"]
     assert page.title() == f"{title} · span-relay"
     assert title in page.text_content("#subtitle")
-    chips = page.eval_on_selector_all("#suggestions [data-suggest]",
-                                      "els => els.map(e => e.dataset.suggest)")
+    chips = page.eval_on_selector_all(
+        "#suggestions [data-suggest]", "els => els.map(e => e.dataset.suggest)"
+    )
     assert chips == served["examples"] and chips
     if served["description"]:
         assert page.inner_text("#graph-description") == served["description"]
@@ -196,7 +224,8 @@ def test_approval_card_round_trip(page, served, shot):
     assert "issue_refund needs approval" in page.text_content("#outcome-detail")
     assert page.evaluate("document.activeElement.classList.contains('approval-card')")
     assert page.get_attribute(".approval-card", "aria-labelledby") == page.get_attribute(
-        ".approval-card h3", "id")
+        ".approval-card h3", "id"
+    )
     shot(page, "21-approval-card")
 
     page.fill("#approval-comment", "Checked with the customer")
@@ -207,8 +236,11 @@ def test_approval_card_round_trip(page, served, shot):
     assert resume_path == served["routes"]["resume"], sent
     turn = page.evaluate("window.spanRelay.model.turnId")
     thread = page.evaluate("window.spanRelay.model.threadId")
-    assert resume_body == {"thread_id": thread, "turn_id": turn,
-                           "resume": {"approved": True, "comment": "Checked with the customer"}}
+    assert resume_body == {
+        "thread_id": thread,
+        "turn_id": turn,
+        "resume": {"approved": True, "comment": "Checked with the customer"},
+    }
     assert card.get_attribute("data-decision") == "approved"
     assert "You approved this action." in card.inner_text()
     assert "Comment: Checked with the customer" in card.inner_text()
@@ -217,8 +249,9 @@ def test_approval_card_round_trip(page, served, shot):
 
 
 def test_open_a_finished_turn_by_id_replays_it(page, served, shot):
-    made = page.request.post(served["routes"]["chat"],
-                             data={"message": served["examples"][0]}).json()
+    made = page.request.post(
+        served["routes"]["chat"], data={"message": served["examples"][0]}
+    ).json()
     wait_status(page, made["turn_id"], made["status"])
     open_page(page)
     page.click("#history-open")
@@ -228,8 +261,7 @@ def test_open_a_finished_turn_by_id_replays_it(page, served, shot):
     wait_outcome(page, made["status"], timeout=20_000)
     assert page.is_hidden("#history")
     assert page.locator(".msg-user .msg-body").inner_text() == served["examples"][0]
-    assert page.locator(".msg-agent .msg-body").last.inner_text().startswith(
-        made["answer"][:40])
+    assert page.locator(".msg-agent .msg-body").last.inner_text().startswith(made["answer"][:40])
     wait_until(page, "document.querySelector('#mode-badge').textContent === 'Replayed'")
     assert page.evaluate("window.spanRelay.model.turnId") == made["turn_id"]
 
@@ -237,8 +269,10 @@ def test_open_a_finished_turn_by_id_replays_it(page, served, shot):
 def test_open_a_running_turn_by_id_follows_it_live(page, served, shot):
     # generate sleeps 600 s: the turn is running whatever the machine's speed; Stop ends it
     started = page.request.post(
-        served["routes"]["chat"], data={"message": served["examples"][0]},
-        headers={"X-Relay-Fault": "generate=delay:600", "Prefer": "respond-async"})
+        served["routes"]["chat"],
+        data={"message": served["examples"][0]},
+        headers={"X-Relay-Fault": "generate=delay:600", "Prefer": "respond-async"},
+    )
     assert started.status == 202, started.text()
     turn_id = started.json()["turn_id"]
     open_page(page)
@@ -260,8 +294,9 @@ def test_open_a_running_turn_by_id_follows_it_live(page, served, shot):
 
 
 def test_a_paused_turn_opened_from_the_list_can_be_answered(page, served, shot):
-    made = page.request.post(served["routes"]["chat"],
-                             data={"message": example(served, "refund order")}).json()
+    made = page.request.post(
+        served["routes"]["chat"], data={"message": example(served, "refund order")}
+    ).json()
     assert made["status"] == "paused", made
     open_page(page)
     sent = posts(page)
@@ -279,8 +314,11 @@ def test_a_paused_turn_opened_from_the_list_can_be_answered(page, served, shot):
     wait_outcome(page, "answered")
     path, body = sent[-1]
     assert path.endswith("/chat/resume"), sent
-    assert body == {"thread_id": made["thread_id"], "turn_id": made["turn_id"],
-                    "resume": {"approved": False, "comment": "Rejected by the operator."}}
+    assert body == {
+        "thread_id": made["thread_id"],
+        "turn_id": made["turn_id"],
+        "resume": {"approved": False, "comment": "Rejected by the operator."},
+    }
     assert "did not issue" in page.locator(".msg-agent").last.inner_text().lower()
     assert page.request.get(f"/turns/{made['turn_id']}").json()["status"] == "answered"
 
@@ -298,8 +336,13 @@ def test_an_unknown_turn_id_says_so(page):
 # ---------------------------------------------------------------------------- other servers
 
 
-ALPHA = graph_detail("alpha", "Alpha planner", ["Plan a trip", "Plan a party"],
-                     topology("plan", "act"), description="Plans, then acts.")
+ALPHA = graph_detail(
+    "alpha",
+    "Alpha planner",
+    ["Plan a trip", "Plan a party"],
+    topology("plan", "act"),
+    description="Plans, then acts.",
+)
 BETA = graph_detail("beta", "Beta writer", ["Write a poem"], topology("draft", "edit", "publish"))
 
 
@@ -317,13 +360,17 @@ def test_several_graphs_a_picker_kept_in_the_url(page, shot):
     page.wait_for_selector("[data-node='publish']")
     assert "graph=beta" in page.url and "fault=" in page.url
     assert page.title() == "Beta writer · span-relay"
-    assert page.eval_on_selector_all("#suggestions [data-suggest]",
-                                     "els => els.map(e => e.dataset.suggest)") == ["Write a poem"]
+    assert page.eval_on_selector_all(
+        "#suggestions [data-suggest]", "els => els.map(e => e.dataset.suggest)"
+    ) == ["Write a poem"]
     assert page.locator("[data-node='plan']").count() == 0
     assert page.is_hidden("#graph-description")
     page.click("#history-open")
-    wait_until(page, "!document.querySelector('#history-empty').hidden"
-                     " || document.querySelector('#history-list').children.length > 0")
+    wait_until(
+        page,
+        "!document.querySelector('#history-empty').hidden"
+        " || document.querySelector('#history-list').children.length > 0",
+    )
     assert any("graph=beta" in u for u in listed), listed
     page.keyboard.press("Escape")
     shot(page, "25-graph-picker")
@@ -374,8 +421,11 @@ def test_an_older_server_without_graphs_is_named_and_still_used(page, shot):
 
 REVIEW = {
     "action_requests": [
-        {"name": "send_email", "args": {"to": "a@example.com", "subject": "Hi"},
-         "description": "Sending email needs a review"},
+        {
+            "name": "send_email",
+            "args": {"to": "a@example.com", "subject": "Hi"},
+            "description": "Sending email needs a review",
+        },
         {"name": "delete_file", "args": {"path": "/tmp/old.txt"}},
     ],
     "review_configs": [
@@ -383,8 +433,7 @@ REVIEW = {
         {"action_name": "delete_file", "allowed_decisions": ["approve", "reject"]},
     ],
 }
-TEAM = graph_detail("team", "Research team", ["Research something"],
-                    topology("research", "write"))
+TEAM = graph_detail("team", "Research team", ["Research something"], topology("research", "write"))
 
 
 def subgraph_run():
@@ -405,8 +454,11 @@ def subgraph_run():
     s.end("review", "rv", ["write"], status="paused")
     s.end("write", "w", status="paused")
     interrupts = [{"id": "hitl-1", "value": REVIEW}]
-    s.ev("paused", interrupts=interrupts,
-         resume={"method": "POST", "path": "/graphs/team/chat/resume", "body": {}})
+    s.ev(
+        "paused",
+        interrupts=interrupts,
+        resume={"method": "POST", "path": "/graphs/team/chat/resume", "body": {}},
+    )
     return s
 
 
@@ -422,10 +474,19 @@ def test_subgraph_nodes_inside_their_parent_and_a_review_card(page, shot):
         s.ev("graph_topology", run_kind="resume", **TEAM["topology"])
         s.start("write", "w2").start("review", "rv2", ["write"], parent="w2")
         s.end("review", "rv2", ["write"]).end("write", "w2")
-        s.ev("turn_completed", response={
-            "thread_id": "th-team", "turn_id": "t-team", "trace_id": "d" * 32,
-            "status": "answered", "answer": "Sent the edited email; kept the file.",
-            "citations": [], "interrupts": [], "nodes": []})
+        s.ev(
+            "turn_completed",
+            response={
+                "thread_id": "th-team",
+                "turn_id": "t-team",
+                "trace_id": "d" * 32,
+                "status": "answered",
+                "answer": "Sent the edited email; kept the file.",
+                "citations": [],
+                "interrupts": [],
+                "nodes": [],
+            },
+        )
         fulfill_sse(route, s.events)
 
     page.route("**/graphs/team/chat/resume", resume)
@@ -460,7 +521,10 @@ def test_subgraph_nodes_inside_their_parent_and_a_review_card(page, shot):
     delete = card.locator("fieldset.hitl-action[data-action='delete_file']")
     decisions = "els => els.map(e => e.dataset.decision)"
     assert email.locator("input[data-decision]").evaluate_all(decisions) == [
-        "approve", "edit", "reject"]
+        "approve",
+        "edit",
+        "reject",
+    ]
     assert delete.locator("input[data-decision]").evaluate_all(decisions) == ["approve", "reject"]
     assert "Sending email needs a review" in email.inner_text()
     assert "send_email, delete_file need review" in page.text_content("#outcome-detail")
@@ -477,11 +541,24 @@ def test_subgraph_nodes_inside_their_parent_and_a_review_card(page, shot):
     shot(page, "28-subgraph-and-review")
     page.click(".approval-card [data-action='submit']")
     wait_outcome(page, "answered")
-    assert resumed == [{"thread_id": "th-team", "turn_id": "t-team", "resume": {"decisions": [
-        {"type": "edit", "edited_action": {"name": "send_email",
-                                           "args": {"to": "b@example.com", "subject": "Hello"}}},
-        {"type": "reject", "message": "Keep it"},
-    ]}}]
+    assert resumed == [
+        {
+            "thread_id": "th-team",
+            "turn_id": "t-team",
+            "resume": {
+                "decisions": [
+                    {
+                        "type": "edit",
+                        "edited_action": {
+                            "name": "send_email",
+                            "args": {"to": "b@example.com", "subject": "Hello"},
+                        },
+                    },
+                    {"type": "reject", "message": "Keep it"},
+                ]
+            },
+        }
+    ]
     assert card.get_attribute("data-decision") == "answered"
     assert "send_email: edited" in card.inner_text()
     assert subnodes(page, "write") == [["review", "ok"]]
@@ -495,10 +572,14 @@ def test_several_interrupts_and_a_free_value(page, shot):
     s = Script(turn="t-multi", thread="th-multi")
     s.ev("graph_topology", run_kind="chat", **TEAM["topology"])
     s.start("research", "r").end("research", "r", status="paused")
-    s.ev("paused", interrupts=[
-        {"id": "i-ok", "value": {"type": "approval", "tool": "publish", "args": {"draft": 3}}},
-        {"id": "i-q", "value": {"question": "How many sources?", "default": 3}},
-    ], resume={"method": "POST", "path": "/graphs/team/chat/resume", "body": {}})
+    s.ev(
+        "paused",
+        interrupts=[
+            {"id": "i-ok", "value": {"type": "approval", "tool": "publish", "args": {"draft": 3}}},
+            {"id": "i-q", "value": {"question": "How many sources?", "default": 3}},
+        ],
+        resume={"method": "POST", "path": "/graphs/team/chat/resume", "body": {}},
+    )
     page.route("**/graphs/team/chat", lambda route: fulfill_sse(route, s.events))
     resumed = []
 
@@ -506,10 +587,19 @@ def test_several_interrupts_and_a_free_value(page, shot):
         resumed.append(json.loads(route.request.post_data))
         r = Script(turn="t-multi", thread="th-multi", trace="e" * 32, seq=s.seq, ts=s.ts)
         r.ev("graph_topology", run_kind="resume", **TEAM["topology"])
-        r.ev("turn_completed", response={
-            "thread_id": "th-multi", "turn_id": "t-multi", "trace_id": "e" * 32,
-            "status": "answered", "answer": "Done.", "citations": [], "interrupts": [],
-            "nodes": []})
+        r.ev(
+            "turn_completed",
+            response={
+                "thread_id": "th-multi",
+                "turn_id": "t-multi",
+                "trace_id": "e" * 32,
+                "status": "answered",
+                "answer": "Done.",
+                "citations": [],
+                "interrupts": [],
+                "nodes": [],
+            },
+        )
         fulfill_sse(route, r.events)
 
     page.route("**/graphs/team/chat/resume", resume)

@@ -75,7 +75,10 @@ def test_replay_a_past_paused_and_approved_turn(page, shot):
 def test_an_empty_history_says_so(page, shot):
     open_app(page)
     page.click("#history-open")
-    wait_until(page, "document.querySelector('#history-list').children.length > 0"
-                     " || !document.querySelector('#history-empty').hidden")
+    wait_until(
+        page,
+        "document.querySelector('#history-list').children.length > 0"
+        " || !document.querySelector('#history-empty').hidden",
+    )
     page.keyboard.press("Escape")
     assert page.is_hidden("#history")

@@ -45,8 +45,9 @@ pytestmark = pytest.mark.browser
 def relay_only(tmp_path_factory, chromium_path) -> Iterator[str]:
     """A real ``span-relay serve --relay-only``: no graph, the OTLP/HTTP receiver on."""
     env = {"OTEL_TRACES_EXPORTER": "none", "RELAY_OTLP_GRPC": f"127.0.0.1:{_free_port()}"}
-    with running_server(tmp_path_factory, env, log_name="server-relay-only.log",
-                        args=("--relay-only",)) as base:
+    with running_server(
+        tmp_path_factory, env, log_name="server-relay-only.log", args=("--relay-only",)
+    ) as base:
         yield base
 
 
@@ -55,8 +56,11 @@ def watch(make_page, relay_only) -> Callable[..., Page]:
     """watch(query='', routes=[(pattern, handler)], viewport=) -> a page on the relay-only
     server (those requests answered by the handlers), its graphs read."""
 
-    def open_page(query: str = "", routes: tuple[tuple[str, Any], ...] = (),
-                  viewport: dict[str, int] | None = None) -> Page:
+    def open_page(
+        query: str = "",
+        routes: tuple[tuple[str, Any], ...] = (),
+        viewport: dict[str, int] | None = None,
+    ) -> Page:
         page = make_page(base_url=relay_only, viewport=viewport)
         for pattern, handler in routes:
             page.route(pattern, handler)
@@ -101,38 +105,75 @@ def paused_run(provider: TracerProvider, turn_id: str, thread_id: str = "ext-pau
     def act(state: Any, config: Any) -> dict[str, Any]:
         raise GraphInterrupt(())
 
-    interrupts = [{"id": "int-1", "value": {"type": "approval", "tool": "send_invoice",
-                                            "args": {"amount": 20, "to": "ACME"}}}]
-    with run_span(tracer, agent="external", thread_id=thread_id, turn_id=turn_id,
-                  run_kind="chat", graph_id="made_up", topology=TOPOLOGY,
-                  message="invoice ACME", start_markers=True) as run:
+    interrupts = [
+        {
+            "id": "int-1",
+            "value": {
+                "type": "approval",
+                "tool": "send_invoice",
+                "args": {"amount": 20, "to": "ACME"},
+            },
+        }
+    ]
+    with run_span(
+        tracer,
+        agent="external",
+        thread_id=thread_id,
+        turn_id=turn_id,
+        run_kind="chat",
+        graph_id="made_up",
+        topology=TOPOLOGY,
+        message="invoice ACME",
+        start_markers=True,
+    ) as run:
         try:
             for step, (name, fn) in enumerate((("plan", plan), ("act", act)), start=1):
-                config = {"metadata": {"langgraph_step": step,
-                                       "langgraph_checkpoint_ns": f"{name}:task-{step}"}}
+                config = {
+                    "metadata": {
+                        "langgraph_step": step,
+                        "langgraph_checkpoint_ns": f"{name}:task-{step}",
+                    }
+                }
                 traced_node(tracer, name, fn, start_markers=True)({}, config)
         except GraphInterrupt:
             run.finish("paused", **{c.TURN_INTERRUPTS: interrupts})
 
 
-def run_without_topology(provider: TracerProvider, turn_id: str,
-                         while_running: Callable[[str], None]) -> None:
+def run_without_topology(
+    provider: TracerProvider, turn_id: str, while_running: Callable[[str], None]
+) -> None:
     """A run whose root span names its graph but sends no topology (no
     ``relay.graph.topology``): the relay discovers the graph from the nodes as they run."""
     tracer = provider.get_tracer("external-agent")
     name = "invoke_agent external"
-    attributes = {c.OPERATION: c.OP_INVOKE_AGENT, c.AGENT_NAME: "external",
-                  c.CONVERSATION_ID: "ext-found", c.TURN_ID: turn_id, c.RUN_KIND: "chat",
-                  c.GRAPH_ID: "made_up"}
+    attributes = {
+        c.OPERATION: c.OP_INVOKE_AGENT,
+        c.AGENT_NAME: "external",
+        c.CONVERSATION_ID: "ext-found",
+        c.TURN_ID: turn_id,
+        c.RUN_KIND: "chat",
+        c.GRAPH_ID: "made_up",
+    }
     root = tracer.start_span(name, attributes=attributes)
     start_marker(tracer, root, name, attributes)
-    response = {"thread_id": "ext-found", "turn_id": turn_id, "trace_id": "",
-                "status": "answered", "answer": "found", "citations": [], "interrupts": [],
-                "nodes": []}
+    response = {
+        "thread_id": "ext-found",
+        "turn_id": turn_id,
+        "trace_id": "",
+        "status": "answered",
+        "answer": "found",
+        "citations": [],
+        "interrupts": [],
+        "nodes": [],
+    }
     with trace.use_span(root, end_on_exit=False):
         for step, node in enumerate(("plan", "act"), start=1):
-            config = {"metadata": {"langgraph_step": step,
-                                   "langgraph_checkpoint_ns": f"{node}:task-{step}"}}
+            config = {
+                "metadata": {
+                    "langgraph_step": step,
+                    "langgraph_checkpoint_ns": f"{node}:task-{step}",
+                }
+            }
 
             def body(state: Any, config: Any, node: str = node) -> dict[str, Any]:
                 while_running(node)
@@ -154,8 +195,9 @@ def sse_body(events: list[dict[str, Any]]) -> str:
     return "".join(out)
 
 
-def serve_turn(page: Page, turn_id: str, events: list[dict[str, Any]],
-               record: dict[str, Any]) -> None:
+def serve_turn(
+    page: Page, turn_id: str, events: list[dict[str, Any]], record: dict[str, Any]
+) -> None:
     """The page's server has this turn: its record and its events (once: a reconnecting
     EventSource, which sends Last-Event-ID, gets the 204 that says it has everything)."""
 
@@ -163,13 +205,19 @@ def serve_turn(page: Page, turn_id: str, events: list[dict[str, Any]],
         if route.request.headers.get("last-event-id"):
             route.fulfill(status=204, body="")
         else:
-            route.fulfill(status=200, body=sse_body(events),
-                          headers={"Content-Type": "text/event-stream",
-                                   "Cache-Control": "no-cache"})
+            route.fulfill(
+                status=200,
+                body=sse_body(events),
+                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
+            )
 
     page.route(f"**/turns/{turn_id}/events*", events_route)
-    page.route(f"**/turns/{turn_id}", lambda route: route.fulfill(
-        status=200, headers={"Content-Type": "application/json"}, body=json.dumps(record)))
+    page.route(
+        f"**/turns/{turn_id}",
+        lambda route: route.fulfill(
+            status=200, headers={"Content-Type": "application/json"}, body=json.dumps(record)
+        ),
+    )
 
 
 class Script:
@@ -182,23 +230,47 @@ class Script:
 
     def ev(self, type_: str, **fields: Any) -> Script:
         self.ts += 2.5
-        self.events.append({**self.env, "type": type_, "seq": len(self.events) + 1,
-                            "ts": self.ts, **fields})
+        self.events.append(
+            {**self.env, "type": type_, "seq": len(self.events) + 1, "ts": self.ts, **fields}
+        )
         return self
 
     def start(self, node: str) -> Script:
-        return self.ev("node_started", node=node, span_id=f"s-{node}", parent_span_id="root",
-                       step=None, task_id=None, namespace=[])
+        return self.ev(
+            "node_started",
+            node=node,
+            span_id=f"s-{node}",
+            parent_span_id="root",
+            step=None,
+            task_id=None,
+            namespace=[],
+        )
 
     def end(self, node: str, status: str = "ok") -> Script:
-        return self.ev("node_completed", node=node, span_id=f"s-{node}", namespace=[],
-                       status=status, duration_ms=2.5, summary={}, children=[])
+        return self.ev(
+            "node_completed",
+            node=node,
+            span_id=f"s-{node}",
+            namespace=[],
+            status=status,
+            duration_ms=2.5,
+            summary={},
+            children=[],
+        )
 
 
 def record_of(turn_id: str, status: str, thread_id: str = "th-crafted") -> dict[str, Any]:
-    return {"turn_id": turn_id, "thread_id": thread_id, "status": status, "graph": None,
-            "message": "", "started_at": 1_700_000_000_000.0, "ended_at": None,
-            "duration_ms": None, "response": None}
+    return {
+        "turn_id": turn_id,
+        "thread_id": thread_id,
+        "status": status,
+        "graph": None,
+        "message": "",
+        "started_at": 1_700_000_000_000.0,
+        "ended_at": None,
+        "duration_ms": None,
+        "response": None,
+    }
 
 
 def edges(*pairs: tuple[str, str]) -> list[dict[str, Any]]:
@@ -234,7 +306,8 @@ def test_no_chat_box_on_a_relay_only_server_but_where_its_turns_come_from(watch,
 
 
 def test_the_list_shows_a_running_turn_live_and_the_row_follows_it_to_its_end(
-        watch, relay_only, shot):
+    watch, relay_only, shot
+):
     page = watch()
     expect(page.locator("#watch-feed")).to_have_attribute("data-feed", "live")
     page.evaluate("window.__sameDocument = true")  # gone if the page reloaded
@@ -287,8 +360,9 @@ def test_clicking_a_finished_turn_draws_its_graph(watch, relay_only, shot):
     expect(listed).to_have_attribute("data-status", "answered")
     listed.click()
     wait_outcome(page, "answered", timeout=20_000)
-    assert [page.get_attribute(f"svg [data-node='{n}']", "data-state")
-            for n in ("plan", "act")] == ["ok", "ok"]
+    assert [
+        page.get_attribute(f"svg [data-node='{n}']", "data-state") for n in ("plan", "act")
+    ] == ["ok", "ok"]
     assert page.locator("svg [data-node='__end__']").count() == 1
     assert "tiny-model" in page.inner_text("#timeline")
     # the conversation shows the turn's message and its answer
@@ -338,13 +412,26 @@ def test_a_replay_that_fails_says_why_where_the_graph_is(watch, relay_only, shot
     turn_id = made_up_run(provider, thread_id="ext-gone")
     provider.shutdown()
     page = watch()
-    gone = {"error": {"code": "turn_expired", "message": "The spans of this turn are no "
-                      "longer stored (a test says so)."}}
-    page.route(f"**/turns/{turn_id}/events?source=spans*", lambda route: route.fulfill(
-        status=410, headers={"Content-Type": "application/json"}, body=json.dumps(gone)))
-    page.route(f"**/turns/{turn_id}/events", lambda route: route.fulfill(
-        status=404, headers={"Content-Type": "application/json"},
-        body=json.dumps({"error": {"code": "unknown_turn", "message": "No log either."}})))
+    gone = {
+        "error": {
+            "code": "turn_expired",
+            "message": "The spans of this turn are no longer stored (a test says so).",
+        }
+    }
+    page.route(
+        f"**/turns/{turn_id}/events?source=spans*",
+        lambda route: route.fulfill(
+            status=410, headers={"Content-Type": "application/json"}, body=json.dumps(gone)
+        ),
+    )
+    page.route(
+        f"**/turns/{turn_id}/events",
+        lambda route: route.fulfill(
+            status=404,
+            headers={"Content-Type": "application/json"},
+            body=json.dumps({"error": {"code": "unknown_turn", "message": "No log either."}}),
+        ),
+    )
     row(page, turn_id).click()
     wait_outcome(page, "error")
     # the replay failed, the log was tried instead and failed too: both said, near the graph
@@ -355,8 +442,7 @@ def test_a_replay_that_fails_says_why_where_the_graph_is(watch, relay_only, shot
     shot(page, "47-relay-only-replay-failed")
 
 
-def test_a_paused_turn_resumed_in_its_agents_process_has_no_resume_button(watch, relay_only,
-                                                                           shot):
+def test_a_paused_turn_resumed_in_its_agents_process_has_no_resume_button(watch, relay_only, shot):
     provider = exporter_to(relay_only)
     turn_id = uuid.uuid4().hex
     paused_run(provider, turn_id)
@@ -386,12 +472,17 @@ def test_a_pause_with_no_resume_path_shows_the_servers_words_and_no_form(watch, 
     if said_in == "resume":
         resume["message"] = words
     s = Script("t-elsewhere")
-    s.ev("graph_topology", graph_id="g", nodes=nodes("__start__", "draft", "review", "__end__"),
-         edges=edges(("__start__", "draft"), ("draft", "review"), ("review", "__end__")),
-         run_kind="chat")
+    s.ev(
+        "graph_topology",
+        graph_id="g",
+        nodes=nodes("__start__", "draft", "review", "__end__"),
+        edges=edges(("__start__", "draft"), ("draft", "review"), ("review", "__end__")),
+        run_kind="chat",
+    )
     s.start("draft").end("draft").start("review").end("review", status="paused")
-    s.ev("paused", interrupts=[{"id": "i-1", "value": "Publish the draft?"}], resume=resume,
-         **where)
+    s.ev(
+        "paused", interrupts=[{"id": "i-1", "value": "Publish the draft?"}], resume=resume, **where
+    )
     serve_turn(page, "t-elsewhere", s.events, record_of("t-elsewhere", "paused"))
     page.fill("#follow-turn-id", "t-elsewhere")
     page.press("#follow-turn-id", "Enter")
@@ -408,21 +499,43 @@ def test_a_pause_with_no_resume_path_shows_the_servers_words_and_no_form(watch, 
 def test_a_discovered_graph_grows_and_keeps_its_node_states(watch, shot):
     page = watch()
     s = Script("t-found")
-    s.ev("graph_topology", graph_id="LangGraph", nodes=[], edges=[], run_kind="chat",
-         discovered=True)
-    s.ev("graph_discovered", graph_id="LangGraph", nodes=nodes("__start__", "triage"),
-         edges=edges(("__start__", "triage")), discovered=True)
+    s.ev(
+        "graph_topology", graph_id="LangGraph", nodes=[], edges=[], run_kind="chat", discovered=True
+    )
+    s.ev(
+        "graph_discovered",
+        graph_id="LangGraph",
+        nodes=nodes("__start__", "triage"),
+        edges=edges(("__start__", "triage")),
+        discovered=True,
+    )
     s.start("triage")
     s.ev("a_type_from_the_future", anything={"at": "all"})  # unknown: ignored
-    s.ev("graph_discovered", graph_id="LangGraph", nodes=nodes("__start__", "triage", "answer"),
-         edges=edges(("__start__", "triage"), ("triage", "answer")), discovered=True)
+    s.ev(
+        "graph_discovered",
+        graph_id="LangGraph",
+        nodes=nodes("__start__", "triage", "answer"),
+        edges=edges(("__start__", "triage"), ("triage", "answer")),
+        discovered=True,
+    )
     s.end("triage").start("answer").end("answer")
-    s.ev("graph_discovered", graph_id="LangGraph",
-         nodes=nodes("__start__", "triage", "answer", "__end__"),
-         edges=edges(("__start__", "triage"), ("triage", "answer"), ("answer", "__end__")),
-         discovered=True)
-    s.ev("turn_completed", response={"status": "answered", "answer": "Found it.",
-                                     "citations": [], "interrupts": [], "nodes": []})
+    s.ev(
+        "graph_discovered",
+        graph_id="LangGraph",
+        nodes=nodes("__start__", "triage", "answer", "__end__"),
+        edges=edges(("__start__", "triage"), ("triage", "answer"), ("answer", "__end__")),
+        discovered=True,
+    )
+    s.ev(
+        "turn_completed",
+        response={
+            "status": "answered",
+            "answer": "Found it.",
+            "citations": [],
+            "interrupts": [],
+            "nodes": [],
+        },
+    )
     serve_turn(page, "t-found", s.events, record_of("t-found", "running"))
     page.fill("#follow-turn-id", "t-found")
     page.press("#follow-turn-id", "Enter")
@@ -436,8 +549,9 @@ def test_a_discovered_graph_grows_and_keeps_its_node_states(watch, shot):
     assert "discovered from the spans" in page.inner_text("#graph-caption")
     assert "graph-discovered" in (page.get_attribute("#graph", "class") or "")
     assert page.is_visible("#legend-discovered")
-    dash = page.eval_on_selector("[data-edge='triage->answer']",
-                                 "e => getComputedStyle(e).strokeDasharray")
+    dash = page.eval_on_selector(
+        "[data-edge='triage->answer']", "e => getComputedStyle(e).strokeDasharray"
+    )
     assert dash not in ("", "none"), dash
     assert page.locator("svg [data-node]").count() == 4
     shot(page, "50-relay-only-discovered")
@@ -451,9 +565,11 @@ def test_the_list_says_when_it_is_not_live(watch, relay_only, shot):
     def older_server(route):
         # an older server: no event stream of turns (only the JSON)
         if "text/event-stream" in (route.request.headers.get("accept") or ""):
-            route.fulfill(status=406, headers={"Content-Type": "application/json"},
-                          body=json.dumps({"error": {"code": "not_acceptable",
-                                                     "message": "JSON only"}}))
+            route.fulfill(
+                status=406,
+                headers={"Content-Type": "application/json"},
+                body=json.dumps({"error": {"code": "not_acceptable", "message": "JSON only"}}),
+            )
         else:
             route.continue_()
 
@@ -462,7 +578,6 @@ def test_the_list_says_when_it_is_not_live(watch, relay_only, shot):
     assert "not live" in page.inner_text("#watch-feed-note")
     expect(row(page, turn_id)).to_have_attribute("data-status", "answered")
     shot(page, "51-relay-only-list-not-live")
-
 
 
 def test_on_a_server_with_graphs_the_turns_panel_is_live_too(make_page, shot):
@@ -477,8 +592,10 @@ def test_on_a_server_with_graphs_the_turns_panel_is_live_too(make_page, shot):
     detail = page.request.get(f"/graphs/{graph}").json()
     # the demo's generate node sleeps 600 s: running whatever the machine's speed
     started = page.request.post(
-        detail["routes"]["chat"], data={"message": detail["examples"][0]},
-        headers={"X-Relay-Fault": "generate=delay:600", "Prefer": "respond-async"})
+        detail["routes"]["chat"],
+        data={"message": detail["examples"][0]},
+        headers={"X-Relay-Fault": "generate=delay:600", "Prefer": "respond-async"},
+    )
     assert started.status == 202, started.text()
     turn_id = started.json()["turn_id"]
     listed = row(page, turn_id, "#history-list")
@@ -518,7 +635,8 @@ def test_a_graph_discovered_over_otlp_is_drawn_node_by_node(watch, relay_only, s
             wait_state(page, "plan", "running")
             seen["caption"] = page.is_visible("#graph-caption")
             seen["plan_nodes"] = page.eval_on_selector_all(
-                "svg [data-node]", "els => els.map(e => e.dataset.node)")
+                "svg [data-node]", "els => els.map(e => e.dataset.node)"
+            )
         if node == "act":
             wait_state(page, "act", "running")
             seen["plan"] = page.get_attribute("svg [data-node='plan']", "data-state")

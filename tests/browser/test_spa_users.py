@@ -22,8 +22,12 @@ def jwt_relay(tmp_path_factory, chromium_path):
 
 def test_a_person_signs_in_and_sees_only_their_turns(make_page, jwt_relay, shot):
     base, issuer = jwt_relay
-    bobs = httpx.post(f"{base}/chat", headers=bearer(issuer.token("bob")), timeout=30,
-                      json={"message": "How long does shipping take?"}).json()
+    bobs = httpx.post(
+        f"{base}/chat",
+        headers=bearer(issuer.token("bob")),
+        timeout=30,
+        json={"message": "How long does shipping take?"},
+    ).json()
     assert bobs["status"] == "answered"
     page = make_page(base_url=base)
     page.goto("/")

@@ -20,18 +20,26 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def zoo_server(tmp_path_factory, chromium_path):
     config = tmp_path_factory.mktemp("zoo") / "langgraph.json"
-    config.write_text(json.dumps({"graphs": {
-        "supervisor": "tests.zoo.graphs:build_supervisor",
-        "deep": "tests.zoo.graphs:build_deep"}}))
-    with running_server(tmp_path_factory, log_name="server-zoo.log",
-                        args=("--config", str(config))) as base:
+    config.write_text(
+        json.dumps(
+            {
+                "graphs": {
+                    "supervisor": "tests.zoo.graphs:build_supervisor",
+                    "deep": "tests.zoo.graphs:build_deep",
+                }
+            }
+        )
+    )
+    with running_server(
+        tmp_path_factory, log_name="server-zoo.log", args=("--config", str(config))
+    ) as base:
         yield base
 
 
 def subnodes(page, parent):
     return page.eval_on_selector_all(
-        f"svg [data-parent='{parent}']",
-        "els => els.map(e => [e.dataset.subnode, e.dataset.state])")
+        f"svg [data-parent='{parent}']", "els => els.map(e => [e.dataset.subnode, e.dataset.state])"
+    )
 
 
 def test_a_supervisor_turn_draws_its_agents_and_their_inner_nodes(make_page, zoo_server, shot):
@@ -62,7 +70,8 @@ def test_a_deep_agent_pauses_for_approval_and_resumes(make_page, zoo_server, sho
     action = card.locator("fieldset[data-action='send_email']")
     assert "ada@example.com" in action.inner_text()
     offered = action.locator("[data-decision]").evaluate_all(
-        "els => els.map(e => e.dataset.decision)")
+        "els => els.map(e => e.dataset.decision)"
+    )
     assert offered == ["approve", "edit", "reject", "respond"]  # its allowed decisions
     assert states(page)["HumanInTheLoopMiddleware.after_model"] == "paused"
     shot(page, "zoo-deep-paused")

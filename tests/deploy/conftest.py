@@ -196,8 +196,10 @@ def find_nginx() -> str | None:
 def nginx_bin() -> str:
     path = find_nginx()
     if path is None:
-        service_missing("nginx (/usr/sbin/nginx)", "apt-get install nginx-light "
-                        "(tests/system-deps.sh does, as root)")
+        service_missing(
+            "nginx (/usr/sbin/nginx)",
+            "apt-get install nginx-light (tests/system-deps.sh does, as root)",
+        )
     assert path is not None
     return path
 

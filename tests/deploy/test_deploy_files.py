@@ -167,8 +167,20 @@ def is_ignored(path: str, patterns: list[str]) -> bool:
 
 @pytest.mark.parametrize(
     "path",
-    [".git", ".venv", ".span-relay", "node_modules", "spa/node_modules", ".env", ".env.local",
-     "tests", "relay/__pycache__", "secrets", "server.key", "data.sqlite"],
+    [
+        ".git",
+        ".venv",
+        ".span-relay",
+        "node_modules",
+        "spa/node_modules",
+        ".env",
+        ".env.local",
+        "tests",
+        "relay/__pycache__",
+        "secrets",
+        "server.key",
+        "data.sqlite",
+    ],
 )
 def test_dockerignore_excludes(path):
     assert is_ignored(path, dockerignore_patterns()), path

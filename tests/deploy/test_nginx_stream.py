@@ -51,12 +51,15 @@ proxy_busy_buffers_size 512k;
 proxy_max_temp_file_size 0;
 """
 
-GZIP_EVENT_STREAM = IGNORE_ACCEL_AND_BUFFER + """
+GZIP_EVENT_STREAM = (
+    IGNORE_ACCEL_AND_BUFFER
+    + """
 gzip on;
 gzip_proxied any;
 gzip_min_length 0;
 gzip_types text/event-stream;
 """
+)
 
 SHORT_READ_TIMEOUT = """
 proxy_read_timeout 2s;
@@ -128,9 +131,7 @@ def test_b_a_buffering_proxy_is_caught(
         assert any("compressed" in line for line in r["evidence"])
 
 
-def test_c_heartbeats_outlive_a_short_proxy_read_timeout(
-    faulty_relay, nginx_proxy, run_verify
-):
+def test_c_heartbeats_outlive_a_short_proxy_read_timeout(faulty_relay, nginx_proxy, run_verify):
     proxy = nginx_proxy(faulty_relay.port, SHORT_READ_TIMEOUT)
     run = run_verify(proxy.url, "--slow-node", "generate", "--delay", "4")
     r = run.report
@@ -143,9 +144,7 @@ def test_c_heartbeats_outlive_a_short_proxy_read_timeout(
     assert "upstream timed out" not in proxy.errors()
 
 
-def test_c_control_without_heartbeats_nginx_cuts_the_stream(
-    relay_server, nginx_proxy, run_verify
-):
+def test_c_control_without_heartbeats_nginx_cuts_the_stream(relay_server, nginx_proxy, run_verify):
     server = relay_server(RELAY_FAULTS="1", RELAY_HEARTBEAT_S="30")
     proxy = nginx_proxy(server.port, SHORT_READ_TIMEOUT)
     run = run_verify(proxy.url, "--slow-node", "generate", "--delay", "4")

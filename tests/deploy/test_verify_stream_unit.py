@@ -70,9 +70,7 @@ def buffered(flush_at_s: float = 0.52):
 def sse_bytes(frames: list[Frame]) -> bytes:
     out = [b"retry: 2000\n\n"]
     for f in frames:
-        out.append(
-            f"id: {f.seq}\nevent: {f.type}\ndata: {json.dumps(f.payload)}\n\n".encode()
-        )
+        out.append(f"id: {f.seq}\nevent: {f.type}\ndata: {json.dumps(f.payload)}\n\n".encode())
         if f.type == "node_started" and f.node == "generate":
             out.append(b": hb\n\n")
     return b"".join(out)

@@ -42,14 +42,15 @@ async def _read_all(url: str, gate: ModelGate) -> list[bytes]:
 
 def _event_frames(body: bytes) -> list[str]:
     """The event frames of an SSE body (no retry, no heartbeats)."""
-    return [raw for raw in body.decode("utf-8").split("\n\n")
-            if raw.startswith("id: ")]
+    return [raw for raw in body.decode("utf-8").split("\n\n") if raw.startswith("id: ")]
 
 
 def test_every_reader_of_a_running_turn_gets_every_event_once_in_order(
-        server: LiveServer, client: httpx.Client, model_gate: ModelGate) -> None:
-    r = client.post(f"{server.url}/chat", json={"message": REFUNDS},
-                    headers={"Prefer": "respond-async"})
+    server: LiveServer, client: httpx.Client, model_gate: ModelGate
+) -> None:
+    r = client.post(
+        f"{server.url}/chat", json={"message": REFUNDS}, headers={"Prefer": "respond-async"}
+    )
     assert r.status_code == 202
     turn_id = r.json()["turn_id"]
     url = f"{server.url}/turns/{turn_id}/events"
@@ -64,7 +65,7 @@ def test_every_reader_of_a_running_turn_gets_every_event_once_in_order(
     assert any(e["type"] == "text_delta" for e in events)  # a turn with a stream of words
     for body in bodies:
         assert body.startswith(b"retry: ")
-        assert _event_frames(body)[:len(reference)] == reference
+        assert _event_frames(body)[: len(reference)] == reference
         frames = _event_frames(body)
         # the answer's message_saved may trail turn_completed; nothing else, never twice
         assert len(frames) - len(reference) in (0, 1)

@@ -23,8 +23,9 @@ def spellings(value: uuid.UUID) -> list[str]:
     return [str(value), value.hex, str(value).upper(), value.hex.upper(), f"urn:uuid:{value}"]
 
 
-def test_every_route_finds_the_turn_by_any_spelling(server: LiveServer,
-                                                     client: httpx.Client) -> None:
+def test_every_route_finds_the_turn_by_any_spelling(
+    server: LiveServer, client: httpx.Client
+) -> None:
     made = uuid.uuid4()
     sent = str(made)  # as crypto.randomUUID() spells it
     done = client.post(f"{server.url}/chat", json={"message": REFUNDS, "turn_id": sent})
@@ -33,34 +34,47 @@ def test_every_route_finds_the_turn_by_any_spelling(server: LiveServer,
         turn = client.get(f"{server.url}/turns/{spelling}")
         assert turn.status_code == 200, (spelling, turn.text)
         assert turn.json()["turn_id"] == sent  # reported as it was created
-        events = events_of(stream_get(client, f"{server.url}/turns/{spelling}/events"),
-                           trailer=True)
+        events = events_of(
+            stream_get(client, f"{server.url}/turns/{spelling}/events"), trailer=True
+        )
         assert {e["turn_id"] for e in events} == {sent}
         assert events[-1]["type"] == "message_saved"
         cancel = client.post(f"{server.url}/turns/{spelling}/cancel")
         assert cancel.status_code == 200 and cancel.json() == {
-            "turn_id": sent, "cancelled": False, "status": "answered"}
-    replayed = events_of(stream_get(client, f"{server.url}/turns/{made.hex.upper()}/events",
-                                    params={"source": "spans"}), trailer=True)
+            "turn_id": sent,
+            "cancelled": False,
+            "status": "answered",
+        }
+    replayed = events_of(
+        stream_get(
+            client, f"{server.url}/turns/{made.hex.upper()}/events", params={"source": "spans"}
+        ),
+        trailer=True,
+    )
     assert replayed[-1]["type"] == "message_saved"
     assert {e["turn_id"] for e in replayed} == {sent}
     # a retry of the POST in another spelling is the same turn (no second run)
     again = client.post(f"{server.url}/chat", json={"message": REFUNDS, "turn_id": made.hex})
     assert again.status_code == 200 and again.content == done.content
-    other = client.post(f"{server.url}/chat", json={"message": "Something else",
-                                                    "turn_id": made.hex.upper()})
+    other = client.post(
+        f"{server.url}/chat", json={"message": "Something else", "turn_id": made.hex.upper()}
+    )
     assert other.status_code == 409 and other.json()["error"]["code"] == "turn_conflict"
     listed = client.get(f"{server.url}/turns").json()["turns"]
     assert [t["turn_id"] for t in listed] == [sent]
     assert client.get(f"{server.url}/turns/{uuid.uuid4()}").status_code == 404
 
 
-def test_a_stream_the_client_lost_is_found_by_its_own_id(server: LiveServer,
-                                                         client: httpx.Client) -> None:
+def test_a_stream_the_client_lost_is_found_by_its_own_id(
+    server: LiveServer, client: httpx.Client
+) -> None:
     made = uuid.uuid4()
     # the first answer is never read (the POST "dropped"): the client has only its id
-    r = client.post(f"{server.url}/chat", json={"message": REFUNDS, "turn_id": str(made)},
-                    headers={"Prefer": "respond-async"})
+    r = client.post(
+        f"{server.url}/chat",
+        json={"message": REFUNDS, "turn_id": str(made)},
+        headers={"Prefer": "respond-async"},
+    )
     assert r.status_code == 202 and r.json()["turn_id"] == str(made)
     assert r.headers["location"] == f"/turns/{made}"
     events = events_of(stream_get(client, f"{server.url}/turns/{made}/events"))
@@ -68,58 +82,77 @@ def test_a_stream_the_client_lost_is_found_by_its_own_id(server: LiveServer,
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
 
 
-def test_resume_with_other_spellings_of_turn_and_thread(server: LiveServer,
-                                                        client: httpx.Client) -> None:
+def test_resume_with_other_spellings_of_turn_and_thread(
+    server: LiveServer, client: httpx.Client
+) -> None:
     turn, thread = uuid.uuid4(), uuid.uuid4()
-    paused = client.post(f"{server.url}/chat", json={
-        "message": REFUND_ORDER, "turn_id": str(turn), "thread_id": str(thread)}).json()
+    paused = client.post(
+        f"{server.url}/chat",
+        json={"message": REFUND_ORDER, "turn_id": str(turn), "thread_id": str(thread)},
+    ).json()
     assert paused["status"] == "paused"
     assert (paused["turn_id"], paused["thread_id"]) == (str(turn), str(thread))
-    resumed = events_of(stream_post(client, f"{server.url}/chat/resume", {
-        "turn_id": turn.hex.upper(), "thread_id": thread.hex, "resume": {"approved": True}}))
+    resumed = events_of(
+        stream_post(
+            client,
+            f"{server.url}/chat/resume",
+            {"turn_id": turn.hex.upper(), "thread_id": thread.hex, "resume": {"approved": True}},
+        )
+    )
     assert resumed[-1]["type"] == "turn_completed"
     response = resumed[-1]["response"]
     assert (response["turn_id"], response["thread_id"]) == (str(turn), str(thread))
     assert response["status"] == "answered"
     # the same resume again, spelled another way: attaches to that run, no second refund
-    again = client.post(f"{server.url}/chat/resume", json={
-        "turn_id": str(turn), "thread_id": str(thread).upper(),
-        "resume": {"approved": True}})
+    again = client.post(
+        f"{server.url}/chat/resume",
+        json={"turn_id": str(turn), "thread_id": str(thread).upper(), "resume": {"approved": True}},
+    )
     assert again.status_code == 200 and again.json() == response
 
 
-def test_a_thread_is_one_thread_in_every_spelling(server: LiveServer,
-                                                  client: httpx.Client) -> None:
+def test_a_thread_is_one_thread_in_every_spelling(server: LiveServer, client: httpx.Client) -> None:
     thread = uuid.uuid4()
-    first = client.post(f"{server.url}/chat", json={"message": REFUND_ORDER,
-                                                    "thread_id": str(thread)}).json()
+    first = client.post(
+        f"{server.url}/chat", json={"message": REFUND_ORDER, "thread_id": str(thread)}
+    ).json()
     assert first["status"] == "paused"
     # the thread waits for its approval, whichever way its id is spelled
-    busy = client.post(f"{server.url}/chat", json={"message": REFUNDS,
-                                                   "thread_id": thread.hex.upper()})
+    busy = client.post(
+        f"{server.url}/chat", json={"message": REFUNDS, "thread_id": thread.hex.upper()}
+    )
     assert busy.status_code == 409 and busy.json()["error"]["code"] == "thread_paused"
-    client.post(f"{server.url}/chat/resume", json={
-        "turn_id": first["turn_id"], "thread_id": thread.hex, "resume": {"approved": False}})
-    second = client.post(f"{server.url}/chat", json={"message": REFUNDS,
-                                                     "thread_id": thread.hex}).json()
+    client.post(
+        f"{server.url}/chat/resume",
+        json={"turn_id": first["turn_id"], "thread_id": thread.hex, "resume": {"approved": False}},
+    )
+    second = client.post(
+        f"{server.url}/chat", json={"message": REFUNDS, "thread_id": thread.hex}
+    ).json()
     assert second["status"] == "answered"
     assert second["thread_id"] == str(thread)  # the thread's own spelling
     for spelling in spellings(thread):
         listed = client.get(f"{server.url}/turns", params={"thread_id": spelling}).json()
-        assert [t["turn_id"] for t in listed["turns"]] == [second["turn_id"],
-                                                           first["turn_id"]]
+        assert [t["turn_id"] for t in listed["turns"]] == [second["turn_id"], first["turn_id"]]
 
 
-def test_agui_run_ids_in_any_spelling_are_one_run(server: LiveServer,
-                                                  client: httpx.Client) -> None:
+def test_agui_run_ids_in_any_spelling_are_one_run(server: LiveServer, client: httpx.Client) -> None:
     thread, run = uuid.uuid4(), uuid.uuid4()
 
     def agui(thread_id: str, run_id: str) -> httpx.Response:
-        return client.post(f"{server.url}/agui", json={
-            "threadId": thread_id, "runId": run_id, "state": {}, "tools": [], "context": [],
-            "forwardedProps": {},
-            "messages": [{"id": "m1", "role": "user", "content": REFUNDS}]},
-            headers={"Accept": "text/event-stream"})
+        return client.post(
+            f"{server.url}/agui",
+            json={
+                "threadId": thread_id,
+                "runId": run_id,
+                "state": {},
+                "tools": [],
+                "context": [],
+                "forwardedProps": {},
+                "messages": [{"id": "m1", "role": "user", "content": REFUNDS}],
+            },
+            headers={"Accept": "text/event-stream"},
+        )
 
     first = agui(str(thread), str(run))
     assert first.status_code == 200 and "RUN_FINISHED" in first.text

@@ -17,24 +17,36 @@ EXAMPLES = int(os.environ.get("SPAN_RELAY_FUZZ_EXAMPLES", "25"))
 
 # The document as the app serves it (building the app does not start it).
 schema = schemathesis.openapi.from_dict(
-    create_app({"RELAY_DATA_DIR": "/nonexistent-schema-only"}).openapi())
+    create_app({"RELAY_DATA_DIR": "/nonexistent-schema-only"}).openapi()
+)
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     data: Path = tmp_path_factory.mktemp("fuzz")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "OTEL_"))}
-    env.update({"RELAY_DATA_DIR": str(data), "OTEL_TRACES_EXPORTER": "none",
-                "RELAY_SERVER_TIMEOUT_S": "300"})
+    env.update(
+        {
+            "RELAY_DATA_DIR": str(data),
+            "OTEL_TRACES_EXPORTER": "none",
+            "RELAY_SERVER_TIMEOUT_S": "300",
+        }
+    )
     server = LiveServer(create_app(env)).start()
     yield server
     server.stop()
 
 
 @schema.parametrize()
-@settings(max_examples=EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.filter_too_much])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+    ],
+)
 def test_api_conforms(case: schemathesis.Case, live: LiveServer) -> None:
     if case.path.endswith("/events"):
         # a turn stream stays open while its turn lives; a fuzzed id is unknown (404)

@@ -15,8 +15,9 @@ from tests.integration.test_restart import Process
 
 def test_prometheus_metrics(make_server, client: httpx.Client) -> None:
     server = make_server(RELAY_METRICS="prometheus")
-    events = events_of(stream_post(client, f"{server.url}/chat",
-                                   {"message": "How do refunds work?"}), trailer=True)
+    events = events_of(
+        stream_post(client, f"{server.url}/chat", {"message": "How do refunds work?"}), trailer=True
+    )
     text = client.get(f"{server.url}/metrics").text
 
     def value(name: str, **labels: str) -> float:
@@ -27,8 +28,7 @@ def test_prometheus_metrics(make_server, client: httpx.Client) -> None:
 
     def maybe(name: str, **labels: str) -> float | None:
         for line in text.splitlines():
-            if line.startswith(name + "{") and all(f'{k}="{v}"' in line
-                                                   for k, v in labels.items()):
+            if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
                 return float(line.rsplit(" ", 1)[1])
         return None
 
@@ -40,10 +40,15 @@ def test_prometheus_metrics(make_server, client: httpx.Client) -> None:
     # a reader that leaves mid-turn is counted as cut; generate sleeps the longest delay a
     # fault allows, so the turn is mid-way for as long as the test looks (it is cancelled
     # at the end), however slow the machine
-    with httpx.Client(timeout=30) as c, c.stream(
-            "POST", f"{server.url}/chat?on_disconnect=continue",
+    with (
+        httpx.Client(timeout=30) as c,
+        c.stream(
+            "POST",
+            f"{server.url}/chat?on_disconnect=continue",
             json={"message": "How do refunds work?"},
-            headers={**SSE_HEADERS, "X-Relay-Fault": "generate=delay:600"}) as r:
+            headers={**SSE_HEADERS, "X-Relay-Fault": "generate=delay:600"},
+        ) as r,
+    ):
         turn_id = next(f for f in iter_frames(r) if f.event).json["turn_id"]
     # the server counts the cut when it notices the client has gone: wait for that (the
     # deadline only turns a hang into a failure; a fixed sleep raced the machine's load)
@@ -64,13 +69,17 @@ def test_metrics_off_by_default(server, client: httpx.Client) -> None:
 def test_json_logs_carry_trace_and_turn(tmp_path: Path) -> None:
     server = Process(tmp_path / "data", log_level="info", RELAY_LOG_FORMAT="json")
     try:
-        answer = httpx.post(f"{server.url}/chat", timeout=30,
-                            json={"message": "How do refunds work?"}).json()
+        answer = httpx.post(
+            f"{server.url}/chat", timeout=30, json={"message": "How do refunds work?"}
+        ).json()
     finally:
         server.proc.send_signal(signal.SIGTERM)
         server.proc.wait(timeout=15)
-    lines = [json.loads(line) for line in server.proc.stdout.read().decode().splitlines()
-             if line.startswith("{")]
+    lines = [
+        json.loads(line)
+        for line in server.proc.stdout.read().decode().splitlines()
+        if line.startswith("{")
+    ]
     started = [e for e in lines if e["message"] == "run started"]
     assert started, lines
     assert started[0]["turn_id"] == answer["turn_id"]

@@ -51,13 +51,16 @@ def attrs(span) -> dict:
 def test_exported_node_spans_are_the_streamed_ones(make_server) -> None:
     grpc_server, collector, port = start_collector()
     try:
-        server = make_server(OTEL_TRACES_EXPORTER="otlp",
-                             OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
-                             OTEL_EXPORTER_OTLP_INSECURE="true",
-                             OTEL_BSP_SCHEDULE_DELAY="50")
+        server = make_server(
+            OTEL_TRACES_EXPORTER="otlp",
+            OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+            OTEL_EXPORTER_OTLP_INSECURE="true",
+            OTEL_BSP_SCHEDULE_DELAY="50",
+        )
         with httpx.Client(timeout=30) as client:
-            events = events_of(stream_post(client, f"{server.url}/chat",
-                                           {"message": "How do refunds work?"}))
+            events = events_of(
+                stream_post(client, f"{server.url}/chat", {"message": "How do refunds work?"})
+            )
         streamed = {e["span_id"] for e in events if e["type"] == "node_started"}
         # root + 4 nodes + 4 children (guardrail, retrieval, chat, guardrail)
         spans = collector.wait_for(9)
@@ -73,13 +76,17 @@ def test_exported_node_spans_are_the_streamed_ones(make_server) -> None:
 def test_capture_content_false_strips_only_the_export(make_server) -> None:
     grpc_server, collector, port = start_collector()
     try:
-        server = make_server(OTEL_TRACES_EXPORTER="otlp",
-                             OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
-                             OTEL_EXPORTER_OTLP_INSECURE="true",
-                             OTEL_BSP_SCHEDULE_DELAY="50", RELAY_CAPTURE_CONTENT="false")
+        server = make_server(
+            OTEL_TRACES_EXPORTER="otlp",
+            OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+            OTEL_EXPORTER_OTLP_INSECURE="true",
+            OTEL_BSP_SCHEDULE_DELAY="50",
+            RELAY_CAPTURE_CONTENT="false",
+        )
         with httpx.Client(timeout=30) as client:
-            events = events_of(stream_post(client, f"{server.url}/chat",
-                                           {"message": "How do refunds work?"}))
+            events = events_of(
+                stream_post(client, f"{server.url}/chat", {"message": "How do refunds work?"})
+            )
         assert events[-1]["response"]["answer"]  # the UI keeps the content
         spans = collector.wait_for(9)
         root = next(s for s in spans if s.name == "invoke_agent support_agent")

@@ -21,16 +21,24 @@ def test_reconnect_at_any_point_yields_exactly_the_rest(server: LiveServer) -> N
     whether the turn is still running when the client comes back or not."""
     client = httpx.Client(timeout=30)
 
-    @settings(max_examples=EXAMPLES, deadline=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                     HealthCheck.too_slow])
-    @given(k=st.integers(min_value=1, max_value=9), delay=st.sampled_from([0, 0.02]),
-           pause=st.sampled_from([0, 0.01]))
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(
+        k=st.integers(min_value=1, max_value=9),
+        delay=st.sampled_from([0, 0.02]),
+        pause=st.sampled_from([0, 0.01]),
+    )
     def reconnect(k: int, delay: float, pause: float) -> None:
         fault = {"X-Relay-Fault": f"retrieve_context=delay:{delay}"} if delay else {}
-        with client.stream("POST", f"{server.url}/chat?on_disconnect=continue",
-                           json={"message": REFUNDS},
-                           headers={**SSE_HEADERS, **fault}) as r:
+        with client.stream(
+            "POST",
+            f"{server.url}/chat?on_disconnect=continue",
+            json={"message": REFUNDS},
+            headers={**SSE_HEADERS, **fault},
+        ) as r:
             frames = iter_frames(r)
             seen = []
             for frame in frames:
@@ -40,8 +48,11 @@ def test_reconnect_at_any_point_yields_exactly_the_rest(server: LiveServer) -> N
                     break
         time.sleep(pause)  # the turn runs on while the client is away
         turn_id = seen[0]["turn_id"]
-        with client.stream("GET", f"{server.url}/turns/{turn_id}/events",
-                           headers={"Last-Event-ID": str(seen[-1]["seq"])}) as r:
+        with client.stream(
+            "GET",
+            f"{server.url}/turns/{turn_id}/events",
+            headers={"Last-Event-ID": str(seen[-1]["seq"])},
+        ) as r:
             rest = events_of(list(iter_frames(r)))
         with client.stream("GET", f"{server.url}/turns/{turn_id}/events") as r:
             whole = events_of(list(iter_frames(r)))
@@ -63,15 +74,18 @@ def test_reader_that_never_reads_is_cut(make_server) -> None:
     from relay.events import Event
 
     server = make_server(RELAY_SEND_TIMEOUT_S="1", RELAY_DISCONNECT_GRACE_S="30")
-    paused = httpx.post(f"{server.url}/chat", timeout=30, json={
-        "message": "Please refund order 1234 ($20)."}).json()
+    paused = httpx.post(
+        f"{server.url}/chat", timeout=30, json={"message": "Please refund order 1234 ($20)."}
+    ).json()
     turn_id = paused["turn_id"]
     host, port = server.url.removeprefix("http://").split(":")
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.connect((host, int(port)))
-    sock.sendall(f"GET /turns/{turn_id}/events HTTP/1.1\r\nHost: x\r\n"
-                 "Accept: text/event-stream\r\n\r\n".encode())
+    sock.sendall(
+        f"GET /turns/{turn_id}/events HTTP/1.1\r\nHost: x\r\n"
+        "Accept: text/event-stream\r\n\r\n".encode()
+    )
     readers = lambda: server.call(lambda: server.relay.bus.reader_count(turn_id))  # noqa: E731
     deadline = time.monotonic() + 30
     while not readers() and time.monotonic() < deadline:
@@ -83,8 +97,9 @@ def test_reader_that_never_reads_is_cut(make_server) -> None:
     def emit() -> None:
         tracemalloc.start()
         for i in range(3000):
-            server.relay.bus.publish(Event("note", paused["thread_id"], turn_id, "0" * 32,
-                                           0.0, {"i": i, "blob": blob}))
+            server.relay.bus.publish(
+                Event("note", paused["thread_id"], turn_id, "0" * 32, 0.0, {"i": i, "blob": blob})
+            )
 
     server.call(emit)
     started = time.monotonic()
@@ -97,16 +112,23 @@ def test_reader_that_never_reads_is_cut(make_server) -> None:
     server.call(tracemalloc.stop)
     sock.close()
     assert readers() == 0, "the stuck reader was never cut"
-    print(f"stuck reader: cut after {cut_after:.2f} s (send timeout 1 s); peak traced "
-          f"{max(peaks) / 2**20:.1f} MiB with a {3000 * 8192 / 2**20:.1f} MiB log")
+    print(
+        f"stuck reader: cut after {cut_after:.2f} s (send timeout 1 s); peak traced "
+        f"{max(peaks) / 2**20:.1f} MiB with a {3000 * 8192 / 2**20:.1f} MiB log"
+    )
     # what the server allocated beyond the log itself stays within a few batches
     log_bytes = 3000 * (8192 + 200)
     assert max(peaks) < log_bytes + 8 * 64 * 8400, max(peaks)
     # the turn is fine, and a reader that comes back resumes from its cursor
     assert httpx.get(f"{server.url}/turns/{turn_id}").json()["status"] == "paused"
-    with httpx.Client(timeout=10) as c, c.stream(
-            "GET", f"{server.url}/turns/{turn_id}/events",
-            headers={"Last-Event-ID": str(paused_seq(server, turn_id) + 2990)}) as r:
+    with (
+        httpx.Client(timeout=10) as c,
+        c.stream(
+            "GET",
+            f"{server.url}/turns/{turn_id}/events",
+            headers={"Last-Event-ID": str(paused_seq(server, turn_id) + 2990)},
+        ) as r,
+    ):
         frames = iter_frames(r)
         got = [next(f for f in frames if f.event).json["i"] for _ in range(1)]
     assert got == [2990]

@@ -27,16 +27,38 @@ def stored_turn(n_nodes: int) -> tuple[str, list[SpanRecord]]:
     trace_id, turn_id = uuid.uuid4().hex, str(uuid.uuid4())
     t0 = 1_700_000_000_000_000_000
     root_id = "f" * 16
-    spans = [SpanRecord(trace_id, f"{k + 1:016x}", root_id, f"node n{k}",
-                        t0 + 1_000 * (2 * k + 1), t0 + 1_000 * (2 * k + 2),
-                        {c.NODE_NAME: f"n{k}", c.NODE_STEP: k + 1, c.NODE_OUTCOME: "ok"},
-                        status="ok") for k in range(n_nodes)]
-    spans.append(SpanRecord(trace_id, root_id, None, "invoke_agent replay-test", t0,
-                            t0 + 1_000 * (2 * n_nodes + 1), {
-                                c.OPERATION: c.OP_INVOKE_AGENT, c.TURN_ID: turn_id,
-                                c.CONVERSATION_ID: "replay-test", c.RUN_KIND: "chat",
-                                c.GRAPH_ID: "replay-test", c.TURN_OUTCOME: "answered"},
-                            status="ok"))
+    spans = [
+        SpanRecord(
+            trace_id,
+            f"{k + 1:016x}",
+            root_id,
+            f"node n{k}",
+            t0 + 1_000 * (2 * k + 1),
+            t0 + 1_000 * (2 * k + 2),
+            {c.NODE_NAME: f"n{k}", c.NODE_STEP: k + 1, c.NODE_OUTCOME: "ok"},
+            status="ok",
+        )
+        for k in range(n_nodes)
+    ]
+    spans.append(
+        SpanRecord(
+            trace_id,
+            root_id,
+            None,
+            "invoke_agent replay-test",
+            t0,
+            t0 + 1_000 * (2 * n_nodes + 1),
+            {
+                c.OPERATION: c.OP_INVOKE_AGENT,
+                c.TURN_ID: turn_id,
+                c.CONVERSATION_ID: "replay-test",
+                c.RUN_KIND: "chat",
+                c.GRAPH_ID: "replay-test",
+                c.TURN_OUTCOME: "answered",
+            },
+            status="ok",
+        )
+    )
     return turn_id, spans
 
 
@@ -86,7 +108,8 @@ def _frames(lines: Iterator[str]) -> Iterator[dict[str, str]]:
 
 
 def test_first_events_arrive_while_the_turn_is_still_being_read(
-        server: LiveServer, held: HeldRead) -> None:
+    server: LiveServer, held: HeldRead
+) -> None:
     turn_id, spans = stored_turn(N_NODES)
     server.relay.store.write(spans)
     reference = [e.to_json() for e in reference_events(spans)]
@@ -120,5 +143,6 @@ def test_cursors_past_and_at_the_end(server: LiveServer, held: HeldRead) -> None
         resumed = client.get(base, headers={"Last-Event-ID": str(count - 3)})
         ids = [f["id"] for f in _frames(iter(resumed.text.split("\n")))]
         assert ids == [str(n) for n in range(count - 2, count + 1)]
-        assert client.get(f"{server.url}/turns/{uuid.uuid4()}/events?source=spans"
-                          ).status_code == 404
+        assert (
+            client.get(f"{server.url}/turns/{uuid.uuid4()}/events?source=spans").status_code == 404
+        )

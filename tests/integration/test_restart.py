@@ -26,12 +26,20 @@ class Process:
         exe = shutil.which("span-relay", path=str(Path(sys.executable).parent))
         assert exe, "span-relay is not installed in this environment"
         environ = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "OTEL_"))}
-        environ.update({"RELAY_DATA_DIR": str(data_dir), "RELAY_FAULTS": "1",
-                        "OTEL_TRACES_EXPORTER": "none", **env})
+        environ.update(
+            {
+                "RELAY_DATA_DIR": str(data_dir),
+                "RELAY_FAULTS": "1",
+                "OTEL_TRACES_EXPORTER": "none",
+                **env,
+            }
+        )
         self.proc = subprocess.Popen(
-            [exe, "serve", "--port", str(self.port), "--log-level", log_level,
-             "--graceful-s", "5"],
-            env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            [exe, "serve", "--port", str(self.port), "--log-level", log_level, "--graceful-s", "5"],
+            env=environ,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 60  # a bound on a hang (a loaded machine starts slowly)
         while time.monotonic() < deadline:
             try:
@@ -62,16 +70,21 @@ def processes(tmp_path: Path) -> Iterator[list[Process]]:
         p.stop()
 
 
-def test_sigterm_tells_open_streams_to_reconnect(tmp_path: Path,
-                                                 processes: list[Process]) -> None:
+def test_sigterm_tells_open_streams_to_reconnect(tmp_path: Path, processes: list[Process]) -> None:
     server = Process(tmp_path / "data", RELAY_SHUTDOWN_GRACE_S="0.5")
     processes.append(server)
     # generate sleeps for the longest delay a fault allows (600 s): a process that waited
     # for the turn instead of cutting it after its shutdown grace would outlive the
     # generous wait below. No duration is measured.
-    with httpx.Client(timeout=30) as c, c.stream(
-            "POST", f"{server.url}/chat", json={"message": REFUNDS},
-            headers={**SSE_HEADERS, "X-Relay-Fault": "generate=delay:600"}) as r:
+    with (
+        httpx.Client(timeout=30) as c,
+        c.stream(
+            "POST",
+            f"{server.url}/chat",
+            json={"message": REFUNDS},
+            headers={**SSE_HEADERS, "X-Relay-Fault": "generate=delay:600"},
+        ) as r,
+    ):
         frames = iter_frames(r)
         first = next(f for f in frames if f.event)
         turn_id = first.json["turn_id"]
@@ -88,9 +101,14 @@ def test_sigterm_tells_open_streams_to_reconnect(tmp_path: Path,
     processes.append(again)
     turn = httpx.get(f"{again.url}/turns/{turn_id}").json()
     assert turn["status"] == "interrupted"
-    with httpx.Client(timeout=10) as c, c.stream(
-            "GET", f"{again.url}/turns/{turn_id}/events",
-            headers={"Last-Event-ID": str(last.json["last_seq"])}) as r:
+    with (
+        httpx.Client(timeout=10) as c,
+        c.stream(
+            "GET",
+            f"{again.url}/turns/{turn_id}/events",
+            headers={"Last-Event-ID": str(last.json["last_seq"])},
+        ) as r,
+    ):
         events = events_of(list(iter_frames(r)))
     assert [e["type"] for e in events] == ["error"]
     assert events[0]["code"] == "interrupted"
@@ -100,9 +118,15 @@ def test_sigterm_tells_open_streams_to_reconnect(tmp_path: Path,
 def test_sigkill_mid_turn_then_restart(tmp_path: Path, processes: list[Process]) -> None:
     server = Process(tmp_path / "data")
     processes.append(server)
-    with httpx.Client(timeout=30) as c, c.stream(
-            "POST", f"{server.url}/chat", json={"message": REFUNDS},
-            headers={**SSE_HEADERS, "X-Relay-Fault": "generate=delay:30"}) as r:
+    with (
+        httpx.Client(timeout=30) as c,
+        c.stream(
+            "POST",
+            f"{server.url}/chat",
+            json={"message": REFUNDS},
+            headers={**SSE_HEADERS, "X-Relay-Fault": "generate=delay:30"},
+        ) as r,
+    ):
         frames = iter_frames(r)
         turn_id = next(f for f in frames if f.event).json["turn_id"]
         next(f for f in frames if f.event == "node_started")
@@ -124,25 +148,36 @@ def test_sigkill_mid_turn_then_restart(tmp_path: Path, processes: list[Process])
     ahead = httpx.get(url, headers={"Last-Event-ID": str(end + 5)}, timeout=10)
     frames = [parse_frame(raw, 0) for raw in ahead.text.split("\n\n") if raw]
     assert frames[-1].json["code"] == "interrupted" and frames[-1].json["seq"] == end + 6
-    assert httpx.get(url, headers={"Last-Event-ID": str(end + 6)},
-                     timeout=10).status_code == 204
+    assert httpx.get(url, headers={"Last-Event-ID": str(end + 6)}, timeout=10).status_code == 204
 
 
 def test_paused_turn_survives_restart(tmp_path: Path, processes: list[Process]) -> None:
     server = Process(tmp_path / "data")
     processes.append(server)
-    paused = httpx.post(f"{server.url}/chat", timeout=30, json={
-        "message": "Please refund order 1234 ($20).", "thread_id": "t-restart"}).json()
+    paused = httpx.post(
+        f"{server.url}/chat",
+        timeout=30,
+        json={"message": "Please refund order 1234 ($20).", "thread_id": "t-restart"},
+    ).json()
     assert paused["status"] == "paused"
     server.proc.send_signal(signal.SIGTERM)
     server.proc.wait(timeout=15)
     again = Process(tmp_path / "data")
     processes.append(again)
     assert httpx.get(f"{again.url}/turns/{paused['turn_id']}").json()["status"] == "paused"
-    with httpx.Client(timeout=30) as c, c.stream(
-            "POST", f"{again.url}/chat/resume", headers=SSE_HEADERS, json={
-                "thread_id": "t-restart", "turn_id": paused["turn_id"],
-                "resume": {"approved": True}}) as r:
+    with (
+        httpx.Client(timeout=30) as c,
+        c.stream(
+            "POST",
+            f"{again.url}/chat/resume",
+            headers=SSE_HEADERS,
+            json={
+                "thread_id": "t-restart",
+                "turn_id": paused["turn_id"],
+                "resume": {"approved": True},
+            },
+        ) as r,
+    ):
         events = events_of(list(iter_frames(r)))
     assert events[-1]["type"] == "turn_completed"
     assert "refunded $20.00" in events[-1]["response"]["answer"]

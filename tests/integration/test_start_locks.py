@@ -17,8 +17,9 @@ from tests.contract import check_stream
 REFUNDS = "How do refunds work?"
 
 
-def test_a_held_thread_holds_up_only_its_own_starts(server: LiveServer,
-                                                    client: httpx.Client) -> None:
+def test_a_held_thread_holds_up_only_its_own_starts(
+    server: LiveServer, client: httpx.Client
+) -> None:
     held_thread = f"t-held-{uuid.uuid4().hex[:8]}"
     locks: StartLocks = server.relay._starting
     release = asyncio.Event()
@@ -36,8 +37,9 @@ def test_a_held_thread_holds_up_only_its_own_starts(server: LiveServer,
 
     def post_on_the_held_thread() -> None:
         with httpx.Client(timeout=60) as c:
-            waiting.append(c.post(f"{server.url}/chat", json={
-                "message": REFUNDS, "thread_id": held_thread}))
+            waiting.append(
+                c.post(f"{server.url}/chat", json={"message": REFUNDS, "thread_id": held_thread})
+            )
 
     blocked = threading.Thread(target=post_on_the_held_thread)
     blocked.start()
@@ -45,8 +47,10 @@ def test_a_held_thread_holds_up_only_its_own_starts(server: LiveServer,
         # other threads (a new one, a named one) and a client-sent turn id go through
         events = events_of(stream_post(client, f"{server.url}/chat", {"message": REFUNDS}))
         check_stream(events)
-        other = client.post(f"{server.url}/chat", json={
-            "message": REFUNDS, "thread_id": "t-free", "turn_id": str(uuid.uuid4())})
+        other = client.post(
+            f"{server.url}/chat",
+            json={"message": REFUNDS, "thread_id": "t-free", "turn_id": str(uuid.uuid4())},
+        )
         assert other.status_code == 200 and other.json()["status"] == "answered"
         assert blocked.is_alive() and not waiting  # still waiting behind the held thread
     finally:

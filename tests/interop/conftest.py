@@ -68,8 +68,14 @@ class TurnReader:
     code there (the node is still running) and so knows the order of things without
     comparing arrival times, which a loaded machine stretches and squeezes at will."""
 
-    def __init__(self, base_url: str, turn_id: str, headers: dict[str, str] | None = None,
-                 timeout: float = 30.0, stop_at: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        turn_id: str,
+        headers: dict[str, str] | None = None,
+        timeout: float = 30.0,
+        stop_at: tuple[str, ...] = (),
+    ) -> None:
         self.url = f"{base_url}/turns/{turn_id}/events"
         #: event types after which the reader stops (``paused``: a turn's stream stays
         #: open through the human's wait, and a test may want only the first run)
@@ -116,8 +122,9 @@ class TurnReader:
                 self._arrived.notify_all()
 
     def _has(self, type_: str, node: str | None) -> bool:
-        return any(f.event == type_ and (node is None or f.json.get("node") == node)
-                   for f in self.frames)
+        return any(
+            f.event == type_ and (node is None or f.json.get("node") == node) for f in self.frames
+        )
 
     def wait_for(self, type_: str, node: str | None = None, timeout: float = 30.0) -> bool:
         """Block until a ``type_`` event (of ``node``) has arrived; False if the stream
@@ -139,12 +146,12 @@ class TurnReader:
         return [e["type"] for e in self.events()]
 
 
-def read_turn(base_url: str, turn_id: str, timeout: float = 30.0,
-              stop_at: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def read_turn(
+    base_url: str, turn_id: str, timeout: float = 30.0, stop_at: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
     """The turn's events, without the ``message_saved`` that may trail them; with
     ``stop_at=("paused",)``, up to the first run's pause."""
-    events = TurnReader(base_url, turn_id, timeout=timeout, stop_at=stop_at).start() \
-        .join(timeout)
+    events = TurnReader(base_url, turn_id, timeout=timeout, stop_at=stop_at).start().join(timeout)
     return [e for e in events if e["type"] != "message_saved"]
 
 
@@ -179,14 +186,14 @@ def assert_well_formed(events: list[dict[str, Any]]) -> None:
     if events and events[-1]["type"] == "message_saved":
         assert events[-2]["type"] == "turn_completed"
         events = events[:-1]
-    assert [e["seq"] for e in events] == list(range(1, len(events) + 1)), \
-        [e["seq"] for e in events]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1)), [e["seq"] for e in events]
     assert events[0]["type"] == "graph_topology"
     # a turn ends with one turn_completed or error; a run that pauses ends with paused,
     # and the turn goes on with the resume's graph_topology, or the stream was read so far
     assert events[-1]["type"] in ("turn_completed", "error", "paused")
-    assert sum(e["type"] in ("turn_completed", "error") for e in events) == \
-        (events[-1]["type"] != "paused")
+    assert sum(e["type"] in ("turn_completed", "error") for e in events) == (
+        events[-1]["type"] != "paused"
+    )
     for i, event in enumerate(events[:-1]):
         if event["type"] == "paused":
             assert events[i + 1]["type"] == "graph_topology"
@@ -198,6 +205,7 @@ def dumps(value: Any) -> str:
 
 
 # -- the instrumentors as they ship -----------------------------------------------------
+
 
 class Switch(SpanProcessor):
     """Forwards to the current test's processors: an instrumentor is instrumented once per

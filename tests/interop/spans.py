@@ -21,11 +21,17 @@ from relay import conventions as c
 from relay.langgraph.spans import child_span, run_span, traced_node
 
 TOPOLOGY = {
-    "nodes": [{"id": "__start__", "label": "__start__"}, {"id": "plan", "label": "plan"},
-              {"id": "act", "label": "act"}, {"id": "__end__", "label": "__end__"}],
-    "edges": [{"source": "__start__", "target": "plan", "conditional": False},
-              {"source": "plan", "target": "act", "conditional": False},
-              {"source": "act", "target": "__end__", "conditional": False}],
+    "nodes": [
+        {"id": "__start__", "label": "__start__"},
+        {"id": "plan", "label": "plan"},
+        {"id": "act", "label": "act"},
+        {"id": "__end__", "label": "__end__"},
+    ],
+    "edges": [
+        {"source": "__start__", "target": "plan", "conditional": False},
+        {"source": "plan", "target": "act", "conditional": False},
+        {"source": "act", "target": "__end__", "conditional": False},
+    ],
 }
 
 
@@ -50,10 +56,15 @@ def provider_with(exporter: SpanExporter, service: str = "external-agent") -> Tr
     return provider
 
 
-def made_up_run(provider: TracerProvider, *, turn_id: str | None = None,
-                thread_id: str = "ext-thread", markers: bool = True,
-                while_running: Callable[[str], None] | None = None,
-                fail_node: str | None = None) -> str:
+def made_up_run(
+    provider: TracerProvider,
+    *,
+    turn_id: str | None = None,
+    thread_id: str = "ext-thread",
+    markers: bool = True,
+    while_running: Callable[[str], None] | None = None,
+    fail_node: str | None = None,
+) -> str:
     """One run of the made-up graph plan -> act (a model call, a tool call) through the
     span helpers a user copies (relay/langgraph/spans.py). Returns the turn id.
 
@@ -68,8 +79,9 @@ def made_up_run(provider: TracerProvider, *, turn_id: str | None = None,
             while_running(node)
 
     def plan(state: Any, config: Any) -> dict[str, Any]:
-        with child_span(tracer, "chat tiny-model", c.OP_CHAT, {c.REQUEST_MODEL: "tiny-model"}) \
-                as span:
+        with child_span(
+            tracer, "chat tiny-model", c.OP_CHAT, {c.REQUEST_MODEL: "tiny-model"}
+        ) as span:
             running("plan")
             span.set_attribute(c.INPUT_TOKENS, 11)
             span.set_attribute(c.OUTPUT_TOKENS, 4)
@@ -78,30 +90,61 @@ def made_up_run(provider: TracerProvider, *, turn_id: str | None = None,
         return {}
 
     def act(state: Any, config: Any) -> dict[str, Any]:
-        with child_span(tracer, "execute_tool lookup", c.OP_TOOL,
-                        {c.TOOL_NAME: "lookup", c.TOOL_CALL_ID: "call-1"}):
+        with child_span(
+            tracer,
+            "execute_tool lookup",
+            c.OP_TOOL,
+            {c.TOOL_NAME: "lookup", c.TOOL_CALL_ID: "call-1"},
+        ):
             running("act")
         return {}
 
-    response = {"thread_id": thread_id, "turn_id": turn_id, "trace_id": "", "status": "answered",
-                "answer": "done", "citations": [], "interrupts": [], "nodes": []}
-    with run_span(tracer, agent="external", thread_id=thread_id, turn_id=turn_id,
-                  run_kind="chat", graph_id="made_up", topology=TOPOLOGY,
-                  message="hello", start_markers=markers) as run:
+    response = {
+        "thread_id": thread_id,
+        "turn_id": turn_id,
+        "trace_id": "",
+        "status": "answered",
+        "answer": "done",
+        "citations": [],
+        "interrupts": [],
+        "nodes": [],
+    }
+    with run_span(
+        tracer,
+        agent="external",
+        thread_id=thread_id,
+        turn_id=turn_id,
+        run_kind="chat",
+        graph_id="made_up",
+        topology=TOPOLOGY,
+        message="hello",
+        start_markers=markers,
+    ) as run:
         try:
             for step, (name, fn) in enumerate((("plan", plan), ("act", act)), start=1):
-                config = {"metadata": {"langgraph_step": step,
-                                       "langgraph_checkpoint_ns": f"{name}:task-{step}"}}
+                config = {
+                    "metadata": {
+                        "langgraph_step": step,
+                        "langgraph_checkpoint_ns": f"{name}:task-{step}",
+                    }
+                }
                 traced_node(tracer, name, fn, start_markers=markers)({}, config)
         except RuntimeError:
-            run.finish("error", **{c.ERROR_CODE: "node_failed", c.ERROR_NODE: fail_node,
-                                   c.ERROR_MESSAGE: "It failed."})
+            run.finish(
+                "error",
+                **{
+                    c.ERROR_CODE: "node_failed",
+                    c.ERROR_NODE: fail_node,
+                    c.ERROR_MESSAGE: "It failed.",
+                },
+            )
         else:
             run.finish("answered", **{c.TURN_RESPONSE: response})
     return turn_id
 
 
 # -- OTLP payloads built by hand ---------------------------------------------------------------
+
 
 def protobuf_body(spans: Sequence[ReadableSpan]) -> bytes:
     return encode_spans(list(spans)).SerializeToString()

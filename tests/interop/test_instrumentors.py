@@ -47,17 +47,21 @@ class TinyModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "tiny"
 
-    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:
-        message = AIMessage(content="Refunds take 5 days.",
-                            usage_metadata={"input_tokens": 12, "output_tokens": 6,
-                                            "total_tokens": 18},
-                            response_metadata={"model_name": "tiny-1"})
-        return ChatResult(generations=[ChatGeneration(message=message)],
-                          llm_output={"token_usage": {"prompt_tokens": 12,
-                                                      "completion_tokens": 6,
-                                                      "total_tokens": 18},
-                                      "model_name": "tiny-1"})
+    def _generate(
+        self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        message = AIMessage(
+            content="Refunds take 5 days.",
+            usage_metadata={"input_tokens": 12, "output_tokens": 6, "total_tokens": 18},
+            response_metadata={"model_name": "tiny-1"},
+        )
+        return ChatResult(
+            generations=[ChatGeneration(message=message)],
+            llm_output={
+                "token_usage": {"prompt_tokens": 12, "completion_tokens": 6, "total_tokens": 18},
+                "model_name": "tiny-1",
+            },
+        )
 
 
 @tool
@@ -95,8 +99,9 @@ def build_graph() -> Any:
     return graph.compile(checkpointer=InMemorySaver())
 
 
-def run_graph(switch: Switch, target: SpanProcessor, question: str,
-              with_topology: bool = False) -> tuple[str, str]:
+def run_graph(
+    switch: Switch, target: SpanProcessor, question: str, with_topology: bool = False
+) -> tuple[str, str]:
     """Run the graph once under the instrumentor; returns (trace id = turn id, thread).
     ``with_topology``: the one line that gives the relay the graph's real topology."""
     switch.targets, switch.roots = [target], []
@@ -156,15 +161,19 @@ def test_in_process_through_the_relays_span_processor(make_relay, instrumented) 
     store.force_flush()
     replay = httpx.get(f"{server.url}/turns/{turn_id}/events?source=spans", timeout=30)
     assert replay.status_code == 200, replay.text
-    replayed = [json.loads(line[5:]) for line in replay.text.splitlines()
-                if line.startswith("data:")]
+    replayed = [
+        json.loads(line[5:]) for line in replay.text.splitlines() if line.startswith("data:")
+    ]
     if name == "openinference":
         assert replayed == events
     else:  # OpenLLMetry writes its workflow's nodes at the root's end: the live path,
         # which reads a span at its start, discovers them; the stored root names them
         def nodes(seen: list[dict[str, Any]]) -> list[tuple[str, Any]]:
-            return [(e["type"], e.get("node")) for e in seen
-                    if e["type"] not in ("graph_topology", "graph_discovered")]
+            return [
+                (e["type"], e.get("node"))
+                for e in seen
+                if e["type"] not in ("graph_topology", "graph_discovered")
+            ]
 
         assert nodes(replayed) == nodes(events)
     store.shutdown()
@@ -200,22 +209,34 @@ def test_over_otlp_in_one_batch(relay_server, instrumented) -> None:
     """The usual BatchSpanProcessor: over OTLP every attribute is known at the span's
     start, so the events come in start order."""
     name, switch = instrumented
-    exporter = BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{relay_server.url}/v1/traces"),
-                                  schedule_delay_millis=60_000)
+    exporter = BatchSpanProcessor(
+        OTLPSpanExporter(endpoint=f"{relay_server.url}/v1/traces"), schedule_delay_millis=60_000
+    )
     turn_id, thread = run_graph(switch, exporter, "Where is my order?")
     exporter.shutdown()
     events = read_turn(relay_server.url, turn_id)
     check_answered(events, thread, turn_id)
     types = [e["type"] for e in events if e["type"] != "graph_discovered"]
-    assert types == ["graph_topology", "node_started", "node_completed", "node_started",
-                     "tool_started", "tool_completed", "node_completed", "turn_completed"]
+    assert types == [
+        "graph_topology",
+        "node_started",
+        "node_completed",
+        "node_started",
+        "tool_started",
+        "tool_completed",
+        "node_completed",
+        "turn_completed",
+    ]
     if name == "openllmetry":  # its root names the graph's nodes and edges
         assert {n["id"] for n in events[0]["nodes"]} >= {"triage", "answer", "refuse"}
     else:  # OpenInference names none: the graph is discovered as it runs
         assert events[0]["discovered"] is True
         last = [e for e in events if e["type"] == "graph_discovered"][-1]
         assert [(e["source"], e["target"]) for e in last["edges"]] == [
-            ("__start__", "triage"), ("triage", "answer"), ("answer", "__end__")]
+            ("__start__", "triage"),
+            ("triage", "answer"),
+            ("answer", "__end__"),
+        ]
 
 
 def test_one_line_gives_the_real_topology(relay_server, instrumented) -> None:
@@ -232,8 +253,7 @@ def test_one_line_gives_the_real_topology(relay_server, instrumented) -> None:
     declared = json.loads(topology_metadata(build_graph())[c.GRAPH_TOPOLOGY])
     if name == "openinference":  # exactly the graph's own (OpenLLMetry's root names it too)
         assert topology["graph_id"] == "support"
-        assert (topology["nodes"], topology["edges"]) == (declared["nodes"],
-                                                          declared["edges"])
+        assert (topology["nodes"], topology["edges"]) == (declared["nodes"], declared["edges"])
     assert {n["id"] for n in topology["nodes"]} >= {"triage", "answer", "refuse"}
 
 
@@ -250,14 +270,19 @@ def test_a_trace_file_of_their_spans_imports_as_a_turn(make_relay, instrumented)
     exporter = OTLPSpanExporter(endpoint=f"{receiving.url}/v1/traces")
     assert exporter.export(collected.spans).name == "SUCCESS"
     live = read_turn(receiving.url, turn_id)
-    answer = httpx.post(f"{importing.url}/imports", content=json_body(collected.spans),
-                        headers={"Content-Type": "application/json"}, timeout=30)
+    answer = httpx.post(
+        f"{importing.url}/imports",
+        content=json_body(collected.spans),
+        headers={"Content-Type": "application/json"},
+        timeout=30,
+    )
     assert answer.status_code == 201, answer.text
     [summary] = answer.json()["turns"]
     assert summary["turn_id"] == turn_id and summary["outcome"] == "answered"
     replay = httpx.get(f"{importing.url}/turns/{turn_id}/events?source=spans", timeout=30)
-    replayed = [json.loads(line[5:]) for line in replay.text.splitlines()
-                if line.startswith("data:")]
+    replayed = [
+        json.loads(line[5:]) for line in replay.text.splitlines() if line.startswith("data:")
+    ]
     assert replayed == live
     record = httpx.get(f"{importing.url}/turns/{turn_id}").json()
     assert record["status"] == "answered" and record["thread_id"] == thread
@@ -315,8 +340,9 @@ def build_full_graph() -> Any:
         return {"notes": ["planned"]}
 
     async def research_a(state: Notes, config: RunnableConfig) -> Notes:
-        chunks = [str(chunk.content)
-                  async for chunk in fake_model(STREAMED).astream("refunds?", config)]
+        chunks = [
+            str(chunk.content) async for chunk in fake_model(STREAMED).astream("refunds?", config)
+        ]
         return {"notes": ["".join(chunks)]}
 
     async def research_b(state: Notes, config: RunnableConfig) -> Notes:
@@ -336,20 +362,30 @@ def build_full_graph() -> Any:
         return {"answer": "no"}
 
     graph = StateGraph(Notes)
-    for name, fn in (("triage", triage), ("plan", plan), ("research_a", research_a),
-                     ("research_b", research_b), ("join", join), ("worker", worker),
-                     ("approve", approve), ("refuse", refuse)):
+    for name, fn in (
+        ("triage", triage),
+        ("plan", plan),
+        ("research_a", research_a),
+        ("research_b", research_b),
+        ("join", join),
+        ("worker", worker),
+        ("approve", approve),
+        ("refuse", refuse),
+    ):
         graph.add_node(name, fn)
     graph.add_node(sub)  # named "sub" by the subgraph
     graph.add_edge(START, "triage")
     graph.add_conditional_edges(
-        "triage", lambda s: "refuse" if "ignore" in s["question"].lower() else "plan",
-        ["plan", "refuse"])
+        "triage",
+        lambda s: "refuse" if "ignore" in s["question"].lower() else "plan",
+        ["plan", "refuse"],
+    )
     graph.add_edge("plan", "research_a")
     graph.add_edge("plan", "research_b")
     graph.add_edge(["research_a", "research_b"], "join")
-    graph.add_conditional_edges("join", lambda s: [Send("worker", {"item": i}) for i in (1, 2)],
-                                ["worker"])
+    graph.add_conditional_edges(
+        "join", lambda s: [Send("worker", {"item": i}) for i in (1, 2)], ["worker"]
+    )
     graph.add_edge("worker", "sub")
     graph.add_edge("approve", END)
     graph.add_edge("refuse", END)
@@ -371,17 +407,21 @@ class HandDeltas(BaseCallbackHandler):
             self.add_event(span, c.DELTA_EVENT, {c.DELTA_TEXT: token})
 
 
-def run_full_graph(switch: Switch, target: SpanProcessor,
-                   callbacks: list[Any]) -> tuple[str, list[tuple[tuple[str, ...], str]]]:
+def run_full_graph(
+    switch: Switch, target: SpanProcessor, callbacks: list[Any]
+) -> tuple[str, list[tuple[tuple[str, ...], str]]]:
     """Run the graph once; returns the trace id (= turn id) and the nodes LangGraph
     reports, as (namespace without task ids, node)."""
+
     async def run() -> list[tuple[tuple[str, ...], str]]:
         reported = []
-        config: RunnableConfig = {"configurable": {"thread_id": f"th-{uuid.uuid4().hex[:8]}"},
-                                  "callbacks": callbacks}
+        config: RunnableConfig = {
+            "configurable": {"thread_id": f"th-{uuid.uuid4().hex[:8]}"},
+            "callbacks": callbacks,
+        }
         async for namespace, update in build_full_graph().astream(
-                {"question": "Where is my refund?"}, config, stream_mode="updates",
-                subgraphs=True):
+            {"question": "Where is my refund?"}, config, stream_mode="updates", subgraphs=True
+        ):
             names = tuple(part.partition(":")[0] for part in namespace)
             reported += [(names, node) for node in update if node != "__interrupt__"]
         return reported
@@ -396,8 +436,9 @@ def run_full_graph(switch: Switch, target: SpanProcessor,
     return switch.roots[0], reported
 
 
-def check_full_run(events: list[dict[str, Any]], turn_id: str,
-                   reported: list[tuple[tuple[str, ...], str]]) -> None:
+def check_full_run(
+    events: list[dict[str, Any]], turn_id: str, reported: list[tuple[tuple[str, ...], str]]
+) -> None:
     assert_well_formed(events)
     assert all(e["turn_id"] == turn_id for e in events)
     # every node instance LangGraph reports: one node_started, one node_completed; and
@@ -420,11 +461,14 @@ def check_full_run(events: list[dict[str, Any]], turn_id: str,
             assert e["node"] is not None and e["node"] in open_nodes.values(), e
     assert open_nodes == {}
     tools = [(e["type"], e["tool"], e["node"]) for e in events if e["type"].startswith("tool_")]
-    assert sorted(tools) == sorted([
-        ("tool_started", "lookup_order", "research_b"),
-        ("tool_completed", "lookup_order", "research_b"),
-        ("tool_started", "lookup_order", "inner_b"),
-        ("tool_completed", "lookup_order", "inner_b")])
+    assert sorted(tools) == sorted(
+        [
+            ("tool_started", "lookup_order", "research_b"),
+            ("tool_completed", "lookup_order", "research_b"),
+            ("tool_started", "lookup_order", "inner_b"),
+            ("tool_completed", "lookup_order", "inner_b"),
+        ]
+    )
     status = {e["node"]: e["status"] for e in events if e["type"] == "node_completed"}
     assert status.pop("approve") == "paused"  # interrupt(): paused, never an error
     assert set(status.values()) == {"ok"}, status  # the handoff (ParentCommand) included
@@ -453,8 +497,9 @@ def test_every_feature_over_otlp_in_one_batch(relay_server, instrumented) -> Non
     """Over OTLP every attribute is known when the spans arrive: the same nodes, in start
     order (the first node_started right after graph_topology)."""
     name, switch = instrumented
-    exporter = BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{relay_server.url}/v1/traces"),
-                                  schedule_delay_millis=60_000)
+    exporter = BatchSpanProcessor(
+        OTLPSpanExporter(endpoint=f"{relay_server.url}/v1/traces"), schedule_delay_millis=60_000
+    )
     turn_id, reported = run_full_graph(switch, exporter, [])
     exporter.shutdown()
     events = read_turn(relay_server.url, turn_id, stop_at=("paused",))

@@ -32,28 +32,52 @@ def node_agent() -> Path:
     version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
     if int(version.strip().lstrip("v").split(".")[0]) < 20:
         service_missing("Node.js 20+", f"found {version.strip()}")
-    result = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [npm, "ci", "--no-audit", "--no-fund"],
+        cwd=NODE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if result.returncode != 0:
-        service_missing("the Node.js interop packages",
-                        f"cd {NODE_DIR} && npm ci  ({result.stderr[-400:]})")
+        service_missing(
+            "the Node.js interop packages", f"cd {NODE_DIR} && npm ci  ({result.stderr[-400:]})"
+        )
     return NODE_DIR
 
 
 NODES = ("fetch", "summarize")  # the order send.mjs runs them in
 
 
-def run_node(node_dir: Path, protocol: str, endpoint: str, turn_id: str,
-             hold: Callable[[str], None] | None = None, **env: str) -> str:
+def run_node(
+    node_dir: Path,
+    protocol: str,
+    endpoint: str,
+    turn_id: str,
+    hold: Callable[[str], None] | None = None,
+    **env: str,
+) -> str:
     """Run send.mjs; its stdout. With ``hold``, each node of the script runs until
     ``hold(node)`` has returned (HOLD=stdin: one line on its stdin per node)."""
-    environ = {**os.environ, "PROTOCOL": protocol, "ENDPOINT": endpoint, "TURN_ID": turn_id,
-               "NODE_SLEEP_MS": "0", **env}
+    environ = {
+        **os.environ,
+        "PROTOCOL": protocol,
+        "ENDPOINT": endpoint,
+        "TURN_ID": turn_id,
+        "NODE_SLEEP_MS": "0",
+        **env,
+    }
     if hold is not None:
         environ["HOLD"] = "stdin"
-    proc = subprocess.Popen(["node", "send.mjs"], cwd=node_dir, env=environ, text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        ["node", "send.mjs"],
+        cwd=node_dir,
+        env=environ,
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert proc.stdin is not None
         for node in NODES if hold is not None else ():
@@ -72,8 +96,16 @@ def run_node(node_dir: Path, protocol: str, endpoint: str, turn_id: str,
     return stdout
 
 
-EXPECTED = ["graph_topology", "node_started", "tool_started", "tool_completed",
-            "node_completed", "node_started", "node_completed", "turn_completed"]
+EXPECTED = [
+    "graph_topology",
+    "node_started",
+    "tool_started",
+    "tool_completed",
+    "node_completed",
+    "node_started",
+    "node_completed",
+    "turn_completed",
+]
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http-proto", "http-json"])
@@ -91,15 +123,13 @@ def test_node_agent_streams_through_the_receiver(node_agent, relay_server, proto
     assert_well_formed(events)
     topology = events[0]
     assert topology["graph_id"] == "node_graph" and topology["thread_id"] == "node-thread"
-    assert [n["id"] for n in topology["nodes"]] == ["__start__", "fetch", "summarize",
-                                                    "__end__"]
+    assert [n["id"] for n in topology["nodes"]] == ["__start__", "fetch", "summarize", "__end__"]
     assert [e["node"] for e in events if e["type"] == "node_started"] == ["fetch", "summarize"]
     tool = events[2]
     assert tool["tool"] == "track_parcel" and tool["node"] == "fetch"
     assert tool["call_id"] == "call-7"
     summarize = events[6]
-    assert summarize["summary"] == {"model": "tiny-js", "input_tokens": 21,
-                                    "output_tokens": 8}
+    assert summarize["summary"] == {"model": "tiny-js", "input_tokens": 21, "output_tokens": 8}
     assert events[-1]["response"]["answer"] == "Your parcel is on its way."
     # the start markers: each node was shown running while it ran (the script held it
     # until the reader had its node_started)

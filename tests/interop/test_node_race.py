@@ -22,13 +22,26 @@ from tests.interop.conftest import TurnReader, assert_well_formed, grpc_endpoint
 from tests.interop.test_node import node_agent  # noqa: F401  (the npm ci fixture)
 
 
-def race(node_dir: Path, server: Any, protocol: str, mode: str, turn_ids: list[str],
-         processor: str = "simple") -> list[dict[str, str]]:
+def race(
+    node_dir: Path,
+    server: Any,
+    protocol: str,
+    mode: str,
+    turn_ids: list[str],
+    processor: str = "simple",
+) -> list[dict[str, str]]:
     endpoint = grpc_endpoint(server) if protocol == "grpc" else f"{server.url}/v1/traces"
-    env = {**os.environ, "PROTOCOL": protocol, "PROCESSOR": processor, "ENDPOINT": endpoint,
-           "TURN_IDS": ",".join(turn_ids), "MODE": mode}
-    done = subprocess.run(["node", "race.mjs"], cwd=node_dir, env=env, capture_output=True,
-                          text=True, timeout=120)
+    env = {
+        **os.environ,
+        "PROTOCOL": protocol,
+        "PROCESSOR": processor,
+        "ENDPOINT": endpoint,
+        "TURN_IDS": ",".join(turn_ids),
+        "MODE": mode,
+    }
+    done = subprocess.run(
+        ["node", "race.mjs"], cwd=node_dir, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
@@ -62,11 +75,9 @@ def test_pause_resume_discovered_and_replayed(node_agent, relay_server, processo
     race(node_agent, relay_server, "grpc", "resume", [turn_id], processor)
     live = reader.join()
     assert_well_formed(live)
-    kinds = [e["type"] for e in live if e["type"] in ("graph_topology", "paused",
-                                                       "turn_completed")]
+    kinds = [e["type"] for e in live if e["type"] in ("graph_topology", "paused", "turn_completed")]
     assert kinds == ["graph_topology", "paused", "graph_topology", "turn_completed"]
-    assert nodes_of(live, "node_completed") == ["plan", "search", "approve", "approve",
-                                                "answer"]
+    assert nodes_of(live, "node_completed") == ["plan", "search", "approve", "approve", "answer"]
     paused = next(e for e in live if e["type"] == "paused")
     assert paused["interrupts"] == [{"id": f"int-{turn_id}", "value": {"question": "Book it?"}}]
     # a relay-only server offers no /chat/resume: the hint says to resume in the agent
@@ -75,13 +86,17 @@ def test_pause_resume_discovered_and_replayed(node_agent, relay_server, processo
     assert live[0]["discovered"] is True
     graph = [e for e in live if e["type"] == "graph_discovered"][-1]
     assert [(e["source"], e["target"]) for e in graph["edges"]] == [
-        ("__start__", "plan"), ("plan", "search"), ("search", "approve"),
-        ("approve", "answer"), ("answer", "__end__")]
+        ("__start__", "plan"),
+        ("plan", "search"),
+        ("search", "approve"),
+        ("approve", "answer"),
+        ("answer", "__end__"),
+    ]
     record = httpx.get(f"{relay_server.url}/turns/{turn_id}").json()
     assert record["status"] == "answered" and record["message"] == "Find me a flight"
-    replay = httpx.get(f"{relay_server.url}/turns/{turn_id}/events?source=spans",
-                       timeout=30)
+    replay = httpx.get(f"{relay_server.url}/turns/{turn_id}/events?source=spans", timeout=30)
     assert replay.status_code == 200
-    replayed = [json.loads(line[5:]) for line in replay.text.splitlines()
-                if line.startswith("data:")]
+    replayed = [
+        json.loads(line[5:]) for line in replay.text.splitlines() if line.startswith("data:")
+    ]
     assert replayed == [e for e in live if e["type"] != "message_saved"]

@@ -17,8 +17,9 @@ from tests.interop.test_receiver_http import FULL
 
 
 def exporter_for(server, **kwargs) -> OTLPSpanExporter:
-    return OTLPSpanExporter(endpoint=server.relay.settings.otlp_grpc, insecure=True,
-                            timeout=5, **kwargs)
+    return OTLPSpanExporter(
+        endpoint=server.relay.settings.otlp_grpc, insecure=True, timeout=5, **kwargs
+    )
 
 
 def test_grpc_exporter_with_markers_streams_live(relay_server) -> None:
@@ -77,14 +78,19 @@ def test_grpc_duplicates_and_rejected_spans(relay_server) -> None:
 
 def test_grpc_garbage_is_refused_and_the_server_stays_healthy(relay_server) -> None:
     channel = grpc.insecure_channel(relay_server.relay.settings.otlp_grpc)
-    call = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-                               request_serializer=lambda b: b,
-                               response_deserializer=lambda b: b)
+    call = channel.unary_unary(
+        "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+        request_serializer=lambda b: b,
+        response_deserializer=lambda b: b,
+    )
     try:
         call(b"\xff\xff\xff\xff garbage", timeout=5)
     except grpc.RpcError as exc:
-        assert exc.code() in (grpc.StatusCode.INTERNAL, grpc.StatusCode.INVALID_ARGUMENT,
-                              grpc.StatusCode.UNKNOWN)
+        assert exc.code() in (
+            grpc.StatusCode.INTERNAL,
+            grpc.StatusCode.INVALID_ARGUMENT,
+            grpc.StatusCode.UNKNOWN,
+        )
     else:
         raise AssertionError("garbage was accepted")
     assert httpx.get(f"{relay_server.url}/healthz").status_code == 200

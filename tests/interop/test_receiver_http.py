@@ -32,8 +32,16 @@ from tests.interop.spans import (
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 JSON = {"Content-Type": "application/json"}
 
-FULL = ["graph_topology", "node_started", "node_completed", "node_started", "tool_started",
-        "tool_completed", "node_completed", "turn_completed"]
+FULL = [
+    "graph_topology",
+    "node_started",
+    "node_completed",
+    "node_started",
+    "tool_started",
+    "tool_completed",
+    "node_completed",
+    "turn_completed",
+]
 
 
 def collected(markers: bool = False, **kwargs) -> tuple[str, list]:
@@ -64,8 +72,7 @@ def test_python_exporter_with_start_markers_streams_nodes_live(relay_server) -> 
     assert [n["id"] for n in topology["nodes"]] == ["__start__", "plan", "act", "__end__"]
     assert plan_started["node"] == "plan" and plan_started["step"] == 1
     assert plan_started["task_id"] == "task-1"
-    assert plan_done["summary"] == {"model": "tiny-model", "input_tokens": 11,
-                                    "output_tokens": 4}
+    assert plan_done["summary"] == {"model": "tiny-model", "input_tokens": 11, "output_tokens": 4}
     assert events[4]["node"] == "act" and events[4]["tool"] == "lookup"
     assert events[-1]["response"]["answer"] == "done"
     # the marker made node_started arrive while the node ran, before its span ended
@@ -87,17 +94,20 @@ def test_received_spans_are_stored_and_replay_equals_live(relay_server) -> None:
     live = read_turn(relay_server.url, turn_id)
     receiver = relay_server.relay.receiver
     wait_until(lambda: receiver.stats["stored"] == receiver.stats["accepted"], what="stored")
-    with httpx.stream("GET", f"{relay_server.url}/turns/{turn_id}/events?source=spans&speed=0",
-                      timeout=10) as response:
+    with httpx.stream(
+        "GET", f"{relay_server.url}/turns/{turn_id}/events?source=spans&speed=0", timeout=10
+    ) as response:
         assert response.status_code == 200, response.read()
-        replayed = [json.loads(line[5:]) for line in response.iter_lines()
-                    if line.startswith("data:")]
+        replayed = [
+            json.loads(line[5:]) for line in response.iter_lines() if line.startswith("data:")
+        ]
     assert replayed == live
 
 
 def test_gzip_without_markers_gives_every_event_at_the_end(relay_server) -> None:
-    exporter = OTLPSpanExporter(endpoint=f"{relay_server.url}/v1/traces",
-                                compression=Compression.Gzip)
+    exporter = OTLPSpanExporter(
+        endpoint=f"{relay_server.url}/v1/traces", compression=Compression.Gzip
+    )
     provider = provider_with(exporter)
     turn_id = made_up_run(provider, markers=False)
     provider.shutdown()
@@ -131,8 +141,7 @@ def test_duplicate_delivery_is_published_once(relay_server) -> None:
     body = protobuf_body(spans)
     for _ in range(3):  # an exporter that retried twice
         assert post(relay_server.url, body, PROTOBUF).status_code == 200
-    assert post(relay_server.url, protobuf_body(list(reversed(spans))), PROTOBUF) \
-        .status_code == 200
+    assert post(relay_server.url, protobuf_body(list(reversed(spans))), PROTOBUF).status_code == 200
     events = read_turn(relay_server.url, turn_id)
     assert [e["type"] for e in events] == FULL
     assert_well_formed(events)
@@ -144,14 +153,18 @@ def test_children_before_parents_in_separate_batches(relay_server) -> None:
     # each span alone, children before their parents but otherwise shuffled: act's batch
     # before plan's, plan's model call after act; the root (it ends last) last
     names = [s.name for s in spans]
-    order = ["execute_tool lookup", "node act", "chat tiny-model", "node plan",
-             "invoke_agent external"]
+    order = [
+        "execute_tool lookup",
+        "node act",
+        "chat tiny-model",
+        "node plan",
+        "invoke_agent external",
+    ]
     assert sorted(order) == sorted(names)
     by_name = {s.name: s for s in spans}
     reader = TurnReader(relay_server.url, turn_id).start()
     for name in order:
-        assert post(relay_server.url, protobuf_body([by_name[name]]), PROTOBUF) \
-            .status_code == 200
+        assert post(relay_server.url, protobuf_body([by_name[name]]), PROTOBUF).status_code == 200
     events = reader.join()
     assert [e["type"] for e in events] == FULL
     plan_done = next(e for e in events if e["type"] == "node_completed" and e["node"] == "plan")
@@ -166,10 +179,16 @@ def test_markers_then_ends_out_of_order(relay_server) -> None:
     assert post(relay_server.url, protobuf_body(markers), PROTOBUF).status_code == 200
     wait_until(lambda: "node_started" in reader.types(), what="live node_started")
     # the root's end comes before the nodes' ends: the run waits for the nodes it announced
-    for batch in (["invoke_agent external"], ["execute_tool lookup", "node act"],
-                  ["node plan"], ["chat tiny-model"]):
-        assert post(relay_server.url, protobuf_body([ends[n] for n in batch]), PROTOBUF) \
-            .status_code == 200
+    for batch in (
+        ["invoke_agent external"],
+        ["execute_tool lookup", "node act"],
+        ["node plan"],
+        ["chat tiny-model"],
+    ):
+        assert (
+            post(relay_server.url, protobuf_body([ends[n] for n in batch]), PROTOBUF).status_code
+            == 200
+        )
     events = reader.join()
     assert_well_formed(events)
     types = [e["type"] for e in events]
@@ -177,13 +196,16 @@ def test_markers_then_ends_out_of_order(relay_server) -> None:
     assert types[-1] == "turn_completed"
 
 
-@pytest.mark.parametrize(("body", "headers"), [
-    (b"\xff\xff\xff\xff not protobuf", PROTOBUF),
-    (b"{not json", JSON),
-    (b"[1, 2, 3]", JSON),
-    (b'{"resourceSpans": 7}', JSON),
-    (b"\x1f\x8b\x08\x00garbage", {**PROTOBUF, "Content-Encoding": "gzip"}),
-])
+@pytest.mark.parametrize(
+    ("body", "headers"),
+    [
+        (b"\xff\xff\xff\xff not protobuf", PROTOBUF),
+        (b"{not json", JSON),
+        (b"[1, 2, 3]", JSON),
+        (b'{"resourceSpans": 7}', JSON),
+        (b"\x1f\x8b\x08\x00garbage", {**PROTOBUF, "Content-Encoding": "gzip"}),
+    ],
+)
 def test_garbage_is_400_and_the_server_stays_healthy(relay_server, body, headers) -> None:
     response = post(relay_server.url, body, headers)
     assert response.status_code == 400, response.text
@@ -213,8 +235,7 @@ def test_oversized_payloads_are_413(make_relay) -> None:
 
 def test_unsupported_media_and_encoding_are_415(relay_server) -> None:
     assert post(relay_server.url, b"x", {"Content-Type": "text/plain"}).status_code == 415
-    assert post(relay_server.url, b"x", {**PROTOBUF, "Content-Encoding": "br"}).status_code \
-        == 415
+    assert post(relay_server.url, b"x", {**PROTOBUF, "Content-Encoding": "br"}).status_code == 415
 
 
 def test_a_full_store_queue_is_429_with_retry_after(make_relay) -> None:
@@ -232,18 +253,21 @@ def test_the_receiver_requires_the_token_when_set(make_relay) -> None:
     _, spans = collected()
     body = protobuf_body(spans)
     assert post(server.url, body, PROTOBUF).status_code == 401
-    assert post(server.url, body, {**PROTOBUF, "Authorization": "Bearer nope"}).status_code \
-        == 401
-    assert post(server.url, body, {**PROTOBUF, "Authorization": "Bearer s3cret"}).status_code \
-        == 200
-    exporter = OTLPSpanExporter(endpoint=f"{server.url}/v1/traces",
-                                headers={"Authorization": "Bearer s3cret"})
+    assert post(server.url, body, {**PROTOBUF, "Authorization": "Bearer nope"}).status_code == 401
+    assert post(server.url, body, {**PROTOBUF, "Authorization": "Bearer s3cret"}).status_code == 200
+    exporter = OTLPSpanExporter(
+        endpoint=f"{server.url}/v1/traces", headers={"Authorization": "Bearer s3cret"}
+    )
     provider = provider_with(exporter)
     second = made_up_run(provider)
     provider.shutdown()
     # ?wait: the spans settle for a moment (RELAY_OTLP_SETTLE_MS) before the turn exists
-    with httpx.stream("GET", f"{server.url}/turns/{second}/events?wait=10", timeout=10,
-                      headers={"Authorization": "Bearer s3cret"}) as response:
+    with httpx.stream(
+        "GET",
+        f"{server.url}/turns/{second}/events?wait=10",
+        timeout=10,
+        headers={"Authorization": "Bearer s3cret"},
+    ) as response:
         assert response.status_code == 200
         text = response.read().decode()
     assert "event: turn_completed" in text
@@ -252,13 +276,14 @@ def test_the_receiver_requires_the_token_when_set(make_relay) -> None:
 def test_relay_only_serves_no_graph_and_is_ready(relay_server) -> None:
     assert httpx.get(f"{relay_server.url}/readyz").json()["status"] == "ready"
     assert httpx.get(f"{relay_server.url}/graph").status_code == 404
-    assert httpx.post(f"{relay_server.url}/chat", json={"message": "hi"}).status_code in (
-        404, 405)
+    assert httpx.post(f"{relay_server.url}/chat", json={"message": "hi"}).status_code in (404, 405)
 
 
 def test_receiver_off_by_default_in_the_demo_app(server) -> None:
-    assert httpx.post(f"{server.url}/v1/traces", content=b"", headers=PROTOBUF).status_code \
-        in (404, 405)
+    assert httpx.post(f"{server.url}/v1/traces", content=b"", headers=PROTOBUF).status_code in (
+        404,
+        405,
+    )
 
 
 def test_a_turn_this_relay_runs_is_not_published_twice(make_server) -> None:
@@ -270,8 +295,10 @@ def test_a_turn_this_relay_runs_is_not_published_twice(make_server) -> None:
     events = read_turn(server.url, turn_id)
     # the same spans, as a collector fanning out to the relay would send them
     relay = server.relay
-    _, spans = wait_until(lambda: (lambda r: r if r[0] == "stored" else None)(
-        relay.store.turn_spans(turn_id)), what="the turn's spans in the store")
+    _, spans = wait_until(
+        lambda: (lambda r: r if r[0] == "stored" else None)(relay.store.turn_spans(turn_id)),
+        what="the turn's spans in the store",
+    )
     assert spans
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,

@@ -32,8 +32,7 @@ def collected(**kwargs: Any) -> tuple[str, list[ReadableSpan]]:
 
 
 def post(url: str, spans: list[ReadableSpan]) -> None:
-    r = httpx.post(f"{url}/v1/traces", content=protobuf_body(spans), headers=PROTOBUF,
-                   timeout=10)
+    r = httpx.post(f"{url}/v1/traces", content=protobuf_body(spans), headers=PROTOBUF, timeout=10)
     assert r.status_code == 200, r.text
 
 
@@ -58,7 +57,9 @@ def test_spans_sent_one_by_one_backwards_stream_in_order(make_relay) -> None:
     assert [e["node"] for e in events if e["type"] == "node_started"] == NODES
     assert [e["node"] for e in events if e["type"] == "node_completed"] == NODES
     assert [e["type"] for e in events if e["type"].startswith("tool_")] == [
-        "tool_started", "tool_completed"]
+        "tool_started",
+        "tool_completed",
+    ]
     assert server.relay.receiver.stats["late"] == 0
 
 
@@ -84,8 +85,9 @@ def test_waiting_for_a_turn_that_has_not_arrived(relay_server) -> None:
     got: dict[str, Any] = {}
 
     def read() -> None:
-        with httpx.stream("GET", f"{relay_server.url}/turns/{turn_id}/events?wait=30",
-                          timeout=40) as response:
+        with httpx.stream(
+            "GET", f"{relay_server.url}/turns/{turn_id}/events?wait=30", timeout=40
+        ) as response:
             got["status"] = response.status_code
             got["types"] = [f.event for f in iter_frames(response) if f.event]
 
@@ -107,8 +109,9 @@ def test_the_turn_feed_shows_a_received_turn_begin_and_end(relay_server) -> None
     ended = threading.Event()
 
     def watch() -> None:
-        with httpx.stream("GET", f"{relay_server.url}/turns",
-                          headers={"Accept": "text/event-stream"}, timeout=40) as response:
+        with httpx.stream(
+            "GET", f"{relay_server.url}/turns", headers={"Accept": "text/event-stream"}, timeout=40
+        ) as response:
             assert response.headers["content-type"].startswith("text/event-stream")
             for frame in iter_frames(response):
                 if frame.event:

@@ -53,8 +53,7 @@ def test_zoo_turn_over_otlp(relay_server, instrumented, name: str, protocol: str
     graph = case.build(checkpointer=InMemorySaver())
     thread = f"zoo-{uuid.uuid4().hex[:8]}"
     config: RunnableConfig = {"configurable": {"thread_id": thread}}
-    exporter = BatchSpanProcessor(exporter_for(relay_server, protocol),
-                                  schedule_delay_millis=100)
+    exporter = BatchSpanProcessor(exporter_for(relay_server, protocol), schedule_delay_millis=100)
     switch.targets, switch.roots = [exporter], []
     try:
         first = asyncio.run(updates(graph, case.input(), config))
@@ -74,11 +73,13 @@ def test_zoo_turn_over_otlp(relay_server, instrumented, name: str, protocol: str
     live = reader.join()
     assert_well_formed(live)
     assert all(e["turn_id"] == turn_id and e["thread_id"] == thread for e in live)
-    reported = [node for ns, node in first.nodes + (resumed.nodes if resumed else [])
-                if ns == ()]
+    reported = [node for ns, node in first.nodes + (resumed.nodes if resumed else []) if ns == ()]
     if case.expect_interrupt:  # the node that paused is streamed in both runs
-        paused_node = next(e["node"] for e in live if e["type"] == "node_completed"
-                           and e["status"] == "paused" and e["namespace"] == [])
+        paused_node = next(
+            e["node"]
+            for e in live
+            if e["type"] == "node_completed" and e["status"] == "paused" and e["namespace"] == []
+        )
         reported.insert(len([n for ns, n in first.nodes if ns == ()]), paused_node)
     assert top_nodes(live, "node_started") == reported
     assert top_nodes(live, "node_completed") == reported
@@ -102,7 +103,8 @@ def test_zoo_turn_over_otlp(relay_server, instrumented, name: str, protocol: str
     assert record["status"] == "answered" and record["message"] == case.message
     replay = httpx.get(f"{relay_server.url}/turns/{turn_id}/events?source=spans", timeout=30)
     assert replay.status_code == 200, replay.text
-    replayed = [json.loads(line[5:]) for line in replay.text.splitlines()
-                if line.startswith("data:")]
+    replayed = [
+        json.loads(line[5:]) for line in replay.text.splitlines() if line.startswith("data:")
+    ]
     assert replayed == live
     assert relay_server.relay.receiver.stats["late"] == 0

@@ -77,9 +77,22 @@ class RedisProcess:
         if binary is None:
             service_missing("redis-server", "apt-get install redis-server")
         self.process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.workdir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         import redis
 
         deadline = time.monotonic() + 10
@@ -122,16 +135,19 @@ def private_postgres() -> Iterator[PrivatePostgres]:
 
 
 @pytest.fixture
-def make_instance(app_env: dict[str, str], tmp_path: Path
-                  ) -> Iterator[Callable[..., LiveServer]]:
+def make_instance(app_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
     """``make_instance("a", RELAY_BUS=..., RELAY_STORE=...)``: one replica of the demo app."""
     from agent.app import create_app
 
     servers: list[LiveServer] = []
 
     def make(name: str, **overrides: str) -> LiveServer:
-        env = {**app_env, "RELAY_DATA_DIR": str(tmp_path / name), "RELAY_INSTANCE_ID": name,
-               **overrides}
+        env = {
+            **app_env,
+            "RELAY_DATA_DIR": str(tmp_path / name),
+            "RELAY_INSTANCE_ID": name,
+            **overrides,
+        }
         server = LiveServer(create_app(env)).start()
         servers.append(server)
         return server

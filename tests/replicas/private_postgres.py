@@ -30,17 +30,20 @@ class MissingPostgres(RuntimeError):
 def find_bindir() -> Path:
     """The newest folder with initdb and pg_ctl (``PG_BINDIR`` overrides)."""
     candidates = [os.environ["PG_BINDIR"]] if os.environ.get("PG_BINDIR") else []
-    candidates += sorted(glob.glob(BINARY_GLOB),
-                         key=lambda p: int(p.split("/")[-2]) if p.split("/")[-2].isdigit()
-                         else 0, reverse=True)
+    candidates += sorted(
+        glob.glob(BINARY_GLOB),
+        key=lambda p: int(p.split("/")[-2]) if p.split("/")[-2].isdigit() else 0,
+        reverse=True,
+    )
     on_path = shutil.which("initdb")
     if on_path:
         candidates.append(str(Path(on_path).parent))
     for candidate in candidates:
         if (Path(candidate) / "initdb").exists() and (Path(candidate) / "pg_ctl").exists():
             return Path(candidate)
-    raise MissingPostgres(f"no initdb/pg_ctl in {BINARY_GLOB} or on PATH "
-                          "(apt-get install postgresql)")
+    raise MissingPostgres(
+        f"no initdb/pg_ctl in {BINARY_GLOB} or on PATH (apt-get install postgresql)"
+    )
 
 
 def _free_port() -> int:
@@ -58,16 +61,18 @@ class PrivatePostgres:
             try:
                 owner = pwd.getpwnam("postgres")
             except KeyError:
-                raise MissingPostgres("running as root and there is no 'postgres' user "
-                                      "to run the server as") from None
+                raise MissingPostgres(
+                    "running as root and there is no 'postgres' user to run the server as"
+                ) from None
             runuser = shutil.which("runuser")
             self._as_user = [runuser, "-u", "postgres", "--"] if runuser else []
             if not self._as_user and shutil.which("su") is None:
                 raise MissingPostgres("running as root with neither runuser nor su")
         # not under pytest's tmp_path (or a long TMPDIR): its parents are private to root
         # (postgres could not enter), and a Unix socket path must stay under ~100 chars
-        self.root = Path(tempfile.mkdtemp(prefix="relay-pg-",
-                                          dir="/tmp" if os.path.isdir("/tmp") else None))
+        self.root = Path(
+            tempfile.mkdtemp(prefix="relay-pg-", dir="/tmp" if os.path.isdir("/tmp") else None)
+        )
         if owner is not None:
             os.chown(self.root, owner.pw_uid, owner.pw_gid)
         self.data = self.root / "data"
@@ -87,25 +92,52 @@ class PrivatePostgres:
             command = ["su", "postgres", "-c", shlex.join(command)]
         else:
             command = [*self._as_user, *command]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                                cwd=self.root)
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, cwd=self.root
+        )
         if result.returncode != 0:
             tail = self.log.read_text()[-2000:] if self.log.exists() else ""
-            raise RuntimeError(f"{' '.join(argv[:2])} failed ({result.returncode}): "
-                               f"{result.stdout}{result.stderr}{tail}")
+            raise RuntimeError(
+                f"{' '.join(argv[:2])} failed ({result.returncode}): "
+                f"{result.stdout}{result.stderr}{tail}"
+            )
         return result
 
     def init(self) -> PrivatePostgres:
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust",
-                  "-E", "UTF8", "--no-sync")
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
         return self
 
     def start(self) -> PrivatePostgres:
         """Start (again) on the same port, and wait until it accepts connections."""
-        options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
-                   "-c fsync=off -c full_page_writes=off")
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options,
-                  "-w", "-t", "60", "start", timeout=90)
+        options = (
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
+            "-c fsync=off -c full_page_writes=off"
+        )
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+            timeout=90,
+        )
         self.running = True
         return self
 

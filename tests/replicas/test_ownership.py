@@ -12,11 +12,15 @@ from tests.auth.issuer import Issuer, bearer
 from tests.auth.ownership import alices_turns, assert_all_reachable, assert_none_reachable
 
 
-def test_ownership_holds_across_replicas(make_instance, redis_url: str, postgres_url: str,
-                                         tmp_path: Path) -> None:
+def test_ownership_holds_across_replicas(
+    make_instance, redis_url: str, postgres_url: str, tmp_path: Path
+) -> None:
     issuer = Issuer()
-    shared = {"RELAY_BUS": redis_url, "RELAY_STORE": postgres_url,
-              **issuer.env(issuer.write_jwks(tmp_path / "jwks.json"))}
+    shared = {
+        "RELAY_BUS": redis_url,
+        "RELAY_STORE": postgres_url,
+        **issuer.env(issuer.write_jwks(tmp_path / "jwks.json")),
+    }
     a, b = make_instance("a", **shared), make_instance("b", **shared)
     alice, bob = bearer(issuer.token("alice")), bearer(issuer.token("bob"))
     with httpx.Client(timeout=30) as client:

@@ -41,7 +41,8 @@ def event(turn: str, kind: str = NODE_STARTED) -> Event:
 
 
 async def test_one_batch_of_many_turns_keeps_ids_and_one_ttl_per_stream(
-        redis_url: str, prefix: str) -> None:
+    redis_url: str, prefix: str
+) -> None:
     bus = RedisBus(redis_url, prefix=prefix, retention_s=120)
     other = RedisBus(redis_url, prefix=prefix, retention_s=120)
     await bus.start()
@@ -92,7 +93,8 @@ async def test_a_retried_batch_is_idempotent(redis_url: str, prefix: str) -> Non
 
 
 async def test_a_burst_larger_than_any_queue_reaches_redis_whole(
-        redis_url: str, prefix: str) -> None:
+    redis_url: str, prefix: str
+) -> None:
     """Published without a pause (no loop iteration for the writer): the writer copies
     from the local logs afterwards, so nothing is dropped whatever the burst."""
     bus = RedisBus(redis_url, prefix=prefix, retention_s=60)
@@ -116,7 +118,8 @@ async def test_a_burst_larger_than_any_queue_reaches_redis_whole(
 
 
 async def test_events_published_while_redis_is_down_are_written_when_it_is_back(
-        private_redis) -> None:
+    private_redis,
+) -> None:
     bus = RedisBus(private_redis.url, retention_s=60)
     await bus.start()
     try:
@@ -141,8 +144,7 @@ async def test_events_published_while_redis_is_down_are_written_when_it_is_back(
         await bus.stop()
 
 
-async def test_events_trimmed_before_redis_had_them_are_a_counted_gap(
-        private_redis) -> None:
+async def test_events_trimmed_before_redis_had_them_are_a_counted_gap(private_redis) -> None:
     bus = RedisBus(private_redis.url, max_events_per_turn=5, retention_s=60)
     other = RedisBus(private_redis.url, max_events_per_turn=5, retention_s=60)
     await bus.start()
@@ -173,9 +175,11 @@ def test_the_writer_backlog_and_losses_are_metrics(make_instance, redis_url: str
 
     def scrape(client: httpx.Client) -> dict[str, float]:
         text = client.get(f"{server.url}/metrics").text
-        return {line.split("{")[0]: float(line.rsplit(" ", 1)[1])
-                for line in text.splitlines() if line.startswith("relay_bus_")
-                and not line.startswith("relay_bus_lag")}
+        return {
+            line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("relay_bus_") and not line.startswith("relay_bus_lag")
+        }
 
     with httpx.Client(timeout=30) as client:
         answer = client.post(f"{server.url}/chat", json={"message": "How do refunds work?"})

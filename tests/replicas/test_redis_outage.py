@@ -16,16 +16,20 @@ def ready(base: str) -> bool:
     return httpx.get(f"{base}/readyz", timeout=10).status_code == 200
 
 
-def test_redis_killed_mid_stream(make_instance, private_redis, postgres_url,
-                                 model_gate: ModelGate) -> None:
+def test_redis_killed_mid_stream(
+    make_instance, private_redis, postgres_url, model_gate: ModelGate
+) -> None:
     shared = {"RELAY_BUS": private_redis.url, "RELAY_STORE": postgres_url}
     a, b = make_instance("a", **shared), make_instance("b", **shared)
     assert ready(a.url) and ready(b.url)
     with httpx.Client(timeout=30) as client:
         # the turn is held in generate until B's reader has been cut by the outage: Redis
         # dies mid-turn however slow the machine
-        response = client.post(f"{a.url}/chat", json={"message": "How do refunds work?"},
-                               headers={"Prefer": "respond-async"})
+        response = client.post(
+            f"{a.url}/chat",
+            json={"message": "How do refunds work?"},
+            headers={"Prefer": "respond-async"},
+        )
         assert response.status_code == 202
         turn_id = response.json()["turn_id"]
         reader = TurnReader(b.url, turn_id).start()
@@ -43,8 +47,10 @@ def test_redis_killed_mid_stream(make_instance, private_redis, postgres_url,
         seen = events[-2]["seq"]
 
         # the turn itself goes on (A holds its log) and its outcome is recorded
-        wait_until(lambda: client.get(f"{b.url}/turns/{turn_id}").json()["status"]
-                   == "answered", what="the turn's outcome")
+        wait_until(
+            lambda: client.get(f"{b.url}/turns/{turn_id}").json()["status"] == "answered",
+            what="the turn's outcome",
+        )
         # readiness is red on both, and what needs the bus says so
         wait_until(lambda: not ready(a.url) and not ready(b.url), what="readiness red")
         problems = httpx.get(f"{b.url}/readyz").json()["problems"]
@@ -53,8 +59,7 @@ def test_redis_killed_mid_stream(make_instance, private_redis, postgres_url,
         assert refused.status_code == 503
         assert refused.json()["error"]["code"] == "bus_unavailable"
         assert refused.headers["retry-after"]
-        stream = client.get(f"{b.url}/turns/{turn_id}/events",
-                            headers={"Last-Event-ID": str(seen)})
+        stream = client.get(f"{b.url}/turns/{turn_id}/events", headers={"Last-Event-ID": str(seen)})
         assert stream.status_code == 503
 
         private_redis.start()  # same port, empty: the data before the kill is gone
@@ -62,11 +67,15 @@ def test_redis_killed_mid_stream(make_instance, private_redis, postgres_url,
 
         # resuming on B: the rest of the turn, or an explicit answer; never a silent gap
         resumed: list = []
-        with client.stream("GET", f"{b.url}/turns/{turn_id}/events",
-                           headers={"Last-Event-ID": str(seen)}) as response:
+        with client.stream(
+            "GET", f"{b.url}/turns/{turn_id}/events", headers={"Last-Event-ID": str(seen)}
+        ) as response:
             assert response.status_code == 200
-            resumed = [f for f in iter_frames(response)
-                       if f.event is not None and f.event != "message_saved"]
+            resumed = [
+                f
+                for f in iter_frames(response)
+                if f.event is not None and f.event != "message_saved"
+            ]
         assert resumed
         if resumed[0].event == "reset":  # events after `seen` went down with Redis
             assert resumed[0].json["code"] == "cursor_expired"

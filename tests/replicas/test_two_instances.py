@@ -22,14 +22,16 @@ def pair(make_instance, redis_url: str, postgres_url: str):
 
 
 def start_async(client: httpx.Client, base: str, message: str, **headers: str) -> dict:
-    response = client.post(f"{base}/chat", json={"message": message},
-                           headers={"Prefer": "respond-async", **headers})
+    response = client.post(
+        f"{base}/chat", json={"message": message}, headers={"Prefer": "respond-async", **headers}
+    )
     assert response.status_code == 202, response.text
     return response.json()
 
 
-def test_turn_on_a_read_on_b_resumed_on_b(make_instance, redis_url, postgres_url,
-                                          model_gate: ModelGate) -> None:
+def test_turn_on_a_read_on_b_resumed_on_b(
+    make_instance, redis_url, postgres_url, model_gate: ModelGate
+) -> None:
     a, b = pair(make_instance, redis_url, postgres_url)
     with httpx.Client(timeout=30) as client:
         # held in generate until the first reader on B has dropped
@@ -47,8 +49,11 @@ def test_turn_on_a_read_on_b_resumed_on_b(make_instance, redis_url, postgres_url
         assert not any(e["type"] == "turn_completed" for e in first)
         model_gate.open()
         rest: list[dict] = []
-        with client.stream("GET", f"{b.url}/turns/{turn_id}/events",
-                           headers={"Last-Event-ID": str(first[-1]["seq"])}) as response:
+        with client.stream(
+            "GET",
+            f"{b.url}/turns/{turn_id}/events",
+            headers={"Last-Event-ID": str(first[-1]["seq"])},
+        ) as response:
             assert response.status_code == 200
             for frame in iter_frames(response):
                 if frame.event is not None:
@@ -61,15 +66,18 @@ def test_turn_on_a_read_on_b_resumed_on_b(make_instance, redis_url, postgres_url
         assert events[-1]["response"]["status"] == "answered"
         # B's stream is A's log, event for event
         assert read_turn(a.url, turn_id) == events
-        assert wait_until(lambda: client.get(f"{b.url}/turns/{turn_id}").json()["status"]
-                          == "answered", what="the record on B")
+        assert wait_until(
+            lambda: client.get(f"{b.url}/turns/{turn_id}").json()["status"] == "answered",
+            what="the record on B",
+        )
         # a late reader on B after the turn: the finished turn resends its terminal event
         late = read_turn(b.url, turn_id)
         assert late == events
 
 
-def test_a_reader_on_b_from_the_start_while_a_runs(make_instance, redis_url, postgres_url,
-                                                  model_gate: ModelGate) -> None:
+def test_a_reader_on_b_from_the_start_while_a_runs(
+    make_instance, redis_url, postgres_url, model_gate: ModelGate
+) -> None:
     # generate runs on A until B's reader has its node_started: B showed generate running
     # while it ran on A (an order made to happen, where timing it needs a quiet machine)
     a, b = pair(make_instance, redis_url, postgres_url)
@@ -97,8 +105,10 @@ def test_pause_on_a_resume_on_b(make_instance, redis_url, postgres_url) -> None:
         assert body["status"] == "paused"
         turn_id, thread_id = body["turn_id"], body["thread_id"]
         assert client.get(f"{b.url}/turns/{turn_id}").json()["status"] == "paused"
-        resumed = client.post(f"{b.url}/chat/resume", json={
-            "thread_id": thread_id, "turn_id": turn_id, "resume": {"approved": True}})
+        resumed = client.post(
+            f"{b.url}/chat/resume",
+            json={"thread_id": thread_id, "turn_id": turn_id, "resume": {"approved": True}},
+        )
         assert resumed.status_code == 200, resumed.text
         assert resumed.json()["status"] == "answered"
         # the turn's stream spans both runs, on either instance
@@ -106,22 +116,24 @@ def test_pause_on_a_resume_on_b(make_instance, redis_url, postgres_url) -> None:
         assert_well_formed(on_b)
         types = [e["type"] for e in on_b]
         assert "paused" in types and types[-1] == "turn_completed"
-        assert [e["run_kind"] for e in on_b if e["type"] == "graph_topology"] == ["chat",
-                                                                                  "resume"]
+        assert [e["run_kind"] for e in on_b if e["type"] == "graph_topology"] == ["chat", "resume"]
         assert read_turn(a.url, turn_id) == on_b
         assert client.get(f"{a.url}/turns/{turn_id}").json()["status"] == "answered"
 
 
-def test_turn_ids_are_idempotency_keys_across_instances(make_instance, redis_url,
-                                                        postgres_url) -> None:
+def test_turn_ids_are_idempotency_keys_across_instances(
+    make_instance, redis_url, postgres_url
+) -> None:
     a, b = pair(make_instance, redis_url, postgres_url)
     turn_id = uuid.uuid4().hex
     with httpx.Client(timeout=30) as client:
-        first = client.post(f"{a.url}/chat", json={"message": "How do refunds work?",
-                                                   "turn_id": turn_id})
+        first = client.post(
+            f"{a.url}/chat", json={"message": "How do refunds work?", "turn_id": turn_id}
+        )
         assert first.status_code == 200 and first.json()["turn_id"] == turn_id
-        conflict = client.post(f"{b.url}/chat", json={"message": "Something else",
-                                                      "turn_id": turn_id})
+        conflict = client.post(
+            f"{b.url}/chat", json={"message": "Something else", "turn_id": turn_id}
+        )
         assert conflict.status_code == 409
         assert conflict.json()["error"]["code"] == "turn_conflict"
         listed = client.get(f"{b.url}/turns", params={"thread_id": first.json()["thread_id"]})
@@ -129,7 +141,8 @@ def test_turn_ids_are_idempotency_keys_across_instances(make_instance, redis_url
 
 
 def test_a_restarted_replica_marks_only_its_own_turns_interrupted(
-        make_instance, redis_url, postgres_url, model_gate: ModelGate) -> None:
+    make_instance, redis_url, postgres_url, model_gate: ModelGate
+) -> None:
     a, _ = pair(make_instance, redis_url, postgres_url)
     with httpx.Client(timeout=30) as client:
         # the turn is held in generate (never let go: it is cancelled at the end)
@@ -141,33 +154,38 @@ def test_a_restarted_replica_marks_only_its_own_turns_interrupted(
         client.post(f"{a.url}/turns/{turn_id}/cancel")
 
 
-def test_one_running_turn_per_thread_across_instances(make_instance, redis_url,
-                                                      postgres_url,
-                                                      model_gate: ModelGate) -> None:
+def test_one_running_turn_per_thread_across_instances(
+    make_instance, redis_url, postgres_url, model_gate: ModelGate
+) -> None:
     a, b = pair(make_instance, redis_url, postgres_url)
     thread = f"shared-{uuid.uuid4().hex[:8]}"
     with httpx.Client(timeout=30) as client:
         # the first turn is held in generate until the second request has its answer
-        first = client.post(f"{a.url}/chat", json={"message": "How do refunds work?",
-                                                   "thread_id": thread},
-                            headers={"Prefer": "respond-async"})
+        first = client.post(
+            f"{a.url}/chat",
+            json={"message": "How do refunds work?", "thread_id": thread},
+            headers={"Prefer": "respond-async"},
+        )
         assert first.status_code == 202
-        second = client.post(f"{b.url}/chat", json={"message": "How do refunds work?",
-                                                    "thread_id": thread})
+        second = client.post(
+            f"{b.url}/chat", json={"message": "How do refunds work?", "thread_id": thread}
+        )
         model_gate.open()
         assert second.status_code == 409
         assert second.json()["error"]["code"] == "thread_busy"
         turn_id = first.json()["turn_id"]
-        assert wait_until(lambda: client.get(f"{b.url}/turns/{turn_id}").json()["status"]
-                          == "answered", what="the first turn")
+        assert wait_until(
+            lambda: client.get(f"{b.url}/turns/{turn_id}").json()["status"] == "answered",
+            what="the first turn",
+        )
         # the thread is free again, on any instance
-        third = client.post(f"{b.url}/chat", json={"message": "How do refunds work?",
-                                                   "thread_id": thread})
+        third = client.post(
+            f"{b.url}/chat", json={"message": "How do refunds work?", "thread_id": thread}
+        )
         assert third.status_code == 200 and third.json()["status"] == "answered"
 
 
-def test_a_client_tool_paused_on_a_is_answered_on_b(make_instance, redis_url,
-                                                    postgres_url) -> None:
+def test_a_client_tool_paused_on_a_is_answered_on_b(make_instance, redis_url, postgres_url) -> None:
     """The demo's local_time: the single-use token is checked against the shared
     checkpoint, so B takes the answer; the used token is then refused on A."""
     a, b = pair(make_instance, redis_url, postgres_url)
@@ -177,11 +195,11 @@ def test_a_client_tool_paused_on_a_is_answered_on_b(make_instance, redis_url,
         [item] = body["interrupts"]
         assert item["value"]["type"] == "client_tool"
         ids = {"thread_id": body["thread_id"], "turn_id": body["turn_id"]}
-        answer = {"result": {"local": "09:30", "time_zone": "UTC"},
-                  "token": item["value"]["token"]}
+        answer = {"result": {"local": "09:30", "time_zone": "UTC"}, "token": item["value"]["token"]}
         resumed = client.post(f"{b.url}/chat/resume", json={**ids, "resume": answer})
         assert resumed.status_code == 200, resumed.text
         assert resumed.json()["answer"] == "It is 09:30 where you are (UTC)."
-        reused = client.post(f"{a.url}/chat/resume", json={**ids, "resume": {
-            **answer, "result": {"local": "10:00"}}})
+        reused = client.post(
+            f"{a.url}/chat/resume", json={**ids, "resume": {**answer, "result": {"local": "10:00"}}}
+        )
         assert reused.status_code == 409, reused.text

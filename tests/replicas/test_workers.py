@@ -37,9 +37,23 @@ class Workers:
         self.log = cwd / "serve.log"
         self._out = self.log.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "relay.cli", "serve", "--workers", str(n), "--port",
-             str(self.port), "--log-level", "warning"],
-            env=env, cwd=cwd, stdout=self._out, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "relay.cli",
+                "serve",
+                "--workers",
+                str(n),
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+            ],
+            env=env,
+            cwd=cwd,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+        )
         self.n = n
 
     def wait_ready(self) -> None:
@@ -51,8 +65,9 @@ class Workers:
                 return False
 
         wait_until(answers, timeout=180, what="a worker answering")
-        wait_until(lambda: len(self.pids()) == self.n, timeout=180,
-                   what=f"{self.n} workers answering")
+        wait_until(
+            lambda: len(self.pids()) == self.n, timeout=180, what=f"{self.n} workers answering"
+        )
 
     def pids(self, tries: int = 100) -> dict[int, int]:
         """worker -> pid, from ``/healthz`` on fresh connections (what answered)."""
@@ -71,8 +86,11 @@ class Workers:
     def client(self, worker: int, tries: int = 200) -> Iterator[httpx.Client]:
         """A client whose one connection is served by ``worker``."""
         for _ in range(tries):
-            with httpx.Client(base_url=self.url, timeout=30, limits=httpx.Limits(
-                    max_connections=1, max_keepalive_connections=1)) as client:
+            with httpx.Client(
+                base_url=self.url,
+                timeout=30,
+                limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+            ) as client:
                 try:
                     answered = client.get("/healthz").json().get("worker")
                 except httpx.HTTPError:
@@ -95,16 +113,23 @@ class Workers:
 
 
 @pytest.fixture
-def serve_workers(redis_url: str, postgres_url: str, tmp_path: Path
-                  ) -> Iterator[Callable[..., Workers]]:
+def serve_workers(
+    redis_url: str, postgres_url: str, tmp_path: Path
+) -> Iterator[Callable[..., Workers]]:
     servers: list[Workers] = []
 
     def start(**overrides: str) -> Workers:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "OTEL_"))}
-        env.update(RELAY_BUS=redis_url, RELAY_STORE=postgres_url, PYTHONPATH=str(ROOT),
-                   RELAY_DATA_DIR=str(tmp_path / "data"), OTEL_TRACES_EXPORTER="none",
-                   RELAY_OFFLINE_WORD_DELAY_S="3600", RELAY_INSTANCE_ID="test-host",
-                   **overrides)
+        env.update(
+            RELAY_BUS=redis_url,
+            RELAY_STORE=postgres_url,
+            PYTHONPATH=str(ROOT),
+            RELAY_DATA_DIR=str(tmp_path / "data"),
+            OTEL_TRACES_EXPORTER="none",
+            RELAY_OFFLINE_WORD_DELAY_S="3600",
+            RELAY_INSTANCE_ID="test-host",
+            **overrides,
+        )
         server = Workers(env, tmp_path)
         servers.append(server)
         server.wait_ready()
@@ -129,8 +154,10 @@ def test_a_turn_paused_on_one_worker_resumes_on_the_other(serve_workers) -> None
     with server.client(1) as b:  # read and resumed on worker 1 (the checkpoint is 0's)
         record = b.get(f"/turns/{turn_id}")
         assert worker_of(record) == 1 and record.json()["status"] == "paused"
-        resumed = b.post("/chat/resume", json={
-            "thread_id": thread_id, "turn_id": turn_id, "resume": {"approved": True}})
+        resumed = b.post(
+            "/chat/resume",
+            json={"thread_id": thread_id, "turn_id": turn_id, "resume": {"approved": True}},
+        )
         assert resumed.status_code == 200 and worker_of(resumed) == 1, resumed.text
         assert resumed.json()["status"] == "answered"
         on_b = read_events(b, turn_id)
@@ -141,12 +168,12 @@ def test_a_turn_paused_on_one_worker_resumes_on_the_other(serve_workers) -> None
         assert a.get(f"/turns/{turn_id}").json()["status"] == "answered"
 
 
-def test_a_running_turn_is_followed_and_cancelled_through_the_other_worker(
-        serve_workers) -> None:
+def test_a_running_turn_is_followed_and_cancelled_through_the_other_worker(serve_workers) -> None:
     server = serve_workers()
     with server.client(1) as b:  # held after its first word, on worker 1
-        started = b.post("/chat", headers={"Prefer": "respond-async"},
-                         json={"message": "How do refunds work?"})
+        started = b.post(
+            "/chat", headers={"Prefer": "respond-async"}, json={"message": "How do refunds work?"}
+        )
         assert started.status_code == 202 and worker_of(started) == 1, started.text
         turn_id = started.json()["turn_id"]
     # followed live on worker 0, from the start, into the run worker 1 is running
@@ -166,24 +193,33 @@ def test_a_running_turn_is_followed_and_cancelled_through_the_other_worker(
         assert cancel.status_code == 202, cancel.text
         assert cancel.json() == {"turn_id": turn_id, "cancelled": True, "status": "cancelling"}
     # the rest of the stream on worker 1 with Last-Event-ID: no gap, no duplicate
-    with server.client(1) as b, b.stream("GET", f"/turns/{turn_id}/events", headers={
-            "Last-Event-ID": str(first[-1]["seq"])}) as stream:
+    with (
+        server.client(1) as b,
+        b.stream(
+            "GET", f"/turns/{turn_id}/events", headers={"Last-Event-ID": str(first[-1]["seq"])}
+        ) as stream,
+    ):
         assert stream.status_code == 200 and worker_of(stream) == 1
         rest = [f.json for f in iter_frames(stream) if f.event is not None]
     events = first + rest
     assert_well_formed(events)
     assert events[-1]["type"] == "error" and events[-1]["code"] == "cancelled"
     with server.client(0) as a:
-        assert wait_until(lambda: a.get(f"/turns/{turn_id}").json()["status"] == "cancelled",
-                          what="the record, on worker 0")
+        assert wait_until(
+            lambda: a.get(f"/turns/{turn_id}").json()["status"] == "cancelled",
+            what="the record, on worker 0",
+        )
     assert server.stop() == 0
 
 
 def read_events(client: httpx.Client, turn_id: str) -> list[dict]:
     with client.stream("GET", f"/turns/{turn_id}/events") as stream:
         assert stream.status_code == 200
-        return [f.json for f in iter_frames(stream)
-                if f.event is not None and f.json["type"] != "message_saved"]
+        return [
+            f.json
+            for f in iter_frames(stream)
+            if f.event is not None and f.json["type"] != "message_saved"
+        ]
 
 
 def test_a_killed_worker_is_replaced_and_cleans_up_only_its_own_turns(serve_workers) -> None:
@@ -191,24 +227,32 @@ def test_a_killed_worker_is_replaced_and_cleans_up_only_its_own_turns(serve_work
     held = {}
     for worker in (0, 1):  # a turn held in generate on each worker
         with server.client(worker) as c:
-            started = c.post("/chat", headers={"Prefer": "respond-async"},
-                             json={"message": "How do refunds work?"})
+            started = c.post(
+                "/chat",
+                headers={"Prefer": "respond-async"},
+                json={"message": "How do refunds work?"},
+            )
             assert started.status_code == 202 and worker_of(started) == worker
             held[worker] = started.json()["turn_id"]
     before = server.pids()
     os.kill(before[1], signal.SIGKILL)
     # the parent starts worker 1 again; it marks the turn worker 1 ran interrupted
-    wait_until(lambda: server.pids().get(1) not in (None, before[1]), timeout=90,
-               what="a new worker 1")
+    wait_until(
+        lambda: server.pids().get(1) not in (None, before[1]), timeout=90, what="a new worker 1"
+    )
     with server.client(0) as a:
-        assert wait_until(lambda: a.get(f"/turns/{held[1]}").json()["status"]
-                          == "interrupted", what="worker 1's turn marked interrupted")
+        assert wait_until(
+            lambda: a.get(f"/turns/{held[1]}").json()["status"] == "interrupted",
+            what="worker 1's turn marked interrupted",
+        )
         # worker 0's turn was not touched by worker 1's start
         assert a.get(f"/turns/{held[0]}").json()["status"] == "running"
     with server.client(1) as b:  # cancelled through the new worker 1
         assert b.post(f"/turns/{held[0]}/cancel").json()["cancelled"] is True
-        assert wait_until(lambda: b.get(f"/turns/{held[0]}").json()["status"] == "cancelled",
-                          what="worker 0's turn cancelled")
+        assert wait_until(
+            lambda: b.get(f"/turns/{held[0]}").json()["status"] == "cancelled",
+            what="worker 0's turn cancelled",
+        )
     after = server.pids()
     # SIGTERM to the parent stops every worker, and serve exits 0
     assert server.stop() == 0

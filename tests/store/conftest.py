@@ -56,15 +56,18 @@ def launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launcher]:
 
 # -- PostgreSQL -------------------------------------------------------------------------
 
+
 def _postgres_base() -> str:
     return os.environ.get("RELAY_TEST_POSTGRES", DEFAULT_POSTGRES)
 
 
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
-    how = ("install psycopg ('pip install \"psycopg[binary]>=3.2\"') and run PostgreSQL on "
-           "127.0.0.1:5432 with a database 'test' (trust auth), or set RELAY_TEST_POSTGRES "
-           "to a postgresql:// URL")
+    how = (
+        "install psycopg ('pip install \"psycopg[binary]>=3.2\"') and run PostgreSQL on "
+        "127.0.0.1:5432 with a database 'test' (trust auth), or set RELAY_TEST_POSTGRES "
+        "to a postgresql:// URL"
+    )
     try:
         import psycopg
     except ImportError:
@@ -86,14 +89,16 @@ def postgres_url() -> Iterator[str]:
 
 # -- stores -----------------------------------------------------------------------------
 
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def backend(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
 @pytest.fixture
-def make_store(backend: str, tmp_path: Path, request: pytest.FixtureRequest
-               ) -> Iterator[Callable[..., Any]]:
+def make_store(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., Any]]:
     """``make_store(retention_s=..., max_turns=..., clock=...)`` of the test's backend;
     every call opens the same storage (a second instance, or a reopen)."""
     stores: list[Any] = []
@@ -103,13 +108,13 @@ def make_store(backend: str, tmp_path: Path, request: pytest.FixtureRequest
         if url is not None:
             from relay.store.postgres import PostgresSpanStore
 
-            store: Any = PostgresSpanStore(url, retention_s=retention_s, max_turns=max_turns,
-                                           **kw)
+            store: Any = PostgresSpanStore(url, retention_s=retention_s, max_turns=max_turns, **kw)
         else:
             from relay.store.sqlite import SQLiteSpanStore
 
-            store = SQLiteSpanStore(tmp_path / "spans.db", retention_s=retention_s,
-                                    max_turns=max_turns, **kw)
+            store = SQLiteSpanStore(
+                tmp_path / "spans.db", retention_s=retention_s, max_turns=max_turns, **kw
+            )
         stores.append(store)
         return store
 
@@ -119,6 +124,7 @@ def make_store(backend: str, tmp_path: Path, request: pytest.FixtureRequest
 
 
 # -- trace-file fixtures ----------------------------------------------------------------
+
 
 def fixture_file(name: str) -> Path:
     return FIXTURES / name

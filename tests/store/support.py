@@ -42,8 +42,9 @@ def free_port() -> int:
 def clean_env(**overrides: str) -> dict[str, str]:
     """The test process's environment without RELAY_*/OTEL_* settings, plus overrides."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "OTEL_"))}
-    env.update({"OTEL_TRACES_EXPORTER": "none", "RELAY_FAULTS": "1",
-                "RELAY_OFFLINE_WORD_DELAY_S": "0"})
+    env.update(
+        {"OTEL_TRACES_EXPORTER": "none", "RELAY_FAULTS": "1", "RELAY_OFFLINE_WORD_DELAY_S": "0"}
+    )
     env.update(overrides)
     return env
 
@@ -69,14 +70,31 @@ class RelayProcess:
         env = clean_env(RELAY_DATA_DIR=str(self.data_dir), **self.env)
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "relay.cli", "serve", "--host", "127.0.0.1",
-                 "--port", str(self.port), "--log-level", "warning", "--graceful-s", "3"],
-                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+                [
+                    sys.executable,
+                    "-m",
+                    "relay.cli",
+                    "serve",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--log-level",
+                    "warning",
+                    "--graceful-s",
+                    "3",
+                ],
+                cwd=REPO,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"span-relay serve exited {self.proc.returncode}:\n"
-                                   f"{self.log_tail()}")
+                raise RuntimeError(
+                    f"span-relay serve exited {self.proc.returncode}:\n{self.log_tail()}"
+                )
             try:
                 if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
                     return self
@@ -84,8 +102,9 @@ class RelayProcess:
                 pass
             time.sleep(0.1)
         self.stop()
-        raise RuntimeError(f"span-relay serve was not ready in {STARTUP_TIMEOUT_S:g} s:\n"
-                           f"{self.log_tail()}")
+        raise RuntimeError(
+            f"span-relay serve was not ready in {STARTUP_TIMEOUT_S:g} s:\n{self.log_tail()}"
+        )
 
     def stop(self) -> None:
         """A graceful stop (SIGTERM): the lifespan flushes the span store."""
@@ -105,6 +124,7 @@ class RelayProcess:
 
 
 # -- SSE --------------------------------------------------------------------------------
+
 
 @dataclass
 class Frame:
@@ -133,10 +153,15 @@ def parse_frames(chunks: Iterator[str]) -> Iterator[Frame]:
             yield Frame(fields.get("id"), fields.get("event"), data, comment, time.monotonic())
 
 
-def get_frames(url: str, params: dict[str, Any] | None = None,
-               headers: dict[str, str] | None = None, timeout: float = 60) -> list[Frame]:
-    with httpx.stream("GET", url, params=params, headers={**SSE, **(headers or {})},
-                      timeout=timeout) as r:
+def get_frames(
+    url: str,
+    params: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 60,
+) -> list[Frame]:
+    with httpx.stream(
+        "GET", url, params=params, headers={**SSE, **(headers or {})}, timeout=timeout
+    ) as r:
         if r.status_code != 200:
             r.read()
             raise AssertionError(f"GET {url} {params}: {r.status_code} {r.text}")
@@ -154,18 +179,20 @@ def without_seq(evs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 # -- turns ------------------------------------------------------------------------------
 
-def post_sse(url: str, body: dict[str, Any], headers: dict[str, str] | None = None
-             ) -> list[dict[str, Any]]:
-    with httpx.stream("POST", url, json=body, headers={**SSE, **(headers or {})},
-                      timeout=60) as r:
+
+def post_sse(
+    url: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    with httpx.stream("POST", url, json=body, headers={**SSE, **(headers or {})}, timeout=60) as r:
         if r.status_code != 200:
             r.read()
             raise AssertionError(f"POST {url}: {r.status_code} {r.text}")
         return events(list(parse_frames(r.iter_text())))
 
 
-def run_turn(base: str, kind: str, thread_id: str | None = None,
-             headers: dict[str, str] | None = None) -> str:
+def run_turn(
+    base: str, kind: str, thread_id: str | None = None, headers: dict[str, str] | None = None
+) -> str:
     """Run one turn of ``kind`` through POST /chat (and /chat/resume) as SSE; its id."""
     message, fault, resume = KINDS[kind]
     extra = dict(headers or {})
@@ -178,8 +205,7 @@ def run_turn(base: str, kind: str, thread_id: str | None = None,
     turn_id, thread = first[0]["turn_id"], first[0]["thread_id"]
     if resume is not None:
         assert first[-1]["type"] == "paused", first[-1]
-        post_sse(f"{base}/chat/resume",
-                 {"thread_id": thread, "turn_id": turn_id, "resume": resume})
+        post_sse(f"{base}/chat/resume", {"thread_id": thread, "turn_id": turn_id, "resume": resume})
     return turn_id
 
 
@@ -188,10 +214,12 @@ def live_events(base: str, turn_id: str) -> list[dict[str, Any]]:
     return events(get_frames(f"{base}/turns/{turn_id}/events"))
 
 
-def replayed_events(base: str, turn_id: str, speed: float = 0,
-                    **params: Any) -> list[dict[str, Any]]:
-    return events(get_frames(f"{base}/turns/{turn_id}/events",
-                             {"source": "spans", "speed": speed, **params}))
+def replayed_events(
+    base: str, turn_id: str, speed: float = 0, **params: Any
+) -> list[dict[str, Any]]:
+    return events(
+        get_frames(f"{base}/turns/{turn_id}/events", {"source": "spans", "speed": speed, **params})
+    )
 
 
 #: Jaeger UI JSON keeps microseconds: these fields may move by up to 2 us (docs/events.md)
@@ -201,8 +229,7 @@ TIME_FIELDS = {"ts", "start_ts", "duration_ms"}
 RECORDED_SLACK_MS = 0.0011
 
 
-def assert_same(replayed: list[dict[str, Any]], live: list[dict[str, Any]],
-                fmt: str = "") -> None:
+def assert_same(replayed: list[dict[str, Any]], live: list[dict[str, Any]], fmt: str = "") -> None:
     """Replayed events equal to recorded ones, times within what the format keeps."""
     replayed, live = without_seq(replayed), without_seq(live)
     assert len(replayed) == len(live)

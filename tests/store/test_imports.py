@@ -37,9 +37,9 @@ FILES = [
 ]
 # -- parsing ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(("turn", "suffix", "fmt"), FILES)
-def test_fixture_files_replay_to_the_recorded_live_events(turn: str, suffix: str,
-                                                          fmt: str) -> None:
+def test_fixture_files_replay_to_the_recorded_live_events(turn: str, suffix: str, fmt: str) -> None:
     found, records = parse_trace_file(fixture_file(f"{turn}.{suffix}").read_bytes())
     assert found == fmt
     (only,) = group_turns(records)
@@ -53,21 +53,32 @@ def test_formats_agree_on_kind_status_events_links_and_resource() -> None:
     def by_id(name: str) -> dict[str, Any]:
         return {r.span_id: r for r in parse_trace_file(fixture_file(name).read_bytes())[1]}
 
-    otlp, v2, ui = by_id("failed.otlp.jsonl"), by_id("failed.jaeger-v2.json"), \
-        by_id("failed.jaeger-ui.json")
+    otlp, v2, ui = (
+        by_id("failed.otlp.jsonl"),
+        by_id("failed.jaeger-v2.json"),
+        by_id("failed.jaeger-ui.json"),
+    )
     assert otlp == v2
     assert otlp.keys() == ui.keys()
     for span_id, a in otlp.items():
         b = ui[span_id]
-        assert (a.parent_span_id, a.name, a.kind, a.status, a.status_message) == \
-               (b.parent_span_id, b.name, b.kind, b.status, b.status_message)
+        assert (a.parent_span_id, a.name, a.kind, a.status, a.status_message) == (
+            b.parent_span_id,
+            b.name,
+            b.kind,
+            b.status,
+            b.status_message,
+        )
         assert a.attributes == b.attributes and a.resource == b.resource
         assert [e["name"] for e in a.events] == [e["name"] for e in b.events]
         assert a.start_ns // 1000 * 1000 == b.start_ns
     errors = [r for r in otlp.values() if r.status == "error"]
     assert errors and any(e["name"] == "exception" for r in errors for e in r.events)
-    resumed = [r for r in parse_trace_file(fixture_file("refund.jaeger-ui.json")
-                                           .read_bytes())[1] if r.links]
+    resumed = [
+        r
+        for r in parse_trace_file(fixture_file("refund.jaeger-ui.json").read_bytes())[1]
+        if r.links
+    ]
     assert len(resumed) == 1 and resumed[0].parent_span_id is None
 
 
@@ -79,15 +90,18 @@ def test_ids_are_hex_not_base64() -> None:
         parse_trace_file(json.dumps(doc))
 
 
-@pytest.mark.parametrize(("body", "code"), [
-    (b"", "empty_file"),
-    (b"\xff\xfe not utf-8", "not_json"),
-    (b"<html>not json</html>", "not_json"),
-    (b'{"hello": "world"}', "unknown_format"),
-    (b'{"error": {"code": 404, "message": "trace not found"}}', "unknown_format"),
-    (b'{"resourceSpans": []}', "no_spans"),
-    (b'{"data": [{"traceID": "1", "spans": [{"spanID": "2"}]}]}', "invalid_span"),
-])
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (b"", "empty_file"),
+        (b"\xff\xfe not utf-8", "not_json"),
+        (b"<html>not json</html>", "not_json"),
+        (b'{"hello": "world"}', "unknown_format"),
+        (b'{"error": {"code": 404, "message": "trace not found"}}', "unknown_format"),
+        (b'{"resourceSpans": []}', "no_spans"),
+        (b'{"data": [{"traceID": "1", "spans": [{"spanID": "2"}]}]}', "invalid_span"),
+    ],
+)
 def test_bad_files_say_what_is_wrong(body: bytes, code: str) -> None:
     with pytest.raises(TraceFileError) as caught:
         parse_trace_file(body)
@@ -107,10 +121,16 @@ def test_a_truncated_file_is_named_truncated() -> None:
 
 # -- span-relay replay FILE ---------------------------------------------------------------
 
+
 def test_cli_prints_the_turn_as_sse() -> None:
-    done = subprocess.run([sys.executable, "-m", "relay.cli", "replay",
-                           str(fixture_file("refund.otlp.jsonl"))],
-                          cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "relay.cli", "replay", str(fixture_file("refund.otlp.jsonl"))],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     frames = list(parse_frames(iter([done.stdout])))
     assert [f.id for f in frames] == [str(i) for i in range(1, len(frames) + 1)]
@@ -134,17 +154,20 @@ def test_cli_ndjson_turn_selection_and_errors() -> None:
 
 # -- POST /imports ------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def importer(launcher: Launcher) -> RelayProcess:
     return launcher.start(RELAY_IMPORT_MAX_BYTES=str(64 * 1024))
 
 
 @pytest.mark.parametrize(("turn", "suffix", "fmt"), FILES)
-def test_imported_turn_replays_like_the_live_one(importer: RelayProcess, turn: str,
-                                                 suffix: str, fmt: str) -> None:
+def test_imported_turn_replays_like_the_live_one(
+    importer: RelayProcess, turn: str, suffix: str, fmt: str
+) -> None:
     body = fixture_file(f"{turn}.{suffix}").read_bytes()
-    r = httpx.post(f"{importer.url}/imports", content=body,
-                   headers={"Content-Type": "application/json"})
+    r = httpx.post(
+        f"{importer.url}/imports", content=body, headers={"Content-Type": "application/json"}
+    )
     assert r.status_code == 201, r.text
     answer = r.json()
     live = recorded(turn)
@@ -178,15 +201,18 @@ def test_imports_refuse_bad_files(importer: RelayProcess) -> None:
     big = b" " * (64 * 1024 + 1)
     message = _expect(httpx.post(url, content=big), 413, "import_too_large")
     assert "RELAY_IMPORT_MAX_BYTES" in message and str(64 * 1024) in message
-    _expect(httpx.post(url, content=iter([big[:40_000], big[40_000:]])), 413,
-            "import_too_large")  # chunked: no Content-Length, cut while reading
+    _expect(
+        httpx.post(url, content=iter([big[:40_000], big[40_000:]])), 413, "import_too_large"
+    )  # chunked: no Content-Length, cut while reading
+
     def without(*keys: str) -> dict[str, Any]:
         doc = json.loads(fixture_file("failed.otlp.jsonl").read_text().splitlines()[0])
         for rs in doc["resourceSpans"]:
             for ss in rs["scopeSpans"]:
                 for span in ss["spans"]:
-                    span["attributes"] = [kv for kv in span.get("attributes", [])
-                                          if not kv["key"].startswith(keys)]
+                    span["attributes"] = [
+                        kv for kv in span.get("attributes", []) if not kv["key"].startswith(keys)
+                    ]
         return doc
 
     # no span says it is a graph run: nothing to replay
@@ -207,8 +233,7 @@ def test_a_file_bad_halfway_imports_nothing(importer: RelayProcess) -> None:
     bad = json.loads(good[-1])
     bad["resourceSpans"][0]["scopeSpans"][0]["spans"][-1]["spanId"] = "not-hex"
     body = "\n".join([*good[:-1], json.dumps(bad)]) + "\n"
-    message = _expect(httpx.post(f"{importer.url}/imports", content=body), 422,
-                      "invalid_span")
+    message = _expect(httpx.post(f"{importer.url}/imports", content=body), 422, "invalid_span")
     assert "spanId" in message and "not-hex" in message
     r = httpx.get(f"{importer.url}/turns/{new_turn}/events", params={"source": "spans"})
     assert r.status_code == 404

@@ -21,9 +21,9 @@ def _stores(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> lis
     return [open_message_store(settings), open_message_store(settings)]
 
 
-def test_an_answer_is_saved_read_and_rated_by_any_instance(backend: str, tmp_path: Path,
-                                                            request: pytest.FixtureRequest
-                                                            ) -> None:
+def test_an_answer_is_saved_read_and_rated_by_any_instance(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     one, other = _stores(backend, tmp_path, request)
 
     async def scenario() -> None:

@@ -67,8 +67,7 @@ def test_replay_after_restart_equals_live(recorded_turns: Any, kind: str) -> Non
         assert "retrieve_context" not in {e.get("node") for e in seen}
     if kind == "paused":
         assert "paused" in types and types[-1] == "turn_completed"
-        assert [e["run_kind"] for e in seen if e["type"] == "graph_topology"] == \
-            ["chat", "resume"]
+        assert [e["run_kind"] for e in seen if e["type"] == "graph_topology"] == ["chat", "resume"]
         assert "tool_started" in types and "tool_completed" in types
         assert len({e["trace_id"] for e in seen}) == 2
         assert "human_wait_ms" in seen[-1]
@@ -80,9 +79,12 @@ def test_replay_after_restart_equals_live(recorded_turns: Any, kind: str) -> Non
 def test_replay_is_framed_like_the_live_stream(recorded_turns: Any) -> None:
     server, live = recorded_turns
     turn_id, seen = live["answered"]
-    with httpx.stream("GET", f"{server.url}/turns/{turn_id}/events",
-                      params={"source": "spans", "speed": "0"},
-                      headers={"Accept": "text/event-stream"}) as r:
+    with httpx.stream(
+        "GET",
+        f"{server.url}/turns/{turn_id}/events",
+        params={"source": "spans", "speed": "0"},
+        headers={"Accept": "text/event-stream"},
+    ) as r:
         body = r.read().decode()
         assert r.headers["cache-control"] == "no-cache, no-transform"
         assert r.headers["x-accel-buffering"] == "no"
@@ -90,9 +92,12 @@ def test_replay_is_framed_like_the_live_stream(recorded_turns: Any) -> None:
     assert body.startswith("retry: 2000\n\nid: 1\nevent: graph_topology\ndata: {")
     assert "\r" not in body and body.endswith("\n\n")
     # NDJSON and a cursor, as on the live stream
-    with httpx.stream("GET", f"{server.url}/turns/{turn_id}/events",
-                      params={"source": "spans", "speed": "0", "after": "3"},
-                      headers={"Accept": "application/x-ndjson"}) as r:
+    with httpx.stream(
+        "GET",
+        f"{server.url}/turns/{turn_id}/events",
+        params={"source": "spans", "speed": "0", "after": "3"},
+        headers={"Accept": "application/x-ndjson"},
+    ) as r:
         lines = [line for line in r.read().decode().split("\n") if line]
     assert len(lines) == len(seen) - 3
     assert '"seq":4,' in lines[0]
@@ -100,13 +105,18 @@ def test_replay_is_framed_like_the_live_stream(recorded_turns: Any) -> None:
 
 def test_unknown_turn_is_404_and_bad_parameters_are_400(recorded_turns: Any) -> None:
     server, live = recorded_turns
-    r = httpx.get(f"{server.url}/turns/0123456789abcdef0123456789abcdef/events",
-                  params={"source": "spans"})
+    r = httpx.get(
+        f"{server.url}/turns/0123456789abcdef0123456789abcdef/events", params={"source": "spans"}
+    )
     assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_turn"
     turn_id = live["answered"][0]
-    for params in ({"source": "spans", "speed": "-1"}, {"source": "spans", "speed": "fast"},
-                   {"source": "spans", "speed": "nan"}, {"source": "jaeger"},
-                   {"source": "spans", "after": "999"}):
+    for params in (
+        {"source": "spans", "speed": "-1"},
+        {"source": "spans", "speed": "fast"},
+        {"source": "spans", "speed": "nan"},
+        {"source": "jaeger"},
+        {"source": "spans", "after": "999"},
+    ):
         r = httpx.get(f"{server.url}/turns/{turn_id}/events", params=params)
         assert r.status_code == 400, (params, r.text)
 
@@ -117,8 +127,9 @@ def test_past_turns_are_listed_newest_first(recorded_turns: Any) -> None:
     ids = [t["turn_id"] for t in listed["turns"]]
     assert ids == [live[k][0] for k in ("failed", "paused", "refused")]
     assert listed["next_before"] == listed["turns"][-1]["started_at"]
-    rest = httpx.get(f"{server.url}/turns",
-                     params={"limit": 3, "before": listed["next_before"]}).json()
+    rest = httpx.get(
+        f"{server.url}/turns", params={"limit": 3, "before": listed["next_before"]}
+    ).json()
     assert [t["turn_id"] for t in rest["turns"]] == [live["answered"][0]]
     assert rest["next_before"] is None
     paused = listed["turns"][1]
@@ -148,8 +159,12 @@ def turn_with_a_long_gap(url: str) -> str:
             span.end_time_unix_nano -= GAP_S * 10**9
         elif span.name == "invoke_agent external":
             span.start_time_unix_nano -= GAP_S * 10**9
-    r = httpx.post(f"{url}/v1/traces", content=request.SerializeToString(),
-                   headers={"Content-Type": "application/x-protobuf"}, timeout=30)
+    r = httpx.post(
+        f"{url}/v1/traces",
+        content=request.SerializeToString(),
+        headers={"Content-Type": "application/x-protobuf"},
+        timeout=30,
+    )
     assert r.status_code == 200, r.text
     return turn_id
 
@@ -166,8 +181,13 @@ class PacedReader:
         self.thread.start()
 
     def _read(self) -> None:
-        with httpx.stream("GET", self.url, params={"source": "spans", "speed": self.speed},
-                          headers={"Accept": "text/event-stream"}, timeout=60) as r:
+        with httpx.stream(
+            "GET",
+            self.url,
+            params={"source": "spans", "speed": self.speed},
+            headers={"Accept": "text/event-stream"},
+            timeout=60,
+        ) as r:
             for frame in parse_frames(r.iter_text()):
                 with self.arrived:
                     self.frames.append(frame)
@@ -199,12 +219,20 @@ def test_pacing_follows_the_span_times(launcher: Launcher) -> None:
         # heartbeats keep the connection alive
         def in_the_gap(frames: list[Frame]) -> bool:
             done = [i for i, f in enumerate(frames) if f.event == "node_completed"]
-            return bool(done) and any(f.comment == "hb" for f in frames[done[0]:])
+            return bool(done) and any(f.comment == "hb" for f in frames[done[0] :])
+
         paced.wait_until(in_the_gap, "the speed-1 replay never reached the gap")
         whole = [f"{e['type']}:{e.get('node')}" for e in replayed_events(server.url, turn_id)]
-        assert whole == ["graph_topology:None", "node_started:plan", "node_completed:plan",
-                         "node_started:act", "tool_started:act", "tool_completed:act",
-                         "node_completed:act", "turn_completed:None"]
+        assert whole == [
+            "graph_topology:None",
+            "node_started:plan",
+            "node_completed:plan",
+            "node_started:act",
+            "tool_started:act",
+            "tool_completed:act",
+            "node_completed:act",
+            "turn_completed:None",
+        ]
         started = time.monotonic()
         fastest = get_frames(url, {"source": "spans", "speed": MAX_SPEED})
         # the highest speed still keeps the gap, scaled: act cannot come before its due
@@ -225,16 +253,24 @@ def test_a_running_turn_is_409_until_it_ends(launcher: Launcher) -> None:
     turn_id = uuid.uuid4().hex
     # generate sleeps for the longest delay a fault allows, and the test ends the turn
     # itself once it has asked: the turn is running when asked however slow the machine
-    with httpx.Client(timeout=30) as client, client.stream(
-            "POST", f"{server.url}/chat",
+    with (
+        httpx.Client(timeout=30) as client,
+        client.stream(
+            "POST",
+            f"{server.url}/chat",
             json={"message": "How do refunds work?", "turn_id": turn_id},
-            headers={"Accept": "text/event-stream",
-                     "X-Relay-Fault": "generate=delay:600"}) as r:
+            headers={"Accept": "text/event-stream", "X-Relay-Fault": "generate=delay:600"},
+        ) as r,
+    ):
         frames = parse_frames(r.iter_text())
-        next(f for f in frames if f.event == "node_started" and f.data
-             and f.data["node"] == "generate")
-        early = client.get(f"{server.url}/turns/{turn_id}/events",
-                           params={"source": "spans", "speed": 0})
+        next(
+            f
+            for f in frames
+            if f.event == "node_started" and f.data and f.data["node"] == "generate"
+        )
+        early = client.get(
+            f"{server.url}/turns/{turn_id}/events", params={"source": "spans", "speed": 0}
+        )
         assert early.status_code == 409 and early.json()["error"]["code"] == "turn_running"
         assert client.post(f"{server.url}/turns/{turn_id}/cancel").status_code == 202
         rest = [f.data for f in frames if f.event]
@@ -254,6 +290,5 @@ def test_expired_turn_is_410_with_a_clear_message(launcher: Launcher) -> None:
     error = r.json()["error"]
     assert error["code"] == "turn_expired"
     assert "RELAY_STORE_MAX_TURNS=1" in error["message"] and "no longer stored" in error["message"]
-    kept = events(get_frames(f"{server.url}/turns/{new}/events",
-                             {"source": "spans", "speed": 0}))
+    kept = events(get_frames(f"{server.url}/turns/{new}/events", {"source": "spans", "speed": 0}))
     assert [e["type"] for e in kept[-2:]] == ["turn_completed", "message_saved"]

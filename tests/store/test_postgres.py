@@ -20,8 +20,9 @@ from tests.store.support import (
 )
 
 
-def test_a_turn_run_on_one_instance_replays_on_another(launcher: Launcher,
-                                                       postgres_url: str) -> None:
+def test_a_turn_run_on_one_instance_replays_on_another(
+    launcher: Launcher, postgres_url: str
+) -> None:
     first = launcher.start(RELAY_STORE=postgres_url)
     turns = {kind: run_turn(first.url, kind) for kind in KINDS}
     live = {kind: live_events(first.url, turn_id) for kind, turn_id in turns.items()}

@@ -28,46 +28,87 @@ T0 = 1_800_000_000_000_000_000
 TOPOLOGY = json.dumps({"nodes": [], "edges": []})
 
 
-def rec(span_id: str, parent: str | None, start: int, end: int | None,
-        **attrs: Any) -> SpanRecord:
-    return SpanRecord("a" * 32, span_id.ljust(16, "0"), parent.ljust(16, "0") if parent else None,
-                      span_id, start, end, attrs)
+def rec(span_id: str, parent: str | None, start: int, end: int | None, **attrs: Any) -> SpanRecord:
+    return SpanRecord(
+        "a" * 32,
+        span_id.ljust(16, "0"),
+        parent.ljust(16, "0") if parent else None,
+        span_id,
+        start,
+        end,
+        attrs,
+    )
 
 
 def names(phases: list[tuple[SpanRecord, str, Any]]) -> list[str]:
-    return [f"{r.name} {kind}" + (f" {event['name']}" if event else "")
-            for r, kind, event in phases]
+    return [
+        f"{r.name} {kind}" + (f" {event['name']}" if event else "") for r, kind, event in phases
+    ]
 
 
 # -- the order rules ----------------------------------------------------------------------
 
+
 def test_ends_come_before_starts_at_equal_times() -> None:
     spans = [rec("root", None, 0, 100), rec("a", "root", 10, 50), rec("b", "root", 50, 90)]
     assert names(ordered_phases(spans)) == [
-        "root start", "a start", "a end", "b start", "b end", "root end"]
+        "root start",
+        "a start",
+        "a end",
+        "b start",
+        "b end",
+        "root end",
+    ]
 
 
 def test_parent_starts_before_child_and_child_ends_before_parent_at_equal_times() -> None:
-    spans = [rec("child", "node", 10, 50), rec("node", "root", 10, 50),
-             rec("root", None, 0, 50)]
+    spans = [rec("child", "node", 10, 50), rec("node", "root", 10, 50), rec("root", None, 0, 50)]
     assert names(ordered_phases(spans)) == [
-        "root start", "node start", "child start", "child end", "node end", "root end"]
+        "root start",
+        "node start",
+        "child start",
+        "child end",
+        "node end",
+        "root end",
+    ]
 
 
 def test_a_zero_duration_span_starts_then_ends() -> None:
-    spans = [rec("root", None, 0, 100), rec("a", "root", 10, 50), rec("z", "a", 50, 50),
-             rec("b", "root", 50, 90)]
+    spans = [
+        rec("root", None, 0, 100),
+        rec("a", "root", 10, 50),
+        rec("z", "a", 50, 50),
+        rec("b", "root", 50, 90),
+    ]
     assert names(ordered_phases(spans)) == [
-        "root start", "a start", "z start", "z end", "a end", "b start", "b end", "root end"]
+        "root start",
+        "a start",
+        "z start",
+        "z end",
+        "a end",
+        "b start",
+        "b end",
+        "root end",
+    ]
 
 
 def test_microsecond_cut_child_end_stays_inside_its_parent() -> None:
-    spans = [rec("root", None, 0, 100_000), rec("node", "root", 1_000, 9_000),
-             rec("tool", "node", 5_000, 9_000 + NESTING_SLACK_NS // 2),
-             rec("next", "root", 9_500, 20_000)]
+    spans = [
+        rec("root", None, 0, 100_000),
+        rec("node", "root", 1_000, 9_000),
+        rec("tool", "node", 5_000, 9_000 + NESTING_SLACK_NS // 2),
+        rec("next", "root", 9_500, 20_000),
+    ]
     assert names(ordered_phases(spans)) == [
-        "root start", "node start", "tool start", "tool end", "node end", "next start",
-        "next end", "root end"]
+        "root start",
+        "node start",
+        "tool start",
+        "tool end",
+        "node end",
+        "next start",
+        "next end",
+        "root end",
+    ]
 
 
 def test_schedule_scales_the_gaps() -> None:
@@ -80,24 +121,40 @@ def test_schedule_scales_the_gaps() -> None:
 
 # -- live processor vs replay of the stored spans ------------------------------------------
 
+
 def _run_live(provider: TracerProvider) -> None:
     """One run whose spans share timestamps (explicit times), in the live call order."""
     tracer = provider.get_tracer("test")
-    root = tracer.start_span("invoke_agent a", start_time=T0, attributes={
-        c.TURN_ID: "turn-1", c.CONVERSATION_ID: "thread-1", c.RUN_KIND: "chat",
-        c.GRAPH_ID: "g", c.GRAPH_TOPOLOGY: TOPOLOGY})
+    root = tracer.start_span(
+        "invoke_agent a",
+        start_time=T0,
+        attributes={
+            c.TURN_ID: "turn-1",
+            c.CONVERSATION_ID: "thread-1",
+            c.RUN_KIND: "chat",
+            c.GRAPH_ID: "g",
+            c.GRAPH_TOPOLOGY: TOPOLOGY,
+        },
+    )
     ctx = set_span_in_context(root)
     t1, t2, t3, t4 = T0 + 1000, T0 + 2000, T0 + 3000, T0 + 4000
     a = tracer.start_span("node a", ctx, start_time=t1, attributes={c.NODE_NAME: "a"})
-    tool = tracer.start_span("execute_tool refund", set_span_in_context(a), start_time=t1,
-                             attributes={c.OPERATION: c.OP_TOOL, c.TOOL_NAME: "refund",
-                                         c.TOOL_CALL_ID: "call_1"})
+    tool = tracer.start_span(
+        "execute_tool refund",
+        set_span_in_context(a),
+        start_time=t1,
+        attributes={c.OPERATION: c.OP_TOOL, c.TOOL_NAME: "refund", c.TOOL_CALL_ID: "call_1"},
+    )
     tool.end(end_time=t2)
     a.set_attribute(c.NODE_OUTCOME, "ok")
     a.end(end_time=t2)
     b = tracer.start_span("node b", ctx, start_time=t2, attributes={c.NODE_NAME: "b"})
-    guard = tracer.start_span("apply_guardrail p", set_span_in_context(b), start_time=t3,
-                              attributes={c.OPERATION: c.OP_GUARDRAIL})
+    guard = tracer.start_span(
+        "apply_guardrail p",
+        set_span_in_context(b),
+        start_time=t3,
+        attributes={c.OPERATION: c.OP_GUARDRAIL},
+    )
     guard.set_attribute(c.GUARDRAIL_DECISION, "block")
     guard.set_status(Status(StatusCode.ERROR, "blocked"))
     guard.end(end_time=t3)
@@ -133,8 +190,9 @@ def test_live_events_equal_replayed_events_from_the_store(tmp_path: Path) -> Non
         processor.flush()
         await asyncio.to_thread(batch.force_flush)
         provider.shutdown()
-        sdk_records = sorted((from_sdk_span(s, True) for s in memory.get_finished_spans()),
-                             key=lambda r: r.span_id)
+        sdk_records = sorted(
+            (from_sdk_span(s, True) for s in memory.get_finished_spans()), key=lambda r: r.span_id
+        )
         state, stored = store.turn_spans("turn-1")
         assert state == STORED
         assert sorted(stored, key=lambda r: r.span_id) == sdk_records
@@ -145,25 +203,36 @@ def test_live_events_equal_replayed_events_from_the_store(tmp_path: Path) -> Non
     replayed = replay_events(stored)
     assert [e.to_dict() for e in replayed] == [e.to_dict() for e in live]
     assert [e.type for e in live] == [
-        "graph_topology", "node_started", "tool_started", "tool_completed", "node_completed",
-        "node_started", "node_completed", "node_started", "node_completed", "turn_completed"]
+        "graph_topology",
+        "node_started",
+        "tool_started",
+        "tool_completed",
+        "node_completed",
+        "node_started",
+        "node_completed",
+        "node_started",
+        "node_completed",
+        "turn_completed",
+    ]
     store.close()
 
 
 # -- the replay stream --------------------------------------------------------------------
 
+
 def test_replay_stream_paces_beats_and_hands_off_on_shutdown() -> None:
     from relay.delivery.replay import replay_stream
     from relay.delivery.streaming import SSEEncoder
 
-    evs = [Event("node_started", "t", "u", "r", ts, seq=i + 1)
-           for i, ts in enumerate((1000.0, 1000.0, 1300.0, 60_000.0))]
+    evs = [
+        Event("node_started", "t", "u", "r", ts, seq=i + 1)
+        for i, ts in enumerate((1000.0, 1000.0, 1300.0, 60_000.0))
+    ]
 
     async def main() -> list[bytes]:
         closing = asyncio.Event()
         sent: list[bytes] = []
-        stream = replay_stream(evs, SSEEncoder(2000), speed=1, heartbeat_s=0.1,
-                               closing=closing)
+        stream = replay_stream(evs, SSEEncoder(2000), speed=1, heartbeat_s=0.1, closing=closing)
 
         async def send(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.body":
@@ -189,20 +258,32 @@ def test_replay_stream_paces_beats_and_hands_off_on_shutdown() -> None:
     assert body.startswith("retry: 2000\n\nid: 1\n")
     assert body.index("id: 2\n") < body.index("id: 3\n")
     assert "id: 4\n" not in body and ": hb\n\n" in body
-    assert 'event: reconnect\ndata: {"v":1,"type":"reconnect","reason":"server_shutdown",' \
-           '"last_seq":3' in body
+    assert (
+        'event: reconnect\ndata: {"v":1,"type":"reconnect","reason":"server_shutdown",'
+        '"last_seq":3' in body
+    )
     assert sent[-1] == b""
 
 
 def test_span_events_replay_between_their_span_start_and_end() -> None:
     chat = rec("chat", "node", 100, 300)
-    chat.events = [{"name": "a", "time_ns": 100, "attributes": {}},
-                   {"name": "b", "time_ns": 200, "attributes": {}},
-                   {"name": "c", "time_ns": 300, "attributes": {}}]
+    chat.events = [
+        {"name": "a", "time_ns": 100, "attributes": {}},
+        {"name": "b", "time_ns": 200, "attributes": {}},
+        {"name": "c", "time_ns": 300, "attributes": {}},
+    ]
     spans = [rec("root", None, 0, 400), rec("node", "root", 50, 300), chat]
     assert names(ordered_phases(spans)) == [
-        "root start", "node start", "chat start", "chat event a", "chat event b",
-        "chat event c", "chat end", "node end", "root end"]
+        "root start",
+        "node start",
+        "chat start",
+        "chat event a",
+        "chat event b",
+        "chat event c",
+        "chat end",
+        "node end",
+        "root end",
+    ]
 
 
 def test_text_deltas_replay_like_live() -> None:
@@ -217,13 +298,22 @@ def test_text_deltas_replay_like_live() -> None:
         provider.add_span_processor(processor)
         provider.add_span_processor(SimpleSpanProcessor(memory))
         tracer = provider.get_tracer("test")
-        root = tracer.start_span("invoke_agent a", attributes={
-            c.TURN_ID: "turn-2", c.CONVERSATION_ID: "thread-2", c.RUN_KIND: "chat",
-            c.GRAPH_ID: "g", c.GRAPH_TOPOLOGY: TOPOLOGY})
-        node = tracer.start_span("node generate", set_span_in_context(root),
-                                 attributes={c.NODE_NAME: "generate"})
-        chat = tracer.start_span("chat m", set_span_in_context(node),
-                                 attributes={c.OPERATION: c.OP_CHAT})
+        root = tracer.start_span(
+            "invoke_agent a",
+            attributes={
+                c.TURN_ID: "turn-2",
+                c.CONVERSATION_ID: "thread-2",
+                c.RUN_KIND: "chat",
+                c.GRAPH_ID: "g",
+                c.GRAPH_TOPOLOGY: TOPOLOGY,
+            },
+        )
+        node = tracer.start_span(
+            "node generate", set_span_in_context(root), attributes={c.NODE_NAME: "generate"}
+        )
+        chat = tracer.start_span(
+            "chat m", set_span_in_context(node), attributes={c.OPERATION: c.OP_CHAT}
+        )
         for chunk in ("Refunds ", "take ", "5 days."):
             processor.add_event(chat, c.DELTA_EVENT, {c.DELTA_TEXT: chunk})
         chat.end()

@@ -17,8 +17,7 @@ from relay.store import EXPIRED, STORED, UNKNOWN
 from relay.store.codec import decode_attributes, encode_attributes
 from tests.contract import reference_events
 
-TOPOLOGY = json.dumps({"nodes": [{"id": "a", "label": "a"}], "edges": []},
-                      separators=(",", ":"))
+TOPOLOGY = json.dumps({"nodes": [{"id": "a", "label": "a"}], "edges": []}, separators=(",", ":"))
 
 
 class Clock:
@@ -36,54 +35,132 @@ def _hex(n: int, width: int) -> str:
     return format(n, f"0{width}x")
 
 
-def turn_spans(turn: int, run: int = 0, start_ns: int = 1_700_000_000_000_000_000,
-               kind: str = "chat", outcome: str = "answered") -> list[SpanRecord]:
+def turn_spans(
+    turn: int,
+    run: int = 0,
+    start_ns: int = 1_700_000_000_000_000_000,
+    kind: str = "chat",
+    outcome: str = "answered",
+) -> list[SpanRecord]:
     """A run of a turn: a root carrying relay.turn.id, a node, a tool under the node."""
     trace = _hex(turn * 100 + run + 1, 32)
     root_id, node_id, tool_id = (_hex(turn * 1000 + run * 10 + k, 16) for k in (1, 2, 3))
     root_attrs: dict[str, Any] = {
-        c.OPERATION: c.OP_INVOKE_AGENT, c.TURN_ID: f"turn-{turn}",
-        c.CONVERSATION_ID: f"thread-{turn}", c.RUN_KIND: kind, c.GRAPH_ID: "g",
-        c.GRAPH_TOPOLOGY: TOPOLOGY, c.TURN_OUTCOME: outcome,
+        c.OPERATION: c.OP_INVOKE_AGENT,
+        c.TURN_ID: f"turn-{turn}",
+        c.CONVERSATION_ID: f"thread-{turn}",
+        c.RUN_KIND: kind,
+        c.GRAPH_ID: "g",
+        c.GRAPH_TOPOLOGY: TOPOLOGY,
+        c.TURN_OUTCOME: outcome,
         c.TURN_RESPONSE: '{"status": "answered",  "answer": "spaces  kept"}',
     }
     if kind == "chat":
         root_attrs[c.TURN_MESSAGE] = f"message {turn}"
-    links = [] if run == 0 else [{"trace_id": _hex(turn * 100 + 1, 32),
-                                  "span_id": _hex(turn * 1000 + 1, 16),
-                                  "attributes": {"why": "resume"}}]
+    links = (
+        []
+        if run == 0
+        else [
+            {
+                "trace_id": _hex(turn * 100 + 1, 32),
+                "span_id": _hex(turn * 1000 + 1, 16),
+                "attributes": {"why": "resume"},
+            }
+        ]
+    )
     s = start_ns + run * 10_000_000
     return [
-        SpanRecord(trace, root_id, None, "invoke_agent a", s, s + 9_000_000, root_attrs,
-                   status="ok", kind="internal", links=links,
-                   resource={"service.name": "svc", "telemetry.sdk.version": "1.45.2"}),
-        SpanRecord(trace, node_id, root_id, "node n", s + 1_000, s + 5_000_000,
-                   {c.NODE_NAME: "n", c.NODE_STEP: 1, c.NODE_OUTCOME: "ok"},
-                   resource={"service.name": "svc"}),
-        SpanRecord(trace, tool_id, node_id, "execute_tool t", s + 2_000, s + 4_000_000, {
-            c.OPERATION: c.OP_TOOL, c.TOOL_NAME: "t", "ratio": 1.0, "count": 1,
-            "flag": True, "tags": ("x", "y"), "ints": (1, 2, 3), "floats": (0.5, 1.0),
-            "flags": (True, False), "empty": (), "big": 2**62, "neg": -7, "uni": "é ✓",
-        }, status="error", status_message="ValueError", kind="client",
-            events=[{"name": "exception", "time_ns": s + 3_000_000,
-                     "attributes": {"exception.type": "ValueError", "n": 2, "t": (1, 2)}}],
-            resource={"service.name": "svc"}),
+        SpanRecord(
+            trace,
+            root_id,
+            None,
+            "invoke_agent a",
+            s,
+            s + 9_000_000,
+            root_attrs,
+            status="ok",
+            kind="internal",
+            links=links,
+            resource={"service.name": "svc", "telemetry.sdk.version": "1.45.2"},
+        ),
+        SpanRecord(
+            trace,
+            node_id,
+            root_id,
+            "node n",
+            s + 1_000,
+            s + 5_000_000,
+            {c.NODE_NAME: "n", c.NODE_STEP: 1, c.NODE_OUTCOME: "ok"},
+            resource={"service.name": "svc"},
+        ),
+        SpanRecord(
+            trace,
+            tool_id,
+            node_id,
+            "execute_tool t",
+            s + 2_000,
+            s + 4_000_000,
+            {
+                c.OPERATION: c.OP_TOOL,
+                c.TOOL_NAME: "t",
+                "ratio": 1.0,
+                "count": 1,
+                "flag": True,
+                "tags": ("x", "y"),
+                "ints": (1, 2, 3),
+                "floats": (0.5, 1.0),
+                "flags": (True, False),
+                "empty": (),
+                "big": 2**62,
+                "neg": -7,
+                "uni": "é ✓",
+            },
+            status="error",
+            status_message="ValueError",
+            kind="client",
+            events=[
+                {
+                    "name": "exception",
+                    "time_ns": s + 3_000_000,
+                    "attributes": {"exception.type": "ValueError", "n": 2, "t": (1, 2)},
+                }
+            ],
+            resource={"service.name": "svc"},
+        ),
     ]
 
 
 # -- the codec ----------------------------------------------------------------------------
 
+
 def test_codec_keeps_types_exactly() -> None:
-    attrs = {"s": "1", "i": 1, "f": 1.0, "b": True, "bf": False, "a": ("1", "2"),
-             "ai": (1, 2), "af": (1.0, 2.5), "ab": (True,), "e": (), "j": '{"a": 1}',
-             "big": -(2**63), "m": {"k": (1, "x")}, "x": b"\x00\xff", "n": None}
+    attrs = {
+        "s": "1",
+        "i": 1,
+        "f": 1.0,
+        "b": True,
+        "bf": False,
+        "a": ("1", "2"),
+        "ai": (1, 2),
+        "af": (1.0, 2.5),
+        "ab": (True,),
+        "e": (),
+        "j": '{"a": 1}',
+        "big": -(2**63),
+        "m": {"k": (1, "x")},
+        "x": b"\x00\xff",
+        "n": None,
+    }
     decoded = decode_attributes(json.loads(json.dumps(encode_attributes(attrs))))
     assert decoded == attrs
     for key, value in attrs.items():
         assert type(decoded[key]) is type(value), key
     assert type(decoded["af"][0]) is float and type(decoded["ai"][0]) is int
-    specials = decode_attributes(json.loads(json.dumps(encode_attributes(
-        {"nan": math.nan, "inf": math.inf, "ninf": -math.inf}))))
+    specials = decode_attributes(
+        json.loads(
+            json.dumps(encode_attributes({"nan": math.nan, "inf": math.inf, "ninf": -math.inf}))
+        )
+    )
     assert math.isnan(specials["nan"]) and specials["inf"] == math.inf
     assert specials["ninf"] == -math.inf
 
@@ -94,8 +171,14 @@ def test_codec_text_keeps_what_json_readers_would_bend() -> None:
     escaped and read back, and non-ASCII text round-trips."""
     from relay.store.codec import dump_attributes, load_attributes
 
-    attrs = {"big": 2**70, "neg": -(2**70), "edge": 2**64 - 1, "bad": "x \ud800 y",
-             "text": "Réponse 東京 🙂", "tags": (2**65, "a")}
+    attrs = {
+        "big": 2**70,
+        "neg": -(2**70),
+        "edge": 2**64 - 1,
+        "bad": "x \ud800 y",
+        "text": "Réponse 東京 🙂",
+        "tags": (2**65, "a"),
+    }
     text = dump_attributes(attrs)
     assert '"1180591620717411303424"' in text
     back = load_attributes(text)
@@ -112,17 +195,22 @@ def test_codec_stores_plain_values_plain_and_reads_rows_of_every_version() -> No
     text = dump_attributes(attrs)
     assert text == '{"s":"x","i":7,"f":1.0,"b":false,"n":null,"t":{"a":[{"s":"a"},{"i":2}]}}'
     assert load_attributes(text) == attrs and type(load_attributes(text)["f"]) is float
-    old = ('{"s":{"s":"x"},"i":{"i":7},"f":{"d":1.0},"b":{"b":false},"n":{"n":null},'
-           '"t":{"a":[{"s":"a"},{"i":2}]}}')
+    old = (
+        '{"s":{"s":"x"},"i":{"i":7},"f":{"d":1.0},"b":{"b":false},"n":{"n":null},'
+        '"t":{"a":[{"s":"a"},{"i":2}]}}'
+    )
     back = load_attributes(old)
     assert back == attrs and [type(v) for v in back.values()] == [type(v) for v in attrs.values()]
     assert load_attributes('{"k":{"s":"v"}}') == {"k": "v"}  # an all-tagged row
     nested = {"j": '{"a":{"b":1}}', "k": '":{', "t": ()}  # JSON text that looks tagged
     assert load_attributes(dump_attributes(nested)) == nested
-    assert load_attributes(dump_attributes(nested)[:-1].rsplit(',"t"', 1)[0] + "}") == \
-        {"j": '{"a":{"b":1}}', "k": '":{'}
-    assert load_events('[{"name":"e","time_ns":5,"attributes":{"k":{"i":1}}}]') == \
-        [{"name": "e", "time_ns": 5, "attributes": {"k": 1}}]
+    assert load_attributes(dump_attributes(nested)[:-1].rsplit(',"t"', 1)[0] + "}") == {
+        "j": '{"a":{"b":1}}',
+        "k": '":{',
+    }
+    assert load_events('[{"name":"e","time_ns":5,"attributes":{"k":{"i":1}}}]') == [
+        {"name": "e", "time_ns": 5, "attributes": {"k": 1}}
+    ]
 
 
 def test_replay_records_of_a_chunk_equal_the_records_row_by_row() -> None:
@@ -136,8 +224,15 @@ def test_replay_records_of_a_chunk_equal_the_records_row_by_row() -> None:
     rows = [
         ("a1", None, "root", 1, 9, "ok", dump_attributes({"s": "x", "i": 7})),
         ("a2", "a1", "n", 2, None, "unset", dump_attributes({"t": ("a", 2**70)})),
-        ("a3", "a1", "m", 3, 4, f"5:{len(events)}:error{events}boom: é",
-         '{"k":{"d":1.0},"b":{"b":true}}'),
+        (
+            "a3",
+            "a1",
+            "m",
+            3,
+            4,
+            f"5:{len(events)}:error{events}boom: é",
+            '{"k":{"d":1.0},"b":{"b":true}}',
+        ),
         ("a4", "a1", "o", 4, 5, "ok", "{}"),
         ("a5", "a1", "q", 5, 6, "2:2:ok[]", "{}"),
     ]
@@ -151,30 +246,49 @@ def test_replay_records_of_a_chunk_equal_the_records_row_by_row() -> None:
     assert replay_records("t" * 32, odd)[-1].attributes == {"bad": "x \ud800"}
 
 
-def test_the_status_column_packs_what_the_usual_span_lacks(
-        make_store: Callable[..., Any]) -> None:
+def test_the_status_column_packs_what_the_usual_span_lacks(make_store: Callable[..., Any]) -> None:
     """The replay reads status, message and span events as one column, packed by SQL with
     lengths that the database counts (characters, also past the BMP): what a replay reads
     equals what was written, on both backends, for every mix of the three."""
     store = make_store()
     root = turn_spans(10)[0]
-    odd = [("error", "", ()), ("error", "a: b ✓ 😀", ()), ("unset", "", ()),
-           ("STATUS_CODE_OK", "", ()), ("ok", "", [{"name": "😀 : é", "time_ns": 5,
-                                                     "attributes": {"k": "v ✓"}}]),
-           ("error", "x:y", [{"name": "e", "time_ns": 6, "attributes": {}}])]
-    spans = [root, *(SpanRecord(root.trace_id, f"{k + 32:016x}", root.span_id, f"s{k}",
-                                root.start_ns + k + 1, root.start_ns + k + 2, {"k": k},
-                                status, message, events=events)
-                     for k, (status, message, events) in enumerate(odd))]
+    odd = [
+        ("error", "", ()),
+        ("error", "a: b ✓ 😀", ()),
+        ("unset", "", ()),
+        ("STATUS_CODE_OK", "", ()),
+        ("ok", "", [{"name": "😀 : é", "time_ns": 5, "attributes": {"k": "v ✓"}}]),
+        ("error", "x:y", [{"name": "e", "time_ns": 6, "attributes": {}}]),
+    ]
+    spans = [
+        root,
+        *(
+            SpanRecord(
+                root.trace_id,
+                f"{k + 32:016x}",
+                root.span_id,
+                f"s{k}",
+                root.start_ns + k + 1,
+                root.start_ns + k + 2,
+                {"k": k},
+                status,
+                message,
+                events=events,
+            )
+            for k, (status, message, events) in enumerate(odd)
+        ),
+    ]
     store.write(spans)
     _, stream = store.turn_span_stream("turn-10")
     assert stream is not None
     read = [r for chunk in stream for r in chunk]
-    assert [(r.status, r.status_message, list(r.events)) for r in read] == \
-        [(r.status, r.status_message, list(r.events)) for r in spans]
+    assert [(r.status, r.status_message, list(r.events)) for r in read] == [
+        (r.status, r.status_message, list(r.events)) for r in spans
+    ]
 
 
 # -- round trip and indexes ---------------------------------------------------------------
+
 
 def test_rows_round_trip_to_equal_span_records(make_store: Callable[..., Any]) -> None:
     store = make_store()
@@ -195,7 +309,8 @@ def test_rows_round_trip_to_equal_span_records(make_store: Callable[..., Any]) -
 
 
 def test_children_stored_before_their_root_belong_to_the_turn(
-        make_store: Callable[..., Any]) -> None:
+    make_store: Callable[..., Any],
+) -> None:
     store = make_store()
     root, node, tool = turn_spans(2)
     store.write([tool])  # batches arrive as spans end: children first
@@ -210,14 +325,12 @@ def test_turns_lists_newest_first_with_outcome(make_store: Callable[..., Any]) -
     store = make_store()
     store.write(turn_spans(1, start_ns=1_000_000_000_000))
     store.write(turn_spans(2, start_ns=2_000_000_000_000, outcome="paused"))
-    store.write(turn_spans(2, run=1, kind="resume", start_ns=2_000_000_000_000,
-                           outcome="answered"))
+    store.write(turn_spans(2, run=1, kind="resume", start_ns=2_000_000_000_000, outcome="answered"))
     listed = store.turns(limit=10)
     assert [t["turn_id"] for t in listed] == ["turn-2", "turn-1"]
     assert listed[0]["outcome"] == "answered" and listed[0]["runs"] == 2
     assert listed[0]["message"] == "message 2" and listed[0]["thread_id"] == "thread-2"
-    assert [t["turn_id"] for t in store.turns(limit=10, before_ns=2_000_000_000_000)] \
-        == ["turn-1"]
+    assert [t["turn_id"] for t in store.turns(limit=10, before_ns=2_000_000_000_000)] == ["turn-1"]
 
 
 def test_rewriting_a_span_is_idempotent(make_store: Callable[..., Any]) -> None:
@@ -241,6 +354,7 @@ def test_a_batch_is_all_or_nothing(make_store: Callable[..., Any]) -> None:
 
 
 # -- retention ----------------------------------------------------------------------------
+
 
 def test_retention_by_age_leaves_a_tombstone(make_store: Callable[..., Any]) -> None:
     clock = Clock()
@@ -280,6 +394,7 @@ def test_orphan_spans_expire_by_age(make_store: Callable[..., Any]) -> None:
 
 # -- migrations ---------------------------------------------------------------------------
 
+
 def test_schema_is_versioned_and_reopening_keeps_data(make_store: Callable[..., Any]) -> None:
     first = make_store()
     assert first.schema_version() == 3
@@ -303,10 +418,36 @@ def test_foreign_runs_are_indexed_by_whoever_mapped_them(make_store: Callable[..
     first, second = chat[0].trace_id, resume[0].trace_id
     store.write(chat)
     assert store.turn_spans(first)[0] == UNKNOWN  # nothing says it is a turn yet
-    store.index_runs([RunIndex(first, first, chat[0].span_id, "chat", "thread-7",
-                               "Where is it?", chat[0].start_ns, None, None)])
-    store.index_runs([RunIndex(first, second, None, "resume", "", "", resume[0].start_ns,
-                               resume[0].end_ns, "answered")])  # before its spans
+    store.index_runs(
+        [
+            RunIndex(
+                first,
+                first,
+                chat[0].span_id,
+                "chat",
+                "thread-7",
+                "Where is it?",
+                chat[0].start_ns,
+                None,
+                None,
+            )
+        ]
+    )
+    store.index_runs(
+        [
+            RunIndex(
+                first,
+                second,
+                None,
+                "resume",
+                "",
+                "",
+                resume[0].start_ns,
+                resume[0].end_ns,
+                "answered",
+            )
+        ]
+    )  # before its spans
     store.write(resume)
     state, spans = store.turn_spans(first)
     assert state == STORED and {r.trace_id for r in spans} == {first, second}
@@ -322,8 +463,10 @@ def test_foreign_runs_are_indexed_by_whoever_mapped_them(make_store: Callable[..
 
 # -- the streaming read (a replay) ------------------------------------------------------------
 
+
 def test_streamed_read_gives_what_the_mapping_reads_in_start_order(
-        make_store: Callable[..., Any]) -> None:
+    make_store: Callable[..., Any],
+) -> None:
     """A turn of two runs (two traces, merged by start) read as a replay reads it: every
     span with what the mapping reads (not its kind, links or resource), in start order,
     and the events derived from it equal the reference replay of the stored spans."""
@@ -339,9 +482,18 @@ def test_streamed_read_gives_what_the_mapping_reads_in_start_order(
     expected = sorted(chat + resume, key=lambda r: r.start_ns)
     assert [r.start_ns for r in read] == [r.start_ns for r in expected]
     for got, want in zip(read, expected, strict=True):
-        assert got == SpanRecord(want.trace_id, want.span_id, want.parent_span_id, want.name,
-                                 want.start_ns, want.end_ns, want.attributes, want.status,
-                                 want.status_message, events=want.events)
+        assert got == SpanRecord(
+            want.trace_id,
+            want.span_id,
+            want.parent_span_id,
+            want.name,
+            want.start_ns,
+            want.end_ns,
+            want.attributes,
+            want.status,
+            want.status_message,
+            events=want.events,
+        )
     _, stored = store.turn_spans("turn-8")
     _, again = store.turn_span_stream("turn-8")
     assert again is not None
@@ -363,21 +515,52 @@ def test_a_long_turn_streams_past_its_first_chunk(make_store: Callable[..., Any]
     for k in range(FIRST_CHUNK + CHUNK):  # nodes, each with a tool under it
         at = root.start_ns + (k + 1) * 10_000
         node_id, tool_id = f"{2 * k + 16:016x}", f"{2 * k + 17:016x}"
-        spans.append(SpanRecord(root.trace_id, node_id, root.span_id, node.name, at,
-                                at + 8_000, {**node.attributes, c.NODE_STEP: k + 1}))
-        spans.append(SpanRecord(root.trace_id, tool_id, node_id, tool.name, at + 1_000,
-                                at + 5_000, tool.attributes, tool.status,
-                                tool.status_message, events=[
-                                    {**tool.events[0], "time_ns": at + 2_000}]))
+        spans.append(
+            SpanRecord(
+                root.trace_id,
+                node_id,
+                root.span_id,
+                node.name,
+                at,
+                at + 8_000,
+                {**node.attributes, c.NODE_STEP: k + 1},
+            )
+        )
+        spans.append(
+            SpanRecord(
+                root.trace_id,
+                tool_id,
+                node_id,
+                tool.name,
+                at + 1_000,
+                at + 5_000,
+                tool.attributes,
+                tool.status,
+                tool.status_message,
+                events=[{**tool.events[0], "time_ns": at + 2_000}],
+            )
+        )
     store.write(spans)
     _, stream = store.turn_span_stream("turn-9")
     assert stream is not None
     chunks = list(stream)
     assert [len(chunk) for chunk in chunks][:2] == [FIRST_CHUNK, CHUNK]
     read = [r for chunk in chunks for r in chunk]
-    assert read == [SpanRecord(r.trace_id, r.span_id, r.parent_span_id, r.name, r.start_ns,
-                               r.end_ns, r.attributes, r.status, r.status_message,
-                               events=r.events) for r in spans]
+    assert read == [
+        SpanRecord(
+            r.trace_id,
+            r.span_id,
+            r.parent_span_id,
+            r.name,
+            r.start_ns,
+            r.end_ns,
+            r.attributes,
+            r.status,
+            r.status_message,
+            events=r.events,
+        )
+        for r in spans
+    ]
     _, again = store.turn_span_stream("turn-9")
     assert again is not None
     streamed = [e for batch in iter_replay_events(again, lookups=again) for e in batch]

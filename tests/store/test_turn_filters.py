@@ -16,8 +16,7 @@ def turns(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
     if backend == "postgres":
         from relay.turns.postgres import PostgresTurnStore
 
-        store: Any = PostgresTurnStore(request.getfixturevalue("postgres_url"),
-                                       instance_id="test")
+        store: Any = PostgresTurnStore(request.getfixturevalue("postgres_url"), instance_id="test")
     else:
         store = SQLiteTurnStore(tmp_path / "turns.db")
     yield store
@@ -25,10 +24,18 @@ def turns(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
 
 
 async def test_list_by_graph_and_status(turns: Any) -> None:
-    for i, (graph, status) in enumerate([("research", "answered"), ("writer", "running"),
-                                         ("research", "paused"), ("", "answered")]):
-        await turns.create(TurnRecord(turn_id=f"t{i}", thread_id=f"th{i}", status=status,
-                                      started_at=1000.0 + i, graph=graph))
+    for i, (graph, status) in enumerate(
+        [("research", "answered"), ("writer", "running"), ("research", "paused"), ("", "answered")]
+    ):
+        await turns.create(
+            TurnRecord(
+                turn_id=f"t{i}",
+                thread_id=f"th{i}",
+                status=status,
+                started_at=1000.0 + i,
+                graph=graph,
+            )
+        )
     assert [r.turn_id for r in await turns.list(graph="research")] == ["t2", "t0"]
     assert [r.turn_id for r in await turns.list(status="answered")] == ["t3", "t0"]
     assert [r.turn_id for r in await turns.list(graph="research", status="paused")] == ["t2"]
@@ -43,10 +50,18 @@ async def test_list_by_graph_and_status(turns: Any) -> None:
 async def test_a_turns_client_tool_rounds_are_kept(turns: Any) -> None:
     """The client-tool rounds a turn has had (RELAY_CLIENT_TOOL_MAX_ROUNDS counts them
     over all its runs): 0 for a new turn, then what the relay records, on both stores."""
-    await turns.create(TurnRecord(turn_id="t-new", thread_id="th", status="running",
-                                  started_at=1000.0))
-    await turns.create(TurnRecord(turn_id="t-two", thread_id="th2", status="paused",
-                                  started_at=1001.0, client_tool_round=2))
+    await turns.create(
+        TurnRecord(turn_id="t-new", thread_id="th", status="running", started_at=1000.0)
+    )
+    await turns.create(
+        TurnRecord(
+            turn_id="t-two",
+            thread_id="th2",
+            status="paused",
+            started_at=1001.0,
+            client_tool_round=2,
+        )
+    )
     new = await turns.get("t-new")
     assert new is not None and new.client_tool_round == 0
     await turns.update("t-two", client_tool_round=3)

@@ -49,8 +49,7 @@ class RecordingProcessor(SpanProcessor):
         return matches[0]
 
 
-def feed(records: list[tuple[SpanRecord, bool]],
-         state: MappingState | None = None) -> list[Event]:
+def feed(records: list[tuple[SpanRecord, bool]], state: MappingState | None = None) -> list[Event]:
     state = MappingState() if state is None else state
     out: list[Event] = []
     for record, ended in records:

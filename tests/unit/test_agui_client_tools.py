@@ -12,19 +12,44 @@ from relay.events import Event
 from tests.agui.conftest import check_stream
 from tests.unit.test_agui import TRACE, TRACE2, answered, ev, node, topology, translate
 
-CALL = {"type": "client_tool", "name": "local_time", "arguments": {"tz": "local"},
-        "call_id": "call_t", "token": "tok", "round": 1}
+CALL = {
+    "type": "client_tool",
+    "name": "local_time",
+    "arguments": {"tz": "local"},
+    "call_id": "call_t",
+    "token": "tok",
+    "round": 1,
+}
 APPROVAL = {"type": "approval", "tool": "issue_refund", "args": {"order_id": "1"}}
 
 
 def client_run(trace: str = TRACE, interrupts: list[dict[str, Any]] | None = None) -> list[Event]:
-    return [topology(trace), node("started", "tools", "n1", trace),
-            ev("tool_started", trace=trace, tool="local_time", span_id="t1", node="tools",
-               call_id="call_t", client=True, args={"tz": "local"}),
-            ev("tool_completed", trace=trace, tool="local_time", span_id="t1", node="tools",
-               call_id="call_t", duration_ms=0.5, status="paused"),
-            node("completed", "tools", "n1", trace, status="paused"),
-            ev("paused", trace=trace, interrupts=interrupts or [{"id": "i1", "value": CALL}])]
+    return [
+        topology(trace),
+        node("started", "tools", "n1", trace),
+        ev(
+            "tool_started",
+            trace=trace,
+            tool="local_time",
+            span_id="t1",
+            node="tools",
+            call_id="call_t",
+            client=True,
+            args={"tz": "local"},
+        ),
+        ev(
+            "tool_completed",
+            trace=trace,
+            tool="local_time",
+            span_id="t1",
+            node="tools",
+            call_id="call_t",
+            duration_ms=0.5,
+            status="paused",
+        ),
+        node("completed", "tools", "n1", trace, status="paused"),
+        ev("paused", trace=trace, interrupts=interrupts or [{"id": "i1", "value": CALL}]),
+    ]
 
 
 def test_a_run_paused_on_client_tools_leaves_frontend_tool_calls() -> None:
@@ -39,8 +64,9 @@ def test_a_run_paused_on_client_tools_leaves_frontend_tool_calls() -> None:
 
 
 def test_a_client_tool_beside_an_approval_is_an_interrupt_naming_the_call() -> None:
-    out = translate(client_run(interrupts=[{"id": "i1", "value": CALL},
-                                           {"id": "i2", "value": APPROVAL}]))
+    out = translate(
+        client_run(interrupts=[{"id": "i1", "value": CALL}, {"id": "i2", "value": APPROVAL}])
+    )
     check_stream(out)
     outcome = out[-1]["outcome"]
     assert outcome["type"] == "interrupt"
@@ -50,12 +76,32 @@ def test_a_client_tool_beside_an_approval_is_an_interrupt_naming_the_call() -> N
 
 
 def test_the_later_runs_of_the_turn_leave_the_answered_call_out() -> None:
-    resumed = [topology(TRACE2, "resume"), node("started", "tools", "n2", TRACE2),
-               ev("tool_started", trace=TRACE2, tool="local_time", span_id="t2",
-                  node="tools", call_id="call_t", client=True, args={}),
-               ev("tool_completed", trace=TRACE2, tool="local_time", span_id="t2",
-                  node="tools", call_id="call_t", duration_ms=0.5, status="ok"),
-               node("completed", "tools", "n2", TRACE2), answered("Noon.", TRACE2)]
+    resumed = [
+        topology(TRACE2, "resume"),
+        node("started", "tools", "n2", TRACE2),
+        ev(
+            "tool_started",
+            trace=TRACE2,
+            tool="local_time",
+            span_id="t2",
+            node="tools",
+            call_id="call_t",
+            client=True,
+            args={},
+        ),
+        ev(
+            "tool_completed",
+            trace=TRACE2,
+            tool="local_time",
+            span_id="t2",
+            node="tools",
+            call_id="call_t",
+            duration_ms=0.5,
+            status="ok",
+        ),
+        node("completed", "tools", "n2", TRACE2),
+        answered("Noon.", TRACE2),
+    ]
     whole = translate([*client_run(), *resumed])  # a turn's stream: both runs
     runs = check_stream(whole)
     assert len(runs) == 2

@@ -12,16 +12,42 @@ from relay.mapping.answers import answer_of
 AI = "It is sunny in Paris."
 
 
-@pytest.mark.parametrize("output", [
-    {"messages": [{"type": "human", "data": {"content": "Weather?"}},
-                  {"type": "ai", "data": {"content": AI, "tool_calls": []}}]},  # message_to_dict
-    {"messages": [{"role": "user", "content": "Weather?"}, {"role": "assistant", "content": AI}]},
-    {"messages": [{"type": "ai", "content": [{"type": "text", "text": "It is sunny "},
-                                             {"type": "text", "text": "in Paris."}]}]},
-    {"outputs": {"messages": [{"lc": 1, "type": "constructor",
-                               "kwargs": {"content": AI, "type": "ai"}}]}},
-    {"answer": AI},
-])
+@pytest.mark.parametrize(
+    "output",
+    [
+        {
+            "messages": [
+                {"type": "human", "data": {"content": "Weather?"}},
+                {"type": "ai", "data": {"content": AI, "tool_calls": []}},
+            ]
+        },  # message_to_dict
+        {
+            "messages": [
+                {"role": "user", "content": "Weather?"},
+                {"role": "assistant", "content": AI},
+            ]
+        },
+        {
+            "messages": [
+                {
+                    "type": "ai",
+                    "content": [
+                        {"type": "text", "text": "It is sunny "},
+                        {"type": "text", "text": "in Paris."},
+                    ],
+                }
+            ]
+        },
+        {
+            "outputs": {
+                "messages": [
+                    {"lc": 1, "type": "constructor", "kwargs": {"content": AI, "type": "ai"}}
+                ]
+            }
+        },
+        {"answer": AI},
+    ],
+)
 def test_answers_from_every_message_format(output: dict) -> None:
     assert answer_of({"output.value": json.dumps(output)}) == AI
 

@@ -7,27 +7,33 @@ from tests.bench.peer.figures import pct
 from tests.bench.peer.report import Row
 from tests.bench.peer.sse import Resumed, SSEEvent, SSEParser, distinct_ids, lost_and_duplicated
 
-RELAY_FRAMES = (b"retry: 2000\n\n"
-                b"id: 1\nevent: node_started\ndata: {\"seq\":1}\n\n"
-                b": hb\n\n"
-                b"id: 2\nevent: text_delta\ndata: {\"seq\":2}\n\n")
+RELAY_FRAMES = (
+    b"retry: 2000\n\n"
+    b'id: 1\nevent: node_started\ndata: {"seq":1}\n\n'
+    b": hb\n\n"
+    b'id: 2\nevent: text_delta\ndata: {"seq":2}\n\n'
+)
 # the peer writes its id after the data, and CRLF is allowed too
-PEER_FRAMES = (b"event: metadata\r\ndata: {\"run_id\":\"r\"}\r\nid: 17-0\r\n\r\n"
-               b"event: messages\ndata: [{\"content\":\"a \"}]\nid: 17-0\n\n")
+PEER_FRAMES = (
+    b'event: metadata\r\ndata: {"run_id":"r"}\r\nid: 17-0\r\n\r\n'
+    b'event: messages\ndata: [{"content":"a "}]\nid: 17-0\n\n'
+)
 
 
 def parse_in_pieces(raw: bytes, size: int) -> tuple[list[SSEEvent], SSEParser]:
     parser = SSEParser()
     events: list[SSEEvent] = []
     for i in range(0, len(raw), size):
-        events.extend(parser.feed(raw[i:i + size]))
+        events.extend(parser.feed(raw[i : i + size]))
     return events, parser
 
 
 def test_events_are_the_same_whatever_the_chunking() -> None:
     whole, parser = parse_in_pieces(RELAY_FRAMES, len(RELAY_FRAMES))
-    assert whole == [SSEEvent("node_started", '{"seq":1}', "1"),
-                     SSEEvent("text_delta", '{"seq":2}', "2")]
+    assert whole == [
+        SSEEvent("node_started", '{"seq":1}', "1"),
+        SSEEvent("text_delta", '{"seq":2}', "2"),
+    ]
     assert parser.comments == 1 and parser.last_id == "2"
     for size in (1, 2, 7, 13):
         assert parse_in_pieces(RELAY_FRAMES, size)[0] == whole

@@ -36,6 +36,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 # -- seq -------------------------------------------------------------------------------
 
+
 def test_seq_starts_at_one_and_increases() -> None:
     bus = MemoryBus()
     bus.open_turn("t")
@@ -52,8 +53,7 @@ def test_publish_numbers_a_fresh_event_and_copies_one_already_numbered() -> None
     assert stamped.to_dict()["seq"] == 1
     again = bus.publish(original)  # (a retry): a copy, the first keeps its number
     assert again is not original and (original.seq, again.seq) == (1, 2)
-    assert (again.type, again.fields, again.ts) == (original.type, original.fields,
-                                                    original.ts)
+    assert (again.type, again.fields, again.ts) == (original.type, original.fields, original.ts)
     assert [e.seq for e in bus.reader("t", 0).take()] == [1, 2]
 
 
@@ -91,6 +91,7 @@ def test_seqs_are_per_turn() -> None:
 
 
 # -- readers ----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("after", [0, 1, 4, 7, 10])
 def test_reader_from_any_cursor_gets_exactly_the_later_events(after: int) -> None:
@@ -179,6 +180,7 @@ async def test_cancelled_wait_leaves_no_future() -> None:
 
 # -- the per-turn cap ---------------------------------------------------------------------
 
+
 def test_cap_trims_oldest_and_expires_old_cursors() -> None:
     bus = MemoryBus(max_events_per_turn=3)
     bus.open_turn("t")
@@ -199,6 +201,7 @@ def test_cursor_expired_message_says_what_is_kept() -> None:
 
 
 # -- retention ------------------------------------------------------------------------------
+
 
 def finish(bus: MemoryBus, turn: str) -> None:
     bus.open_turn(turn)
@@ -286,6 +289,7 @@ def test_finished_turn_is_dropped_after_its_reader_leaves(clock: Clock) -> None:
 
 # -- bounded takes and finished ------------------------------------------------------------------
 
+
 def test_take_with_limit_pages_through_the_log() -> None:
     bus = MemoryBus()
     publish_n(bus, "t", 10)
@@ -311,6 +315,7 @@ def test_finished() -> None:
 
 
 # -- push readers (the stream writer's wait) --------------------------------------------
+
 
 def test_watch_calls_back_once_per_burst() -> None:
     bus = MemoryBus()

@@ -14,15 +14,30 @@ def stdlib(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-@pytest.mark.parametrize("value", [
-    {"v": 1, "type": "node_completed", "seq": 3, "ts": 1796116914377.123,
-     "summary": {"model": "offline", "input_tokens": 120}, "children": [],
-     "status": "ok", "duration_ms": 0.001},
-    {"answer": "Réponse « naïve » — 東京 🙂", "quote": "\"\\\n\t", "none": None,
-     "flags": [True, False], "tuple": (1, 2.5, "x")},
-    {1: "int key", 2.5: "float key", None: "none key", False: "bool key"},
-    {"tiny": 0.1 + 0.2, "big": 2**63 - 1, "neg": -(2**63), "float_int": 3.0},
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        {
+            "v": 1,
+            "type": "node_completed",
+            "seq": 3,
+            "ts": 1796116914377.123,
+            "summary": {"model": "offline", "input_tokens": 120},
+            "children": [],
+            "status": "ok",
+            "duration_ms": 0.001,
+        },
+        {
+            "answer": "Réponse « naïve » — 東京 🙂",
+            "quote": '"\\\n\t',
+            "none": None,
+            "flags": [True, False],
+            "tuple": (1, 2.5, "x"),
+        },
+        {1: "int key", 2.5: "float key", None: "none key", False: "bool key"},
+        {"tiny": 0.1 + 0.2, "big": 2**63 - 1, "neg": -(2**63), "float_int": 3.0},
+    ],
+)
 def test_same_text_as_the_standard_library(value: object) -> None:
     assert dumps(value) == stdlib(value)
 
@@ -48,9 +63,16 @@ def test_event_json_is_encoded_once() -> None:
     event = Event("node_started", "th", "tu", "0" * 32, 1.5, {"node": "n"}, seq=1)
     first = event.to_json()
     assert first is event.to_json()
-    assert json.loads(first) == {"v": 1, "type": "node_started", "seq": 1, "thread_id": "th",
-                                 "turn_id": "tu", "trace_id": "0" * 32, "ts": 1.5,
-                                 "node": "n"}
+    assert json.loads(first) == {
+        "v": 1,
+        "type": "node_started",
+        "seq": 1,
+        "thread_id": "th",
+        "turn_id": "tu",
+        "trace_id": "0" * 32,
+        "ts": 1.5,
+        "node": "n",
+    }
 
 
 def test_event_frame_is_built_once_per_framing_and_shared() -> None:

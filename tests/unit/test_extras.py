@@ -27,9 +27,21 @@ ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 #: the top-level modules of every optional package (never imported by the default)
-OPTIONAL = ("psycopg", "psycopg_pool", "redis", "hiredis", "grpc", "langchain_openai",
-            "bm25s", "jwt", "prometheus_client", "opentelemetry.exporter",
-            "langgraph.checkpoint.postgres", "openinference", "opentelemetry.instrumentation")
+OPTIONAL = (
+    "psycopg",
+    "psycopg_pool",
+    "redis",
+    "hiredis",
+    "grpc",
+    "langchain_openai",
+    "bm25s",
+    "jwt",
+    "prometheus_client",
+    "opentelemetry.exporter",
+    "langgraph.checkpoint.postgres",
+    "openinference",
+    "opentelemetry.instrumentation",
+)
 
 
 def _hide(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
@@ -62,14 +74,32 @@ def _names(requirements: list[str]) -> set[str]:
 
 def test_core_dependencies_are_the_embedded_default_only() -> None:
     core = _names(PYPROJECT["project"]["dependencies"])
-    for optional in ("redis", "psycopg", "psycopg-pool", "langgraph-checkpoint-postgres",
-                     "langchain-openai", "bm25s", "grpcio", "opentelemetry-exporter-otlp",
-                     "opentelemetry-exporter-prometheus", "openinference-instrumentation-langchain",
-                     "opentelemetry-instrumentation-langchain", "pytest"):
+    for optional in (
+        "redis",
+        "psycopg",
+        "psycopg-pool",
+        "langgraph-checkpoint-postgres",
+        "langchain-openai",
+        "bm25s",
+        "grpcio",
+        "opentelemetry-exporter-otlp",
+        "opentelemetry-exporter-prometheus",
+        "openinference-instrumentation-langchain",
+        "opentelemetry-instrumentation-langchain",
+        "pytest",
+    ):
         assert optional not in core, f"{optional} is an extra, not a core dependency"
     # what the embedded default runs: the turn API, AG-UI, the receiver, SQLite, LangGraph
-    assert {"fastapi", "uvicorn", "opentelemetry-sdk", "opentelemetry-proto", "ag-ui-protocol",
-            "langgraph", "langgraph-checkpoint-sqlite", "orjson"} <= core
+    assert {
+        "fastapi",
+        "uvicorn",
+        "opentelemetry-sdk",
+        "opentelemetry-proto",
+        "ag-ui-protocol",
+        "langgraph",
+        "langgraph-checkpoint-sqlite",
+        "orjson",
+    } <= core
 
 
 def test_each_extra_brings_its_packages() -> None:
@@ -82,11 +112,17 @@ def test_each_extra_brings_its_packages() -> None:
     assert "pyjwt" in extras["auth"]
     runtime = ("otlp", "metrics", "redis", "postgres", "demo", "auth")
     for extra in ("all", "test"):  # every runtime extra, through span-relay[...]
-        spec = next(r for r in PYPROJECT["project"]["optional-dependencies"][extra]
-                    if r.startswith("span-relay["))
-        assert set(spec[spec.index("[") + 1:spec.index("]")].split(",")) == set(runtime)
-    assert {"openinference-instrumentation-langchain",
-            "opentelemetry-instrumentation-langchain", "pytest"} <= extras["test"]
+        spec = next(
+            r
+            for r in PYPROJECT["project"]["optional-dependencies"][extra]
+            if r.startswith("span-relay[")
+        )
+        assert set(spec[spec.index("[") + 1 : spec.index("]")].split(",")) == set(runtime)
+    assert {
+        "openinference-instrumentation-langchain",
+        "opentelemetry-instrumentation-langchain",
+        "pytest",
+    } <= extras["test"]
 
 
 # -- the messages ---------------------------------------------------------------------------
@@ -97,13 +133,18 @@ def test_the_default_needs_no_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     assert missing_extras(RelaySettings.from_env({}), {}) == []
 
 
-def test_jwt_auth_names_the_auth_extra(monkeypatch: pytest.MonkeyPatch,
-                                       tmp_path: Path) -> None:
+def test_jwt_auth_names_the_auth_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _hide(monkeypatch, "jwt")
     jwks = tmp_path / "jwks.json"
     jwks.write_text('{"keys": []}')
-    message = _error({"RELAY_AUTH": "jwt", "RELAY_JWT_JWKS": str(jwks),
-                      "RELAY_JWT_ISSUER": "https://issuer", "RELAY_JWT_AUDIENCE": "relay"})
+    message = _error(
+        {
+            "RELAY_AUTH": "jwt",
+            "RELAY_JWT_JWKS": str(jwks),
+            "RELAY_JWT_ISSUER": "https://issuer",
+            "RELAY_JWT_AUDIENCE": "relay",
+        }
+    )
     assert "RELAY_AUTH=jwt" in message and "pyjwt" in message
     assert "pip install 'span-relay[auth]'" in message
 
@@ -111,16 +152,20 @@ def test_jwt_auth_names_the_auth_extra(monkeypatch: pytest.MonkeyPatch,
 def test_redis_bus_names_the_redis_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     _hide(monkeypatch, "redis")
     message = _error({"RELAY_BUS": "redis://:secret@127.0.0.1:6379/0"})
-    assert message == ("RELAY_BUS=redis://... needs the 'redis' extra (redis not installed): "
-                       "pip install 'span-relay[redis]'")
+    assert message == (
+        "RELAY_BUS=redis://... needs the 'redis' extra (redis not installed): "
+        "pip install 'span-relay[redis]'"
+    )
     assert "secret" not in message  # the URL's password is never printed
 
 
 def test_postgres_store_names_the_postgres_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     _hide(monkeypatch, "psycopg_pool")
     message = _error({"RELAY_STORE": "postgresql://relay:pw@127.0.0.1/relay"})
-    assert message.startswith("RELAY_STORE=postgresql://... and the checkpointer (it follows "
-                              "RELAY_STORE) needs the 'postgres' extra")
+    assert message.startswith(
+        "RELAY_STORE=postgresql://... and the checkpointer (it follows "
+        "RELAY_STORE) needs the 'postgres' extra"
+    )
     assert "(psycopg-pool not installed)" in message
     assert message.endswith("pip install 'span-relay[postgres]'")
     assert "pw@" not in message
@@ -131,31 +176,49 @@ def test_postgres_checkpointer_needs_its_saver(monkeypatch: pytest.MonkeyPatch) 
     env = {"RELAY_STORE": "postgresql://127.0.0.1/relay"}
     assert "(langgraph-checkpoint-postgres not installed)" in _error(env)
     # a SQLite checkpointer beside the PostgreSQL store does not need it
-    assert missing_extras(RelaySettings(store="postgresql://127.0.0.1/relay"),
-                          {**env, "RELAY_CHECKPOINTER": "sqlite"}) == []
+    assert (
+        missing_extras(
+            RelaySettings(store="postgresql://127.0.0.1/relay"),
+            {**env, "RELAY_CHECKPOINTER": "sqlite"},
+        )
+        == []
+    )
     # nor does the embedded store; an explicit PostgreSQL checkpointer does
     assert _error({"RELAY_CHECKPOINTER": "postgresql://127.0.0.1/cp"}) == (
         "RELAY_CHECKPOINTER=postgresql://... needs the 'postgres' extra "
-        "(langgraph-checkpoint-postgres not installed): pip install 'span-relay[postgres]'")
+        "(langgraph-checkpoint-postgres not installed): pip install 'span-relay[postgres]'"
+    )
 
 
 def test_grpc_receiver_names_the_otlp_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     _hide(monkeypatch, "grpc")
     assert _error({"RELAY_OTLP_GRPC": "127.0.0.1:4317"}) == (
         "RELAY_OTLP_GRPC=127.0.0.1:4317 needs the 'otlp' extra (grpcio not installed): "
-        "pip install 'span-relay[otlp]'")
+        "pip install 'span-relay[otlp]'"
+    )
 
 
-@pytest.mark.parametrize(("env", "hidden", "named"), [
-    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317"},
-     "opentelemetry.exporter", "OTEL_EXPORTER_OTLP_ENDPOINT (OTLP export over gRPC)"),
-    ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces",
-      "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"},
-     "opentelemetry.exporter.otlp.proto.http",
-     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (OTLP export over HTTP)"),
-])
-def test_otlp_export_names_the_otlp_extra(monkeypatch: pytest.MonkeyPatch, env: dict[str, str],
-                                          hidden: str, named: str) -> None:
+@pytest.mark.parametrize(
+    ("env", "hidden", "named"),
+    [
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317"},
+            "opentelemetry.exporter",
+            "OTEL_EXPORTER_OTLP_ENDPOINT (OTLP export over gRPC)",
+        ),
+        (
+            {
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces",
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            },
+            "opentelemetry.exporter.otlp.proto.http",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (OTLP export over HTTP)",
+        ),
+    ],
+)
+def test_otlp_export_names_the_otlp_extra(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], hidden: str, named: str
+) -> None:
     _hide(monkeypatch, hidden)
     message = _error(env)
     assert message.startswith(f"{named} needs the 'otlp' extra (opentelemetry-exporter-otlp-")
@@ -168,7 +231,8 @@ def test_prometheus_metrics_name_the_metrics_extra(monkeypatch: pytest.MonkeyPat
     _hide(monkeypatch, "opentelemetry.exporter.prometheus", "prometheus_client")
     assert _error({"RELAY_METRICS": "prometheus"}) == (
         "RELAY_METRICS=prometheus needs the 'metrics' extra (opentelemetry-exporter-prometheus, "
-        "prometheus-client not installed): pip install 'span-relay[metrics]'")
+        "prometheus-client not installed): pip install 'span-relay[metrics]'"
+    )
 
 
 def test_the_demo_names_the_demo_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -179,7 +243,8 @@ def test_the_demo_names_the_demo_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         require_extras(settings, {}, demo=True)
     assert str(info.value) == (
         "the demo agent (span-relay serve without --app or --relay-only) needs the 'demo' "
-        "extra (bm25s not installed): pip install 'span-relay[demo]'")
+        "extra (bm25s not installed): pip install 'span-relay[demo]'"
+    )
     with pytest.raises(ConfigError) as info:
         require_extras(settings, {"RELAY_MODEL_BASE_URL": "http://127.0.0.1:1/v1"}, demo=True)
     assert "(bm25s, langchain-openai not installed)" in str(info.value)
@@ -187,8 +252,14 @@ def test_the_demo_names_the_demo_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_every_missing_extra_is_named_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     _hide(monkeypatch, *OPTIONAL)
-    message = _error({"RELAY_BUS": "redis://127.0.0.1", "RELAY_STORE": "postgres://h/db",
-                      "RELAY_METRICS": "prometheus", "RELAY_OTLP_GRPC": "127.0.0.1:4317"})
+    message = _error(
+        {
+            "RELAY_BUS": "redis://127.0.0.1",
+            "RELAY_STORE": "postgres://h/db",
+            "RELAY_METRICS": "prometheus",
+            "RELAY_OTLP_GRPC": "127.0.0.1:4317",
+        }
+    )
     for extra in ("redis", "postgres", "metrics", "otlp"):
         assert f"pip install 'span-relay[{extra}]'" in message
 
@@ -201,9 +272,9 @@ def test_relay_from_env_refuses_too(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         Relay.from_env({"RELAY_BUS": "redis://127.0.0.1:1", "RELAY_DATA_DIR": str(tmp_path)})
 
 
-def test_serve_refuses_the_demo_without_its_extra(monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str],
-                                                  tmp_path: Path) -> None:
+def test_serve_refuses_the_demo_without_its_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     import relay.cli as cli
 
     _hide(monkeypatch, "bm25s")
@@ -217,8 +288,10 @@ def test_serve_refuses_the_demo_without_its_extra(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(cli.RelayServer, "run", run)
     assert cli.main(["serve"]) == 2
-    assert ("span-relay: configuration error: the demo agent (span-relay serve without --app "
-            "or --relay-only) needs the 'demo' extra") in capsys.readouterr().err
+    assert (
+        "span-relay: configuration error: the demo agent (span-relay serve without --app "
+        "or --relay-only) needs the 'demo' extra"
+    ) in capsys.readouterr().err
     assert served == []
     # the relay alone does not need the demo's packages
     assert cli.main(["serve", "--relay-only"]) == 0
@@ -278,14 +351,17 @@ _CORE_ONLY = textwrap.dedent("""
 
 def test_the_embedded_default_runs_without_any_extra(tmp_path: Path) -> None:
     script = _CORE_ONLY.format(hidden=OPTIONAL, data_dir=str(tmp_path / "data"))
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["parts"] == ["MemoryBus", "SQLiteTurnStore", "SQLiteSpanStore"]
     assert out["problems"] == [] and out["checkpointer"] == "AsyncSqliteSaver"
     assert (out["healthz"], out["readyz"], out["otlp_json"]) == (200, 200, 200)
     assert out["otlp_bad_protobuf"] == 400  # its google.rpc.Status body: a core dependency
-    assert out["redis_error"] == ("RELAY_BUS=redis://... needs the 'redis' extra "
-                                  "(redis not installed): pip install 'span-relay[redis]'")
+    assert out["redis_error"] == (
+        "RELAY_BUS=redis://... needs the 'redis' extra "
+        "(redis not installed): pip install 'span-relay[redis]'"
+    )
     assert out["imported"] == []

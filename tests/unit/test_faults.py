@@ -25,13 +25,14 @@ def test_no_header_no_faults(header: str | None) -> None:
 def test_parse_error_and_delay() -> None:
     assert parse_faults("generate=error") == {"generate": Fault("error")}
     assert parse_faults("generate=delay:5") == {"generate": Fault("delay", 5.0)}
-    assert parse_faults("retrieve_context=delay:0.25") == {
-        "retrieve_context": Fault("delay", 0.25)}
+    assert parse_faults("retrieve_context=delay:0.25") == {"retrieve_context": Fault("delay", 0.25)}
 
 
 def test_parse_several_with_spaces() -> None:
     assert parse_faults(" generate=error , retrieve_context=delay:2 ") == {
-        "generate": Fault("error"), "retrieve_context": Fault("delay", 2.0)}
+        "generate": Fault("error"),
+        "retrieve_context": Fault("delay", 2.0),
+    }
 
 
 def test_last_fault_for_a_node_wins() -> None:
@@ -43,13 +44,30 @@ def test_delay_bounds_inclusive(seconds: str) -> None:
     assert parse_faults(f"n=delay:{seconds}")["n"].seconds == float(seconds)
 
 
-@pytest.mark.parametrize("header", [
-    "generate", "=error", "generate=", "generate=crash", "generate=delay", "generate=delay:",
-    "generate=delay:abc", "generate=delay:-1", "generate=delay:601", "generate=delay:nan",
-    "generate=delay:inf", "generate=error,", "generate=ERROR",
-    "generate=transient:0", "generate=transient:11", "generate=transient:", "generate=transient:x",
-    "generate=transient:-1", "generate=transient:1.5",
-])
+@pytest.mark.parametrize(
+    "header",
+    [
+        "generate",
+        "=error",
+        "generate=",
+        "generate=crash",
+        "generate=delay",
+        "generate=delay:",
+        "generate=delay:abc",
+        "generate=delay:-1",
+        "generate=delay:601",
+        "generate=delay:nan",
+        "generate=delay:inf",
+        "generate=error,",
+        "generate=ERROR",
+        "generate=transient:0",
+        "generate=transient:11",
+        "generate=transient:",
+        "generate=transient:x",
+        "generate=transient:-1",
+        "generate=transient:1.5",
+    ],
+)
 def test_malformed_headers_raise_value_error_naming_the_header(header: str) -> None:
     with pytest.raises(ValueError, match="X-Relay-Fault"):
         parse_faults(header)

@@ -19,13 +19,19 @@ from relay.spans import SpanRecord
 
 # -- interrupts ----------------------------------------------------------------------------
 
-REPR = ("(Interrupt(value={'type': 'approval', 'question': 'Publish?'}, "
-        "id='d8f0003c921cfe0771437d739cb60530', response_schema=None),)")
+REPR = (
+    "(Interrupt(value={'type': 'approval', 'question': 'Publish?'}, "
+    "id='d8f0003c921cfe0771437d739cb60530', response_schema=None),)"
+)
 
 
 def test_an_interrupt_repr_is_read_not_run() -> None:
-    assert parse(REPR, "span1") == [{"id": "d8f0003c921cfe0771437d739cb60530",
-                                     "value": {"type": "approval", "question": "Publish?"}}]
+    assert parse(REPR, "span1") == [
+        {
+            "id": "d8f0003c921cfe0771437d739cb60530",
+            "value": {"type": "approval", "question": "Publish?"},
+        }
+    ]
 
 
 def test_several_interrupts_positional_fields_and_a_status_message() -> None:
@@ -50,27 +56,60 @@ def test_an_interrupt_that_names_none(text: str) -> None:
 
 def test_a_plain_node_interrupt_message() -> None:
     assert parse("Please approve the refund", "s7") == [
-        {"id": "s7", "value": "Please approve the refund"}]
+        {"id": "s7", "value": "Please approve the refund"}
+    ]
 
 
-def span(name: str, span_id: str, parent: str | None, start: int, end: int,
-         trace: str = "t" * 32, status: str = "ok", events: list[Any] | None = None,
-         status_message: str = "", **attrs: Any) -> SpanRecord:
-    return SpanRecord(trace, span_id, parent, name, start, end, attrs, status=status,
-                      status_message=status_message, events=events or [])
+def span(
+    name: str,
+    span_id: str,
+    parent: str | None,
+    start: int,
+    end: int,
+    trace: str = "t" * 32,
+    status: str = "ok",
+    events: list[Any] | None = None,
+    status_message: str = "",
+    **attrs: Any,
+) -> SpanRecord:
+    return SpanRecord(
+        trace,
+        span_id,
+        parent,
+        name,
+        start,
+        end,
+        attrs,
+        status=status,
+        status_message=status_message,
+        events=events or [],
+    )
 
 
 def test_interrupts_from_an_exception_event_or_an_error_status() -> None:
-    event = {"name": "exception", "time_ns": 5,
-             "attributes": {"exception.type": "langgraph.errors.GraphInterrupt",
-                            "exception.message": REPR}}
+    event = {
+        "name": "exception",
+        "time_ns": 5,
+        "attributes": {
+            "exception.type": "langgraph.errors.GraphInterrupt",
+            "exception.message": REPR,
+        },
+    }
     on_ok = span("approve", "a" * 16, None, 1, 9, events=[event])
-    on_error = span("approve", "b" * 16, None, 1, 9, status="error",
-                    status_message="GraphInterrupt(" + REPR + ")")
+    on_error = span(
+        "approve",
+        "b" * 16,
+        None,
+        1,
+        9,
+        status="error",
+        status_message="GraphInterrupt(" + REPR + ")",
+    )
     assert interrupts_in(on_ok) == interrupts_in(on_error) == parse(REPR, "x")
 
 
 # -- discovery -----------------------------------------------------------------------------
+
 
 def edges(d: Discovery) -> list[tuple[str, str]]:
     return [(e["source"], e["target"]) for e in d.topology()["edges"]]
@@ -86,8 +125,14 @@ def test_edges_in_the_order_nodes_ran_with_a_fan_out_and_a_join() -> None:
     assert d.started("join")
     d.finished("join", "ok")
     assert d.ended()
-    assert edges(d) == [("__start__", "plan"), ("plan", "web"), ("plan", "docs"),
-                        ("docs", "join"), ("web", "join"), ("join", "__end__")]
+    assert edges(d) == [
+        ("__start__", "plan"),
+        ("plan", "web"),
+        ("plan", "docs"),
+        ("docs", "join"),
+        ("web", "join"),
+        ("join", "__end__"),
+    ]
     assert d.topology()["discovered"] is True
 
 
@@ -109,6 +154,7 @@ def test_a_node_run_again_adds_nothing_and_a_paused_node_leads_nowhere() -> None
 
 # -- links and messages ------------------------------------------------------------------
 
+
 def test_resume_commands_as_both_instrumentations_write_them() -> None:
     command = {"graph": None, "update": None, "resume": {"approved": True}, "goto": []}
     assert is_resume_input({"input.value": json.dumps(command)})
@@ -118,15 +164,35 @@ def test_resume_commands_as_both_instrumentations_write_them() -> None:
     assert top_task("review:t1|check:t2") == "review:t1" and top_task(None) is None
 
 
-@pytest.mark.parametrize("value", [
-    {"messages": [{"role": "user", "content": "Where is my parcel?"}]},
-    {"messages": [{"type": "human", "data": {"content": "Where is my parcel?"}},
-                  {"type": "ai", "data": {"content": "On its way."}}]},
-    {"inputs": {"messages": [{"lc": 1, "type": "constructor",
-                              "id": ["langchain", "schema", "messages", "HumanMessage"],
-                              "kwargs": {"content": "Where is my parcel?", "type": "human"}}]}},
-    {"messages": [{"role": "user", "content": [{"type": "text", "text": "Where is my parcel?"}]}]},
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"messages": [{"role": "user", "content": "Where is my parcel?"}]},
+        {
+            "messages": [
+                {"type": "human", "data": {"content": "Where is my parcel?"}},
+                {"type": "ai", "data": {"content": "On its way."}},
+            ]
+        },
+        {
+            "inputs": {
+                "messages": [
+                    {
+                        "lc": 1,
+                        "type": "constructor",
+                        "id": ["langchain", "schema", "messages", "HumanMessage"],
+                        "kwargs": {"content": "Where is my parcel?", "type": "human"},
+                    }
+                ]
+            }
+        },
+        {
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "Where is my parcel?"}]}
+            ]
+        },
+    ],
+)
 def test_the_users_message_in_every_input_format(value: dict[str, Any]) -> None:
     key = "traceloop.entity.input" if "inputs" in value else "input.value"
     assert message_of({key: json.dumps(value)}) == "Where is my parcel?"
@@ -143,46 +209,89 @@ T1, T2 = "1" * 32, "2" * 32
 LATER = 2_000_000_000  # the resume: two seconds after the pause
 
 
-def oi(name: str, span_id: str, parent: str | None, start: int, end: int, trace: str,
-       node: str | None = None, task: str | None = None, **extra: Any) -> SpanRecord:
+def oi(
+    name: str,
+    span_id: str,
+    parent: str | None,
+    start: int,
+    end: int,
+    trace: str,
+    node: str | None = None,
+    task: str | None = None,
+    **extra: Any,
+) -> SpanRecord:
     meta: dict[str, Any] = {"thread_id": "th-1", "ls_integration": "langgraph"}
     if node:
         meta.update(langgraph_node=node, langgraph_step=1, langgraph_checkpoint_ns=task)
-    return span(name, span_id, parent, start, end, trace=trace,
-                **{"openinference.span.kind": "CHAIN", "metadata": json.dumps(meta)},
-                **extra)
+    return span(
+        name,
+        span_id,
+        parent,
+        start,
+        end,
+        trace=trace,
+        **{"openinference.span.kind": "CHAIN", "metadata": json.dumps(meta)},
+        **extra,
+    )
 
 
 def paused_then_resumed() -> list[SpanRecord]:
-    interrupt = {"name": "exception", "time_ns": 40,
-                 "attributes": {"exception.type": "GraphInterrupt",
-                                "exception.message": REPR}}
+    interrupt = {
+        "name": "exception",
+        "time_ns": 40,
+        "attributes": {"exception.type": "GraphInterrupt", "exception.message": REPR},
+    }
     question = json.dumps({"messages": [{"role": "user", "content": "Publish it?"}]})
     answer = json.dumps({"messages": [{"type": "ai", "data": {"content": "Published."}}]})
     return [
         oi("g", "a" * 16, None, 10, 50, T1, **{"input.value": question}),
         oi("write", "b" * 16, "a" * 16, 11, 20, T1, node="write", task="write:w1"),
-        oi("approve", "c" * 16, "a" * 16, 21, 45, T1, node="approve", task="approve:x1",
-           events=[interrupt]),
+        oi(
+            "approve",
+            "c" * 16,
+            "a" * 16,
+            21,
+            45,
+            T1,
+            node="approve",
+            task="approve:x1",
+            events=[interrupt],
+        ),
         # the resume: a new trace, the same thread; its input is no command (a plain
         # invoke), but it reruns the interrupted task
         oi("g", "d" * 16, None, LATER + 100, LATER + 150, T2, **{"output.value": answer}),
-        oi("approve", "e" * 16, "d" * 16, LATER + 101, LATER + 120, T2, node="approve",
-           task="approve:x1"),
-        oi("send", "f" * 16, "d" * 16, LATER + 121, LATER + 140, T2, node="send",
-           task="send:s1"),
+        oi(
+            "approve",
+            "e" * 16,
+            "d" * 16,
+            LATER + 101,
+            LATER + 120,
+            T2,
+            node="approve",
+            task="approve:x1",
+        ),
+        oi("send", "f" * 16, "d" * 16, LATER + 121, LATER + 140, T2, node="send", task="send:s1"),
     ]
 
 
 def test_the_resume_continues_the_paused_turn_and_the_replay_equals_it() -> None:
     events = replay_events(paused_then_resumed())
     assert {e.turn_id for e in events} == {T1}
-    kinds = [(e.type, e.fields.get("node") or e.fields.get("run_kind")) for e in events
-             if e.type not in ("graph_discovered", "node_completed")]
-    assert kinds == [("graph_topology", "chat"), ("node_started", "write"),
-                     ("node_started", "approve"), ("paused", None),
-                     ("graph_topology", "resume"), ("node_started", "approve"),
-                     ("node_started", "send"), ("turn_completed", None)]
+    kinds = [
+        (e.type, e.fields.get("node") or e.fields.get("run_kind"))
+        for e in events
+        if e.type not in ("graph_discovered", "node_completed")
+    ]
+    assert kinds == [
+        ("graph_topology", "chat"),
+        ("node_started", "write"),
+        ("node_started", "approve"),
+        ("paused", None),
+        ("graph_topology", "resume"),
+        ("node_started", "approve"),
+        ("node_started", "send"),
+        ("turn_completed", None),
+    ]
     paused = next(e for e in events if e.type == "paused")
     assert paused.fields["interrupts"] == parse(REPR, "")
     assert paused.fields["resume"]["body"]["turn_id"] == T1
@@ -191,13 +300,17 @@ def test_the_resume_continues_the_paused_turn_and_the_replay_equals_it() -> None
     assert done.fields["human_wait_ms"] == (((LATER + 100 - 50) + 500) // 1000 / 1000)
     resumed_topology = [e for e in events if e.type == "graph_topology"][1]
     assert [n["id"] for n in resumed_topology.fields["nodes"]] == [
-        "__start__", "write", "approve"]  # the graph discovered before the pause
+        "__start__",
+        "write",
+        "approve",
+    ]  # the graph discovered before the pause
 
 
 def test_another_run_on_the_thread_is_a_new_turn() -> None:
     spans = paused_then_resumed()
-    spans[4] = oi("other", "e" * 16, "d" * 16, LATER + 101, LATER + 120, T2, node="other",
-                  task="other:o1")
+    spans[4] = oi(
+        "other", "e" * 16, "d" * 16, LATER + 101, LATER + 120, T2, node="other", task="other:o1"
+    )
     events = replay_events(spans)
     assert [e.turn_id for e in events if e.type == "graph_topology"] == [T1, T2]
 
@@ -211,5 +324,6 @@ def test_fed_in_any_order_of_arrival_the_same_events() -> None:
     for trace in (T1, T2):  # each trace arrives whole, children before the root
         mine = [s for s in reversed(spans) if s.trace_id == trace]
         feed(state, ordered_phases(mine), out.append, read=as_live)
-    assert [(e.type, e.turn_id, e.fields) for e in out] == \
-        [(e.type, e.turn_id, e.fields) for e in replay_events(spans)]
+    assert [(e.type, e.turn_id, e.fields) for e in out] == [
+        (e.type, e.turn_id, e.fields) for e in replay_events(spans)
+    ]

@@ -83,8 +83,10 @@ def test_one_node_span_per_node_under_the_root(spans: Any, mode: str) -> None:
         assert found[node].attributes[c.NODE_TASK_ID]
         assert tuple(found[node].attributes[c.NODE_NAMESPACE]) == ()
     assert found["user work"].parent.span_id == sid(found["node plain"])
-    assert [(n["name"], n["status"]) for n in log.snapshot()] == [("plain", "ok"),
-                                                                 ("wrapped", "ok")]
+    assert [(n["name"], n["status"]) for n in log.snapshot()] == [
+        ("plain", "ok"),
+        ("wrapped", "ok"),
+    ]
 
 
 def test_subgraph_nodes_are_children_of_their_parent_node(spans: Any) -> None:
@@ -120,13 +122,16 @@ def test_an_interrupt_pauses_the_node_and_the_resume_runs_it_again(spans: Any) -
     async def run() -> None:
         first = await graph.ainvoke({}, {**config, "callbacks": [GraphInstrumentation(tracer)]})
         assert first["__interrupt__"]
-        done = await graph.ainvoke(Command(resume={"approved": True}),
-                                   {**config, "callbacks": [GraphInstrumentation(tracer)]})
+        done = await graph.ainvoke(
+            Command(resume={"approved": True}),
+            {**config, "callbacks": [GraphInstrumentation(tracer)]},
+        )
         assert done == {"n": 1}
 
     asyncio.run(run())
-    outcomes = [s.attributes[c.NODE_OUTCOME] for s in exporter.get_finished_spans()
-                if s.name == "node ask"]
+    outcomes = [
+        s.attributes[c.NODE_OUTCOME] for s in exporter.get_finished_spans() if s.name == "node ask"
+    ]
     assert outcomes == ["paused", "ok"]
     assert all(s.status.is_ok for s in exporter.get_finished_spans())
 
@@ -167,8 +172,12 @@ def test_a_failing_node_is_an_error_and_close_ends_what_a_cancel_left_open(spans
 
 
 def test_task_of_reads_langgraph_metadata() -> None:
-    assert task_of({"langgraph_node": "b", "langgraph_checkpoint_ns": "a:1|b:2"}) == \
-        ("b", "a:1|b:2", ["a"], "2")
+    assert task_of({"langgraph_node": "b", "langgraph_checkpoint_ns": "a:1|b:2"}) == (
+        "b",
+        "a:1|b:2",
+        ["a"],
+        "2",
+    )
     assert task_of({"langgraph_node": "a", "langgraph_checkpoint_ns": "a:1|b:2"}) is None
     assert task_of({"langgraph_node": "a"}) is None
     assert task_of(None) is None

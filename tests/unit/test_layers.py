@@ -27,11 +27,25 @@ AGENT_MAY_IMPORT = ("relay", "relay.conventions", "relay.events")
 
 #: the layers, lowest first: spans and events at the bottom, the command line on top
 LAYERS: list[tuple[str, ...]] = [
-    ("relay.events", "relay.conventions", "relay.settings", "relay.errors", "relay.logs",
-     "relay.spans"),
+    (
+        "relay.events",
+        "relay.conventions",
+        "relay.settings",
+        "relay.errors",
+        "relay.logs",
+        "relay.spans",
+    ),
     ("relay.bus", "relay.store", "relay.mapping"),
-    ("relay.ingest", "relay.delivery", "relay.turns", "relay.langgraph", "relay.export",
-     "relay.readiness", "relay.auth", "relay.lifecycle"),
+    (
+        "relay.ingest",
+        "relay.delivery",
+        "relay.turns",
+        "relay.langgraph",
+        "relay.export",
+        "relay.readiness",
+        "relay.auth",
+        "relay.lifecycle",
+    ),
     ("relay.http",),
     ("relay.core",),
     ("relay.cli",),
@@ -153,28 +167,35 @@ def test_imports_go_one_way() -> None:
 
 
 def test_relay_never_imports_agent() -> None:
-    found = [f"{path.relative_to(ROOT)}:{line}"
-             for name, path in MODULES.items() if name.startswith("relay")
-             for target, line in _imports(name, path)
-             if target == "agent" or target.startswith("agent.")]
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for name, path in MODULES.items()
+        if name.startswith("relay")
+        for target, line in _imports(name, path)
+        if target == "agent" or target.startswith("agent.")
+    ]
     assert found == []
 
 
 def test_the_demo_agent_uses_the_public_surface_only() -> None:
-    found = [f"{path.relative_to(ROOT)}:{line} {target}"
-             for name, path in MODULES.items() if name.startswith("agent")
-             for target, line in _imports(name, path)
-             if (target == "relay" or target.startswith("relay."))
-             and target not in AGENT_MAY_IMPORT]
+    found = [
+        f"{path.relative_to(ROOT)}:{line} {target}"
+        for name, path in MODULES.items()
+        if name.startswith("agent")
+        for target, line in _imports(name, path)
+        if (target == "relay" or target.startswith("relay.")) and target not in AGENT_MAY_IMPORT
+    ]
     assert found == []
 
 
 def test_web_frameworks_only_where_allowed() -> None:
-    found = [f"{path.relative_to(ROOT)}:{line} {target}"
-             for name, path in MODULES.items()
-             if name.startswith("relay") and not name.startswith(FRAMEWORK_ALLOWED)
-             for target, line in _imports(name, path)
-             if target.split(".")[0] in FRAMEWORKS]
+    found = [
+        f"{path.relative_to(ROOT)}:{line} {target}"
+        for name, path in MODULES.items()
+        if name.startswith("relay") and not name.startswith(FRAMEWORK_ALLOWED)
+        for target, line in _imports(name, path)
+        if target.split(".")[0] in FRAMEWORKS
+    ]
     assert found == []
 
 

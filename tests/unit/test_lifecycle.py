@@ -12,7 +12,8 @@ from relay.lifecycle import Lifecycles
 
 
 async def test_start_runs_each_entry_in_the_background_and_stop_ends_them(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     lifecycles = Lifecycles()
     done = asyncio.Event()
     held = asyncio.Event()

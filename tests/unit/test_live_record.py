@@ -12,15 +12,26 @@ from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
 from relay.ingest.live import HexIds, live_record
 from relay.spans import from_sdk_span, to_ms
 
-_READ = ("trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns", "status",
-         "status_message")
+_READ = (
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "name",
+    "start_ns",
+    "end_ns",
+    "status",
+    "status_message",
+)
 
 
 def _spans() -> tuple[trace.Span, trace.Span]:
     tracer = TracerProvider().get_tracer("t")
     root = tracer.start_span("root", attributes={"a": 1})
-    child = tracer.start_span("child", context=trace.set_span_in_context(root),
-                              attributes={"relay.node.name": "n", "list": ["x", "y"]})
+    child = tracer.start_span(
+        "child",
+        context=trace.set_span_in_context(root),
+        attributes={"relay.node.name": "n", "list": ["x", "y"]},
+    )
     return root, child
 
 
@@ -59,13 +70,22 @@ def test_a_started_span_is_read_as_a_copy_its_thread_cannot_change() -> None:
 def test_a_span_without_the_sdk_internals_is_read_through_its_public_view() -> None:
     ctx = SpanContext(0xAB, 0xCD, is_remote=False, trace_flags=TraceFlags(1))
     parent = SpanContext(0xAB, 0xEF, is_remote=False)
-    span = ReadableSpan(name="plain", context=ctx, parent=parent,
-                        attributes={"relay.node.name": "n"}, start_time=1_000,
-                        end_time=3_000_600, status=Status(StatusCode.OK))
+    span = ReadableSpan(
+        name="plain",
+        context=ctx,
+        parent=parent,
+        attributes={"relay.node.name": "n"},
+        start_time=1_000,
+        end_time=3_000_600,
+        status=Status(StatusCode.OK),
+    )
     for ended in (False, True):
         record = live_record(span, ended)
         assert (record.trace_id, record.span_id, record.parent_span_id) == (
-            f"{0xAB:032x}", f"{0xCD:016x}", f"{0xEF:016x}")
+            f"{0xAB:032x}",
+            f"{0xCD:016x}",
+            f"{0xEF:016x}",
+        )
         assert dict(record.attributes) == {"relay.node.name": "n"}
     assert record.status == "ok" and record.duration_ms == 3.0
 
@@ -114,8 +134,11 @@ def test_the_tracers_spans_are_read_through_their_fields() -> None:
             child.set_status(Status(StatusCode.ERROR, "boom"))
             child.end()
         fast, public = live_record(child, ended, ids), live_record(child, ended)
-        assert fast == public and fast.events == public.events and fast.status == "error" \
-            if ended else fast == public
+        assert (
+            fast == public and fast.events == public.events and fast.status == "error"
+            if ended
+            else fast == public
+        )
 
     class Renamed(ReadableSpan):
         @property

@@ -48,15 +48,24 @@ class Trace:
         return self.now
 
     @contextmanager
-    def span(self, name: str, kind: str | None = "CHAIN", node: str | None = None,
-             ns: str | None = None, step: int | None = None, status: str = "ok",
-             exception: str | None = None, **attrs: Any) -> Iterator[str]:
+    def span(
+        self,
+        name: str,
+        kind: str | None = "CHAIN",
+        node: str | None = None,
+        ns: str | None = None,
+        step: int | None = None,
+        status: str = "ok",
+        exception: str | None = None,
+        **attrs: Any,
+    ) -> Iterator[str]:
         self.ids += 1
         span_id = f"{self.ids:016x}"
         parent = self.stack[-1] if self.stack else None
         start = self.tick()
-        self.phases.append(("start", span_id, SpanRecord(
-            self.trace_id, span_id, parent, name, start, None, {})))
+        self.phases.append(
+            ("start", span_id, SpanRecord(self.trace_id, span_id, parent, name, start, None, {}))
+        )
         self.stack.append(span_id)
         yield span_id
         self.stack.pop()
@@ -69,17 +78,36 @@ class Trace:
             attrs["metadata"] = json.dumps(meta)
         events = []
         if exception is not None:
-            events.append({"name": "exception", "time_ns": self.now,
-                           "attributes": {"exception.type": exception}})
-        record = SpanRecord(self.trace_id, span_id, parent, name, start, self.tick(), attrs,
-                            status=status, status_message=f"{exception}(...)"
-                            if exception and status == "error" else "", events=events)
+            events.append(
+                {
+                    "name": "exception",
+                    "time_ns": self.now,
+                    "attributes": {"exception.type": exception},
+                }
+            )
+        record = SpanRecord(
+            self.trace_id,
+            span_id,
+            parent,
+            name,
+            start,
+            self.tick(),
+            attrs,
+            status=status,
+            status_message=f"{exception}(...)" if exception and status == "error" else "",
+            events=events,
+        )
         self.ended[span_id] = record
         self.phases.append(("end", span_id, record))
 
     def delta(self, text: str) -> None:
-        self.phases.append(("event", self.stack[-1], {
-            "name": c.DELTA_EVENT, "time_ns": self.tick(), "attributes": {c.DELTA_TEXT: text}}))
+        self.phases.append(
+            (
+                "event",
+                self.stack[-1],
+                {"name": c.DELTA_EVENT, "time_ns": self.tick(), "attributes": {c.DELTA_TEXT: text}},
+            )
+        )
 
     def events(self, late: frozenset[str] = frozenset()) -> list[Event]:
         """The events, the starts of the spans in ``late`` read with their end's
@@ -91,9 +119,15 @@ class Trace:
             elif kind == "start":
                 record = item
                 if span_id in late:
-                    record = SpanRecord(item.trace_id, span_id, item.parent_span_id,
-                                        item.name, item.start_ns, None,
-                                        self.ended[span_id].attributes)
+                    record = SpanRecord(
+                        item.trace_id,
+                        span_id,
+                        item.parent_span_id,
+                        item.name,
+                        item.start_ns,
+                        None,
+                        self.ended[span_id].attributes,
+                    )
                 out += map_span(state, record, False)
             else:
                 out += map_span(state, item, True)
@@ -116,26 +150,38 @@ def subgraph_run(t: Trace, *, streamed: bool = True) -> dict[str, str]:
         with t.span("research", node="research", ns="research:t2", step=2) as ids["research"]:
             with t.span("lookup", kind="TOOL", **{"tool.name": "lookup"}) as ids["tool"]:
                 pass  # no metadata: its node is known only when research ends
-            with t.span("FakeChat", kind="LLM", node="research", ns="research:t2",
-                        step=2) as ids["llm"]:
+            with t.span("FakeChat", kind="LLM", node="research", ns="research:t2", step=2) as ids[
+                "llm"
+            ]:
                 if streamed:
                     t.delta("Hello ")
                     t.delta("world")
-        with t.span("sub", node="sub", ns="sub:t3", step=3, exception="ParentCommand") \
-                as ids["sub"]:
-            with t.span("sub", node="sub", ns="sub:t3", step=3, exception="ParentCommand") \
-                    as ids["sub_chain"]:
-                with t.span("inner", node="inner", ns="sub:t3|inner:t4", step=1) \
-                        as ids["inner"]:
-                    with t.span("FakeChat", kind="LLM", node="inner",
-                                ns="sub:t3|inner:t4", step=1):
+        with t.span("sub", node="sub", ns="sub:t3", step=3, exception="ParentCommand") as ids[
+            "sub"
+        ]:
+            with t.span("sub", node="sub", ns="sub:t3", step=3, exception="ParentCommand") as ids[
+                "sub_chain"
+            ]:
+                with t.span("inner", node="inner", ns="sub:t3|inner:t4", step=1) as ids["inner"]:
+                    with t.span("FakeChat", kind="LLM", node="inner", ns="sub:t3|inner:t4", step=1):
                         if streamed:
                             t.delta("deep")
-                with t.span("handoff", node="handoff", ns="sub:t3|handoff:t5", step=2,
-                            exception="ParentCommand", status="error") as ids["handoff"]:
+                with t.span(
+                    "handoff",
+                    node="handoff",
+                    ns="sub:t3|handoff:t5",
+                    step=2,
+                    exception="ParentCommand",
+                    status="error",
+                ) as ids["handoff"]:
                     pass
-        with t.span("approve", node="approve", ns="approve:t6", step=4,
-                    exception="langgraph.errors.GraphInterrupt") as ids["approve"]:
+        with t.span(
+            "approve",
+            node="approve",
+            ns="approve:t6",
+            step=4,
+            exception="langgraph.errors.GraphInterrupt",
+        ) as ids["approve"]:
             pass
     return ids
 
@@ -164,18 +210,28 @@ def check_nesting(events: list[Event]) -> None:
 
 # -- Task 1: namespace --------------------------------------------------------------------
 
+
 def _relay_node(t: Tracing, name: str, parent: Any, **attrs: Any) -> Any:
-    return t.tracer.start_span(f"node {name}", context=set_span_in_context(parent),
-                               attributes={c.NODE_NAME: name, **attrs})
+    return t.tracer.start_span(
+        f"node {name}", context=set_span_in_context(parent), attributes={c.NODE_NAME: name, **attrs}
+    )
 
 
 def test_namespace_from_the_relay_attribute(tracing: Tracing) -> None:
-    with run_span(tracing.tracer, agent="a", thread_id="th", turn_id="t", run_kind="chat",
-                  graph_id="g", topology={"nodes": [], "edges": []}) as run:
+    with run_span(
+        tracing.tracer,
+        agent="a",
+        thread_id="th",
+        turn_id="t",
+        run_kind="chat",
+        graph_id="g",
+        topology={"nodes": [], "edges": []},
+    ) as run:
         outer = _relay_node(tracing, "outer", run.span, **{c.NODE_NAMESPACE: ()})
         inner = _relay_node(tracing, "inner", outer, **{c.NODE_NAMESPACE: ("outer",)})
-        deep = _relay_node(tracing, "deep", inner,
-                           **{c.NODE_NAMESPACE: json.dumps(["outer", "inner"])})
+        deep = _relay_node(
+            tracing, "deep", inner, **{c.NODE_NAMESPACE: json.dumps(["outer", "inner"])}
+        )
         for span in (deep, inner, outer):
             span.end()
         run.finish("error")
@@ -187,17 +243,26 @@ def test_namespace_from_the_relay_attribute(tracing: Tracing) -> None:
 
 
 def test_namespace_from_the_parent_chain_without_the_attribute(tracing: Tracing) -> None:
-    with run_span(tracing.tracer, agent="a", thread_id="th", turn_id="t", run_kind="chat",
-                  graph_id="g", topology={"nodes": [], "edges": []}) as run:
+    with run_span(
+        tracing.tracer,
+        agent="a",
+        thread_id="th",
+        turn_id="t",
+        run_kind="chat",
+        graph_id="g",
+        topology={"nodes": [], "edges": []},
+    ) as run:
         outer = _relay_node(tracing, "outer", run.span)
-        other = tracing.tracer.start_span("wrapper", context=set_span_in_context(outer),
-                                          attributes={c.OPERATION: "other_op"})
+        other = tracing.tracer.start_span(
+            "wrapper", context=set_span_in_context(outer), attributes={c.OPERATION: "other_op"}
+        )
         inner = _relay_node(tracing, "inner", other)
         for span in (inner, other, outer):
             span.end()
         run.finish("error")
-    started = {e.fields["node"]: e.fields["namespace"]
-               for e in by_type(tracing.events(), "node_started")}
+    started = {
+        e.fields["node"]: e.fields["namespace"] for e in by_type(tracing.events(), "node_started")
+    }
     assert started == {"outer": [], "inner": ["outer"]}
 
 
@@ -205,34 +270,52 @@ def test_namespace_from_langgraphs_checkpoint_namespace() -> None:
     t = Trace()
     ids = subgraph_run(t)
     events = t.events()
-    namespaces = {e.fields["span_id"]: e.fields["namespace"]
-                  for e in by_type(events, "node_started")}
-    assert namespaces == {ids["triage"]: [], ids["research"]: [], ids["sub"]: [],
-                          ids["inner"]: ["sub"], ids["handoff"]: ["sub"], ids["approve"]: []}
+    namespaces = {
+        e.fields["span_id"]: e.fields["namespace"] for e in by_type(events, "node_started")
+    }
+    assert namespaces == {
+        ids["triage"]: [],
+        ids["research"]: [],
+        ids["sub"]: [],
+        ids["inner"]: ["sub"],
+        ids["handoff"]: ["sub"],
+        ids["approve"]: [],
+    }
 
 
 def test_namespace_of_openllmetry_nodes(tracing: Tracing) -> None:
     assoc = "traceloop.association.properties."
-    wf = tracing.tracer.start_span("LangGraph.workflow", attributes={
-        "traceloop.span.kind": "workflow", "traceloop.entity.name": "LangGraph"})
+    wf = tracing.tracer.start_span(
+        "LangGraph.workflow",
+        attributes={"traceloop.span.kind": "workflow", "traceloop.entity.name": "LangGraph"},
+    )
 
     def task(name: str, parent: Any, ns: str) -> Any:
-        return tracing.tracer.start_span(f"{name}.task", context=set_span_in_context(parent),
-                                         attributes={"traceloop.span.kind": "task",
-                                                     "traceloop.entity.name": name,
-                                                     assoc + "langgraph_node": name,
-                                                     assoc + "langgraph_checkpoint_ns": ns})
+        return tracing.tracer.start_span(
+            f"{name}.task",
+            context=set_span_in_context(parent),
+            attributes={
+                "traceloop.span.kind": "task",
+                "traceloop.entity.name": name,
+                assoc + "langgraph_node": name,
+                assoc + "langgraph_checkpoint_ns": ns,
+            },
+        )
+
     outer = task("outer", wf, "outer:a")
     inner = task("inner", outer, "outer:a|inner:b")
     inner.end()
     outer.end()
     wf.end()
-    started = [(e.fields["node"], e.fields["namespace"], e.fields["task_id"])
-               for e in by_type(tracing.events(), "node_started")]
+    started = [
+        (e.fields["node"], e.fields["namespace"], e.fields["task_id"])
+        for e in by_type(tracing.events(), "node_started")
+    ]
     assert started == [("outer", [], "a"), ("inner", ["outer"], "b")]
 
 
 # -- Task 2: nodes recognised late (OpenInference in-process) ----------------------------
+
 
 def test_late_nodes_start_before_anything_inside_them() -> None:
     t = Trace()
@@ -241,16 +324,25 @@ def test_late_nodes_start_before_anything_inside_them() -> None:
     check_nesting(events)
     assert events[0].type == "graph_topology" and events[-1].type == "paused"
     assert [(e.type, e.fields.get("node")) for e in events[1:-1]] == [
-        ("node_started", "triage"), ("node_completed", "triage"),
+        ("node_started", "triage"),
+        ("node_completed", "triage"),
         # the tool says no node: it waits for research, which the model call names
-        ("node_started", "research"), ("tool_started", "research"),
-        ("tool_completed", "research"), ("text_delta", "research"),
-        ("text_delta", "research"), ("node_completed", "research"),
+        ("node_started", "research"),
+        ("tool_started", "research"),
+        ("tool_completed", "research"),
+        ("text_delta", "research"),
+        ("text_delta", "research"),
+        ("node_completed", "research"),
         # the subgraph's own chain (named "sub", the same task) is no second node
-        ("node_started", "sub"), ("node_started", "inner"), ("text_delta", "inner"),
-        ("node_completed", "inner"), ("node_started", "handoff"),
-        ("node_completed", "handoff"), ("node_completed", "sub"),
-        ("node_started", "approve"), ("node_completed", "approve"),
+        ("node_started", "sub"),
+        ("node_started", "inner"),
+        ("text_delta", "inner"),
+        ("node_completed", "inner"),
+        ("node_started", "handoff"),
+        ("node_completed", "handoff"),
+        ("node_completed", "sub"),
+        ("node_started", "approve"),
+        ("node_completed", "approve"),
     ]
 
 
@@ -275,8 +367,14 @@ def test_interrupt_is_paused_and_a_handoff_ok() -> None:
     subgraph_run(t)
     events = t.events()
     status = {e.fields["node"]: e.fields["status"] for e in by_type(events, "node_completed")}
-    assert status == {"triage": "ok", "research": "ok", "inner": "ok", "handoff": "ok",
-                      "sub": "ok", "approve": "paused"}
+    assert status == {
+        "triage": "ok",
+        "research": "ok",
+        "inner": "ok",
+        "handoff": "ok",
+        "sub": "ok",
+        "approve": "paused",
+    }
     paused = events[-1]
     assert paused.type == "paused" and len(paused.fields["interrupts"]) == 1
 
@@ -314,8 +412,13 @@ def test_text_waits_for_its_node_then_streams_live() -> None:
         else:
             seen += map_span(state, item, kind == "end")
     assert [e.type for e in seen if e.type != "graph_discovered"] == [
-        "graph_topology", "node_started", "text_delta", "text_delta", "node_completed",
-        "turn_completed"]
+        "graph_topology",
+        "node_started",
+        "text_delta",
+        "text_delta",
+        "node_completed",
+        "turn_completed",
+    ]
 
 
 def test_same_events_whichever_starts_are_read_late() -> None:
@@ -341,12 +444,16 @@ def test_any_mix_of_late_starts_gives_one_node_each(data: st.DataObject) -> None
     events = t.events(late)
     check_nesting(events)
     assert Counter(e.fields["node"] for e in by_type(events, "node_started")) == Counter(
-        ["triage", "research", "sub", "inner", "handoff", "approve"])
+        ["triage", "research", "sub", "inner", "handoff", "approve"]
+    )
     status = {e.fields["span_id"]: e.fields["status"] for e in by_type(events, "node_completed")}
     assert status[ids["approve"]] == "paused" and status[ids["handoff"]] == "ok"
     deltas = [e.fields for e in by_type(events, "text_delta")]
     assert [(d["node"], d["delta"]) for d in deltas] == [
-        ("research", "Hello "), ("research", "world"), ("inner", "deep")]
+        ("research", "Hello "),
+        ("research", "world"),
+        ("inner", "deep"),
+    ]
     assert events[-1].type == "paused"  # approve called interrupt()
 
 
@@ -358,8 +465,15 @@ def test_children_first_still_one_node_per_task() -> None:
     ids = subgraph_run(t, streamed=False)
     state, events = MappingState(), []
     for record in t.ended.values():  # in end order
-        start = SpanRecord(record.trace_id, record.span_id, record.parent_span_id,
-                           record.name, record.start_ns, None, record.attributes)
+        start = SpanRecord(
+            record.trace_id,
+            record.span_id,
+            record.parent_span_id,
+            record.name,
+            record.start_ns,
+            None,
+            record.attributes,
+        )
         events += map_span(state, start, False) + map_span(state, record, True)
     started = Counter(e.fields["node"] for e in by_type(events, "node_started"))
     assert started == Counter(["triage", "research", "sub", "inner", "handoff", "approve"])
@@ -397,16 +511,37 @@ def test_our_run_root_over_a_graph_another_instrumentation_traces() -> None:
     t.stack.append(root_id)
     subgraph_run(t)
     state = MappingState()
-    events = map_span(state, SpanRecord(t.trace_id, root_id, None, "invoke_agent a", 1, None,
-                                        {c.TURN_ID: "turn-9", c.CONVERSATION_ID: "th"}), False)
+    events = map_span(
+        state,
+        SpanRecord(
+            t.trace_id,
+            root_id,
+            None,
+            "invoke_agent a",
+            1,
+            None,
+            {c.TURN_ID: "turn-9", c.CONVERSATION_ID: "th"},
+        ),
+        False,
+    )
     for kind, span_id, item in t.phases:
         if kind == "event":
             events += map_span_event(state, t._at_start(span_id), item)
         else:
             events += map_span(state, item, kind == "end")
-    events += map_span(state, SpanRecord(
-        t.trace_id, root_id, None, "invoke_agent a", 1, t.tick(),
-        {c.TURN_ID: "turn-9", c.TURN_OUTCOME: "paused", c.TURN_INTERRUPTS: "[]"}), True)
+    events += map_span(
+        state,
+        SpanRecord(
+            t.trace_id,
+            root_id,
+            None,
+            "invoke_agent a",
+            1,
+            t.tick(),
+            {c.TURN_ID: "turn-9", c.TURN_OUTCOME: "paused", c.TURN_INTERRUPTS: "[]"},
+        ),
+        True,
+    )
     check_nesting(events)
     assert {e.turn_id for e in events} == {"turn-9"}
     assert [e.type for e in events].count("node_started") == 6
@@ -420,8 +555,7 @@ def test_tentative_traces_and_held_events_are_bounded(monkeypatch) -> None:
     monkeypatch.setattr(mapping, "MAX_TENTATIVE", 2)
     state = MappingState()
     for i in range(3):
-        map_span(state, SpanRecord(f"{i:032x}", f"{i + 1:016x}", None, "GET /", 1, None, {}),
-                 False)
+        map_span(state, SpanRecord(f"{i:032x}", f"{i + 1:016x}", None, "GET /", 1, None, {}), False)
     assert list(state.tentative) == [f"{i:032x}" for i in (1, 2)]
     assert {o.run.trace_id for o in state.spans.values()} == set(state.tentative)
 
@@ -438,18 +572,33 @@ def test_tentative_traces_and_held_events_are_bounded(monkeypatch) -> None:
 
 # -- statuses: LangGraph's control flow ---------------------------------------------------
 
-def _node_status(status: str, message: str = "", exception: str | None = None,
-                 outcome: str | None = None) -> str:
+
+def _node_status(
+    status: str, message: str = "", exception: str | None = None, outcome: str | None = None
+) -> str:
     attrs: dict[str, Any] = {c.NODE_NAME: "n"}
     if outcome is not None:
         attrs[c.NODE_OUTCOME] = outcome
-    events = [] if exception is None else [
-        {"name": "exception", "time_ns": 3, "attributes": {"exception.type": exception}}]
+    events = (
+        []
+        if exception is None
+        else [{"name": "exception", "time_ns": 3, "attributes": {"exception.type": exception}}]
+    )
     state = MappingState()
     root = SpanRecord("c" * 32, "1" * 16, None, "invoke_agent a", 1, None, {c.TURN_ID: "t"})
     start = SpanRecord("c" * 32, "2" * 16, "1" * 16, "node n", 2, None, attrs)
-    end = SpanRecord("c" * 32, "2" * 16, "1" * 16, "node n", 2, 4, attrs, status=status,
-                     status_message=message, events=events)
+    end = SpanRecord(
+        "c" * 32,
+        "2" * 16,
+        "1" * 16,
+        "node n",
+        2,
+        4,
+        attrs,
+        status=status,
+        status_message=message,
+        events=events,
+    )
     map_span(state, root, False)
     map_span(state, start, False)
     [done] = map_span(state, end, True)
@@ -472,8 +621,9 @@ def test_node_status_of_langgraphs_control_flow() -> None:
 def test_openinference_interrupt_on_an_ok_span_is_paused(tracing: Tracing) -> None:
     from langgraph.errors import GraphInterrupt
 
-    meta = json.dumps({"langgraph_node": "approve", "langgraph_step": 1,
-                       "langgraph_checkpoint_ns": "approve:x"})
+    meta = json.dumps(
+        {"langgraph_node": "approve", "langgraph_step": 1, "langgraph_checkpoint_ns": "approve:x"}
+    )
     graph = tracing.tracer.start_span("LangGraph")
     approve = tracing.tracer.start_span("approve", context=set_span_in_context(graph))
     approve.record_exception(GraphInterrupt(()))

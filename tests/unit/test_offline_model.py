@@ -19,8 +19,11 @@ def prompt(question: str, passages: list[tuple[str, str, str]]) -> list:
 
 
 PASSAGES = [
-    ("refund-policy", "Refund policy",
-     "Refunds are issued within 5 business days. They go to the original method. Extra."),
+    (
+        "refund-policy",
+        "Refund policy",
+        "Refunds are issued within 5 business days. They go to the original method. Extra.",
+    ),
     ("refund-timing", "Refund timing", "Banks take 3-10 days. Then it shows. More."),
     ("exchanges", "Exchanges", "Exchanges are free. Really."),
 ]
@@ -34,7 +37,8 @@ def test_answer_cites_passages_and_is_deterministic() -> None:
     assert first.content == second.content
     assert first.content == (
         "Refunds are issued within 5 business days. They go to the original method. "
-        "[refund-policy] Banks take 3-10 days. Then it shows. [refund-timing]")
+        "[refund-policy] Banks take 3-10 days. Then it shows. [refund-timing]"
+    )
     assert "[exchanges]" not in first.content  # max_passages = 2
     assert first.tool_calls == []
     assert first.response_metadata["model_name"] == OFFLINE_MODEL_NAME
@@ -44,7 +48,8 @@ def test_answer_from_the_real_knowledge_base() -> None:
     kb = KnowledgeBase()
     hits = kb.search("How do refunds work?")
     reply = OfflineSupportModel().invoke(
-        prompt("How do refunds work?", [(p.doc_id, p.title, p.text) for p in hits]))
+        prompt("How do refunds work?", [(p.doc_id, p.title, p.text) for p in hits])
+    )
     assert "[refund-policy]" in reply.content
     assert reply.content.index("[refund-policy]") == reply.content.index("[")
 
@@ -60,9 +65,14 @@ def test_refund_is_proposed_only_when_the_tool_is_bound() -> None:
     bound = OfflineSupportModel().bind_tools([issue_refund])
     reply = bound.invoke(messages)
     assert reply.content == ""
-    assert reply.tool_calls == [{"name": "issue_refund",
-                                 "args": {"order_id": "1234", "amount": 20.0},
-                                 "id": "call_refund_1234", "type": "tool_call"}]
+    assert reply.tool_calls == [
+        {
+            "name": "issue_refund",
+            "args": {"order_id": "1234", "amount": 20.0},
+            "id": "call_refund_1234",
+            "type": "tool_call",
+        }
+    ]
     unbound = OfflineSupportModel().invoke(messages)
     assert unbound.tool_calls == []
     assert "[refund-policy]" in unbound.content
@@ -70,15 +80,21 @@ def test_refund_is_proposed_only_when_the_tool_is_bound() -> None:
 
 def test_refund_rule_reads_only_the_question_not_the_context() -> None:
     passages = [("x", "X", "To refund order 99 for $5 write to us.")]
-    reply = OfflineSupportModel().bind_tools([issue_refund]).invoke(
-        prompt("How do refunds work?", passages))
+    reply = (
+        OfflineSupportModel()
+        .bind_tools([issue_refund])
+        .invoke(prompt("How do refunds work?", passages))
+    )
     assert reply.tool_calls == []
 
 
-@pytest.mark.parametrize(("message", "order", "amount"), [
-    ("refund order #A-77 for $12.50 please", "A-77", 12.5),
-    ("Can you REFUND my order 555, it was $ 3", "555", 3.0),
-])
+@pytest.mark.parametrize(
+    ("message", "order", "amount"),
+    [
+        ("refund order #A-77 for $12.50 please", "A-77", 12.5),
+        ("Can you REFUND my order 555, it was $ 3", "555", 3.0),
+    ],
+)
 def test_refund_rule_variants(message: str, order: str, amount: float) -> None:
     reply = OfflineSupportModel().bind_tools([issue_refund]).invoke(prompt(message, []))
     assert reply.tool_calls[0]["args"] == {"order_id": order, "amount": amount}
@@ -93,8 +109,7 @@ def test_usage_metadata_counts_words() -> None:
 
 
 def test_usage_total_is_input_plus_output_with_tool_call() -> None:
-    reply = OfflineSupportModel().bind_tools([issue_refund]).invoke(
-        prompt(REFUND_MESSAGE, []))
+    reply = OfflineSupportModel().bind_tools([issue_refund]).invoke(prompt(REFUND_MESSAGE, []))
     usage = reply.usage_metadata
     assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
 
@@ -106,7 +121,6 @@ def test_build_model_defaults_to_offline() -> None:
 
 
 def test_build_model_openai_compatible() -> None:
-    choice = build_model({"RELAY_MODEL_BASE_URL": "http://127.0.0.1:9/v1",
-                          "RELAY_MODEL": "llama3"})
+    choice = build_model({"RELAY_MODEL_BASE_URL": "http://127.0.0.1:9/v1", "RELAY_MODEL": "llama3"})
     assert (choice.name, choice.provider) == ("llama3", "openai")
     assert not isinstance(choice.model, OfflineSupportModel)

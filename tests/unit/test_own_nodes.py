@@ -27,8 +27,9 @@ from relay.spans import SpanRecord
 FIXTURES = Path(__file__).parent.parent / "store" / "fixtures"
 
 
-def _events(phases: list[tuple[SpanRecord, str, Any]], short: bool = True,
-            read: Any = as_live) -> list[dict[str, Any]]:
+def _events(
+    phases: list[tuple[SpanRecord, str, Any]], short: bool = True, read: Any = as_live
+) -> list[dict[str, Any]]:
     """The events of ``phases``, with the short path (``short``) or with the general path
     only (the short path patched out for this call); ``read`` as ``feed`` takes it
     (``None``: the finished records as they are, as a replay feeds them)."""
@@ -51,14 +52,36 @@ def test_recorded_turns_map_alike(name: str) -> None:
 
 
 _OUTCOMES = st.sampled_from([None, "ok", "error", "paused", "cancelled", "weird"])
-_CHILD = st.sampled_from(["node", "node", "node", c.OP_CHAT, c.OP_TOOL, c.OP_TOOL,
-                          c.OP_RETRIEVAL, c.OP_GUARDRAIL, "plain", "node+op", "marker"])
+_CHILD = st.sampled_from(
+    [
+        "node",
+        "node",
+        "node",
+        c.OP_CHAT,
+        c.OP_TOOL,
+        c.OP_TOOL,
+        c.OP_RETRIEVAL,
+        c.OP_GUARDRAIL,
+        "plain",
+        "node+op",
+        "marker",
+    ]
+)
 #: what a GenAI child may carry besides its operation (another instrumentation's kind or
 #: LangGraph metadata: the short path leaves those to the general one)
-_EXTRA = st.sampled_from([{}, {}, {}, {c.TOOL_CALL_ID: "call-1"}, {c.TOOL_LABEL: "Search"},
-                          {"traceloop.association.properties.langgraph_node": "n1"},
-                          {"openinference.span.kind": "TOOL"}, {"traceloop.span.kind": "task"},
-                          {c.SPAN_OUTCOME: "error"}])
+_EXTRA = st.sampled_from(
+    [
+        {},
+        {},
+        {},
+        {c.TOOL_CALL_ID: "call-1"},
+        {c.TOOL_LABEL: "Search"},
+        {"traceloop.association.properties.langgraph_node": "n1"},
+        {"openinference.span.kind": "TOOL"},
+        {"traceloop.span.kind": "task"},
+        {c.SPAN_OUTCOME: "error"},
+    ]
+)
 
 
 @st.composite
@@ -68,8 +91,12 @@ def turns(draw: st.DrawFn) -> list[tuple[SpanRecord, str, Any]]:
     starts lost), plus a trace with no root."""
     trace, stray = "a" * 32, "b" * 32
     n = draw(st.integers(1, 9))
-    root_attrs: dict[str, Any] = {c.TURN_ID: "t1", c.CONVERSATION_ID: "th", c.RUN_KIND: "chat",
-                                  c.GRAPH_ID: "g"}
+    root_attrs: dict[str, Any] = {
+        c.TURN_ID: "t1",
+        c.CONVERSATION_ID: "th",
+        c.RUN_KIND: "chat",
+        c.GRAPH_ID: "g",
+    }
     if draw(st.booleans()):
         root_attrs[c.GRAPH_TOPOLOGY] = json.dumps({"nodes": [], "edges": []})
     if draw(st.booleans()):
@@ -86,7 +113,7 @@ def turns(draw: st.DrawFn) -> list[tuple[SpanRecord, str, Any]]:
             if draw(st.booleans()):
                 attrs[c.NODE_STEP] = i
                 attrs[c.NODE_TASK_ID] = f"task{i}"
-            ns = draw(st.sampled_from([None, ["outer"], [], "[\"x\"]", "bad", ("a", "b")]))
+            ns = draw(st.sampled_from([None, ["outer"], [], '["x"]', "bad", ("a", "b")]))
             if ns is not None:
                 attrs[c.NODE_NAMESPACE] = ns
             if kind == "node+op":
@@ -105,8 +132,9 @@ def turns(draw: st.DrawFn) -> list[tuple[SpanRecord, str, Any]]:
             elif kind == c.OP_GUARDRAIL:
                 attrs.update({c.GUARDRAIL_NAME: "pii", c.GUARDRAIL_DECISION: "allow"})
         tid = stray if draw(st.integers(0, 9)) == 0 else trace
-        spans.append(SpanRecord(tid, f"{i + 1:016x}", parent_id, f"span {i}", 2_000 + i,
-                                None, attrs))
+        spans.append(
+            SpanRecord(tid, f"{i + 1:016x}", parent_id, f"span {i}", 2_000 + i, None, attrs)
+        )
     order: list[tuple[SpanRecord, str, Any]] = [(root, START, None)]
     pending = list(range(n))
     started: list[int] = []
@@ -124,14 +152,25 @@ def turns(draw: st.DrawFn) -> list[tuple[SpanRecord, str, Any]]:
             if outcome is not None:
                 end_attrs[c.NODE_OUTCOME] = outcome
             s = spans[i]
-            ended = SpanRecord(s.trace_id, s.span_id, s.parent_span_id, s.name, s.start_ns,
-                               s.start_ns + 1_234_567, end_attrs,
-                               status=draw(st.sampled_from(["unset", "ok", "error"])))
+            ended = SpanRecord(
+                s.trace_id,
+                s.span_id,
+                s.parent_span_id,
+                s.name,
+                s.start_ns,
+                s.start_ns + 1_234_567,
+                end_attrs,
+                status=draw(st.sampled_from(["unset", "ok", "error"])),
+            )
             order.append((ended, END, None))
-    end_attrs = {**root_attrs, c.TURN_OUTCOME: "answered",
-                 c.TURN_RESPONSE: json.dumps({"status": "answered", "answer": "x"})}
-    order.append((SpanRecord(trace, root.span_id, None, root.name, 1_000, 9_000_000, end_attrs),
-                  END, None))
+    end_attrs = {
+        **root_attrs,
+        c.TURN_OUTCOME: "answered",
+        c.TURN_RESPONSE: json.dumps({"status": "answered", "answer": "x"}),
+    }
+    order.append(
+        (SpanRecord(trace, root.span_id, None, root.name, 1_000, 9_000_000, end_attrs), END, None)
+    )
     return order
 
 
@@ -170,7 +209,8 @@ def test_recorded_leaves_map_as_their_start_and_end(name: str) -> None:
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(phases=turns())
 def test_generated_leaves_map_as_their_start_and_end(
-        phases: list[tuple[SpanRecord, str, Any]]) -> None:
+    phases: list[tuple[SpanRecord, str, Any]],
+) -> None:
     """A ``LEAF`` gives the events of its start and its end, and leaves the state as they
     do: on the short path (``child_leaf``) and off it, whatever the span is."""
     finished = _finished(phases)
@@ -186,8 +226,13 @@ def test_a_node_that_starts_after_its_child_ended_claims_its_facts() -> None:
     child = SpanRecord(trace, "2" * 16, node_id, "chat m", 3_000, 4_000, chat)
     node = SpanRecord(trace, node_id, root_id, "node n", 2_000, None, {c.NODE_NAME: "n"})
     ended = SpanRecord(trace, node_id, root_id, "node n", 2_000, 5_000, {c.NODE_NAME: "n"})
-    phases = [(root, START, None), (child.at_start(), START, None), (child, END, None),
-              (node, START, None), (ended, END, None)]
+    phases = [
+        (root, START, None),
+        (child.at_start(), START, None),
+        (child, END, None),
+        (node, START, None),
+        (ended, END, None),
+    ]
     short = _events(phases, True)
     assert short[-1]["summary"] == {"model": "m", "input_tokens": 3}
     assert short == _events(phases, False)
@@ -203,11 +248,23 @@ def test_a_tool_that_ends_after_its_node(instrumented: bool) -> None:
         attrs[c.GRAPH_INSTRUMENTED] = True
     root = SpanRecord(trace, root_id, None, "invoke_agent a", 1_000, None, attrs)
     node = SpanRecord(trace, node_id, root_id, "node n", 2_000, None, {c.NODE_NAME: "n"})
-    tool = SpanRecord(trace, "2" * 16, node_id, "execute_tool t", 3_000, 6_000,
-                      {c.OPERATION: c.OP_TOOL, c.TOOL_NAME: "t"})
+    tool = SpanRecord(
+        trace,
+        "2" * 16,
+        node_id,
+        "execute_tool t",
+        3_000,
+        6_000,
+        {c.OPERATION: c.OP_TOOL, c.TOOL_NAME: "t"},
+    )
     ended = SpanRecord(trace, node_id, root_id, "node n", 2_000, 5_000, {c.NODE_NAME: "n"})
-    phases = [(root, START, None), (node, START, None), (tool.at_start(), START, None),
-              (ended, END, None), (tool, END, None)]
+    phases = [
+        (root, START, None),
+        (node, START, None),
+        (tool.at_start(), START, None),
+        (ended, END, None),
+        (tool, END, None),
+    ]
     short = _events(phases, True)
     assert [e["type"] for e in short].count("tool_completed") == (0 if instrumented else 1)
     assert short == _events(phases, False)
@@ -220,12 +277,33 @@ def test_a_leaf_takes_the_facts_that_waited_for_it() -> None:
     attrs = {c.TURN_ID: "t1", c.CONVERSATION_ID: "th", c.GRAPH_ID: "g"}
     root = SpanRecord(trace, root_id, None, "invoke_agent a", 1_000, 9_000, attrs)
     node = SpanRecord(trace, node_id, root_id, "node n", 2_000, 8_000, {c.NODE_NAME: "n"})
-    chat = SpanRecord(trace, "3" * 16, tool_id, "chat m", 3_000, 4_000, {
-        c.OPERATION: c.OP_CHAT, c.REQUEST_MODEL: "m", c.INPUT_TOKENS: 3})
-    tool = SpanRecord(trace, tool_id, node_id, "execute_tool t", 5_000, 6_000,
-                      {c.OPERATION: c.OP_TOOL, c.TOOL_NAME: "t"})
-    phases = [(root, START, None), (node, START, None), (chat, START, None),
-              (chat, END, None), (tool, START, None), (tool, END, None), (node, END, None)]
+    chat = SpanRecord(
+        trace,
+        "3" * 16,
+        tool_id,
+        "chat m",
+        3_000,
+        4_000,
+        {c.OPERATION: c.OP_CHAT, c.REQUEST_MODEL: "m", c.INPUT_TOKENS: 3},
+    )
+    tool = SpanRecord(
+        trace,
+        tool_id,
+        node_id,
+        "execute_tool t",
+        5_000,
+        6_000,
+        {c.OPERATION: c.OP_TOOL, c.TOOL_NAME: "t"},
+    )
+    phases = [
+        (root, START, None),
+        (node, START, None),
+        (chat, START, None),
+        (chat, END, None),
+        (tool, START, None),
+        (tool, END, None),
+        (node, END, None),
+    ]
     leaves = _as_leaves(phases)
     assert [kind for _, kind, _ in leaves].count(LEAF) == 2
     events = _events(leaves, read=None)

@@ -19,8 +19,7 @@ from relay.ingest.processor import RelaySpanProcessor
 
 
 class Pipeline:
-    def __init__(self, publish: Callable[[Event], object] | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, publish: Callable[[Event], object] | None = None, **kwargs: Any) -> None:
         self.events: list[Event] = []
         self.processor = RelaySpanProcessor(publish or self.events.append, **kwargs)
         self.provider = TracerProvider()
@@ -28,13 +27,20 @@ class Pipeline:
         self.tracer: Tracer = self.provider.get_tracer("processor-tests")
 
     def root(self, turn_id: str = "turn-1") -> Span:
-        return self.tracer.start_span("invoke_agent a", attributes={
-            c.TURN_ID: turn_id, c.CONVERSATION_ID: "th", c.RUN_KIND: "chat",
-            c.GRAPH_TOPOLOGY: '{"nodes": [], "edges": []}'})  # sent: none discovered
+        return self.tracer.start_span(
+            "invoke_agent a",
+            attributes={
+                c.TURN_ID: turn_id,
+                c.CONVERSATION_ID: "th",
+                c.RUN_KIND: "chat",
+                c.GRAPH_TOPOLOGY: '{"nodes": [], "edges": []}',
+            },
+        )  # sent: none discovered
 
     def node(self, parent: Span, name: str) -> None:
-        span = self.tracer.start_span(f"node {name}", context=set_span_in_context(parent),
-                                      attributes={c.NODE_NAME: name})
+        span = self.tracer.start_span(
+            f"node {name}", context=set_span_in_context(parent), attributes={c.NODE_NAME: name}
+        )
         span.end()
 
     def types(self) -> list[str]:
@@ -67,7 +73,8 @@ def test_spans_before_bind_are_dropped_and_counted(pipe: Pipeline) -> None:
 
 
 async def test_loop_thread_schedules_one_drain_per_burst_and_delivers(
-        pipe: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    pipe: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """On the loop's thread the drain's one handle goes back on asyncio's ready queue
     (what call_soon does, without a new handle); never call_soon_threadsafe."""
     loop = asyncio.get_running_loop()
@@ -92,8 +99,11 @@ async def test_loop_thread_schedules_one_drain_per_burst_and_delivers(
     root.end()
     assert pipe.events == []  # nothing on the hot path itself
     assert calls == []
-    drains = [h for h in loop._ready  # type: ignore[attr-defined]
-              if getattr(h, "_callback", None) == pipe.processor._drain]
+    drains = [
+        h
+        for h in loop._ready  # type: ignore[attr-defined]
+        if getattr(h, "_callback", None) == pipe.processor._drain
+    ]
     assert len(drains) == 1  # one drain scheduled for the burst
     await asyncio.sleep(0)
     assert pipe.types() == ["graph_topology", "node_started", "node_completed", "error"]
@@ -110,7 +120,8 @@ async def test_loop_thread_schedules_one_drain_per_burst_and_delivers(
 
 
 async def test_a_loop_in_debug_mode_gets_call_soon(
-        pipe: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    pipe: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """In debug mode (call_soon's checks) the drain is scheduled through call_soon."""
     loop = asyncio.get_running_loop()
     calls: list[object] = []
@@ -150,13 +161,20 @@ async def test_publish_that_raises_never_reaches_the_caller(pipe: Pipeline) -> N
     await asyncio.sleep(0)
     assert p.processor.failures == 2
     # the failing span is counted, the later spans still flow
-    assert published == ["graph_topology", "node_started", "node_completed",
-                         "node_started", "node_completed", "error"]
+    assert published == [
+        "graph_topology",
+        "node_started",
+        "node_completed",
+        "node_started",
+        "node_completed",
+        "error",
+    ]
     p.provider.shutdown()
 
 
-async def test_mapping_failure_is_counted_not_raised(pipe: Pipeline,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_mapping_failure_is_counted_not_raised(
+    pipe: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from relay.mapping import engine
 
     def broken(*args: Any) -> list[Event]:
@@ -252,8 +270,13 @@ async def test_pending_is_bounded_and_drops_are_counted() -> None:
     assert p.processor.dropped == 4
     await asyncio.sleep(0)  # the drain empties the queue; room again
     assert len(p.processor._pending) == 0
-    assert p.types() == ["graph_topology", "node_started", "node_completed",
-                         "node_started", "node_completed"]
+    assert p.types() == [
+        "graph_topology",
+        "node_started",
+        "node_completed",
+        "node_started",
+        "node_completed",
+    ]
     p.node(root, "late")
     await asyncio.sleep(0)
     assert p.types()[-2:] == ["node_started", "node_completed"]

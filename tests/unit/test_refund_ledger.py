@@ -15,8 +15,7 @@ def test_only_the_owner_of_an_order_gets_its_refund(tmp_path: Path) -> None:
     try:
         assert ledger.owner_of("2001") == "alice" and ledger.owner_of("1234") == GUEST
         assert ledger.owner_of("9999") is None
-        for order, user in (("2001", "bob"), ("1234", "alice"), ("9999", GUEST),
-                            ("2001", GUEST)):
+        for order, user in (("2001", "bob"), ("1234", "alice"), ("9999", GUEST), ("2001", GUEST)):
             with pytest.raises(NotYourOrder):
                 ledger.issue(order, 10.0, f"turn-{order}-{user}", user)
         assert ledger.count() == 0

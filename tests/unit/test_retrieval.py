@@ -31,11 +31,14 @@ def test_refund_question_ranks_refund_policy_first(kb: KnowledgeBase) -> None:
     assert all(isinstance(p, Passage) for p in passages)
 
 
-@pytest.mark.parametrize(("query", "doc_id"), [
-    ("How do I reset my password?", "password-reset"),
-    ("My parcel is lost", "lost-parcels"),
-    ("Can I pay with a gift card?", "gift-cards"),
-])
+@pytest.mark.parametrize(
+    ("query", "doc_id"),
+    [
+        ("How do I reset my password?", "password-reset"),
+        ("My parcel is lost", "lost-parcels"),
+        ("Can I pay with a gift card?", "gift-cards"),
+    ],
+)
 def test_topical_queries(kb: KnowledgeBase, query: str, doc_id: str) -> None:
     assert doc_id in [p.doc_id for p in kb.search(query)]
 

@@ -16,12 +16,23 @@ from relay.spans import SpanRecord
 _VALUES: dict[str, list[Any]] = {
     c.TURN_ID: ["t1"],
     c.NODE_NAME: ["plan"],
-    c.OPERATION: [c.OP_TOOL, c.OP_CHAT, c.OP_RETRIEVAL, c.OP_GUARDRAIL, c.OP_INVOKE_AGENT,
-                  "other", 7],
+    c.OPERATION: [
+        c.OP_TOOL,
+        c.OP_CHAT,
+        c.OP_RETRIEVAL,
+        c.OP_GUARDRAIL,
+        c.OP_INVOKE_AGENT,
+        "other",
+        7,
+    ],
     TL_KIND: ["workflow", "agent", "task", "tool", "unknown"],
     OI_KIND: ["LLM", "RETRIEVER", "TOOL", "GUARDRAIL", "CHAIN", "AGENT", "EMBEDDING"],
-    OI_METADATA: [json.dumps({"langgraph_node": "plan", "langgraph_checkpoint_ns": "plan:1"}),
-                  json.dumps({"ls_integration": "langgraph"}), "{}", "not json"],
+    OI_METADATA: [
+        json.dumps({"langgraph_node": "plan", "langgraph_checkpoint_ns": "plan:1"}),
+        json.dumps({"ls_integration": "langgraph"}),
+        "{}",
+        "not json",
+    ],
     TL_ASSOC + "langgraph_node": ["plan", "other"],
     c.TOOL_NAME: ["search"],
     "unrelated": [["a", "b"], 1.5],
@@ -44,8 +55,10 @@ def _in_order(record: SpanRecord) -> Any:
 @example({c.OPERATION: 0, TL_KIND: 2}, "plan")
 @example({OI_KIND: 4, OI_METADATA: 0}, "plan")
 @example({TL_KIND: 0, OI_KIND: 5, c.OPERATION: 4}, "LangGraph")
-@given(st.dictionaries(st.sampled_from(sorted(_VALUES)), st.integers(0, 6), max_size=5),
-       st.sampled_from(_NAMES))
+@given(
+    st.dictionaries(st.sampled_from(sorted(_VALUES)), st.integers(0, 6), max_size=5),
+    st.sampled_from(_NAMES),
+)
 def test_keyed_dispatch_equals_the_table_in_order(picks: dict[str, int], name: str) -> None:
     attrs = {key: _VALUES[key][i % len(_VALUES[key])] for key, i in picks.items()}
     record = SpanRecord("0" * 32, "1" * 16, None, name, 1, None, attrs)

@@ -20,17 +20,31 @@ from relay.turns.runs import RunManager, ThreadBusy
 
 
 class World:
-    def __init__(self, tmp: Path, *, grace: float = 0.05, policy: str = "reject",
-                 bus: MemoryBus | None = None, **manager: Any) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        *,
+        grace: float = 0.05,
+        policy: str = "reject",
+        bus: MemoryBus | None = None,
+        **manager: Any,
+    ) -> None:
         self.bus = bus or MemoryBus()
         self.turns = SQLiteTurnStore(tmp / "turns.db")
         self.processor = RelaySpanProcessor(self.bus.publish)
-        self.runs = RunManager(self.bus, self.turns, self.processor,
-                               disconnect_grace_s=grace, thread_policy=policy, **manager)
+        self.runs = RunManager(
+            self.bus,
+            self.turns,
+            self.processor,
+            disconnect_grace_s=grace,
+            thread_policy=policy,
+            **manager,
+        )
 
     async def record(self, turn: str, thread: str = "th", **kw) -> TurnRecord:
-        record = TurnRecord(turn_id=turn, thread_id=thread, status=RUNNING,
-                            started_at=time.time() * 1000, **kw)
+        record = TurnRecord(
+            turn_id=turn, thread_id=thread, status=RUNNING, started_at=time.time() * 1000, **kw
+        )
         await self.turns.create(record)
         return record
 
@@ -54,8 +68,13 @@ async def world(tmp_path: Path):
     w.turns.close()
 
 
-def answering(w: World, turn: str, thread: str = "th", status: str = "answered",
-              gate: asyncio.Event | None = None) -> Callable:
+def answering(
+    w: World,
+    turn: str,
+    thread: str = "th",
+    status: str = "answered",
+    gate: asyncio.Event | None = None,
+) -> Callable:
     async def runner() -> ChatResponse:
         w.event(turn, "graph_topology", thread)
         if gate is not None:
@@ -63,6 +82,7 @@ def answering(w: World, turn: str, thread: str = "th", status: str = "answered",
         terminal = "paused" if status == "paused" else "turn_completed"
         w.event(turn, terminal, thread)
         return ChatResponse(thread, turn, "a" * 32, status, answer="ok")
+
     return runner
 
 
@@ -156,14 +176,14 @@ async def test_cancel_fallback_event_says_cancelled(world: World) -> None:
 
 async def test_thread_busy_is_rejected(world: World) -> None:
     gate = asyncio.Event()
-    await world.runs.start(await world.record("t1"), "chat",
-                           answering(world, "t1", gate=gate))
+    await world.runs.start(await world.record("t1"), "chat", answering(world, "t1", gate=gate))
     with pytest.raises(ThreadBusy) as info:
         await world.runs.start(await world.record("t2"), "chat", answering(world, "t2"))
     assert info.value.turn_id == "t1" and info.value.thread_id == "th"
     # another thread is free
-    await world.runs.start(await world.record("t3", thread="other"), "chat",
-                           answering(world, "t3", thread="other"))
+    await world.runs.start(
+        await world.record("t3", thread="other"), "chat", answering(world, "t3", thread="other")
+    )
     gate.set()
     await finished(world, "t1")
     await finished(world, "t3")
@@ -206,6 +226,7 @@ async def test_enqueue_policy_runs_in_order(tmp_path: Path) -> None:
             w.event(turn, "turn_completed")
             order.append(f"{turn} end")
             return ChatResponse("th", turn, "", "answered")
+
         return run
 
     await w.runs.start(await w.record("t1"), "chat", runner("t1", True))
@@ -219,8 +240,9 @@ async def test_enqueue_policy_runs_in_order(tmp_path: Path) -> None:
 
 
 async def test_last_reader_leaving_cancels_after_grace(world: World) -> None:
-    await world.runs.start(await world.record("t1"), "chat",
-                           answering(world, "t1", gate=asyncio.Event()))
+    await world.runs.start(
+        await world.record("t1"), "chat", answering(world, "t1", gate=asyncio.Event())
+    )
     world.runs.reader_attached("t1")
     world.runs.reader_left("t1", completed=False)
     assert world.runs.running("t1")  # not at once: a grace period
@@ -241,10 +263,13 @@ async def test_reader_coming_back_within_grace_keeps_the_run(world: World) -> No
     assert (await world.turns.get("t1")).status == "answered"
 
 
-@pytest.mark.parametrize(("completed", "policy", "others"), [
-    (True, "cancel", 0), (False, "continue", 0), (False, "cancel", 1)])
-async def test_reader_leaving_without_cancel(world: World, completed: bool, policy: str,
-                                             others: int) -> None:
+@pytest.mark.parametrize(
+    ("completed", "policy", "others"),
+    [(True, "cancel", 0), (False, "continue", 0), (False, "cancel", 1)],
+)
+async def test_reader_leaving_without_cancel(
+    world: World, completed: bool, policy: str, others: int
+) -> None:
     gate = asyncio.Event()
     await world.runs.start(await world.record("t1"), "chat", answering(world, "t1", gate=gate))
     for _ in range(others + 1):
@@ -263,8 +288,9 @@ async def test_reader_left_for_unknown_turn_is_ignored(world: World) -> None:
 
 
 async def test_shutdown_interrupts_running_turns(world: World) -> None:
-    await world.runs.start(await world.record("t1"), "chat",
-                           answering(world, "t1", gate=asyncio.Event()))
+    await world.runs.start(
+        await world.record("t1"), "chat", answering(world, "t1", gate=asyncio.Event())
+    )
     await asyncio.sleep(0.01)
     await asyncio.wait_for(world.runs.shutdown(), 5)
     assert not world.runs.running("t1")
@@ -333,15 +359,18 @@ async def test_a_coroutine_is_a_type_error_at_the_call(world: World) -> None:
     await assert_thread_free(world)
 
 
-@pytest.mark.parametrize("args", [
-    ("record", "chat", lambda: None),
-    (None, "chat", lambda: None),
-    ("RECORD", 3, lambda: None),
-    ("RECORD", "chat", None),
-    ("RECORD", "chat", "not callable"),
-    ("RECORD", "chat", lambda record: None),
-], ids=["record-str", "record-none", "kind-int", "runner-none", "runner-str",
-        "runner-takes-args"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("record", "chat", lambda: None),
+        (None, "chat", lambda: None),
+        ("RECORD", 3, lambda: None),
+        ("RECORD", "chat", None),
+        ("RECORD", "chat", "not callable"),
+        ("RECORD", "chat", lambda record: None),
+    ],
+    ids=["record-str", "record-none", "kind-int", "runner-none", "runner-str", "runner-takes-args"],
+)
 async def test_wrong_arguments_are_type_errors_at_the_call(world: World, args: tuple) -> None:
     record = TurnRecord(turn_id="t1", thread_id="th", status=RUNNING)
     args = tuple(record if a == "RECORD" else a for a in args)
@@ -394,8 +423,7 @@ async def test_a_run_past_the_turn_timeout_is_stopped(tmp_path: Path) -> None:
         [terminal] = terminals(w, "t1")
         assert terminal.type == "error" and terminal.fields["code"] == "turn_timeout"
         assert terminal.fields["retryable"] is True
-        assert terminal.fields["message"] == "This took too long and was stopped. " \
-            "Please try again."
+        assert terminal.fields["message"] == "This took too long and was stopped. Please try again."
         assert (await w.turns.get("t1")).status == "error"
         await assert_thread_free(w)
     finally:
@@ -424,8 +452,7 @@ async def test_the_agents_own_timeout_answers_before_the_relays(tmp_path: Path) 
         assert response is not None and response.answer == "too long"
         assert [e.fields.get("code") for e in terminals(w, "t1")] == ["turn_timeout"]
         got = await w.turns.get("t1")
-        assert got.status == "error" and ChatResponse.from_json(got.response).answer \
-            == "too long"
+        assert got.status == "error" and ChatResponse.from_json(got.response).answer == "too long"
     finally:
         await w.runs.shutdown()
         w.turns.close()
@@ -498,7 +525,8 @@ async def test_a_cancel_while_the_end_is_recorded_changes_nothing(world: World) 
 
 
 async def test_an_end_the_store_refused_is_written_once_it_is_back(
-        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A turn store that is away when a run ends (a database restarting) gets the end
     written in the background once it answers again: the record never stays running."""
     import relay.turns.run_end as run_end

@@ -141,11 +141,14 @@ async def scenario(case: Case, tmp: Path) -> None:
     turns = FlakyTurns(tmp / "turns.db")
     processor = FlakyProcessor(bus.publish)
     processor.bind(asyncio.get_running_loop())
-    runs = RunManager(bus, turns, processor, disconnect_grace_s=60,
-                      turn_timeout_s=0.05, turn_timeout_margin_s=0.0)
+    runs = RunManager(
+        bus, turns, processor, disconnect_grace_s=60, turn_timeout_s=0.05, turn_timeout_margin_s=0.0
+    )
     if case.lock is not None:
+
         async def lock_thread(thread_id: str) -> Lock:
             return Lock(raises=case.lock == "raises")
+
         turns.lock_thread = lock_thread  # type: ignore[attr-defined]
     try:
         async with asyncio.timeout(10):  # a safety net: a run that never ends fails here
@@ -155,8 +158,9 @@ async def scenario(case: Case, tmp: Path) -> None:
         turns.close()
 
 
-async def run_one(case: Case, bus: FlakyBus, turns: FlakyTurns,
-                  processor: FlakyProcessor, runs: RunManager) -> None:
+async def run_one(
+    case: Case, bus: FlakyBus, turns: FlakyTurns, processor: FlakyProcessor, runs: RunManager
+) -> None:
     script = ["node_started"] * case.before
     if case.terminal is not None:
         script.append(case.terminal)
@@ -195,8 +199,9 @@ async def run_one(case: Case, bus: FlakyBus, turns: FlakyTurns,
     if case.cancel == "ending":
         turns.hold = asyncio.Event()
 
-    record = TurnRecord(turn_id="t1", thread_id=THREAD, status=RUNNING,
-                        started_at=time.time() * 1000)
+    record = TurnRecord(
+        turn_id="t1", thread_id=THREAD, status=RUNNING, started_at=time.time() * 1000
+    )
     first_seq = await runs.start(record, "chat", runner, create=True)
     run = runs._runs["t1"]
     cancelled = False
@@ -252,8 +257,7 @@ async def run_one(case: Case, bus: FlakyBus, turns: FlakyTurns,
     # 3. its thread free: nothing running, done, and a new run on the thread ends
     assert not runs.running("t1") and run.done.is_set() and runs.running_count() == 0
     bus.fail_at, turns.hold, processor.raises = None, None, False
-    nxt = TurnRecord(turn_id="t2", thread_id=THREAD, status=RUNNING,
-                     started_at=time.time() * 1000)
+    nxt = TurnRecord(turn_id="t2", thread_id=THREAD, status=RUNNING, started_at=time.time() * 1000)
 
     async def answers() -> ChatResponse:
         bus.publish(Event("turn_completed", THREAD, "t2", "b" * 32, 1.0, {}))

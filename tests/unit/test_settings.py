@@ -28,14 +28,25 @@ def test_from_env_reads_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_values_are_read() -> None:
-    s = RelaySettings.from_env({
-        "RELAY_DATA_DIR": "/tmp/x", "RELAY_HEARTBEAT_S": "2.5", "RELAY_DISCONNECT_GRACE_S": "0",
-        "RELAY_SEND_TIMEOUT_S": "7", "RELAY_RETRY_MS": "1500", "RELAY_CAPTURE_CONTENT": "false",
-        "RELAY_TRACE_URL": "http://jaeger:16686", "RELAY_THREAD_POLICY": "enqueue",
-        "RELAY_FAULTS": "1", "RELAY_API_TOKEN": "s3cret", "RELAY_TOOL_TIMEOUT_S": "1",
-        "RELAY_TURN_TIMEOUT_S": "2", "RELAY_SERVER_TIMEOUT_S": "3",
-        "RELAY_STORE": "postgresql://db/x", "RELAY_BUS": "memory",
-    })
+    s = RelaySettings.from_env(
+        {
+            "RELAY_DATA_DIR": "/tmp/x",
+            "RELAY_HEARTBEAT_S": "2.5",
+            "RELAY_DISCONNECT_GRACE_S": "0",
+            "RELAY_SEND_TIMEOUT_S": "7",
+            "RELAY_RETRY_MS": "1500",
+            "RELAY_CAPTURE_CONTENT": "false",
+            "RELAY_TRACE_URL": "http://jaeger:16686",
+            "RELAY_THREAD_POLICY": "enqueue",
+            "RELAY_FAULTS": "1",
+            "RELAY_API_TOKEN": "s3cret",
+            "RELAY_TOOL_TIMEOUT_S": "1",
+            "RELAY_TURN_TIMEOUT_S": "2",
+            "RELAY_SERVER_TIMEOUT_S": "3",
+            "RELAY_STORE": "postgresql://db/x",
+            "RELAY_BUS": "memory",
+        }
+    )
     assert s.data_dir == Path("/tmp/x") and s.heartbeat_s == 2.5
     assert s.disconnect_grace_s == 0 and s.send_timeout_s == 7 and s.retry_ms == 1500
     assert s.capture_content is False and s.faults is True
@@ -45,16 +56,28 @@ def test_values_are_read() -> None:
 
 
 def test_empty_values_mean_default() -> None:
-    s = RelaySettings.from_env({"RELAY_HEARTBEAT_S": "", "RELAY_TRACE_URL": "",
-                                "RELAY_API_TOKEN": "", "RELAY_FAULTS": ""})
+    s = RelaySettings.from_env(
+        {"RELAY_HEARTBEAT_S": "", "RELAY_TRACE_URL": "", "RELAY_API_TOKEN": "", "RELAY_FAULTS": ""}
+    )
     assert s.heartbeat_s == 15.0 and s.trace_url is None and s.api_token is None
     assert s.faults is False
 
 
-@pytest.mark.parametrize(("raw", "value"), [
-    ("1", True), ("true", True), ("TRUE", True), ("yes", True), ("on", True), (" On ", True),
-    ("0", False), ("false", False), ("No", False), ("off", False),
-])
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("1", True),
+        ("true", True),
+        ("TRUE", True),
+        ("yes", True),
+        ("on", True),
+        (" On ", True),
+        ("0", False),
+        ("false", False),
+        ("No", False),
+        ("off", False),
+    ],
+)
 def test_bools(raw: str, value: bool) -> None:
     assert RelaySettings.from_env({"RELAY_FAULTS": raw}).faults is value
 
@@ -65,9 +88,17 @@ def test_bad_bool_names_the_variable(raw: str) -> None:
         RelaySettings.from_env({"RELAY_CAPTURE_CONTENT": raw})
 
 
-@pytest.mark.parametrize("name", ["RELAY_HEARTBEAT_S", "RELAY_SEND_TIMEOUT_S",
-                                  "RELAY_TURN_TIMEOUT_S", "RELAY_RETRY_MS",
-                                  "RELAY_BUS_MAX_TURNS", "RELAY_MAX_BODY_BYTES"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "RELAY_HEARTBEAT_S",
+        "RELAY_SEND_TIMEOUT_S",
+        "RELAY_TURN_TIMEOUT_S",
+        "RELAY_RETRY_MS",
+        "RELAY_BUS_MAX_TURNS",
+        "RELAY_MAX_BODY_BYTES",
+    ],
+)
 @pytest.mark.parametrize("raw", ["abc", "1,5", "5s", "--1"])
 def test_bad_number_names_the_variable(name: str, raw: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -75,14 +106,17 @@ def test_bad_number_names_the_variable(name: str, raw: str) -> None:
     assert name in str(info.value) and "not a number" in str(info.value)
 
 
-@pytest.mark.parametrize(("env", "names"), [
-    ({"RELAY_TOOL_TIMEOUT_S": "200"}, ("RELAY_TOOL_TIMEOUT_S", "RELAY_TURN_TIMEOUT_S")),
-    ({"RELAY_TOOL_TIMEOUT_S": "120"}, ("RELAY_TOOL_TIMEOUT_S", "RELAY_TURN_TIMEOUT_S")),
-    ({"RELAY_TURN_TIMEOUT_S": "20"}, ("RELAY_TOOL_TIMEOUT_S", "RELAY_TURN_TIMEOUT_S")),
-    ({"RELAY_TURN_TIMEOUT_S": "400"}, ("RELAY_TURN_TIMEOUT_S", "RELAY_SERVER_TIMEOUT_S")),
-    ({"RELAY_TURN_TIMEOUT_S": "300"}, ("RELAY_TURN_TIMEOUT_S", "RELAY_SERVER_TIMEOUT_S")),
-    ({"RELAY_SERVER_TIMEOUT_S": "60"}, ("RELAY_TURN_TIMEOUT_S", "RELAY_SERVER_TIMEOUT_S")),
-])
+@pytest.mark.parametrize(
+    ("env", "names"),
+    [
+        ({"RELAY_TOOL_TIMEOUT_S": "200"}, ("RELAY_TOOL_TIMEOUT_S", "RELAY_TURN_TIMEOUT_S")),
+        ({"RELAY_TOOL_TIMEOUT_S": "120"}, ("RELAY_TOOL_TIMEOUT_S", "RELAY_TURN_TIMEOUT_S")),
+        ({"RELAY_TURN_TIMEOUT_S": "20"}, ("RELAY_TOOL_TIMEOUT_S", "RELAY_TURN_TIMEOUT_S")),
+        ({"RELAY_TURN_TIMEOUT_S": "400"}, ("RELAY_TURN_TIMEOUT_S", "RELAY_SERVER_TIMEOUT_S")),
+        ({"RELAY_TURN_TIMEOUT_S": "300"}, ("RELAY_TURN_TIMEOUT_S", "RELAY_SERVER_TIMEOUT_S")),
+        ({"RELAY_SERVER_TIMEOUT_S": "60"}, ("RELAY_TURN_TIMEOUT_S", "RELAY_SERVER_TIMEOUT_S")),
+    ],
+)
 def test_inverted_timeout_chain_is_refused(env: dict[str, str], names: tuple[str, str]) -> None:
     with pytest.raises(ConfigError) as info:
         RelaySettings.from_env(env)
@@ -93,8 +127,9 @@ def test_inverted_timeout_chain_is_refused(env: dict[str, str], names: tuple[str
 
 
 def test_consistent_chain_is_accepted() -> None:
-    s = RelaySettings.from_env({"RELAY_TOOL_TIMEOUT_S": "5", "RELAY_TURN_TIMEOUT_S": "6",
-                                "RELAY_SERVER_TIMEOUT_S": "7"})
+    s = RelaySettings.from_env(
+        {"RELAY_TOOL_TIMEOUT_S": "5", "RELAY_TURN_TIMEOUT_S": "6", "RELAY_SERVER_TIMEOUT_S": "7"}
+    )
     assert s.turn_timeout_s == 6
 
 
@@ -112,14 +147,17 @@ def test_unknown_bus_is_refused_clearly(bus: str) -> None:
     assert "'memory' or a redis:// URL" in str(info.value)
 
 
-@pytest.mark.parametrize(("env", "name"), [
-    ({"RELAY_BUS": "kafka://x"}, "RELAY_BUS"),
-    ({"RELAY_STORE": "mysql://x"}, "RELAY_STORE"),
-    ({"RELAY_THREAD_POLICY": "queue"}, "RELAY_THREAD_POLICY"),
-    ({"RELAY_HEARTBEAT_S": "0"}, "RELAY_HEARTBEAT_S"),
-    ({"RELAY_HEARTBEAT_S": "-1"}, "RELAY_HEARTBEAT_S"),
-    ({"RELAY_DISCONNECT_GRACE_S": "-0.5"}, "RELAY_DISCONNECT_GRACE_S"),
-])
+@pytest.mark.parametrize(
+    ("env", "name"),
+    [
+        ({"RELAY_BUS": "kafka://x"}, "RELAY_BUS"),
+        ({"RELAY_STORE": "mysql://x"}, "RELAY_STORE"),
+        ({"RELAY_THREAD_POLICY": "queue"}, "RELAY_THREAD_POLICY"),
+        ({"RELAY_HEARTBEAT_S": "0"}, "RELAY_HEARTBEAT_S"),
+        ({"RELAY_HEARTBEAT_S": "-1"}, "RELAY_HEARTBEAT_S"),
+        ({"RELAY_DISCONNECT_GRACE_S": "-0.5"}, "RELAY_DISCONNECT_GRACE_S"),
+    ],
+)
 def test_invalid_values_name_the_variable(env: dict[str, str], name: str) -> None:
     with pytest.raises(ConfigError, match=name):
         RelaySettings.from_env(env)
@@ -168,31 +206,43 @@ def test_rate_limit_accepted(raw: str) -> None:
     assert RelaySettings.from_env({"RELAY_RATE_LIMIT": raw}).rate_limit == raw
 
 
-@pytest.mark.parametrize("raw", ["20", "0/60", "-1/60", "x/60", "20/", "20/0", "20/abc",
-                                 "20/-5"])
+@pytest.mark.parametrize("raw", ["20", "0/60", "-1/60", "x/60", "20/", "20/0", "20/abc", "20/-5"])
 def test_rate_limit_refused(raw: str) -> None:
     with pytest.raises(ConfigError, match="RELAY_RATE_LIMIT"):
         RelaySettings.from_env({"RELAY_RATE_LIMIT": raw})
 
 
 def test_client_tool_limits_are_read_and_checked() -> None:
-    settings = RelaySettings.from_env({"RELAY_CLIENT_TOOL_MAX_ROUNDS": "3",
-                                       "RELAY_CLIENT_TOOL_MAX_RESULT_BYTES": "1024",
-                                       "RELAY_CLIENT_TOOL_TIMEOUT_S": "45"})
-    assert (settings.client_tool_max_rounds, settings.client_tool_max_result_bytes,
-            settings.client_tool_timeout_s) == (3, 1024, 45.0)
+    settings = RelaySettings.from_env(
+        {
+            "RELAY_CLIENT_TOOL_MAX_ROUNDS": "3",
+            "RELAY_CLIENT_TOOL_MAX_RESULT_BYTES": "1024",
+            "RELAY_CLIENT_TOOL_TIMEOUT_S": "45",
+        }
+    )
+    assert (
+        settings.client_tool_max_rounds,
+        settings.client_tool_max_result_bytes,
+        settings.client_tool_timeout_s,
+    ) == (3, 1024, 45.0)
     defaults = RelaySettings.from_env({})
-    assert (defaults.client_tool_max_rounds, defaults.client_tool_max_result_bytes,
-            defaults.client_tool_timeout_s) == (8, 16384, 300.0)
+    assert (
+        defaults.client_tool_max_rounds,
+        defaults.client_tool_max_result_bytes,
+        defaults.client_tool_timeout_s,
+    ) == (8, 16384, 300.0)
 
 
-@pytest.mark.parametrize(("env", "named"), [
-    ({"RELAY_CLIENT_TOOL_MAX_ROUNDS": "0"}, "RELAY_CLIENT_TOOL_MAX_ROUNDS"),
-    ({"RELAY_CLIENT_TOOL_MAX_RESULT_BYTES": "0"}, "RELAY_CLIENT_TOOL_MAX_RESULT_BYTES"),
-    ({"RELAY_CLIENT_TOOL_MAX_RESULT_BYTES": "70000"}, "RELAY_MAX_BODY_BYTES"),
-    ({"RELAY_CLIENT_TOOL_TIMEOUT_S": "0"}, "RELAY_CLIENT_TOOL_TIMEOUT_S"),
-    ({"RELAY_CLIENT_TOOL_TIMEOUT_S": "soon"}, "RELAY_CLIENT_TOOL_TIMEOUT_S"),
-])
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"RELAY_CLIENT_TOOL_MAX_ROUNDS": "0"}, "RELAY_CLIENT_TOOL_MAX_ROUNDS"),
+        ({"RELAY_CLIENT_TOOL_MAX_RESULT_BYTES": "0"}, "RELAY_CLIENT_TOOL_MAX_RESULT_BYTES"),
+        ({"RELAY_CLIENT_TOOL_MAX_RESULT_BYTES": "70000"}, "RELAY_MAX_BODY_BYTES"),
+        ({"RELAY_CLIENT_TOOL_TIMEOUT_S": "0"}, "RELAY_CLIENT_TOOL_TIMEOUT_S"),
+        ({"RELAY_CLIENT_TOOL_TIMEOUT_S": "soon"}, "RELAY_CLIENT_TOOL_TIMEOUT_S"),
+    ],
+)
 def test_bad_client_tool_limits_refuse_to_start(env: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         RelaySettings.from_env(env)

@@ -65,8 +65,9 @@ async def test_same_turn_or_thread_waits_its_turn() -> None:
     a = asyncio.create_task(first())
     await entered.wait()
     # the same turn in another spelling of its id, and with a thread besides
-    b = asyncio.create_task(second(StartLocks.keys(turn=turn.replace("-", "").upper(),
-                                                   thread="t"), "second"))
+    b = asyncio.create_task(
+        second(StartLocks.keys(turn=turn.replace("-", "").upper(), thread="t"), "second")
+    )
     c = asyncio.create_task(second(StartLocks.keys(thread="t"), "third"))
     await _let_others_run()
     assert locks.held() == 2 and order == []  # both queued: turn key and thread key in use
@@ -84,8 +85,9 @@ async def test_keys_in_opposite_orders_never_deadlock() -> None:
             await asyncio.sleep(0)
 
     # every pair shares a key with others, named in both orders
-    await asyncio.wait_for(asyncio.gather(*(start(f"k{i % 3}", f"k{(i + 1) % 3}")
-                                            for i in range(30))), timeout=30)
+    await asyncio.wait_for(
+        asyncio.gather(*(start(f"k{i % 3}", f"k{(i + 1) % 3}") for i in range(30))), timeout=30
+    )
     assert locks.held() == 0
 
 

@@ -51,8 +51,7 @@ def test_generated_turns(phases: list[tuple[SpanRecord, str, Any]]) -> None:
     # as stored: every phase carries the span's finished record (its end attributes,
     # time, status and span events too)
     ended = {(r.trace_id, r.span_id): r for r, kind, _ in phases if kind == END}
-    stored = [(ended.get((r.trace_id, r.span_id), r), kind, event)
-              for r, kind, event in phases]
+    stored = [(ended.get((r.trace_id, r.span_id), r), kind, event) for r, kind, event in phases]
     assert any(r.end_ns is not None for r, kind, _ in stored if kind == START)
     as_is, cut = _both(stored)
     assert as_is == cut

@@ -22,15 +22,19 @@ from relay.store.pool import unavailable_as
 
 
 def request() -> Request:
-    return Request({"type": "http", "method": "POST", "path": "/chat", "headers": [],
-                    "query_string": b""})
+    return Request(
+        {"type": "http", "method": "POST", "path": "/chat", "headers": [], "query_string": b""}
+    )
 
 
-@pytest.mark.parametrize("exc", [
-    StoreUnavailable("checkpoints", "no database connection"),
-    psycopg.OperationalError("the connection is closed"),  # nothing translated it
-    PoolTimeout("couldn't get a connection after 5.00 sec"),
-])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        StoreUnavailable("checkpoints", "no database connection"),
+        psycopg.OperationalError("the connection is closed"),  # nothing translated it
+        PoolTimeout("couldn't get a connection after 5.00 sec"),
+    ],
+)
 async def test_a_store_that_is_away_is_a_503_json_with_retry_after(exc: Exception) -> None:
     response = await store_unavailable_handler(request(), exc)
     assert response.status_code == 503
@@ -83,11 +87,15 @@ async def test_readiness_names_the_part_runs_checks_together_and_is_bounded() ->
     async def hangs() -> None:
         await asyncio.sleep(30)
 
-    found = await problems([("turn store", fine), ("turn store", away),
-                            ("checkpoints", hangs), ("span store", hangs)], timeout_s=0.3)
-    assert found == ["thread locks: no database connection",
-                     "checkpoints: no answer within 0.3 s",
-                     "span store: no answer within 0.3 s"]
+    found = await problems(
+        [("turn store", fine), ("turn store", away), ("checkpoints", hangs), ("span store", hangs)],
+        timeout_s=0.3,
+    )
+    assert found == [
+        "thread locks: no database connection",
+        "checkpoints: no answer within 0.3 s",
+        "span store: no answer within 0.3 s",
+    ]
     # together, not one after the other: each check waits for the other to have started,
     # which only checks that run at the same time can do
     started = [asyncio.Event(), asyncio.Event()]
@@ -96,6 +104,7 @@ async def test_readiness_names_the_part_runs_checks_together_and_is_bounded() ->
         async def check() -> None:
             started[mine].set()
             await started[1 - mine].wait()
+
         return check
 
     assert await problems([("a", meeting(0)), ("b", meeting(1))], timeout_s=30) == []
@@ -120,7 +129,8 @@ async def test_the_sqlite_defaults_answer_the_same_checks(tmp_path: Path) -> Non
 
 
 async def test_a_checkpoint_read_that_waits_too_long_is_a_503(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The saver queues its operations behind one lock: a request's read is bounded."""
     from relay.langgraph import checkpoints
 

@@ -57,13 +57,27 @@ class Client:
         return self.messages[0]
 
 
-def make_stream(bus: MemoryBus, client: Client, *, after: int = 0, ndjson: bool = False,
-                stop_at=RUN_TERMINAL, heartbeat_s: float = 30.0,
-                send_timeout_s: float = 5.0, **kwargs: Any) -> EventStream:
+def make_stream(
+    bus: MemoryBus,
+    client: Client,
+    *,
+    after: int = 0,
+    ndjson: bool = False,
+    stop_at=RUN_TERMINAL,
+    heartbeat_s: float = 30.0,
+    send_timeout_s: float = 5.0,
+    **kwargs: Any,
+) -> EventStream:
     encoder = NDJSONEncoder() if ndjson else SSEEncoder(2000)
-    return EventStream(bus.reader("t", after), encoder, stop_at=stop_at,
-                       heartbeat_s=heartbeat_s, send_timeout_s=send_timeout_s,
-                       on_close=client.on_close, **kwargs)
+    return EventStream(
+        bus.reader("t", after),
+        encoder,
+        stop_at=stop_at,
+        heartbeat_s=heartbeat_s,
+        send_timeout_s=send_timeout_s,
+        on_close=client.on_close,
+        **kwargs,
+    )
 
 
 async def serve(stream: EventStream, client: Client, timeout: float = 5.0) -> None:
@@ -85,6 +99,7 @@ def bus() -> MemoryBus:
 
 
 # -- SSE framing ---------------------------------------------------------------------------
+
 
 async def test_sse_exact_bytes(bus: MemoryBus) -> None:
     bus.publish(ev("graph_topology", graph_id="g", nodes=[], edges=[]))
@@ -138,8 +153,7 @@ async def test_headers_and_final_message(bus: MemoryBus) -> None:
     assert headers[b"cache-control"] == b"no-cache, no-transform"
     assert headers[b"x-accel-buffering"] == b"no"
     assert headers[b"x-turn-id"] == b"t"
-    assert client.messages[-1] == {"type": "http.response.body", "body": b"",
-                                   "more_body": False}
+    assert client.messages[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
     assert all(m["more_body"] for m in client.messages[1:-1])
     assert bus.reader_count("t") == 0  # the reader is closed
 
@@ -156,6 +170,7 @@ async def test_stream_from_a_cursor(bus: MemoryBus) -> None:
 
 # -- NDJSON framing ------------------------------------------------------------------------
 
+
 async def test_ndjson_framing(bus: MemoryBus) -> None:
     bus.publish(ev("graph_topology", graph_id="g"))
     bus.publish(ev("paused", interrupts=[{"id": "i", "value": "x\ny"}]))
@@ -167,15 +182,15 @@ async def test_ndjson_framing(bus: MemoryBus) -> None:
     assert [json.loads(line)["type"] for line in lines] == ["graph_topology", "paused"]
     assert [json.loads(line)["seq"] for line in lines] == [1, 2]
     assert lines[0] == bus.reader("t").take()[0].to_json()
-    assert dict(client.start["headers"])[b"content-type"] == \
-        b"application/x-ndjson; charset=utf-8"
+    assert dict(client.start["headers"])[b"content-type"] == b"application/x-ndjson; charset=utf-8"
     assert client.closed == [True]
 
 
 async def test_ndjson_heartbeat_is_an_empty_line(bus: MemoryBus) -> None:
     client = Client()
-    task = asyncio.ensure_future(serve(make_stream(bus, client, ndjson=True,
-                                                   heartbeat_s=0.05), client))
+    task = asyncio.ensure_future(
+        serve(make_stream(bus, client, ndjson=True, heartbeat_s=0.05), client)
+    )
     await until(lambda: client.body.count(b"\n") >= 2)
     bus.publish(ev("turn_completed"))
     await task
@@ -186,6 +201,7 @@ async def test_ndjson_heartbeat_is_an_empty_line(bus: MemoryBus) -> None:
 
 
 # -- heartbeats ----------------------------------------------------------------------------
+
 
 async def test_heartbeats_from_the_timer_while_idle(bus: MemoryBus) -> None:
     client = Client()
@@ -227,6 +243,7 @@ async def test_no_heartbeat_before_its_time(bus: MemoryBus) -> None:
 
 # -- where a stream stops ---------------------------------------------------------------------
 
+
 async def test_run_stream_stops_at_the_first_run_terminal_event(bus: MemoryBus) -> None:
     for t in ("graph_topology", "paused", "graph_topology", "turn_completed"):
         bus.publish(ev(t))
@@ -243,8 +260,7 @@ async def test_turn_stream_waits_through_a_pause(bus: MemoryBus) -> None:
     bus.publish(ev("graph_topology"))
     bus.publish(ev("paused"))
     client = Client()
-    task = asyncio.ensure_future(serve(make_stream(bus, client, stop_at=TURN_TERMINAL),
-                                       client))
+    task = asyncio.ensure_future(serve(make_stream(bus, client, stop_at=TURN_TERMINAL), client))
     await until(lambda: b"event: paused" in client.body)
     await asyncio.sleep(0.02)
     assert not task.done()
@@ -253,8 +269,12 @@ async def test_turn_stream_waits_through_a_pause(bus: MemoryBus) -> None:
     bus.publish(ev("node_started"))  # after the stop: never sent
     await task
     events = [line for line in client.body.decode().split("\n") if line.startswith("event: ")]
-    assert events == ["event: graph_topology", "event: paused", "event: graph_topology",
-                      "event: error"]
+    assert events == [
+        "event: graph_topology",
+        "event: paused",
+        "event: graph_topology",
+        "event: error",
+    ]
 
 
 async def test_events_published_later_are_streamed(bus: MemoryBus) -> None:
@@ -269,6 +289,7 @@ async def test_events_published_later_are_streamed(bus: MemoryBus) -> None:
 
 
 # -- clients that leave -----------------------------------------------------------------------
+
 
 async def test_disconnect_ends_the_stream_not_completed(bus: MemoryBus) -> None:
     client = Client()
@@ -291,8 +312,9 @@ async def test_async_on_close_is_awaited(bus: MemoryBus) -> None:
 
     bus.publish(ev("turn_completed"))
     client = Client()
-    stream = EventStream(bus.reader("t"), SSEEncoder(2000), stop_at=RUN_TERMINAL,
-                         heartbeat_s=30, on_close=on_close)
+    stream = EventStream(
+        bus.reader("t"), SSEEncoder(2000), stop_at=RUN_TERMINAL, heartbeat_s=30, on_close=on_close
+    )
     await serve(stream, client)
     assert seen == [True]
 
@@ -326,6 +348,7 @@ async def test_send_raising_oserror_is_a_cut(bus: MemoryBus) -> None:
 
 # -- expired cursors ----------------------------------------------------------------------------
 
+
 async def test_cursor_expired_sends_a_reset_frame() -> None:
     bus = MemoryBus(max_events_per_turn=2)
     bus.open_turn("t")
@@ -358,17 +381,21 @@ async def test_cursor_expired_ndjson_reset_line() -> None:
 def test_encoders_standalone() -> None:
     e = ev("node_started").with_seq(7)
     assert SSEEncoder(1500).preamble() == b"retry: 1500\n\n"
-    assert SSEEncoder(1500).event(e) == \
-        f"id: 7\nevent: node_started\ndata: {e.to_json()}\n\n".encode()
+    assert (
+        SSEEncoder(1500).event(e) == f"id: 7\nevent: node_started\ndata: {e.to_json()}\n\n".encode()
+    )
     assert SSEEncoder(1).heartbeat() == b": hb\n\n"
     assert NDJSONEncoder().preamble() == b""
     assert NDJSONEncoder().event(e) == (e.to_json() + "\n").encode()
     assert NDJSONEncoder().heartbeat() == b"\n"
-    assert SSEEncoder(1).problem("reset", {"code": "x"}) == \
-        b'event: reset\ndata: {"v":1,"type":"reset","code":"x"}\n\n'
+    assert (
+        SSEEncoder(1).problem("reset", {"code": "x"})
+        == b'event: reset\ndata: {"v":1,"type":"reset","code":"x"}\n\n'
+    )
 
 
 # -- hand-offs: server shutdown and the stream's time limit -------------------------------------
+
 
 async def test_closing_ends_with_a_reconnect_frame(bus: MemoryBus) -> None:
     bus.publish(ev("graph_topology"))
@@ -383,8 +410,13 @@ async def test_closing_ends_with_a_reconnect_frame(bus: MemoryBus) -> None:
     frame = body.split("\n\n")[-2]
     assert frame.startswith("event: reconnect\ndata: ") and "id: " not in frame
     data = json.loads(frame.split("data: ", 1)[1])
-    assert data == {"v": 1, "type": "reconnect", "reason": "server_shutdown", "last_seq": 1,
-                    "message": data["message"]}
+    assert data == {
+        "v": 1,
+        "type": "reconnect",
+        "reason": "server_shutdown",
+        "last_seq": 1,
+        "message": data["message"],
+    }
     assert "Last-Event-ID" in data["message"]
     assert client.messages[-1]["more_body"] is False  # a clean end of the body
     assert client.closed == [False]  # not at its terminal event: the reader left
@@ -431,6 +463,7 @@ async def test_ndjson_reconnect_line(bus: MemoryBus) -> None:
 
 # -- bounded batches ------------------------------------------------------------------------------
 
+
 async def test_a_long_backlog_goes_out_in_bounded_batches(bus: MemoryBus) -> None:
     from relay.delivery.streaming import MAX_BATCH
 
@@ -451,6 +484,7 @@ async def test_a_long_backlog_goes_out_in_bounded_batches(bus: MemoryBus) -> Non
 
 # -- fan-out: wakes per burst, frames shared, the send watchdog ----------------------------------
 
+
 async def test_a_burst_published_in_one_iteration_goes_out_as_one_write(bus: MemoryBus) -> None:
     client = Client()
     stream = make_stream(bus, client)
@@ -462,22 +496,32 @@ async def test_a_burst_published_in_one_iteration_goes_out_as_one_write(bus: Mem
     await until(lambda: stream.frames_sent == 5)
     assert stream.writes == writes + 1
     burst = client.messages[-1]["body"]
-    assert [line for line in burst.decode().split("\n") if line.startswith("id: ")] == \
-        [f"id: {i}" for i in range(1, 6)]
+    assert [line for line in burst.decode().split("\n") if line.startswith("id: ")] == [
+        f"id: {i}" for i in range(1, 6)
+    ]
     bus.publish(ev("turn_completed"))
     await task
     assert stream.writes == writes + 3  # then the terminal event, then the end
 
 
 async def test_a_thousand_readers_of_one_turn_get_every_frame_once_and_share_it(
-        bus: MemoryBus) -> None:
+    bus: MemoryBus,
+) -> None:
     clients = [Client() for _ in range(1000)]
     streams = [make_stream(bus, c, stop_at=TURN_TERMINAL) for c in clients]
-    tasks = [asyncio.ensure_future(serve(s, c, timeout=60))
-             for s, c in zip(streams, clients, strict=True)]
+    tasks = [
+        asyncio.ensure_future(serve(s, c, timeout=60))
+        for s, c in zip(streams, clients, strict=True)
+    ]
     await until(lambda: all(c.body == b"retry: 2000\n\n" for c in clients), timeout=60)
-    types = ["graph_topology", "node_started", "paused", "node_started", "node_completed",
-             "turn_completed"]
+    types = [
+        "graph_topology",
+        "node_started",
+        "paused",
+        "node_started",
+        "node_completed",
+        "turn_completed",
+    ]
     for n, type_ in enumerate(types, start=1):
         bus.publish(ev(type_, n=n))  # one at a time: each reader writes it alone
         if n < len(types):
@@ -492,8 +536,10 @@ async def test_a_thousand_readers_of_one_turn_get_every_frame_once_and_share_it(
         frames = [m["body"] for m in client.messages[2:-1]]  # after the head and preamble
         assert len(frames) == len(types)
         # not just equal: the very bytes object every other reader wrote
-        assert all(a is b for a, b in zip(frames, [m["body"] for m in reference.messages[2:-1]],
-                                          strict=True))
+        assert all(
+            a is b
+            for a, b in zip(frames, [m["body"] for m in reference.messages[2:-1]], strict=True)
+        )
     assert bus.reader_count("t") == 0 and bus._logs["t"].watchers == {}
 
 
@@ -534,8 +580,7 @@ async def test_a_stream_cancelled_in_a_send_is_cancelled_not_cut(bus: MemoryBus)
 
 async def test_a_stalled_send_is_cut_by_the_watchdog_once_per_stream(bus: MemoryBus) -> None:
     # two streams of one turn; one client stalls: only that one is cut, the other ends
-    stalled = Client(send_delay=lambda m: 30 if m.get("body", b"").startswith(b"id: 2")
-                     else None)
+    stalled = Client(send_delay=lambda m: 30 if m.get("body", b"").startswith(b"id: 2") else None)
     healthy = Client()
     s1 = make_stream(bus, stalled, send_timeout_s=0.1)
     s2 = make_stream(bus, healthy, send_timeout_s=0.1)

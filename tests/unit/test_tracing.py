@@ -25,8 +25,14 @@ def _us_ms(ns: int) -> float:
 
 
 def root(t: Tracing, **kw: Any):
-    args = {"agent": "support_agent", "thread_id": "th-1", "turn_id": "turn-1",
-            "run_kind": "chat", "graph_id": "support_agent", "topology": TOPOLOGY}
+    args = {
+        "agent": "support_agent",
+        "thread_id": "th-1",
+        "turn_id": "turn-1",
+        "run_kind": "chat",
+        "graph_id": "support_agent",
+        "topology": TOPOLOGY,
+    }
     args.update(kw)
     return run_span(t.tracer, **args)
 
@@ -38,14 +44,19 @@ def start_attrs(t: Tracing, name: str) -> dict[str, Any]:
 
 # -- run_span ---------------------------------------------------------------------------------
 
+
 def test_run_span_identifying_attributes_at_start(tracing: Tracing) -> None:
     with root(tracing, message="How do refunds work?") as run:
         run.finish("answered", **{c.TURN_RESPONSE: {"status": "answered"}})
     attrs = start_attrs(tracing, "invoke_agent support_agent")
     assert attrs == {
-        c.OPERATION: "invoke_agent", c.AGENT_NAME: "support_agent",
-        c.CONVERSATION_ID: "th-1", c.TURN_ID: "turn-1", c.RUN_KIND: "chat",
-        c.GRAPH_ID: "support_agent", c.GRAPH_TOPOLOGY: json.dumps(TOPOLOGY, separators=(",", ":")),
+        c.OPERATION: "invoke_agent",
+        c.AGENT_NAME: "support_agent",
+        c.CONVERSATION_ID: "th-1",
+        c.TURN_ID: "turn-1",
+        c.RUN_KIND: "chat",
+        c.GRAPH_ID: "support_agent",
+        c.GRAPH_TOPOLOGY: json.dumps(TOPOLOGY, separators=(",", ":")),
         c.TURN_MESSAGE: "How do refunds work?",
     }
     assert c.TURN_OUTCOME not in attrs  # an end attribute
@@ -53,8 +64,14 @@ def test_run_span_identifying_attributes_at_start(tracing: Tracing) -> None:
 
 def test_run_span_sets_outcome_and_end_attributes(tracing: Tracing) -> None:
     with root(tracing) as run:
-        run.finish("paused", **{c.TURN_INTERRUPTS: [{"id": "i", "value": {"a": 1}}],
-                                c.ERROR_NODE: None, c.TURN_HUMAN_WAIT_MS: 12.5})
+        run.finish(
+            "paused",
+            **{
+                c.TURN_INTERRUPTS: [{"id": "i", "value": {"a": 1}}],
+                c.ERROR_NODE: None,
+                c.TURN_HUMAN_WAIT_MS: 12.5,
+            },
+        )
         trace_id, span_id = run.trace_id, run.span_id
     span = tracing.recorder.span("invoke_agent support_agent")
     assert span.attributes[c.TURN_OUTCOME] == "paused"
@@ -69,8 +86,7 @@ def test_run_span_sets_outcome_and_end_attributes(tracing: Tracing) -> None:
 def test_run_span_without_finish_is_error(tracing: Tracing) -> None:
     with root(tracing):
         pass
-    assert tracing.recorder.span("invoke_agent support_agent").attributes[c.TURN_OUTCOME] == \
-        "error"
+    assert tracing.recorder.span("invoke_agent support_agent").attributes[c.TURN_OUTCOME] == "error"
 
 
 def test_run_span_exception_is_error_with_status(tracing: Tracing) -> None:
@@ -112,6 +128,7 @@ def test_run_span_is_current_inside(tracing: Tracing) -> None:
 
 # -- traced_node --------------------------------------------------------------------------------
 
+
 def test_node_ok_attributes_at_start(tracing: Tracing) -> None:
     def generate(state: dict, config: dict) -> dict:
         return {"x": state["y"]}
@@ -120,14 +137,18 @@ def test_node_ok_attributes_at_start(tracing: Tracing) -> None:
     assert wrapped.__name__ == "generate" and not inspect.iscoroutinefunction(wrapped)
     assert wrapped({"y": 1}, CONFIG) == {"x": 1}
     assert start_attrs(tracing, "node generate") == {
-        c.NODE_NAME: "generate", c.NODE_STEP: 2, c.NODE_TASK_ID: "task-42"}
+        c.NODE_NAME: "generate",
+        c.NODE_STEP: 2,
+        c.NODE_TASK_ID: "task-42",
+    }
     span = tracing.recorder.span("node generate")
     assert span.attributes[c.NODE_OUTCOME] == "ok"
     assert span.status.status_code == StatusCode.UNSET
 
 
-@pytest.mark.parametrize("config", [None, {}, {"metadata": {}},
-                                    {"metadata": {"langgraph_checkpoint_ns": "no-colon"}}])
+@pytest.mark.parametrize(
+    "config", [None, {}, {"metadata": {}}, {"metadata": {"langgraph_checkpoint_ns": "no-colon"}}]
+)
 def test_node_without_langgraph_metadata(tracing: Tracing, config: Any) -> None:
     traced_node(tracing.tracer, "n", lambda s, cfg: None)({}, config)
     assert start_attrs(tracing, "node n") == {c.NODE_NAME: "n"}
@@ -184,8 +205,9 @@ async def test_async_node_outcomes(tracing: Tracing) -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    outcomes = {s.name: (s.attributes[c.NODE_OUTCOME], s.status.status_code)
-                for s in tracing.recorder.ended}
+    outcomes = {
+        s.name: (s.attributes[c.NODE_OUTCOME], s.status.status_code) for s in tracing.recorder.ended
+    }
     assert outcomes == {
         "node ok": ("ok", StatusCode.UNSET),
         "node interrupted": ("paused", StatusCode.UNSET),
@@ -227,15 +249,23 @@ def test_node_log_started() -> None:
 
 # -- child_span ----------------------------------------------------------------------------------
 
+
 def test_child_span_attributes_at_start_and_parent(tracing: Tracing) -> None:
     def body(state: dict, config: dict) -> None:
-        with child_span(tracing.tracer, "execute_tool issue_refund", c.OP_TOOL,
-                        {c.TOOL_NAME: "issue_refund", c.TOOL_CALL_ID: "c1"}) as span:
+        with child_span(
+            tracing.tracer,
+            "execute_tool issue_refund",
+            c.OP_TOOL,
+            {c.TOOL_NAME: "issue_refund", c.TOOL_CALL_ID: "c1"},
+        ) as span:
             span.set_attribute("late", 1)
 
     traced_node(tracing.tracer, "human_approval", body)({}, CONFIG)
     assert start_attrs(tracing, "execute_tool issue_refund") == {
-        c.OPERATION: c.OP_TOOL, c.TOOL_NAME: "issue_refund", c.TOOL_CALL_ID: "c1"}
+        c.OPERATION: c.OP_TOOL,
+        c.TOOL_NAME: "issue_refund",
+        c.TOOL_CALL_ID: "c1",
+    }
     child = tracing.recorder.span("execute_tool issue_refund")
     node = tracing.recorder.span("node human_approval")
     assert child.parent.span_id == node.context.span_id
@@ -268,11 +298,13 @@ def test_child_span_cancel_is_not_an_error(tracing: Tracing) -> None:
 
 def test_traced_node_takes_a_node_of_state_alone(tracing: Tracing) -> None:
     """``def node(state)``, sync or async, as LangGraph allows: no TypeError."""
+
     async def later(state: dict) -> dict:
         return {"n": state["n"] + 2}
 
     assert traced_node(tracing.tracer, "one", lambda state: {"n": state["n"] + 1})(
-        {"n": 1}, CONFIG) == {"n": 2}
+        {"n": 1}, CONFIG
+    ) == {"n": 2}
     assert asyncio.run(traced_node(tracing.tracer, "two", later)({"n": 1}, CONFIG)) == {"n": 3}
     names = [s.name for s in tracing.recorder.ended]
     assert names == ["node one", "node two"]

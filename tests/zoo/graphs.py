@@ -73,23 +73,35 @@ def _react_agent(*args: Any, **kwargs: Any) -> Graph:
 
 
 def build_react(checkpointer: BaseCheckpointSaver | None = None) -> Graph:
-    model = scripted(call("get_weather", {"city": "Paris"}, "call_react_1"),
-                     text("It is sunny in Paris today."), name="react-model")
+    model = scripted(
+        call("get_weather", {"city": "Paris"}, "call_react_1"),
+        text("It is sunny in Paris today."),
+        name="react-model",
+    )
     return _react_agent(model, [get_weather], checkpointer=checkpointer, name="react")
 
 
 def build_supervisor(checkpointer: BaseCheckpointSaver | None = None) -> Graph:
     researcher = _react_agent(
         scripted(text("LangGraph was first released in January 2024."), name="researcher-model"),
-        [], name="researcher", prompt="You research facts.")
-    writer = _react_agent(scripted(name="writer-model"), [], name="writer",
-                          prompt="You write prose.")
-    supervisor = scripted(call("transfer_to_researcher", {}, "call_sup_1"),
-                          text("The researcher says LangGraph was first released in 2024."),
-                          name="supervisor-model")
+        [],
+        name="researcher",
+        prompt="You research facts.",
+    )
+    writer = _react_agent(
+        scripted(name="writer-model"), [], name="writer", prompt="You write prose."
+    )
+    supervisor = scripted(
+        call("transfer_to_researcher", {}, "call_sup_1"),
+        text("The researcher says LangGraph was first released in 2024."),
+        name="supervisor-model",
+    )
     with _prebuilt_deprecation_ignored():
-        builder = create_supervisor([researcher, writer], model=supervisor,
-                                    prompt="You route questions to researcher or writer.")
+        builder = create_supervisor(
+            [researcher, writer],
+            model=supervisor,
+            prompt="You route questions to researcher or writer.",
+        )
     return builder.compile(checkpointer=checkpointer, name="supervisor_graph")
 
 
@@ -97,26 +109,39 @@ def build_swarm(checkpointer: BaseCheckpointSaver | None = None) -> Graph:
     alice = create_agent(
         scripted(call("transfer_to_bob", {}, "call_swarm_1"), name="alice-model"),
         tools=[create_handoff_tool(agent_name="bob", description="Transfer to Bob")],
-        system_prompt="You are Alice.", name="alice")
+        system_prompt="You are Alice.",
+        name="alice",
+    )
     bob = create_agent(
         scripted(text("Ahoy, Bob here: the answer is 12."), name="bob-model"),
         tools=[create_handoff_tool(agent_name="alice", description="Transfer to Alice")],
-        system_prompt="You are Bob.", name="bob")
+        system_prompt="You are Bob.",
+        name="bob",
+    )
     builder = create_swarm([alice, bob], default_active_agent="alice")
     return builder.compile(checkpointer=checkpointer, name="swarm")
 
 
 def build_deep(checkpointer: BaseCheckpointSaver | None = None) -> Graph:
     model = scripted(
-        call("send_email", {"to": "ada@example.com", "body": "The report is ready."},
-             "call_deep_1"),
-        text("I emailed Ada that the report is ready."), name="deep-model")
-    return create_deep_agent(model=model, tools=[send_email], system_prompt="You send email.",
-                             interrupt_on={"send_email": True}, checkpointer=checkpointer,
-                             name="deep")
+        call(
+            "send_email", {"to": "ada@example.com", "body": "The report is ready."}, "call_deep_1"
+        ),
+        text("I emailed Ada that the report is ready."),
+        name="deep-model",
+    )
+    return create_deep_agent(
+        model=model,
+        tools=[send_email],
+        system_prompt="You send email.",
+        interrupt_on={"send_email": True},
+        checkpointer=checkpointer,
+        name="deep",
+    )
 
 
 # --- custom: a hand-written StateGraph -------------------------------------------------
+
 
 class CustomState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
@@ -208,8 +233,10 @@ def build_custom(checkpointer: BaseCheckpointSaver | None = None) -> Graph:
     def respond(state: CustomState, config: RunnableConfig) -> CustomState:
         """``def node(state, config)``: calls the model with the run's callbacks."""
         status = "approved" if state.get("approved") else "not approved"
-        prompt = [*state["messages"], HumanMessage(f"Summaries: {state.get('summaries')}, "
-                                                   f"{status}.")]
+        prompt = [
+            *state["messages"],
+            HumanMessage(f"Summaries: {state.get('summaries')}, {status}."),
+        ]
         return {"messages": [model.invoke(prompt, config)]}
 
     builder = StateGraph(CustomState)
@@ -223,8 +250,9 @@ def build_custom(checkpointer: BaseCheckpointSaver | None = None) -> Graph:
     builder.add_node("approval", approval)
     builder.add_node("respond", respond)
     builder.add_edge(START, "classify")
-    builder.add_conditional_edges("classify", route_after_classify, {
-        "research": "research", "respond": "respond"})
+    builder.add_conditional_edges(
+        "classify", route_after_classify, {"research": "research", "respond": "respond"}
+    )
     builder.add_edge("research", "search_web")
     builder.add_edge("research", "search_docs")
     builder.add_edge(["search_web", "search_docs"], "split")
@@ -237,6 +265,7 @@ def build_custom(checkpointer: BaseCheckpointSaver | None = None) -> Graph:
 
 
 # --- the cases ------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Case:
@@ -260,8 +289,18 @@ CASES: list[Case] = [
     Case("react", build_react, "What is the weather in Paris?"),
     Case("supervisor", build_supervisor, "When was LangGraph first released?"),
     Case("swarm", build_swarm, "I'd like to speak to Bob: what is 5 + 7?"),
-    Case("deep", build_deep, "Email Ada that the report is ready.",
-         resume={"decisions": [{"type": "approve"}]}, expect_interrupt=True),
-    Case("custom", build_custom, "Summarize alpha, beta and gamma?",
-         resume={"approved": True}, expect_interrupt=True),
+    Case(
+        "deep",
+        build_deep,
+        "Email Ada that the report is ready.",
+        resume={"decisions": [{"type": "approve"}]},
+        expect_interrupt=True,
+    ),
+    Case(
+        "custom",
+        build_custom,
+        "Summarize alpha, beta and gamma?",
+        resume={"approved": True},
+        expect_interrupt=True,
+    ),
 ]

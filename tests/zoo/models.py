@@ -34,8 +34,9 @@ def text(content: str) -> AIMessage:
 
 def call(name: str, args: dict[str, Any], call_id: str, content: str = "") -> AIMessage:
     """A script turn that calls one tool, with a fixed tool-call id."""
-    return AIMessage(content=content,
-                     tool_calls=[ToolCall(name=name, args=args, id=call_id, type="tool_call")])
+    return AIMessage(
+        content=content, tool_calls=[ToolCall(name=name, args=args, id=call_id, type="tool_call")]
+    )
 
 
 class ScriptedChatModel(GenericFakeChatModel):
@@ -60,7 +61,8 @@ class ScriptedChatModel(GenericFakeChatModel):
         turn = next(self.messages, None)
         if turn is None:
             raise ScriptExhaustedError(
-                f"{self.model_name}: called {self.calls + 1} times, script has {self.calls}")
+                f"{self.model_name}: called {self.calls + 1} times, script has {self.calls}"
+            )
         self.calls += 1
         message = AIMessage(content=turn) if isinstance(turn, str) else turn
         # a copy: middleware edits the AIMessage in the state (HITL rewrites tool_calls)
@@ -73,42 +75,68 @@ class ScriptedChatModel(GenericFakeChatModel):
         tokens = [t for t in re.split(r"(\s)", message.content) if t]
         chunks = [AIMessageChunk(content=token, id=message.id) for token in tokens]
         if message.tool_calls:
-            chunks.append(AIMessageChunk(content="", id=message.id, tool_call_chunks=[
-                tool_call_chunk(name=tc["name"], args=json.dumps(tc["args"]), id=tc["id"],
-                                index=i)
-                for i, tc in enumerate(message.tool_calls)]))
+            chunks.append(
+                AIMessageChunk(
+                    content="",
+                    id=message.id,
+                    tool_call_chunks=[
+                        tool_call_chunk(
+                            name=tc["name"], args=json.dumps(tc["args"]), id=tc["id"], index=i
+                        )
+                        for i, tc in enumerate(message.tool_calls)
+                    ],
+                )
+            )
         if not chunks:
             chunks.append(AIMessageChunk(content="", id=message.id))
         chunks[-1].chunk_position = "last"
-        chunks[-1].response_metadata = {"model_name": self.model_name, "finish_reason": (
-            "tool_calls" if message.tool_calls else "stop")}
+        chunks[-1].response_metadata = {
+            "model_name": self.model_name,
+            "finish_reason": ("tool_calls" if message.tool_calls else "stop"),
+        }
         for chunk in chunks:
             yield ChatGenerationChunk(message=chunk)
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                  run_manager: CallbackManagerForLLMRun | None = None,
-                  **kwargs: Any) -> ChatResult:
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         """Without streaming (``disable_streaming``): the turn whole, no tokens."""
         message = self._next_turn()
         message.response_metadata = {"model_name": self.model_name}
         return ChatResult(generations=[ChatGeneration(message=message)])
 
-    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                         run_manager: AsyncCallbackManagerForLLMRun | None = None,
-                         **kwargs: Any) -> ChatResult:
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         return self._generate(messages, stop)
 
-    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                run_manager: CallbackManagerForLLMRun | None = None,
-                **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
         for chunk in self._chunks():
             if run_manager:
                 run_manager.on_llm_new_token(_token(chunk), chunk=chunk)
             yield chunk
 
-    async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                       run_manager: AsyncCallbackManagerForLLMRun | None = None,
-                       **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
         for chunk in self._chunks():
             if run_manager:
                 await run_manager.on_llm_new_token(_token(chunk), chunk=chunk)

@@ -29,8 +29,10 @@ def topology(graph: Graph) -> dict[str, Any]:
     return {
         "graph_id": graph.name,
         "nodes": [{"id": n.id, "label": n.name} for n in drawable.nodes.values()],
-        "edges": [{"source": e.source, "target": e.target, "conditional": e.conditional}
-                  for e in drawable.edges],
+        "edges": [
+            {"source": e.source, "target": e.target, "conditional": e.conditional}
+            for e in drawable.edges
+        ],
     }
 
 

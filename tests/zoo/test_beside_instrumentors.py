@@ -54,18 +54,24 @@ def served(request: pytest.FixtureRequest, app_env: dict[str, str]) -> Iterator[
 @pytest.mark.parametrize("name", ["custom", "react"])
 def test_not_instrumented_twice(served: LiveServer, name: str) -> None:
     case = BY_NAME[name]
-    truth = asyncio.run(reference.updates(case.build(InMemorySaver()), case.input(),
-                                          {"configurable": {"thread_id": "reference"}}))
+    truth = asyncio.run(
+        reference.updates(
+            case.build(InMemorySaver()), case.input(), {"configurable": {"thread_id": "reference"}}
+        )
+    )
     with httpx.Client(timeout=30) as client:
-        events = events_of(stream_post(client, f"{served.url}/graphs/{name}/chat",
-                                       {"message": case.message}))
+        events = events_of(
+            stream_post(client, f"{served.url}/graphs/{name}/chat", {"message": case.message})
+        )
     assert events[-1]["type"] == ("paused" if case.expect_interrupt else "turn_completed")
     done = [e for e in events if e["type"] == "node_completed"]
     paused = [(tuple(e["namespace"]), e["node"]) for e in done if e["status"] == "paused"]
     assert len(paused) == int(case.expect_interrupt)  # the interrupting node: not an update
-    assert Counter((tuple(e["namespace"]), e["node"]) for e in done) == \
-        Counter(truth.nodes + paused)
+    assert Counter((tuple(e["namespace"]), e["node"]) for e in done) == Counter(
+        truth.nodes + paused
+    )
     assert len([e for e in events if e["type"] == "node_started"]) == len(done)
     tools = [e for e in events if e["type"] == "tool_started"]
-    assert [(t["tool"], t["node"]) for t in tools] == \
-        ([("get_weather", "tools")] if name == "react" else [])
+    assert [(t["tool"], t["node"]) for t in tools] == (
+        [("get_weather", "tools")] if name == "react" else []
+    )

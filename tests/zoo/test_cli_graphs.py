@@ -18,14 +18,14 @@ from relay.cli.graph_app import graph_name, load_graph, read_config
 from tests.conftest import _free_port, events_of, stream_post
 
 ROOT = Path(__file__).resolve().parents[2]
-GRAPHS = '''\
+GRAPHS = """\
 import os
 from tests.zoo.graphs import build_custom, build_react
 
 graph = build_react()          # a compiled graph
 make_custom = build_custom     # a function that returns one
 GREETING = os.environ.get("ZOO_GREETING")
-'''
+"""
 
 
 @pytest.fixture
@@ -34,17 +34,27 @@ def project(tmp_path: Path) -> Path:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "zoo_agents.py").write_text(GRAPHS)
     (tmp_path / ".env").write_text("# the project's settings\nexport ZOO_GREETING='hello'\n")
-    (tmp_path / "langgraph.json").write_text(json.dumps({
-        "dependencies": ["."], "env": ".env",
-        "graphs": {"react": "./src/zoo_agents.py:graph",
-                   "custom": "./src/zoo_agents.py:make_custom"}}))
+    (tmp_path / "langgraph.json").write_text(
+        json.dumps(
+            {
+                "dependencies": ["."],
+                "env": ".env",
+                "graphs": {
+                    "react": "./src/zoo_agents.py:graph",
+                    "custom": "./src/zoo_agents.py:make_custom",
+                },
+            }
+        )
+    )
     return tmp_path
 
 
 def test_read_config(project: Path) -> None:
     graphs, env = read_config(project / "langgraph.json")
-    assert graphs == [("react", "./src/zoo_agents.py:graph"),
-                      ("custom", "./src/zoo_agents.py:make_custom")]
+    assert graphs == [
+        ("react", "./src/zoo_agents.py:graph"),
+        ("custom", "./src/zoo_agents.py:make_custom"),
+    ]
     assert env == {"ZOO_GREETING": "hello"}
     assert load_graph("./src/zoo_agents.py:make_custom", project).get_graph().nodes
     assert graph_name("my_pkg.agent:graph") == "agent"
@@ -52,12 +62,15 @@ def test_read_config(project: Path) -> None:
 
 
 def test_bad_specs_say_what_to_change(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    for spec, words in (("nocolon", "module:attribute"),
-                        ("./src/missing.py:graph", "does not exist"),
-                        ("./src/zoo_agents.py:nothing", "no attribute 'nothing'"),
-                        ("./src/zoo_agents.py:GREETING", "not a compiled")):
-        assert main(["serve", "--graph", str(project / spec) if spec.startswith("./")
-                     else spec]) == 2
+    for spec, words in (
+        ("nocolon", "module:attribute"),
+        ("./src/missing.py:graph", "does not exist"),
+        ("./src/zoo_agents.py:nothing", "no attribute 'nothing'"),
+        ("./src/zoo_agents.py:GREETING", "not a compiled"),
+    ):
+        assert (
+            main(["serve", "--graph", str(project / spec) if spec.startswith("./") else spec]) == 2
+        )
         assert words in capsys.readouterr().err
     assert main(["serve", "--relay-only", "--graph", "x:y"]) == 2
     assert "choose one of" in capsys.readouterr().err
@@ -66,13 +79,27 @@ def test_bad_specs_say_what_to_change(project: Path, capsys: pytest.CaptureFixtu
 def test_serve_config_runs_every_graph(project: Path, tmp_path: Path) -> None:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "OTEL_"))}
-    env.update(RELAY_DATA_DIR=str(tmp_path / "data"), OTEL_TRACES_EXPORTER="none",
-               PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "relay.cli", "serve", "--port", str(port),
-                             "--config", str(project / "langgraph.json"),
-                             "--log-level", "warning"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    env.update(
+        RELAY_DATA_DIR=str(tmp_path / "data"), OTEL_TRACES_EXPORTER="none", PYTHONPATH=str(ROOT)
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "relay.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--config",
+            str(project / "langgraph.json"),
+            "--log-level",
+            "warning",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         with httpx.Client(timeout=30) as client:
@@ -89,12 +116,25 @@ def test_serve_config_runs_every_graph(project: Path, tmp_path: Path) -> None:
             custom = client.get(f"{url}/graphs/custom").json()
             assert custom["routes"]["chat"] == "/graphs/custom/chat"
             assert {n["id"] for n in custom["topology"]["nodes"]} >= {"review", "approval"}
-            events = events_of(stream_post(client, f"{url}/graphs/custom/chat",
-                                           {"message": "Summarize alpha, beta and gamma?"}))
+            events = events_of(
+                stream_post(
+                    client,
+                    f"{url}/graphs/custom/chat",
+                    {"message": "Summarize alpha, beta and gamma?"},
+                )
+            )
             assert events[-1]["type"] == "paused"
-            resumed = events_of(stream_post(client, f"{url}/graphs/custom/chat/resume", {
-                "thread_id": events[0]["thread_id"], "turn_id": events[0]["turn_id"],
-                "resume": {"approved": True}}))
+            resumed = events_of(
+                stream_post(
+                    client,
+                    f"{url}/graphs/custom/chat/resume",
+                    {
+                        "thread_id": events[0]["thread_id"],
+                        "turn_id": events[0]["turn_id"],
+                        "resume": {"approved": True},
+                    },
+                )
+            )
             assert resumed[-1]["type"] == "turn_completed"
             answer = client.post(f"{url}/chat", json={"message": "Weather in Paris?"}).json()
             assert answer["status"] == "answered" and answer["answer"]

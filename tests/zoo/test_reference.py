@@ -19,11 +19,28 @@ NODES: dict[str, list[str]] = {
     "react": ["__start__", "agent", "tools", "__end__"],
     "supervisor": ["__start__", "supervisor", "researcher", "writer", "__end__"],
     "swarm": ["__start__", "alice", "bob"],
-    "deep": ["__start__", "model", "tools", "_ParentNotifierMiddleware.after_agent",
-             "PatchToolCallsMiddleware.before_agent", "HumanInTheLoopMiddleware.after_model",
-             "__end__"],
-    "custom": ["__start__", "classify", "research", "search_web", "search_docs", "split",
-               "summarize_item", "review", "approval", "respond", "__end__"],
+    "deep": [
+        "__start__",
+        "model",
+        "tools",
+        "_ParentNotifierMiddleware.after_agent",
+        "PatchToolCallsMiddleware.before_agent",
+        "HumanInTheLoopMiddleware.after_model",
+        "__end__",
+    ],
+    "custom": [
+        "__start__",
+        "classify",
+        "research",
+        "search_web",
+        "search_docs",
+        "split",
+        "summarize_item",
+        "review",
+        "approval",
+        "respond",
+        "__end__",
+    ],
 }
 
 TOP: Namespace = ()
@@ -31,31 +48,62 @@ UPDATES: dict[str, tuple[list[tuple[Namespace, str]], list[tuple[Namespace, str]
     # (first pass, resume): a handoff tool's node never reports an update (its
     # Command(graph=PARENT) bubbles up), so supervisor and swarm show no "tools"
     "react": ([(TOP, "agent"), (TOP, "tools"), (TOP, "agent")], []),
-    "supervisor": ([(("supervisor",), "agent"), (TOP, "supervisor"),
-                    (("researcher",), "agent"), (TOP, "researcher"),
-                    (("supervisor",), "agent"), (TOP, "supervisor")], []),
+    "supervisor": (
+        [
+            (("supervisor",), "agent"),
+            (TOP, "supervisor"),
+            (("researcher",), "agent"),
+            (TOP, "researcher"),
+            (("supervisor",), "agent"),
+            (TOP, "supervisor"),
+        ],
+        [],
+    ),
     "swarm": ([(("alice",), "model"), (TOP, "alice"), (("bob",), "model"), (TOP, "bob")], []),
-    "deep": ([(TOP, "PatchToolCallsMiddleware.before_agent"), (TOP, "model")],
-             [(TOP, "HumanInTheLoopMiddleware.after_model"), (TOP, "tools"), (TOP, "model"),
-              (TOP, "HumanInTheLoopMiddleware.after_model"),
-              (TOP, "_ParentNotifierMiddleware.after_agent")]),
-    "custom": ([(TOP, "classify"), (TOP, "research"), (TOP, "search_docs"),
-                (TOP, "search_web"), (TOP, "split"), (TOP, "summarize_item"),
-                (TOP, "summarize_item"), (TOP, "summarize_item"), (("review",), "check"),
-                (("review",), "score"), (TOP, "review")],
-               [(TOP, "approval"), (TOP, "respond")]),
+    "deep": (
+        [(TOP, "PatchToolCallsMiddleware.before_agent"), (TOP, "model")],
+        [
+            (TOP, "HumanInTheLoopMiddleware.after_model"),
+            (TOP, "tools"),
+            (TOP, "model"),
+            (TOP, "HumanInTheLoopMiddleware.after_model"),
+            (TOP, "_ParentNotifierMiddleware.after_agent"),
+        ],
+    ),
+    "custom": (
+        [
+            (TOP, "classify"),
+            (TOP, "research"),
+            (TOP, "search_docs"),
+            (TOP, "search_web"),
+            (TOP, "split"),
+            (TOP, "summarize_item"),
+            (TOP, "summarize_item"),
+            (TOP, "summarize_item"),
+            (("review",), "check"),
+            (("review",), "score"),
+            (TOP, "review"),
+        ],
+        [(TOP, "approval"), (TOP, "respond")],
+    ),
 }
 
 INTERRUPTS: dict[str, Any] = {
     "deep": {
-        "action_requests": [{
-            "name": "send_email",
-            "args": {"to": "ada@example.com", "body": "The report is ready."},
-            "description": "Tool execution requires approval\n\nTool: send_email\n"
-                           "Args: {'to': 'ada@example.com', 'body': 'The report is ready.'}",
-        }],
-        "review_configs": [{"action_name": "send_email",
-                            "allowed_decisions": ["approve", "edit", "reject", "respond"]}],
+        "action_requests": [
+            {
+                "name": "send_email",
+                "args": {"to": "ada@example.com", "body": "The report is ready."},
+                "description": "Tool execution requires approval\n\nTool: send_email\n"
+                "Args: {'to': 'ada@example.com', 'body': 'The report is ready.'}",
+            }
+        ],
+        "review_configs": [
+            {
+                "action_name": "send_email",
+                "allowed_decisions": ["approve", "edit", "reject", "respond"],
+            }
+        ],
     },
     "custom": {"type": "approval", "question": "Publish? 3 summaries checked"},
 }
@@ -81,8 +129,10 @@ def test_every_case_is_pinned() -> None:
 async def test_case_under_langgraph_alone(case: Case) -> None:
     graph = case.build(InMemorySaver())
     tokens = Tokens()
-    config: RunnableConfig = {"configurable": {"thread_id": f"zoo-{case.name}"},
-                              "callbacks": [tokens]}
+    config: RunnableConfig = {
+        "configurable": {"thread_id": f"zoo-{case.name}"},
+        "callbacks": [tokens],
+    }
 
     turn = await drive(graph, case, config)
 

@@ -29,11 +29,13 @@ async def lookup_forever(query: str) -> str:
 @pytest.fixture
 def served(app_env: dict[str, str]) -> Iterator[LiveServer]:
     relay = Relay.from_env({**app_env, "RELAY_TOOL_TIMEOUT_S": "0.2"})
-    model = scripted(call("lookup_forever", {"query": "x"}, "call_slow_1"),
-                     text("Here is your answer."), name="slow-model")
+    model = scripted(
+        call("lookup_forever", {"query": "x"}, "call_slow_1"),
+        text("Here is your answer."),
+        name="slow-model",
+    )
     app = FastAPI(lifespan=relay.lifespan)
-    relay.mount(app, GraphAgent(_react_agent(model, [lookup_forever], name="slow"),
-                                name="slow"))
+    relay.mount(app, GraphAgent(_react_agent(model, [lookup_forever], name="slow"), name="slow"))
     server = LiveServer(app).start()
     yield server
     server.stop()
@@ -49,7 +51,12 @@ def test_a_tool_that_never_returns_ends_the_turn(served: LiveServer) -> None:
         assert [(e["tool"], e["status"]) for e in done] == [("lookup_forever", "error")]
         record = client.get(f"{served.url}/turns/{end['turn_id']}").json()
         assert record["status"] == "error"
-        again = client.post(f"{served.url}/chat", json={  # the thread is free again (not a
-            "message": "And now?", "thread_id": end["thread_id"]})  # 409 thread_busy); the
+        again = client.post(
+            f"{served.url}/chat",
+            json={  # the thread is free again (not a
+                "message": "And now?",
+                "thread_id": end["thread_id"],
+            },
+        )  # 409 thread_busy); the
         assert again.status_code == 200, again.text  # agent's own checks judge its history
         assert again.json()["turn_id"] != end["turn_id"]

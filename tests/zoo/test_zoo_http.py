@@ -47,20 +47,28 @@ def zoo(app_env: dict[str, str]) -> Iterator[LiveServer]:
 
 def _run(client: httpx.Client, url: str, case: Case) -> tuple[list[dict[str, Any]], ...]:
     """The turn over SSE: the first run's events and, when it paused, the resume's."""
-    first = events_of(stream_post(client, f"{url}/graphs/{case.name}/chat",
-                                  {"message": case.message}))
+    first = events_of(
+        stream_post(client, f"{url}/graphs/{case.name}/chat", {"message": case.message})
+    )
     if not case.expect_interrupt:
         return (first,)
     assert first[-1]["type"] == "paused", first[-1]
-    resumed = events_of(stream_post(client, f"{url}/graphs/{case.name}/chat/resume", {
-        "thread_id": first[0]["thread_id"], "turn_id": first[0]["turn_id"],
-        "resume": case.resume}))
+    resumed = events_of(
+        stream_post(
+            client,
+            f"{url}/graphs/{case.name}/chat/resume",
+            {
+                "thread_id": first[0]["thread_id"],
+                "turn_id": first[0]["turn_id"],
+                "resume": case.resume,
+            },
+        )
+    )
     return first, resumed
 
 
 def _completed(events: list[dict[str, Any]]) -> list[tuple[Namespace, str]]:
-    return [(tuple(e["namespace"]), e["node"]) for e in events
-            if e["type"] == "node_completed"]
+    return [(tuple(e["namespace"]), e["node"]) for e in events if e["type"] == "node_completed"]
 
 
 def _is_subsequence(wanted: list[Any], seen: list[Any]) -> bool:
@@ -96,8 +104,11 @@ def _check_deltas(events: list[dict[str, Any]]) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_a_graph_nobody_here_wrote(zoo: LiveServer, case: Case) -> None:
-    truth = asyncio.run(reference.drive(case.build(InMemorySaver()), case,
-                                        {"configurable": {"thread_id": "reference"}}))
+    truth = asyncio.run(
+        reference.drive(
+            case.build(InMemorySaver()), case, {"configurable": {"thread_id": "reference"}}
+        )
+    )
     with httpx.Client(timeout=30) as client:
         runs = _run(client, zoo.url, case)
         first = runs[0]
@@ -106,7 +117,8 @@ def test_a_graph_nobody_here_wrote(zoo: LiveServer, case: Case) -> None:
         assert topology["type"] == "graph_topology"
         assert topology["nodes"] == want["nodes"]
         assert sorted(map(str, topology["edges"])) == sorted(
-            str({**e, "conditional": bool(e["conditional"])}) for e in want["edges"])
+            str({**e, "conditional": bool(e["conditional"])}) for e in want["edges"]
+        )
         _check_nodes(first, truth.first.nodes)
         if case.expect_interrupt:
             assert truth.resumed is not None
@@ -114,8 +126,7 @@ def test_a_graph_nobody_here_wrote(zoo: LiveServer, case: Case) -> None:
             assert paused["resume"]["path"] == f"/graphs/{case.name}/chat/resume"
             assert len(paused["interrupts"]) == 1
             assert paused["interrupts"][0]["value"] == truth.first.interrupts[0][1]
-            assert any(e["type"] == "node_completed" and e["status"] == "paused"
-                       for e in first)
+            assert any(e["type"] == "node_completed" and e["status"] == "paused" for e in first)
             resumed = runs[1]
             _check_nodes(resumed, truth.resumed.nodes)
             assert resumed[-1]["type"] == "turn_completed"
@@ -133,18 +144,21 @@ def test_a_graph_nobody_here_wrote(zoo: LiveServer, case: Case) -> None:
         listed = client.get(f"{zoo.url}/turns", params={"graph": case.name}).json()["turns"]
         assert [(t["turn_id"], t["graph"]) for t in listed] == [(turn_id, case.name)]
         live = events_of(stream_get(client, f"{zoo.url}/turns/{turn_id}/events"))
-        replayed = events_of(stream_get(client, f"{zoo.url}/turns/{turn_id}/events",
-                                        params={"source": "spans"}))
+        replayed = events_of(
+            stream_get(client, f"{zoo.url}/turns/{turn_id}/events", params={"source": "spans"})
+        )
         assert [e["type"] for e in replayed] == [e["type"] for e in live]
         assert replayed == live
 
-        agui = stream_get(client, f"{zoo.url}/turns/{turn_id}/events",
-                          params={"format": "agui"})
-        steps = [(tuple(f.json["metadata"].get("namespace", ())),
-                  f.json["stepName"].split("#")[0]) for f in agui
-                 if f.json.get("type") == "STEP_STARTED"]
-        assert steps == [(tuple(e["namespace"]), e["node"]) for e in live
-                         if e["type"] == "node_started"]
+        agui = stream_get(client, f"{zoo.url}/turns/{turn_id}/events", params={"format": "agui"})
+        steps = [
+            (tuple(f.json["metadata"].get("namespace", ())), f.json["stepName"].split("#")[0])
+            for f in agui
+            if f.json.get("type") == "STEP_STARTED"
+        ]
+        assert steps == [
+            (tuple(e["namespace"]), e["node"]) for e in live if e["type"] == "node_started"
+        ]
 
 
 def test_a_thread_and_its_turns_belong_to_their_graph(zoo: LiveServer) -> None:
@@ -152,18 +166,28 @@ def test_a_thread_and_its_turns_belong_to_their_graph(zoo: LiveServer) -> None:
     not another graph's state, and a turn is found only through its own graph."""
     custom = next(c for c in CASES if c.name == "custom")
     with httpx.Client(timeout=30) as client:
-        first = events_of(stream_post(client, f"{zoo.url}/graphs/custom/chat",
-                                      {"message": custom.message, "thread_id": "shared-1"}))
+        first = events_of(
+            stream_post(
+                client,
+                f"{zoo.url}/graphs/custom/chat",
+                {"message": custom.message, "thread_id": "shared-1"},
+            )
+        )
         assert first[-1]["type"] == "paused"
         turn_id = first[0]["turn_id"]
-        other = client.post(f"{zoo.url}/graphs/react/chat",
-                            json={"message": "Weather?", "thread_id": "shared-1"})
+        other = client.post(
+            f"{zoo.url}/graphs/react/chat", json={"message": "Weather?", "thread_id": "shared-1"}
+        )
         assert other.status_code == 409, other.text
         assert other.json()["error"]["code"] == "thread_conflict"
         assert "/graphs/custom/chat" in other.json()["error"]["message"]
-        wrong = client.post(f"{zoo.url}/graphs/react/chat/resume", json={
-            "thread_id": "shared-1", "turn_id": turn_id, "resume": custom.resume})
+        wrong = client.post(
+            f"{zoo.url}/graphs/react/chat/resume",
+            json={"thread_id": "shared-1", "turn_id": turn_id, "resume": custom.resume},
+        )
         assert wrong.status_code == 404 and wrong.json()["error"]["code"] == "unknown_turn"
-        right = client.post(f"{zoo.url}/graphs/custom/chat/resume", json={
-            "thread_id": "shared-1", "turn_id": turn_id, "resume": custom.resume})
+        right = client.post(
+            f"{zoo.url}/graphs/custom/chat/resume",
+            json={"thread_id": "shared-1", "turn_id": turn_id, "resume": custom.resume},
+        )
         assert right.status_code == 200 and right.json()["status"] == "answered"

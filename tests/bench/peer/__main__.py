@@ -22,34 +22,58 @@ from typing import Any
 from tests.bench.peer import figures, report, servers
 from tests.bench.peer.client import Peer, Relay
 
-FULL = {"per_round": 10, "rounds": 3, "workers": 100, "per_worker": 2, "conc_rounds": 2,
-        "idle": 500, "cuts": 12}
-QUICK = {"per_round": 2, "rounds": 2, "workers": 10, "per_worker": 1, "conc_rounds": 1,
-         "idle": 20, "cuts": 2}
+FULL = {
+    "per_round": 10,
+    "rounds": 3,
+    "workers": 100,
+    "per_worker": 2,
+    "conc_rounds": 2,
+    "idle": 500,
+    "cuts": 12,
+}
+QUICK = {
+    "per_round": 2,
+    "rounds": 2,
+    "workers": 10,
+    "per_worker": 1,
+    "conc_rounds": 1,
+    "idle": 20,
+    "cuts": 2,
+}
 
 
-async def measure(sides: list[figures.Side], size: dict[str, int],
-                  seed: int) -> dict[str, Any]:
+async def measure(sides: list[figures.Side], size: dict[str, int], seed: int) -> dict[str, Any]:
     for side in sides:  # warm-up: imports, first compilation, connection pools
         for graph in ("trivial", "tokens", "trivial", "tokens"):
             await figures.turn(side, graph)
         side.broken.clear()
     log("sequential turns")
-    seq = {graph: await figures.sequential(sides, graph, size["per_round"], size["rounds"],
-                                           deadline_s=120)
-           for graph in ("trivial", "tokens")}
+    seq = {
+        graph: await figures.sequential(
+            sides, graph, size["per_round"], size["rounds"], deadline_s=120
+        )
+        for graph in ("trivial", "tokens")
+    }
     log("reconnects")
     per_run = {s.name: int(seq["tokens"][s.name]["events_per_turn"] or 80) for s in sides}
-    resumed = {s.name: await figures.reconnects(s, size["cuts"], seed, per_run[s.name],
-                                                deadline_s=90) for s in sides}
+    resumed = {
+        s.name: await figures.reconnects(s, size["cuts"], seed, per_run[s.name], deadline_s=90)
+        for s in sides
+    }
     log("concurrent turns")
-    conc = await figures.concurrent_ab(sides, "tokens", size["workers"], size["per_worker"],
-                                       size["conc_rounds"], deadline_s=120)
+    conc = await figures.concurrent_ab(
+        sides, "tokens", size["workers"], size["per_worker"], size["conc_rounds"], deadline_s=120
+    )
     log("idle streams")
     idle = {s.name: await figures.idle_streams(s, size["idle"]) for s in sides}
-    return {"sequential": seq, "reconnect": resumed, "concurrent": conc, "idle": idle,
-            "broken": {s.name: s.broken[:20] for s in sides},
-            "broken_count": {s.name: len(s.broken) for s in sides}}
+    return {
+        "sequential": seq,
+        "reconnect": resumed,
+        "concurrent": conc,
+        "idle": idle,
+        "broken": {s.name: s.broken[:20] for s in sides},
+        "broken_count": {s.name: len(s.broken) for s in sides},
+    }
 
 
 def log(text: str) -> None:
@@ -57,11 +81,19 @@ def log(text: str) -> None:
 
 
 def machine() -> dict[str, Any]:
-    pins = [line for line in servers.REQUIREMENTS.read_text().splitlines()
-            if line.startswith(("langgraph", "langchain-core"))]
-    return {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "nproc": os.cpu_count(), "python": platform.python_version(),
-            "platform": platform.platform(), "loadavg_start": os.getloadavg(), "peer": pins}
+    pins = [
+        line
+        for line in servers.REQUIREMENTS.read_text().splitlines()
+        if line.startswith(("langgraph", "langchain-core"))
+    ]
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "loadavg_start": os.getloadavg(),
+        "peer": pins,
+    }
 
 
 async def run(size: dict[str, int], seed: int) -> dict[str, Any]:
@@ -74,8 +106,10 @@ async def run(size: dict[str, int], seed: int) -> dict[str, Any]:
         log("starting span-relay and the peer")
         started.append(servers.start_relay(logs))
         started.append(servers.start_peer(exe, logs))
-        sides = [figures.Side(Relay(), started[0], figures.client_for(started[0])),
-                 figures.Side(Peer(), started[1], figures.client_for(started[1]))]
+        sides = [
+            figures.Side(Relay(), started[0], figures.client_for(started[0])),
+            figures.Side(Peer(), started[1], figures.client_for(started[1])),
+        ]
         try:
             data = await measure(sides, size, seed)
         finally:
@@ -89,8 +123,11 @@ async def run(size: dict[str, int], seed: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.peer", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.bench.peer",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run at small sizes")
     parser.add_argument("--json", action="store_true", help="print JSON, not a table")
     parser.add_argument("--markdown", action="store_true", help="the table in Markdown")
@@ -103,17 +140,29 @@ def main(argv: list[str] | None = None) -> int:
     meta["elapsed_s"] = round(time.monotonic() - t0, 1)
     meta["loadavg_end"] = os.getloadavg()
     meta["sizes"] = size
-    table_rows = report.rows(data["sequential"], data["concurrent"], data["idle"],
-                             data["reconnect"], data["broken_count"], size["workers"],
-                             size["idle"])
+    table_rows = report.rows(
+        data["sequential"],
+        data["concurrent"],
+        data["idle"],
+        data["reconnect"],
+        data["broken_count"],
+        size["workers"],
+        size["idle"],
+    )
     if args.json:
-        print(json.dumps({"meta": meta, "rows": [r.as_dict() for r in table_rows],
-                          "raw": data}, indent=1, default=str))
+        print(
+            json.dumps(
+                {"meta": meta, "rows": [r.as_dict() for r in table_rows], "raw": data},
+                indent=1,
+                default=str,
+            )
+        )
         return 0
-    print(f"machine: nproc={meta['nproc']}, Python {meta['python']}, {meta['platform']}; "
-          f"load {meta['loadavg_start'][0]:.1f} -> {meta['loadavg_end'][0]:.1f}")
-    print(f"date: {meta['date']}; elapsed {meta['elapsed_s']} s; peer: "
-          + ", ".join(meta["peer"]))
+    print(
+        f"machine: nproc={meta['nproc']}, Python {meta['python']}, {meta['platform']}; "
+        f"load {meta['loadavg_start'][0]:.1f} -> {meta['loadavg_end'][0]:.1f}"
+    )
+    print(f"date: {meta['date']}; elapsed {meta['elapsed_s']} s; peer: " + ", ".join(meta["peer"]))
     print(report.table(table_rows, markdown=args.markdown))
     for name, problems in data["broken"].items():
         for problem in problems[:5]:

@@ -76,8 +76,9 @@ class Dialect:
         """A reader of the run: from the start (``last_id`` None) or after ``last_id``."""
         raise NotImplementedError
 
-    async def start_waiting(self, client: httpx.AsyncClient, graph: str,
-                            graph_input: dict[str, Any]) -> Any:
+    async def start_waiting(
+        self, client: httpx.AsyncClient, graph: str, graph_input: dict[str, Any]
+    ) -> Any:
         """Starts a run with no reader; its handle."""
         raise NotImplementedError
 
@@ -90,8 +91,9 @@ class Relay(Dialect):
 
     def start(self, graph: str, graph_input: dict[str, Any]) -> tuple[Request, Any]:
         turn_id = uuid.uuid4().hex
-        return Request("POST", f"/graphs/{graph}/chat", SSE_ACCEPT,
-                       {"input": graph_input, "turn_id": turn_id}), turn_id
+        return Request(
+            "POST", f"/graphs/{graph}/chat", SSE_ACCEPT, {"input": graph_input, "turn_id": turn_id}
+        ), turn_id
 
     def is_token(self, event: SSEEvent) -> bool:
         return event.event == "text_delta"
@@ -102,12 +104,15 @@ class Relay(Dialect):
             headers["Last-Event-ID"] = last_id
         return Request("GET", f"/turns/{handle}/events", headers)
 
-    async def start_waiting(self, client: httpx.AsyncClient, graph: str,
-                            graph_input: dict[str, Any]) -> Any:
+    async def start_waiting(
+        self, client: httpx.AsyncClient, graph: str, graph_input: dict[str, Any]
+    ) -> Any:
         turn_id = uuid.uuid4().hex
-        r = await client.post(f"/graphs/{graph}/chat", json={"input": graph_input,
-                                                              "turn_id": turn_id},
-                              headers={"Prefer": "respond-async"})
+        r = await client.post(
+            f"/graphs/{graph}/chat",
+            json={"input": graph_input, "turn_id": turn_id},
+            headers={"Prefer": "respond-async"},
+        )
         if r.status_code != 202:
             raise RuntimeError(f"span-relay: respond-async answered {r.status_code} {r.text}")
         return turn_id
@@ -121,14 +126,23 @@ class Peer(Dialect):
     STREAM_MODE: ClassVar[list[str]] = ["updates", "messages-tuple"]
 
     def _run_body(self, graph: str, graph_input: dict[str, Any]) -> dict[str, Any]:
-        return {"assistant_id": graph, "input": graph_input, "stream_mode": self.STREAM_MODE,
-                "stream_resumable": True, "on_disconnect": "continue",
-                "if_not_exists": "create"}
+        return {
+            "assistant_id": graph,
+            "input": graph_input,
+            "stream_mode": self.STREAM_MODE,
+            "stream_resumable": True,
+            "on_disconnect": "continue",
+            "if_not_exists": "create",
+        }
 
     def start(self, graph: str, graph_input: dict[str, Any]) -> tuple[Request, Any]:
         thread_id = str(uuid.uuid4())
-        return Request("POST", f"/threads/{thread_id}/runs/stream", SSE_ACCEPT,
-                       self._run_body(graph, graph_input)), [thread_id, None]
+        return Request(
+            "POST",
+            f"/threads/{thread_id}/runs/stream",
+            SSE_ACCEPT,
+            self._run_body(graph, graph_input),
+        ), [thread_id, None]
 
     def handle_of(self, handle: Any, reading: Reading) -> Any:
         where = reading.headers.get("content-location", "")
@@ -149,14 +163,17 @@ class Peer(Dialect):
 
     def join(self, handle: Any, last_id: str | None) -> Request:
         thread_id, run_id = handle
-        return Request("GET", f"/threads/{thread_id}/runs/{run_id}/stream",
-                       {**SSE_ACCEPT, "Last-Event-ID": last_id or "-1"})
+        return Request(
+            "GET",
+            f"/threads/{thread_id}/runs/{run_id}/stream",
+            {**SSE_ACCEPT, "Last-Event-ID": last_id or "-1"},
+        )
 
-    async def start_waiting(self, client: httpx.AsyncClient, graph: str,
-                            graph_input: dict[str, Any]) -> Any:
+    async def start_waiting(
+        self, client: httpx.AsyncClient, graph: str, graph_input: dict[str, Any]
+    ) -> Any:
         thread_id = str(uuid.uuid4())
-        r = await client.post(f"/threads/{thread_id}/runs",
-                              json=self._run_body(graph, graph_input))
+        r = await client.post(f"/threads/{thread_id}/runs", json=self._run_body(graph, graph_input))
         if r.status_code != 200:
             raise RuntimeError(f"peer: run create answered {r.status_code} {r.text}")
         return [thread_id, r.json()["run_id"]]
@@ -166,8 +183,13 @@ class Peer(Dialect):
         return Request("POST", f"/threads/{thread_id}/runs/{run_id}/cancel")
 
 
-async def read(client: httpx.AsyncClient, request: Request, dialect: Dialect,
-               stop_after: int | None = None, timeout_s: float = 60.0) -> Reading:
+async def read(
+    client: httpx.AsyncClient,
+    request: Request,
+    dialect: Dialect,
+    stop_after: int | None = None,
+    timeout_s: float = 60.0,
+) -> Reading:
     """One SSE response, read raw: first byte and first token (seconds after the request
     was sent), body bytes, events. ``stop_after``: close the connection after that many
     events (the rest of the chunk that completed the last one is dropped, as a client
@@ -178,8 +200,9 @@ async def read(client: httpx.AsyncClient, request: Request, dialect: Dialect,
     parser = SSEParser()
     cut = False
     t0 = time.perf_counter()
-    async with client.stream(request.method, request.path, headers=request.headers,
-                             json=request.body, timeout=timeout_s) as response:
+    async with client.stream(
+        request.method, request.path, headers=request.headers, json=request.body, timeout=timeout_s
+    ) as response:
         async for chunk in response.aiter_raw():
             now = time.perf_counter() - t0
             if first_byte is None:
@@ -197,5 +220,6 @@ async def read(client: httpx.AsyncClient, request: Request, dialect: Dialect,
             if now > timeout_s:
                 break
         status, headers = response.status_code, dict(response.headers)
-    return Reading(status, first_byte, first_token, time.perf_counter() - t0, nbytes, events,
-                   headers, cut)
+    return Reading(
+        status, first_byte, first_token, time.perf_counter() - t0, nbytes, events, headers, cut
+    )

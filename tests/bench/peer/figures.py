@@ -38,9 +38,11 @@ class Side:
 
 
 def client_for(server: Server, connections: int = 20) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=server.base, timeout=httpx.Timeout(60.0, pool=120.0),
-                             limits=httpx.Limits(max_connections=connections,
-                                                 max_keepalive_connections=connections))
+    return httpx.AsyncClient(
+        base_url=server.base,
+        timeout=httpx.Timeout(60.0, pool=120.0),
+        limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+    )
 
 
 def pct(values: list[float], q: float) -> float | None:
@@ -66,22 +68,24 @@ def _check(side: Side, graph: str, reading: Reading) -> None:
         side.broken.append(f"{graph}: {problem}")
 
 
-async def turn(side: Side, graph: str, client: httpx.AsyncClient | None = None,
-               **extra: Any) -> Reading:
+async def turn(
+    side: Side, graph: str, client: httpx.AsyncClient | None = None, **extra: Any
+) -> Reading:
     request, _ = side.dialect.start(graph, message_input("Hello there", **extra))
     reading = await read(client or side.client, request, side.dialect)
     _check(side, graph, reading)
     return reading
 
 
-async def sequential(sides: list[Side], graph: str, per_round: int, rounds: int,
-                     deadline_s: float) -> dict[str, dict[str, Any]]:
+async def sequential(
+    sides: list[Side], graph: str, per_round: int, rounds: int, deadline_s: float
+) -> dict[str, dict[str, Any]]:
     """Turns one after another; the server's CPU over each batch."""
     readings: dict[str, list[Reading]] = {s.name: [] for s in sides}
     cpu = dict.fromkeys(readings, 0.0)
     stop = time.monotonic() + deadline_s
     for r in range(rounds):
-        for side in (sides if r % 2 == 0 else sides[::-1]):
+        for side in sides if r % 2 == 0 else sides[::-1]:
             before = side.server.cpu_s()
             for _ in range(per_round):
                 if time.monotonic() > stop:
@@ -94,8 +98,7 @@ async def sequential(sides: list[Side], graph: str, per_round: int, rounds: int,
         out[name] = {
             "turns": len(got),
             "first_byte_ms": [1e3 * r.first_byte_s for r in got if r.first_byte_s is not None],
-            "first_token_ms": [1e3 * r.first_token_s for r in got
-                               if r.first_token_s is not None],
+            "first_token_ms": [1e3 * r.first_token_s for r in got if r.first_token_s is not None],
             "turn_ms": [1e3 * r.total_s for r in got],
             "cpu_ms_per_turn": 1e3 * cpu[name] / n,
             "bytes_per_turn": statistics.median(r.nbytes for r in got) if got else None,
@@ -104,14 +107,16 @@ async def sequential(sides: list[Side], graph: str, per_round: int, rounds: int,
     return out
 
 
-async def concurrent(side: Side, graph: str, workers: int, per_worker: int,
-                     deadline_s: float) -> dict[str, Any]:
+async def concurrent(
+    side: Side, graph: str, workers: int, per_worker: int, deadline_s: float
+) -> dict[str, Any]:
     """``workers`` clients, each running ``per_worker`` turns back to back."""
     first_bytes: list[float] = []
     first_tokens: list[float] = []
     done = 0
     stop = time.monotonic() + deadline_s
     async with client_for(side.server, workers + 10) as client:
+
         async def worker() -> None:
             nonlocal done
             for _ in range(per_worker):
@@ -130,17 +135,25 @@ async def concurrent(side: Side, graph: str, workers: int, per_worker: int,
         for task in pending:
             task.cancel()
         wall = time.perf_counter() - t0
-    return {"turns": done, "wall_s": wall, "turns_per_s": done / wall,
-            "first_byte_ms": first_bytes, "first_token_ms": first_tokens}
+    return {
+        "turns": done,
+        "wall_s": wall,
+        "turns_per_s": done / wall,
+        "first_byte_ms": first_bytes,
+        "first_token_ms": first_tokens,
+    }
 
 
-async def concurrent_ab(sides: list[Side], graph: str, workers: int, per_worker: int,
-                        rounds: int, deadline_s: float) -> dict[str, dict[str, Any]]:
+async def concurrent_ab(
+    sides: list[Side], graph: str, workers: int, per_worker: int, rounds: int, deadline_s: float
+) -> dict[str, dict[str, Any]]:
     """:func:`concurrent` in rounds, the sides alternating (A B B A ...); summed."""
-    out: dict[str, dict[str, Any]] = {s.name: {"turns": 0, "wall_s": 0.0, "first_byte_ms": [],
-                                               "first_token_ms": []} for s in sides}
+    out: dict[str, dict[str, Any]] = {
+        s.name: {"turns": 0, "wall_s": 0.0, "first_byte_ms": [], "first_token_ms": []}
+        for s in sides
+    }
     for r in range(rounds):
-        for side in (sides if r % 2 == 0 else sides[::-1]):
+        for side in sides if r % 2 == 0 else sides[::-1]:
             got = await concurrent(side, graph, workers, per_worker, deadline_s)
             total = out[side.name]
             total["turns"] += got["turns"]
@@ -152,41 +165,49 @@ async def concurrent_ab(sides: list[Side], graph: str, workers: int, per_worker:
     return out
 
 
-async def idle_streams(side: Side, n: int, hold_s: float = 120.0,
-                       settle_s: float = 2.0) -> dict[str, Any]:
+async def idle_streams(
+    side: Side, n: int, hold_s: float = 120.0, settle_s: float = 2.0
+) -> dict[str, Any]:
     """RSS delta of the server with ``n`` readers joined to one run that is running and
     silent (the `hold` graph's node waits), per reader. Both servers: one run started with
     no reader, then ``n`` joins of it (span-relay ``GET /turns/{id}/events``, the peer
     ``GET /threads/{t}/runs/{r}/stream``), each open once its response headers came."""
     dialect = side.dialect
     async with client_for(side.server, n + 10) as client:
-        handle = await dialect.start_waiting(client, "hold",
-                                             message_input("wait", hold_s=hold_s))
+        handle = await dialect.start_waiting(client, "hold", message_input("wait", hold_s=hold_s))
         await asyncio.sleep(settle_s)
         rss0 = side.server.rss_kib()
         opened = 0
         async with AsyncExitStack() as stack:
+
             async def join() -> None:
                 nonlocal opened
                 request = dialect.join(handle, None)
-                response = await stack.enter_async_context(client.stream(
-                    request.method, request.path, headers=request.headers))
+                response = await stack.enter_async_context(
+                    client.stream(request.method, request.path, headers=request.headers)
+                )
                 if response.status_code == 200:
                     opened += 1
 
             for start in range(0, n, 50):
-                await asyncio.wait_for(asyncio.gather(
-                    *(join() for _ in range(min(50, n - start)))), timeout=60)
+                await asyncio.wait_for(
+                    asyncio.gather(*(join() for _ in range(min(50, n - start)))), timeout=60
+                )
             await asyncio.sleep(settle_s)
             rss1 = side.server.rss_kib()
             cancel = dialect.cancel(handle)
             await client.request(cancel.method, cancel.path)
-    return {"streams": opened, "rss_before_kib": rss0, "rss_after_kib": rss1,
-            "kib_per_stream": (rss1 - rss0) / max(1, opened)}
+    return {
+        "streams": opened,
+        "rss_before_kib": rss0,
+        "rss_after_kib": rss1,
+        "kib_per_stream": (rss1 - rss0) / max(1, opened),
+    }
 
 
-async def reconnects(side: Side, cuts: int, seed: int, events_per_run: int,
-                     deadline_s: float) -> dict[str, Any]:
+async def reconnects(
+    side: Side, cuts: int, seed: int, events_per_run: int, deadline_s: float
+) -> dict[str, Any]:
     """Cut a `tokens` run's stream after k events (k seeded-random; every other run has
     5 ms between words, so the resume lands while the run is still going, the others
     resume after it ended), resume with ``Last-Event-ID``, and compare both parts with an
@@ -211,11 +232,24 @@ async def reconnects(side: Side, cuts: int, seed: int, events_per_run: int,
         duplicated += counted.duplicated
         events += len(uncut.events)
         ids += distinct_ids(uncut.events)
-        points.append({"k": k, "delay_s": delay, "lost": counted.lost,
-                       "duplicated": counted.duplicated, "uncut_events": len(uncut.events),
-                       "resume_status": resumed.status})
-    return {"cuts": len(points), "lost": lost, "duplicated": duplicated,
-            "events": events, "distinct_ids": ids, "points": points}
+        points.append(
+            {
+                "k": k,
+                "delay_s": delay,
+                "lost": counted.lost,
+                "duplicated": counted.duplicated,
+                "uncut_events": len(uncut.events),
+                "resume_status": resumed.status,
+            }
+        )
+    return {
+        "cuts": len(points),
+        "lost": lost,
+        "duplicated": duplicated,
+        "events": events,
+        "distinct_ids": ids,
+        "points": points,
+    }
 
 
 def summary(values: list[float]) -> dict[str, Any]:

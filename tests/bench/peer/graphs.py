@@ -40,9 +40,13 @@ class WordModel(GenericFakeChatModel):
 
     delay_s: float = 0.0
 
-    async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                       run_manager: AsyncCallbackManagerForLLMRun | None = None,
-                       **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
         message = next(self.messages)
         text = message.content if isinstance(message, AIMessage) else str(message)
         assert isinstance(text, str)
@@ -88,6 +92,14 @@ def _line(name: str, nodes: list[tuple[str, Any]]) -> Any:
 
 
 trivial = _line("trivial", [("a", _noop), ("b", _noop), ("c", _noop), ("d", _answer)])
-tokens = _line("tokens", [("prepare", _noop), ("retrieve", _noop), ("model", _model),
-                          ("check", _noop), ("finish", _noop)])
+tokens = _line(
+    "tokens",
+    [
+        ("prepare", _noop),
+        ("retrieve", _noop),
+        ("model", _model),
+        ("check", _noop),
+        ("finish", _noop),
+    ],
+)
 hold = _line("hold", [("hold", _hold)])

@@ -35,9 +35,15 @@ class Row:
         return {**asdict(self), "ratio": self.ratio, "ahead": self.ahead}
 
 
-def rows(seq: dict[str, dict[str, dict[str, Any]]], conc: dict[str, dict[str, Any]],
-         idle: dict[str, dict[str, Any]], resumed: dict[str, dict[str, Any]],
-         broken: dict[str, int], workers: int, idle_n: int) -> list[Row]:
+def rows(
+    seq: dict[str, dict[str, dict[str, Any]]],
+    conc: dict[str, dict[str, Any]],
+    idle: dict[str, dict[str, Any]],
+    resumed: dict[str, dict[str, Any]],
+    broken: dict[str, int],
+    workers: int,
+    idle_n: int,
+) -> list[Row]:
     out: list[Row] = []
 
     def both(label: str, get: Any, unit: str, better: str, where: dict[str, Any]) -> None:
@@ -45,35 +51,64 @@ def rows(seq: dict[str, dict[str, dict[str, Any]]], conc: dict[str, dict[str, An
 
     for graph, title in (("trivial", "4-node turn"), ("tokens", "70-token turn")):
         s = seq[graph]
-        for key, what in (("first_byte_ms", "first byte"), ("first_token_ms", "first token"),
-                          ("turn_ms", "whole turn")):
+        for key, what in (
+            ("first_byte_ms", "first byte"),
+            ("first_token_ms", "first token"),
+            ("turn_ms", "whole turn"),
+        ):
             if graph == "trivial" and key == "first_token_ms":
                 continue
             for q in (50, 99):
-                both(f"{title}: {what} p{q}", lambda d, k=key, q=q: pct(d[k], q), "ms",
-                     "lower", s)
+                both(f"{title}: {what} p{q}", lambda d, k=key, q=q: pct(d[k], q), "ms", "lower", s)
         both(f"{title}: server CPU per turn", lambda d: d["cpu_ms_per_turn"], "ms", "lower", s)
         both(f"{title}: bytes on the wire", lambda d: d["bytes_per_turn"], "B", "lower", s)
         both(f"{title}: events", lambda d: d["events_per_turn"], "", "", s)
     c = f"{workers} concurrent 70-token turns"
     both(f"{c}: turns/s", lambda d: d["turns_per_s"], "/s", "higher", conc)
     for q in (50, 99):
-        both(f"{c}: first byte p{q}", lambda d, q=q: pct(d["first_byte_ms"], q), "ms",
-             "lower", conc)
+        both(
+            f"{c}: first byte p{q}", lambda d, q=q: pct(d["first_byte_ms"], q), "ms", "lower", conc
+        )
     for q in (50, 99):
-        both(f"{c}: first token p{q}", lambda d, q=q: pct(d["first_token_ms"], q), "ms",
-             "lower", conc)
-    both(f"memory per idle joined stream ({idle_n})", lambda d: d["kib_per_stream"], "KiB",
-         "lower", idle)
+        both(
+            f"{c}: first token p{q}",
+            lambda d, q=q: pct(d["first_token_ms"], q),
+            "ms",
+            "lower",
+            conc,
+        )
+    both(
+        f"memory per idle joined stream ({idle_n})",
+        lambda d: d["kib_per_stream"],
+        "KiB",
+        "lower",
+        idle,
+    )
     n = resumed["span-relay"]["cuts"]
-    both(f"reconnect at {n} random cuts: events lost", lambda d: d["lost"], "", "lower",
-         resumed)
-    both(f"reconnect at {n} random cuts: events duplicated", lambda d: d["duplicated"], "",
-         "lower", resumed)
-    both("distinct SSE ids per event", lambda d: d["distinct_ids"] / max(1, d["events"]), "",
-         "higher", resumed)
-    out.append(Row("turns not served whole (status, error event, tokens)",
-                   broken["span-relay"], broken["peer"], "", "lower"))
+    both(f"reconnect at {n} random cuts: events lost", lambda d: d["lost"], "", "lower", resumed)
+    both(
+        f"reconnect at {n} random cuts: events duplicated",
+        lambda d: d["duplicated"],
+        "",
+        "lower",
+        resumed,
+    )
+    both(
+        "distinct SSE ids per event",
+        lambda d: d["distinct_ids"] / max(1, d["events"]),
+        "",
+        "higher",
+        resumed,
+    )
+    out.append(
+        Row(
+            "turns not served whole (status, error event, tokens)",
+            broken["span-relay"],
+            broken["peer"],
+            "",
+            "lower",
+        )
+    )
     return out
 
 
@@ -93,13 +128,26 @@ def _fmt(value: float | None, unit: str) -> str:
 
 def table(rows_: list[Row], markdown: bool = False) -> str:
     head = ("figure", "span-relay", "peer", "ratio", "who is ahead")
-    body = [(r.figure, _fmt(r.ours, r.unit), _fmt(r.peer, r.unit),
-             "n/a" if r.ratio is None else f"{r.ratio:.2f}x", r.ahead) for r in rows_]
+    body = [
+        (
+            r.figure,
+            _fmt(r.ours, r.unit),
+            _fmt(r.peer, r.unit),
+            "n/a" if r.ratio is None else f"{r.ratio:.2f}x",
+            r.ahead,
+        )
+        for r in rows_
+    ]
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(cells) + " |" for cells in body]
         return "\n".join(lines)
     widths = [max(len(str(c[i])) for c in (head, *body)) for i in range(len(head))]
     fmt = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths))
-    return "\n".join([fmt.format(*head), fmt.format(*("-" * w for w in widths)),
-                      *(fmt.format(*cells) for cells in body)])
+    return "\n".join(
+        [
+            fmt.format(*head),
+            fmt.format(*("-" * w for w in widths)),
+            *(fmt.format(*cells) for cells in body),
+        ]
+    )

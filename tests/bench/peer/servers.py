@@ -35,8 +35,11 @@ VENV = ROOT / ".span-relay" / "bench-peer-venv"
 #: at a time here): set to the benchmark's concurrency, so its queue is not what is measured
 PEER_JOBS = 100
 OFFLINE_ENV = {
-    "LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false",
-    "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_API_KEY": "", "LANGCHAIN_API_KEY": "",
+    "LANGSMITH_TRACING": "false",
+    "LANGCHAIN_TRACING_V2": "false",
+    "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+    "LANGSMITH_API_KEY": "",
+    "LANGCHAIN_API_KEY": "",
     "PYTHONDONTWRITEBYTECODE": "1",
 }
 
@@ -52,11 +55,26 @@ def ensure_peer_venv(log: Path) -> Path:
     VENV.parent.mkdir(parents=True, exist_ok=True)
     print(f"# installing the peer into {VENV} (a few minutes, once)", file=sys.stderr)
     with log.open("w") as out:
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True, stdout=out,
-                       stderr=subprocess.STDOUT)
-        subprocess.run([str(VENV / "bin" / "pip"), "install", "--quiet", "--no-input",
-                        "-r", str(REQUIREMENTS)], check=True, stdout=out,
-                       stderr=subprocess.STDOUT, timeout=1200)
+        subprocess.run(
+            [sys.executable, "-m", "venv", str(VENV)],
+            check=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        subprocess.run(
+            [
+                str(VENV / "bin" / "pip"),
+                "install",
+                "--quiet",
+                "--no-input",
+                "-r",
+                str(REQUIREMENTS),
+            ],
+            check=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=1200,
+        )
     stamp.write_text(digest + "\n")
     return exe
 
@@ -117,8 +135,9 @@ class Server:
         for pid in self.tree():
             try:
                 with open(f"/proc/{pid}/status") as f:
-                    total += next((int(line.split()[1]) for line in f
-                                   if line.startswith("VmRSS:")), 0)
+                    total += next(
+                        (int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0
+                    )
             except OSError:
                 continue
         return total
@@ -143,12 +162,20 @@ def _workdir(name: str) -> Path:
     return workdir
 
 
-def _start(name: str, argv: list[str], env: dict[str, str], workdir: Path, port: int,
-           ready_path: str, logs: Path) -> Server:
+def _start(
+    name: str,
+    argv: list[str],
+    env: dict[str, str],
+    workdir: Path,
+    port: int,
+    ready_path: str,
+    logs: Path,
+) -> Server:
     log = logs / f"{name}.log"
     out = log.open("wb")
-    proc = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        argv, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+    )
     server = Server(name, proc, f"http://127.0.0.1:{port}", workdir, log)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -170,11 +197,28 @@ def start_relay(logs: Path, root: Path = ROOT, name: str = "span-relay") -> Serv
     benchmark compare two trees, tests/bench/peer/firstbyte.py)."""
     port = free_port()
     workdir = _workdir("relay")
-    env = {**os.environ, **OFFLINE_ENV, "RELAY_DATA_DIR": str(workdir),
-           "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get(
-               "PYTHONPATH", "")) if p)}
-    argv = [sys.executable, "-m", "relay.cli", "serve", "--config", "langgraph.json",
-            "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    env = {
+        **os.environ,
+        **OFFLINE_ENV,
+        "RELAY_DATA_DIR": str(workdir),
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p
+        ),
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "relay.cli",
+        "serve",
+        "--config",
+        "langgraph.json",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     return _start(name, argv, env, workdir, port, "/readyz", logs)
 
 
@@ -184,7 +228,20 @@ def start_peer(exe: Path, logs: Path) -> Server:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(OFFLINE_ENV)
     env["PATH"] = f"{exe.parent}{os.pathsep}{env.get('PATH', '')}"
-    argv = [str(exe), "dev", "--no-browser", "--no-reload", "--config", "langgraph.json",
-            "--host", "127.0.0.1", "--port", str(port), "--server-log-level", "WARNING",
-            "--n-jobs-per-worker", str(PEER_JOBS)]
+    argv = [
+        str(exe),
+        "dev",
+        "--no-browser",
+        "--no-reload",
+        "--config",
+        "langgraph.json",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--server-log-level",
+        "WARNING",
+        "--n-jobs-per-worker",
+        str(PEER_JOBS),
+    ]
     return _start("peer", argv, env, workdir, port, "/ok", logs)

@@ -39,7 +39,7 @@ class SSEParser:
             if end < 0:
                 return events
             line = self._buffer[:end].rstrip(b"\r").decode("utf-8")
-            self._buffer = self._buffer[end + 1:]
+            self._buffer = self._buffer[end + 1 :]
             event = self._line(line)
             if event is not None:
                 events.append(event)
@@ -77,10 +77,12 @@ class Resumed:
     duplicated: int  # events the cut + resumed reads got more often than the uncut read has
 
 
-def lost_and_duplicated(uncut: Iterable[SSEEvent], before_cut: Iterable[SSEEvent],
-                        after_resume: Iterable[SSEEvent]) -> Resumed:
+def lost_and_duplicated(
+    uncut: Iterable[SSEEvent], before_cut: Iterable[SSEEvent], after_resume: Iterable[SSEEvent]
+) -> Resumed:
     """An event is its type and data (ids are what is being tested, so they are not part of
     an event's identity); counted as multisets."""
+
     def key(e: SSEEvent) -> tuple[str, str]:
         return (e.event, e.data)
 
