@@ -46,8 +46,9 @@ run: setup-run
 system-deps:
 	@bash tests/system-deps.sh
 
-# ruff on everything; mypy on the library (mypy.ini)
+# ruff on everything (the formatter's layout, then the linter); mypy on the library (mypy.ini)
 lint: setup
+	$(BIN)/ruff format --check relay agent tests
 	$(BIN)/ruff check relay agent tests
 	$(BIN)/mypy
 

@@ -109,6 +109,17 @@ CHAT_OPENAPI: dict[str, Any] = {
     "responses": _responses(),
 }
 
+_RESUME_DESCRIPTION = (
+    "The answer to the turn's single pending interrupt, or {interrupt_id: answer} for each. "
+    'An approval: {"approved": bool, "comment"?}. A client-executed tool (an interrupt of '
+    'type client_tool): {"result": <any JSON>, "token": "..."} or {"error": "...", "token": '
+    '"..."}, the token from its interrupt: single use, 409 client_tool_token_stale when it '
+    "answers no pending call; a result over RELAY_CLIENT_TOOL_MAX_RESULT_BYTES is 413 "
+    "client_tool_result_too_large; an answer after RELAY_CLIENT_TOOL_TIMEOUT_S is 409 "
+    "client_tool_timeout"
+)
+
+
 RESUME_OPENAPI: dict[str, Any] = {
     "requestBody": {
         "required": True,
@@ -121,16 +132,7 @@ RESUME_OPENAPI: dict[str, Any] = {
                         "thread_id": _ID,
                         "turn_id": _ID,
                         "resume": {
-                            "description": (
-                                "The answer to the turn's single pending interrupt, or {interrupt_id: "
-                                'answer} for each. An approval: {"approved": bool, "comment"?}. A '
-                                'client-executed tool (an interrupt of type client_tool): {"result": '
-                                '<any JSON>, "token": "..."} or {"error": "...", "token": '
-                                '"..."}, the token from its interrupt: single use, 409 '
-                                "client_tool_token_stale when it answers no pending call; a result over "
-                                "RELAY_CLIENT_TOOL_MAX_RESULT_BYTES is 413 client_tool_result_too_large; an "
-                                "answer after RELAY_CLIENT_TOOL_TIMEOUT_S is 409 client_tool_timeout"
-                            ),
+                            "description": _RESUME_DESCRIPTION,
                         },
                     },
                 }
