@@ -7,8 +7,10 @@
 - ``relay`` never imports ``agent``; the demo agent imports only ``relay`` (the curated
   public surface), ``relay.conventions`` and ``relay.events`` (the event contract);
 - only ``relay.http``, ``relay.cli`` and ``relay.delivery.streaming`` import Starlette or
-  FastAPI;
-- no module over 400 lines: one job a file.
+  FastAPI.
+
+A module's size is no rule here: ``../shared/tools/layers.py`` lists the largest modules as
+a prompt to check whether one has grown a second job (split by job, never squeeze).
 """
 
 from __future__ import annotations
@@ -16,10 +18,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
-MAX_LINES = 400
 FRAMEWORKS = ("fastapi", "starlette")
 FRAMEWORK_ALLOWED = ("relay.http", "relay.cli", "relay.delivery.streaming")
 #: the curated surface, the span attribute names, and the event contract (its type names)
@@ -197,12 +196,6 @@ def test_web_frameworks_only_where_allowed() -> None:
         if target.split(".")[0] in FRAMEWORKS
     ]
     assert found == []
-
-
-@pytest.mark.parametrize("name", sorted(MODULES))
-def test_no_module_is_over_the_size_limit(name: str) -> None:
-    lines = sum(1 for _ in MODULES[name].open(encoding="utf-8"))
-    assert lines <= MAX_LINES, f"{MODULES[name].relative_to(ROOT)}: {lines} lines"
 
 
 def test_the_rules_see_what_they_check() -> None:
