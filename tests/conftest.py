@@ -12,6 +12,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,9 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+
+from tests.spanrec import RecordingProcessor, Tracing
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -31,17 +35,30 @@ def service_missing(what: str, how: str) -> None:
     pytest.skip(f"{what} not available: {how}")
 
 
+def free_port() -> int:
+    """A port that was free a moment ago on 127.0.0.1, for a server started as a process
+    (an in-process :class:`LiveServer` keeps its socket from the start instead)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class LiveServer:
-    """The app in a real uvicorn on 127.0.0.1, in a thread with its own event loop."""
+    """The app in a real uvicorn on 127.0.0.1, in a thread with its own event loop.
+
+    The listening socket is bound here, before the thread starts, and handed to uvicorn:
+    no other test (or xdist worker) can take the port between choosing it and serving."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
         self._server = uvicorn.Server(
             uvicorn.Config(
                 app,
                 host="127.0.0.1",
-                port=_free_port(),
+                port=self._socket.getsockname()[1],
                 log_level="warning",
                 lifespan="on",
                 timeout_graceful_shutdown=2,
@@ -52,7 +69,7 @@ class LiveServer:
     def _run(self) -> None:
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(self._server.serve())
+        self.loop.run_until_complete(self._server.serve(sockets=[self._socket]))
 
     @property
     def url(self) -> str:
@@ -70,6 +87,7 @@ class LiveServer:
     def stop(self) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=15)
+        self._socket.close()
 
     def call(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` on the server's loop and return its result (to inspect the app)."""
@@ -174,12 +192,6 @@ def model_gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModelGate]:
     gate.open()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def app_env(tmp_path: Path) -> dict[str, str]:
     """The environment of the app under test: embedded defaults in a fresh data dir."""
@@ -195,20 +207,41 @@ def app_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-@pytest.fixture
-def make_server(app_env: dict[str, str]) -> Iterator[Callable[..., LiveServer]]:
-    from agent.app import create_app
+class LiveServers:
+    """The in-process servers one test starts: ``start(app)`` serves an app in a
+    :class:`LiveServer`; the ``live_servers`` fixture stops them all at the test's end.
+    Every fixture that makes servers (``make_server``, the interop suite's ``make_relay``,
+    the replicas' ``make_instance``) starts them through it."""
 
-    servers: list[LiveServer] = []
+    def __init__(self) -> None:
+        self.started: list[LiveServer] = []
 
-    def make(**overrides: str) -> LiveServer:
-        server = LiveServer(create_app({**app_env, **overrides})).start()
-        servers.append(server)
+    def start(self, app: Any) -> LiveServer:
+        server = LiveServer(app).start()
+        self.started.append(server)
         return server
 
-    yield make
-    for server in servers:
-        server.stop()
+    def stop_all(self) -> None:
+        for server in self.started:
+            server.stop()
+
+
+@pytest.fixture
+def live_servers() -> Iterator[LiveServers]:
+    servers = LiveServers()
+    yield servers
+    servers.stop_all()
+
+
+@pytest.fixture
+def make_server(app_env: dict[str, str], live_servers: LiveServers) -> Callable[..., LiveServer]:
+    """``make_server(**env)``: the demo app in a real uvicorn, on the test's environment."""
+    from agent.app import create_app
+
+    def make(**overrides: str) -> LiveServer:
+        return live_servers.start(create_app({**app_env, **overrides}))
+
+    return make
 
 
 @pytest.fixture
@@ -324,3 +357,70 @@ def stream_get(
         assert r.headers["content-type"].startswith("text/event-stream")
         assert r.headers["cache-control"] == "no-cache, no-transform"
         return list(iter_frames(r))
+
+
+# -- tracer providers -------------------------------------------------------------------
+
+
+@pytest.fixture
+def make_tracing() -> Iterator[Callable[..., Tracing]]:
+    """``make_tracing(span_limits=None)``: a real SDK tracer provider with a recorder
+    (tests/spanrec.py); every provider made is shut down at the test's end."""
+    providers: list[TracerProvider] = []
+
+    def make(span_limits: SpanLimits | None = None) -> Tracing:
+        provider = TracerProvider(span_limits=span_limits) if span_limits else TracerProvider()
+        recorder = RecordingProcessor()
+        provider.add_span_processor(recorder)
+        providers.append(provider)
+        return Tracing(provider, provider.get_tracer("unit-tests"), recorder)
+
+    yield make
+    for provider in providers:
+        provider.shutdown()
+
+
+@pytest.fixture
+def tracing(make_tracing: Callable[..., Tracing]) -> Tracing:
+    return make_tracing()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each store test twice: on SQLite, and on the real PostgreSQL (``postgres_url``)."""
+    return request.param
+
+
+# -- PostgreSQL -------------------------------------------------------------------------
+
+POSTGRES_URL = os.environ.get("RELAY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh schema in the real PostgreSQL (``RELAY_TEST_POSTGRES``, default
+    ``postgresql://postgres@127.0.0.1:5432/test``), dropped afterwards: each test, and so
+    each xdist worker, has its own. PostgreSQL (or psycopg) missing: the test skips saying
+    how to enable it, except under CI=true, where it fails. The replicas suite overrides
+    it with a database of its own per test (tests/replicas/conftest.py)."""
+    how = (
+        "install psycopg ('pip install \"psycopg[binary]>=3.2\"') and run PostgreSQL on "
+        "127.0.0.1:5432 with a database 'test' (trust auth), or set RELAY_TEST_POSTGRES "
+        "to a postgresql:// URL"
+    )
+    try:
+        import psycopg
+    except ImportError:
+        service_missing("psycopg", how)
+    try:
+        admin = psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as exc:
+        service_missing(f"PostgreSQL at {POSTGRES_URL} ({' '.join(str(exc).split())[:120]})", how)
+    schema = f"relay_test_{uuid.uuid4().hex[:12]}"
+    with admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+        sep = "&" if "?" in POSTGRES_URL else "?"
+        try:
+            yield f"{POSTGRES_URL}{sep}options=-csearch_path%3D{schema}"
+        finally:
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')

@@ -10,7 +10,7 @@ failed. Not part of ``make test``: the suite promises to pass on a loaded 2-core
 (DESIGN.md §10: where an order in time matters, a test makes it happen instead of timing
 it), and this is how to check that promise, e.g. after touching a streaming test::
 
-    .venv/bin/python -m tests.loaded --runs 2 -- tests/interop tests/integration
+    .venv/bin/python -m tests.loaded --runs 2 -- tests/interop tests/http
 
 The load is bounded: never more than P processes, started when a run starts and killed
 when it ends (also when this script is interrupted); each also stops on its own once its

@@ -27,7 +27,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # the Node.js test clients, exactly as locked
-for dir in tests/interop/node tests/agui/client; do
+for dir in tests/interop/node tests/interop/agui; do
   if [ -f "$dir/package-lock.json" ] && command -v npm >/dev/null 2>&1; then
     npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >/dev/null
   fi

@@ -58,7 +58,7 @@ def _sdk_span_types() -> frozenset[type]:
     hands ``on_end``: a snapshot over the span's own fields), ``Span`` and the tracer's
     subclass of it. A span of one of these is read through those fields, past a Python
     call per property (ten a phase); any other, through its public readers. Checked by
-    tests/unit/test_live_record.py against the pinned SDK."""
+    tests/ingest/test_live_record.py against the pinned SDK."""
     readers = ("name", "context", "parent", "start_time", "end_time", "status")
     classes: list[type] = [ReadableSpan, Span, *Span.__subclasses__()]
     return frozenset(
@@ -174,7 +174,7 @@ def _has_events(span: ReadableSpan) -> bool:
 def _attribute_dict(span: ReadableSpan, ended: bool) -> Mapping[str, Any]:
     """A span's attributes as a plain ``dict``: the SDK keeps them in a
     ``BoundedAttributes`` whose ``_dict`` is one (an internal of opentelemetry-sdk,
-    pinned by requirements/lock.txt and checked by tests/unit/test_live_record.py). Each
+    pinned by requirements/lock.txt and checked by tests/ingest/test_live_record.py). Each
     read through the public ``span.attributes`` (a mapping proxy over that mapping) costs
     about ten times a dict's; where the internal is not there, the public view it is."""
     bounded = getattr(span, "_attributes", None)

@@ -68,7 +68,7 @@ def feed(
     records (stored, received, imported), read as they are at every phase. The mapping
     reads nothing of a span's end (its end time, status, span events) at its start or at
     a span event, so that is what :func:`as_live` would give, without a new record per
-    start (tests/unit/test_start_reads.py holds the two to the same events). A phase's
+    start (tests/mapping/test_start_reads.py holds the two to the same events). A phase's
     events are emitted inside its try as well: an ``emit`` that raises fails the phase
     and its later events are not emitted. A failure goes to ``on_failure(span, exc)``,
     and the loop goes on with the next phase; without ``on_failure`` it propagates.

@@ -6,7 +6,7 @@ Most spans a relay maps are of these two kinds: :func:`node_phase` and
 reads and the general path's checks, none of which can change what such a span gives.
 They are the general path (:func:`relay.mapping.engine.map_span` -> ``_span_started``
 / ``_own_node`` and ``_span_ended``) unrolled for these cases, event for event:
-tests/unit/test_own_nodes.py holds every span of the recorded turns and of generated
+tests/mapping/test_own_nodes.py holds every span of the recorded turns and of generated
 span trees to the same events with and without them. :func:`child_leaf` is
 :func:`child_phase`'s start and end in one, for a replay's ``LEAF`` phase (the same
 tests hold it to the two).

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import service_missing
+from tests.conftest import free_port, service_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -129,12 +128,6 @@ def chromium_path() -> str:
     return path
 
 
-def _free_port() -> int:
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _server_command(port: int, args: tuple[str, ...] = ()) -> list[str]:
     exe = Path(sys.executable).parent / "span-relay"
     if exe.exists():
@@ -168,7 +161,7 @@ def running_server(tmp_path_factory, extra_env=None, log_name="server.log", args
     last_log = ""
     for _attempt in range(3):  # a free port can be taken between probing and binding
         data = tmp_path_factory.mktemp("relay-data")
-        port = _free_port()
+        port = free_port()
         env = dict(os.environ)
         for name in (
             "RELAY_API_TOKEN",

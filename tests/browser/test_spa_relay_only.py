@@ -32,7 +32,8 @@ from playwright.sync_api import Page, expect
 
 from relay import conventions as c
 from relay.langgraph.spans import child_span, run_span, start_marker, traced_node
-from tests.browser.conftest import _free_port, running_server
+from tests.browser.conftest import running_server
+from tests.conftest import free_port
 from tests.interop.spans import TOPOLOGY, made_up_run, provider_with
 
 pytestmark = pytest.mark.browser
@@ -44,7 +45,7 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def relay_only(tmp_path_factory, chromium_path) -> Iterator[str]:
     """A real ``span-relay serve --relay-only``: no graph, the OTLP/HTTP receiver on."""
-    env = {"OTEL_TRACES_EXPORTER": "none", "RELAY_OTLP_GRPC": f"127.0.0.1:{_free_port()}"}
+    env = {"OTEL_TRACES_EXPORTER": "none", "RELAY_OTLP_GRPC": f"127.0.0.1:{free_port()}"}
     with running_server(
         tmp_path_factory, env, log_name="server-relay-only.log", args=("--relay-only",)
     ) as base:

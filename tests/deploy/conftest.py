@@ -30,17 +30,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import service_missing
+from tests.conftest import free_port, service_missing
 
 REPO = Path(__file__).resolve().parents[2]
 NGINX_CANDIDATES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx")
 STARTUP_TIMEOUT_S = 60.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_port(port: int, proc: subprocess.Popen, timeout: float, what: str, log: Path) -> None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,14 +19,9 @@ import httpx
 import pytest
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-from tests.conftest import Frame, LiveServer, iter_frames
+from tests.conftest import Frame, LiveServer, LiveServers, free_port, iter_frames, service_missing
+from tests.interop.agui_client import CLIENT_DIR, CLIENT_VERSION, INSTALL
 from tests.interop.restore import restored
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -36,20 +32,15 @@ def relay_env(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def make_relay(relay_env: dict[str, str]) -> Iterator[Callable[..., LiveServer]]:
+def make_relay(relay_env: dict[str, str], live_servers: LiveServers) -> Callable[..., LiveServer]:
+    """``make_relay(**env)``: the relay alone in a real uvicorn, its gRPC receiver on."""
     from relay.cli.relay_only import create_relay_app
-
-    servers: list[LiveServer] = []
 
     def make(**overrides: str) -> LiveServer:
         env = {**relay_env, "RELAY_OTLP_GRPC": f"127.0.0.1:{free_port()}", **overrides}
-        server = LiveServer(create_relay_app(env)).start()
-        servers.append(server)
-        return server
+        return live_servers.start(create_relay_app(env))
 
-    yield make
-    for server in servers:
-        server.stop()
+    return make
 
 
 @pytest.fixture
@@ -251,3 +242,34 @@ def instrumented(request) -> Iterator[tuple[str, Switch]]:
             yield request.param, switch
         finally:
             instrumentor.uninstrument()
+
+
+@pytest.fixture(scope="session")
+def agui_client() -> Path:
+    """The directory of the Node.js demo client, its packages installed."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None:
+        service_missing(
+            "Node.js 20+", f"apt-get install nodejs npm (or nodesource), then {INSTALL}"
+        )
+    assert node is not None
+    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
+    if int(version.strip().lstrip("v").split(".")[0] or 0) < 20:
+        service_missing("Node.js 20+", f"found {version.strip()}")
+    installed = CLIENT_DIR / "node_modules" / "@ag-ui" / "client" / "package.json"
+    if not installed.exists() or not json.loads(installed.read_text())["version"].startswith(
+        CLIENT_VERSION
+    ):
+        if npm is None:
+            service_missing("npm", f"apt-get install npm, then {INSTALL}")
+        assert npm is not None
+        result = subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund"],
+            cwd=CLIENT_DIR,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if result.returncode != 0:
+            service_missing("the AG-UI client packages", f"{INSTALL}  ({result.stderr[-400:]})")
+    return CLIENT_DIR

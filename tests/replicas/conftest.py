@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 import uuid
@@ -19,17 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LiveServer, service_missing
+from tests.conftest import LiveServer, LiveServers, free_port, service_missing
 from tests.replicas.private_postgres import MissingPostgres, PrivatePostgres
 
 REDIS_URL = os.environ.get("RELAY_TEST_REDIS", "redis://127.0.0.1:6379/0")
 POSTGRES_URL = os.environ.get("RELAY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +57,7 @@ class RedisProcess:
     """A redis-server of our own on a free port (no persistence), to kill and restart."""
 
     def __init__(self, workdir: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.workdir = workdir
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -135,11 +128,11 @@ def private_postgres() -> Iterator[PrivatePostgres]:
 
 
 @pytest.fixture
-def make_instance(app_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
+def make_instance(
+    app_env: dict[str, str], tmp_path: Path, live_servers: LiveServers
+) -> Callable[..., LiveServer]:
     """``make_instance("a", RELAY_BUS=..., RELAY_STORE=...)``: one replica of the demo app."""
     from agent.app import create_app
-
-    servers: list[LiveServer] = []
 
     def make(name: str, **overrides: str) -> LiveServer:
         env = {
@@ -148,10 +141,6 @@ def make_instance(app_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[
             "RELAY_INSTANCE_ID": name,
             **overrides,
         }
-        server = LiveServer(create_app(env)).start()
-        servers.append(server)
-        return server
+        return live_servers.start(create_app(env))
 
-    yield make
-    for server in servers:
-        server.stop()
+    return make

@@ -14,10 +14,11 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
+
+from tests.conftest import free_port
 
 #: where Debian/Ubuntu put the server binaries (one folder per major version)
 BINARY_GLOB = "/usr/lib/postgresql/*/bin"
@@ -46,12 +47,6 @@ def find_bindir() -> Path:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class PrivatePostgres:
     def __init__(self) -> None:
         self.bindir = find_bindir()
@@ -77,7 +72,7 @@ class PrivatePostgres:
             os.chown(self.root, owner.pw_uid, owner.pw_gid)
         self.data = self.root / "data"
         self.log = self.root / "server.log"
-        self.port = _free_port()
+        self.port = free_port()
         self.running = False
 
     @property

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import _free_port, iter_frames
+from tests.conftest import free_port, iter_frames
 from tests.interop.conftest import assert_well_formed, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ class Workers:
     """``span-relay serve --workers N`` in a subprocess."""
 
     def __init__(self, env: dict[str, str], cwd: Path, n: int = 2) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = cwd / "serve.log"
         self._out = self.log.open("wb")

@@ -3,10 +3,6 @@
 - ``launcher``: starts the real app (``span-relay serve``: agent.app:create_app in
   uvicorn) as subprocesses on 127.0.0.1 with their own RELAY_DATA_DIR and RELAY_FAULTS=1,
   and stops them all at the end of the module; a restart is a real process restart;
-- ``postgres_url``: a fresh schema in the real PostgreSQL (``RELAY_TEST_POSTGRES``,
-  default ``postgresql://postgres@127.0.0.1:5432/test``), dropped afterwards. PostgreSQL
-  (or psycopg) missing: the test skips saying how to enable it, except under CI=true,
-  where it fails;
 - ``make_store``: a SpanStore of either backend (``sqlite`` or ``postgres``);
 - ``fixture_file`` / ``recorded``: the trace files in ``fixtures/`` (made from our own
   agent's spans by ``python -m tests.store.fixtures.make_fixtures``) and the live events
@@ -16,19 +12,15 @@
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import service_missing  # one rule for every suite
 from tests.store.support import RelayProcess
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 class Launcher:
@@ -54,45 +46,7 @@ def launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launcher]:
     launcher.stop_all()
 
 
-# -- PostgreSQL -------------------------------------------------------------------------
-
-
-def _postgres_base() -> str:
-    return os.environ.get("RELAY_TEST_POSTGRES", DEFAULT_POSTGRES)
-
-
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    how = (
-        "install psycopg ('pip install \"psycopg[binary]>=3.2\"') and run PostgreSQL on "
-        "127.0.0.1:5432 with a database 'test' (trust auth), or set RELAY_TEST_POSTGRES "
-        "to a postgresql:// URL"
-    )
-    try:
-        import psycopg
-    except ImportError:
-        service_missing("psycopg", how)
-    base = _postgres_base()
-    try:
-        admin = psycopg.connect(base, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        service_missing(f"PostgreSQL at {base} ({' '.join(str(exc).split())[:120]})", how)
-    schema = f"relay_test_{uuid.uuid4().hex[:12]}"
-    with admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-        sep = "&" if "?" in base else "?"
-        try:
-            yield f"{base}{sep}options=-csearch_path%3D{schema}"
-        finally:
-            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
-
-
 # -- stores -----------------------------------------------------------------------------
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return request.param
 
 
 @pytest.fixture

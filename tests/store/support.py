@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from typing import Any
 import httpx
 
 from relay.ingest.tracefile import JAEGER_UI
+from tests.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 60.0
@@ -31,12 +31,6 @@ KINDS: dict[str, tuple[str, str | None, dict[str, Any] | None]] = {
     "paused": ("Please refund order 1234 ($20).", None, {"approved": True}),
     "failed": ("How do refunds work?", "generate=error", None),
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def clean_env(**overrides: str) -> dict[str, str]:

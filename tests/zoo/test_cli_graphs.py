@@ -15,7 +15,7 @@ import pytest
 
 from relay.cli import main
 from relay.cli.graph_app import graph_name, load_graph, read_config
-from tests.conftest import _free_port, events_of, stream_post
+from tests.conftest import events_of, free_port, stream_post
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAPHS = """\
@@ -77,7 +77,7 @@ def test_bad_specs_say_what_to_change(project: Path, capsys: pytest.CaptureFixtu
 
 
 def test_serve_config_runs_every_graph(project: Path, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "OTEL_"))}
     env.update(
         RELAY_DATA_DIR=str(tmp_path / "data"), OTEL_TRACES_EXPORTER="none", PYTHONPATH=str(ROOT)

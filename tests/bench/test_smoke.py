@@ -1,0 +1,53 @@
+"""The benchmarks still run: ``python -m tests.bench --quick --json`` reports every figure.
+
+No timing thresholds here (this machine is small and shared; the numbers are judged by
+people reading ``python -m tests.bench``): only that each figure is present, numeric and
+finite, or explicitly "n/a" for what is not built yet.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.bench.harness import EXPECTED_KEYS, MAY_BE_NA
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_quick_bench_reports_every_figure() -> None:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.bench", "--quick", "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout)
+    assert report["machine"]["quick"] is True
+    figures = {f["key"]: f for f in report["figures"]}
+    assert len(figures) == len(report["figures"]), "duplicate figure keys"
+    missing = [k for k in EXPECTED_KEYS if k not in figures]
+    assert not missing, f"figures missing from the report: {missing}"
+    for key in EXPECTED_KEYS:
+        figure = figures[key]
+        if figure["status"] == "n/a":
+            assert key in MAY_BE_NA, f"{key} is n/a: {figure['note']}"
+            assert figure["note"], f"{key} is n/a without saying why"
+            continue
+        value = figure["value"]
+        assert isinstance(value, int | float) and math.isfinite(value), (key, figure)
+        assert figure["rounds"] >= 1, (key, figure)
+        for bound in ("lo", "hi"):
+            assert isinstance(figure[bound], int | float), (key, bound, figure)

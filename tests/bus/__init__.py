@@ -1,0 +1,3 @@
+"""Per-turn logs (relay/bus/): the in-process bus. The Redis bus is tested with replicas
+(tests/replicas).
+"""

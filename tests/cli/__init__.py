@@ -1,0 +1,3 @@
+"""The command line (relay/cli/): serve --workers, and the serve process under signals and
+restarts.
+"""

@@ -1,0 +1,3 @@
+"""relay's own top-level modules: the Relay (subscribe), settings, the event encoding, the
+optional extras, lifecycles.
+"""

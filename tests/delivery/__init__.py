@@ -1,0 +1,3 @@
+"""Bytes out (relay/delivery/): SSE and NDJSON streams, AG-UI encoding, negotiation,
+reconnects, fan-out, replay streams.
+"""

@@ -1,0 +1,3 @@
+"""The demo support agent (agent/): its graph, model, retrieval, guardrails, refund ledger
+and faults.
+"""

@@ -1,0 +1,1 @@
+"""What goes out (relay/export/): the same spans over OTLP."""

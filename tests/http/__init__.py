@@ -1,0 +1,3 @@
+"""The FastAPI surface (relay/http/) on a real uvicorn: /chat, /agui, ids, the OpenAPI
+contract, operations.
+"""
