@@ -391,36 +391,81 @@ def backend(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
-# -- PostgreSQL -------------------------------------------------------------------------
+# -- the shared services, one share per xdist worker ---------------------------------
 
 POSTGRES_URL = os.environ.get("RELAY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("RELAY_TEST_REDIS", "redis://127.0.0.1:6379/0")
+POSTGRES_HOW = (
+    "install psycopg ('pip install \"psycopg[binary]>=3.2\"') and run PostgreSQL on "
+    "127.0.0.1:5432 with a database 'test' (trust auth), or set RELAY_TEST_POSTGRES "
+    "to a postgresql:// URL"
+)
 
 
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A fresh schema in the real PostgreSQL (``RELAY_TEST_POSTGRES``, default
-    ``postgresql://postgres@127.0.0.1:5432/test``), dropped afterwards: each test, and so
-    each xdist worker, has its own. PostgreSQL (or psycopg) missing: the test skips saying
-    how to enable it, except under CI=true, where it fails. The replicas suite overrides
-    it with a database of its own per test (tests/replicas/conftest.py)."""
-    how = (
-        "install psycopg ('pip install \"psycopg[binary]>=3.2\"') and run PostgreSQL on "
-        "127.0.0.1:5432 with a database 'test' (trust auth), or set RELAY_TEST_POSTGRES "
-        "to a postgresql:// URL"
-    )
+def xdist_worker() -> int | None:
+    """This process's xdist worker number (``gw3``: 3), or None outside ``pytest -n``."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else None
+
+
+def redis_test_url() -> str:
+    """``RELAY_TEST_REDIS``, with a database number of this worker's own under xdist
+    (``/1`` for gw0, ``/2`` for gw1, ...): a test that reads or clears a whole database
+    sees only its worker's keys."""
+    worker = xdist_worker()
+    if worker is None:
+        return REDIS_URL
+    base, _, _ = REDIS_URL.rpartition("/")
+    return f"{base}/{1 + worker % 15}"
+
+
+def postgres_admin(url: str) -> Any:
+    """An autocommit connection to ``url``; PostgreSQL or psycopg missing: the test skips
+    saying how to enable them (under CI=true it fails)."""
     try:
         import psycopg
     except ImportError:
-        service_missing("psycopg", how)
+        service_missing("psycopg", POSTGRES_HOW)
     try:
-        admin = psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3)
+        return psycopg.connect(url, autocommit=True, connect_timeout=3)
     except psycopg.OperationalError as exc:
-        service_missing(f"PostgreSQL at {POSTGRES_URL} ({' '.join(str(exc).split())[:120]})", how)
+        service_missing(f"PostgreSQL at {url} ({' '.join(str(exc).split())[:120]})", POSTGRES_HOW)
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str]:
+    """The PostgreSQL database this test process works in: ``RELAY_TEST_POSTGRES`` itself,
+    or, under xdist, a database of the worker's own (``relay_test_gw0``...), made afresh
+    for the session and dropped after it. Advisory locks (a thread's lock, a migration's)
+    are per database, so workers never wait on each other's."""
+    worker = xdist_worker()
+    if worker is None:
+        yield POSTGRES_URL
+        return
+    name = f"relay_test_gw{worker}"
+    base, _, _ = POSTGRES_URL.rpartition("/")
+    with postgres_admin(POSTGRES_URL) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with postgres_admin(POSTGRES_URL) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def postgres_url(postgres_database: str) -> Iterator[str]:
+    """A fresh schema in the real PostgreSQL (``RELAY_TEST_POSTGRES``, default
+    ``postgresql://postgres@127.0.0.1:5432/test``; under xdist the worker's own database),
+    dropped afterwards. PostgreSQL (or psycopg) missing: the test skips saying how to
+    enable it, except under CI=true, where it fails. The replicas suite overrides it with
+    a database of its own per test (tests/replicas/conftest.py)."""
     schema = f"relay_test_{uuid.uuid4().hex[:12]}"
-    with admin:
+    with postgres_admin(postgres_database) as admin:
         admin.execute(f'CREATE SCHEMA "{schema}"')
-        sep = "&" if "?" in POSTGRES_URL else "?"
+        sep = "&" if "?" in postgres_database else "?"
         try:
-            yield f"{POSTGRES_URL}{sep}options=-csearch_path%3D{schema}"
+            yield f"{postgres_database}{sep}options=-csearch_path%3D{schema}"
         finally:
             admin.execute(f'DROP SCHEMA "{schema}" CASCADE')

@@ -8,7 +8,6 @@ CI=true a missing one fails the test instead of skipping it."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import time
@@ -18,39 +17,42 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LiveServer, LiveServers, free_port, service_missing
+from tests.conftest import (
+    POSTGRES_URL,
+    LiveServer,
+    LiveServers,
+    free_port,
+    postgres_admin,
+    redis_test_url,
+    service_missing,
+)
 from tests.replicas.private_postgres import MissingPostgres, PrivatePostgres
-
-REDIS_URL = os.environ.get("RELAY_TEST_REDIS", "redis://127.0.0.1:6379/0")
-POSTGRES_URL = os.environ.get("RELAY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 @pytest.fixture(scope="session")
 def redis_url() -> str:
+    """The shared Redis (``RELAY_TEST_REDIS``), on a database of this xdist worker's own."""
     import redis
 
+    url = redis_test_url()
     try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
     except Exception as exc:
-        service_missing(f"Redis at {REDIS_URL}", f"start redis-server ({exc})")
-    return REDIS_URL
+        service_missing(f"Redis at {url}", f"start redis-server ({exc})")
+    return url
 
 
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
-    """A fresh database per test (the instances share it; nothing leaks between tests)."""
-    import psycopg
-
+    """A fresh database per test (the instances share it; nothing leaks between tests:
+    advisory locks and instance ids are per database)."""
     name = f"relay_{uuid.uuid4().hex[:12]}"
-    try:
-        with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3) as conn:
-            conn.execute(f"CREATE DATABASE {name}")
-    except Exception as exc:
-        service_missing(f"PostgreSQL at {POSTGRES_URL}", f"start postgresql ({exc})")
+    with postgres_admin(POSTGRES_URL) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
     base, _, _ = POSTGRES_URL.rpartition("/")
     yield f"{base}/{name}"
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with postgres_admin(POSTGRES_URL) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 class RedisProcess:
