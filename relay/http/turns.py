@@ -97,7 +97,7 @@ def build_router(relay: RelayParts) -> APIRouter:
     ) -> Response:
         user = user_of(request)
         cursor = parse_cursor(request, after)
-        agui = agui_query(request)  # ?format=agui: AG-UI 1.0 events (relay/agui.py)
+        agui = agui_query(request)  # ?format=agui: AG-UI 1.0 events (relay/delivery/agui.py)
         if wait:  # ?wait=S: a turn that has not arrived yet (its spans are on their way)
             await turn_arrival(relay, turn_id, wait)
         try:
@@ -220,7 +220,7 @@ def build_router(relay: RelayParts) -> APIRouter:
     ) -> Response:
         """The turns the asker may see, newest first; with ``Accept: text/event-stream``,
         the same list and then every change of a turn's status, live
-        (relay/delivery/turn_feed.py)."""
+        (relay/http/turn_feed.py)."""
         user = user_of(request)
 
         def listed() -> Any:
@@ -269,7 +269,7 @@ def build_router(relay: RelayParts) -> APIRouter:
     )
     async def imports(request: Request) -> JSONResponse:
         """A trace file (OTLP JSON, Jaeger v2 API, Jaeger UI JSON) -> stored, replayable
-        turns (relay/imports.py), the importer's."""
+        turns (relay/http/imports.py), the importer's."""
         return await import_response(relay, request, user_key(user_of(request)))
 
     @router.post(

@@ -11,7 +11,7 @@ processor, and the response.
 A run always ends (DESIGN.md §6): whatever its code does (raises, returns something
 other than a ChatResponse, hangs past the turn timeout, is cancelled, even before its
 first step) and whatever fails while its end is recorded, the turn gets exactly one
-terminal event, a final status in its record, and its thread back (relay/run_end.py).
+terminal event, a final status in its record, and its thread back (relay/turns/run_end.py).
 """
 
 from __future__ import annotations
