@@ -116,7 +116,7 @@ class Relay:
         self.runs = RunManager(
             self.bus,
             self.turns,
-            self.span_processor,
+            self.span_processor.flush,
             disconnect_grace_s=settings.disconnect_grace_s,
             thread_policy=settings.thread_policy,
             turn_timeout_s=settings.turn_timeout_s,
