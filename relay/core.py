@@ -63,6 +63,28 @@ log = logging.getLogger("relay")
 
 
 class Relay:
+    """One relay: the parts that turn a graph's spans into turns a client can follow.
+
+    It owns the bus (each turn's event log), the turn and message records, the span
+    store (for replay), the runs (:class:`relay.turns.runs.RunManager`), the span
+    processor that feeds the bus and, when RELAY_OTLP_HTTP / RELAY_OTLP_GRPC ask for
+    them, the OTLP receivers. It serves no HTTP itself: :meth:`mount` puts the routes of
+    :mod:`relay.http` on an app over these parts, and :meth:`lifespan` starts and stops
+    them with the app. Make one per process, from the environment or from settings::
+
+        relay = Relay.from_env()  # RELAY_* / OTEL_*; or Relay(RelaySettings(...))
+        app = FastAPI(lifespan=relay.lifespan)
+        relay.mount(app, GraphAgent(graph, name="research"))
+
+        async for event in relay.subscribe(turn_id):  # a turn's events, in-process
+            ...
+
+    An app that drives its graph without a :class:`GraphAgent` uses the parts directly:
+    it includes :attr:`router`, calls :meth:`install`, starts its runs with
+    ``relay.runs.start(...)`` and opens their spans with a tracer of
+    :attr:`tracer_provider` (or adds :attr:`span_processor` to a provider of its own).
+    """
+
     def __init__(self, settings: RelaySettings, environ: Mapping[str, str] | None = None) -> None:
         from relay.http.identity import identity_dependency, token_checker
         from relay.http.limits import RateLimit, no_limit
@@ -94,7 +116,7 @@ class Relay:
         self.runs = RunManager(
             self.bus,
             self.turns,
-            self.span_processor,
+            self.span_processor.flush,
             disconnect_grace_s=settings.disconnect_grace_s,
             thread_policy=settings.thread_policy,
             turn_timeout_s=settings.turn_timeout_s,

@@ -2,7 +2,7 @@
 
 The relay checks its own stores (turn records and, with PostgreSQL, the thread locks'
 pool; the span store); an app adds what it owns (the LangGraph checkpointer) with
-:meth:`relay.facade.Relay.add_readiness_check`. The checks run together, each bounded by
+:meth:`relay.core.Relay.add_readiness_check`. The checks run together, each bounded by
 :data:`READINESS_TIMEOUT_S`, so a database that hangs rather than refuses makes /readyz
 say so in seconds instead of hanging the probe with it.
 """

@@ -1,11 +1,11 @@
 """Our events -> AG-UI 1.0 events: the one translation, for every AG-UI stream.
 
-:class:`AGUIEncoder` is an encoder for :class:`relay.streaming.EventStream` (and the replay's
-stream): the same writer, heartbeats, send timeout and disconnect handling as SSE and
-NDJSON, with frames in AG-UI's shape (``data: {json}\\n\\n``, LF only, no ``id``/``event``
-lines). It holds the per-stream translation state, because AG-UI brackets what our
-contract reports as facts: a step, a text message and a tool call each open and close.
-The runs (their start, outcome and order) are this module's; what one run holds open
+:class:`AGUIEncoder` is an encoder for :class:`relay.delivery.streaming.EventStream` (and
+the replay's stream): the same writer, heartbeats, send timeout and disconnect handling as
+SSE and NDJSON, with frames in AG-UI's shape (``data: {json}\\n\\n``, LF only, no
+``id``/``event`` lines). It holds the per-stream translation state, because AG-UI brackets
+what our contract reports as facts: a step, a text message and a tool call each open and
+close. The runs (their start, outcome and order) are this module's; what one run holds open
 (steps, text messages, tool calls) is :class:`relay.delivery.agui_run.Run`'s.
 
 - a run's first event (``graph_topology``): ``RUN_STARTED`` (``protocolVersion`` "1.0"),
@@ -105,7 +105,7 @@ class AGUIEncoder:
         #: AG-UI events written so far (their dicts), for tests and metrics
         self.count = 0
 
-    # -- the encoder interface of relay.streaming ------------------------------------------
+    # -- the encoder interface of relay.delivery.streaming ---------------------------------
 
     def preamble(self) -> bytes:
         """Nothing: a run starts at its first event, with that event's time, so the same

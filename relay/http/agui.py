@@ -233,8 +233,8 @@ def agui_router(
         summary=f"Run {agent.name} for an AG-UI client",
     )
     async def agui(request: Request) -> Response:
-        user = user_of(request)
         """Run the agent for an AG-UI client: ``RunAgentInput`` in, AG-UI events out."""
+        user = user_of(request)
         accept = request.headers.get("accept", "").lower()
         if accept.strip() and not any(a in accept for a in _ACCEPTS):
             raise ApiError(

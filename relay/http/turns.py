@@ -2,17 +2,17 @@
 
 Routes: ``GET /turns/{id}/events`` (the turn's stream, live or re-derived from stored
 spans), ``GET /turns/{id}``, ``GET /turns``, ``POST /turns/{id}/cancel``,
-``POST /messages/{id}/feedback``, ``POST /imports``, ``GET /graph``, ``GET /config``,
-``GET /healthz``, ``GET /readyz``, ``GET /metrics``, ``POST /v1/traces`` (when the OTLP
-receiver is on) and the SPA's files at ``/``. The run endpoints (``POST /chat``,
-``/chat/resume``, ``/agui``) belong to the app that owns the agent.
+``POST /messages/{id}/feedback``, ``POST /imports``, ``GET /graph``; on the same router,
+``GET /graphs`` (relay/http/graphs.py), ``GET /config``, ``GET /healthz``,
+``GET /readyz`` and ``GET /metrics`` (relay/http/operations.py), ``POST /v1/traces``
+(when the OTLP receiver is on) and the SPA's files at ``/``. The run endpoints
+(``POST /chat``, ``/chat/resume``, ``/agui``) belong to the app that owns the agent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -27,6 +27,7 @@ from relay.http.errors import error_responses
 from relay.http.graphs import add_graph_routes
 from relay.http.identity import check_owner, may_see, user_key, user_of
 from relay.http.imports import import_response
+from relay.http.operations import add_operation_routes
 from relay.http.otlp import add_receiver_routes
 from relay.http.parts import RelayParts
 from relay.http.replay import replay_response
@@ -97,7 +98,7 @@ def build_router(relay: RelayParts) -> APIRouter:
     ) -> Response:
         user = user_of(request)
         cursor = parse_cursor(request, after)
-        agui = agui_query(request)  # ?format=agui: AG-UI 1.0 events (relay/agui.py)
+        agui = agui_query(request)  # ?format=agui: AG-UI 1.0 events (relay/delivery/agui.py)
         if wait:  # ?wait=S: a turn that has not arrived yet (its spans are on their way)
             await turn_arrival(relay, turn_id, wait)
         try:
@@ -220,7 +221,7 @@ def build_router(relay: RelayParts) -> APIRouter:
     ) -> Response:
         """The turns the asker may see, newest first; with ``Accept: text/event-stream``,
         the same list and then every change of a turn's status, live
-        (relay/delivery/turn_feed.py)."""
+        (relay/http/turn_feed.py)."""
         user = user_of(request)
 
         def listed() -> Any:
@@ -269,7 +270,7 @@ def build_router(relay: RelayParts) -> APIRouter:
     )
     async def imports(request: Request) -> JSONResponse:
         """A trace file (OTLP JSON, Jaeger v2 API, Jaeger UI JSON) -> stored, replayable
-        turns (relay/imports.py), the importer's."""
+        turns (relay/http/imports.py), the importer's."""
         return await import_response(relay, request, user_key(user_of(request)))
 
     @router.post(
@@ -345,43 +346,8 @@ def build_router(relay: RelayParts) -> APIRouter:
         return JSONResponse(relay.topology)
 
     add_graph_routes(router, relay.agents, auth)  # GET /graphs, GET /graphs/{name}
-
-    @router.get("/config", tags=["ui"])
-    async def config() -> JSONResponse:
-        return JSONResponse(
-            {
-                "trace_url": relay.settings.trace_url,
-                # the SPA asks for a bearer token (the shared one, or a JWT)
-                "auth": relay.settings.auth,
-                "auth_required": relay.settings.auth in ("token", "jwt"),
-            }
-        )
-
-    @router.get("/healthz", tags=["ops"])
-    async def healthz() -> JSONResponse:
-        worker = relay.settings.worker  # serve --workers N: which one answered
-        return JSONResponse(
-            {"status": "ok"}
-            if worker is None
-            else {"status": "ok", "worker": worker, "pid": os.getpid()}
-        )
-
-    @router.get("/readyz", tags=["ops"], responses={503: {"description": "Not ready"}})
-    async def readyz() -> JSONResponse:
-        problems = await relay.readiness_problems()
-        if problems:
-            return JSONResponse({"status": "not ready", "problems": problems}, status_code=503)
-        return JSONResponse({"status": "ready"})
-
+    add_operation_routes(router, relay)  # GET /config, /healthz, /readyz, /metrics
     # POST /v1/traces (RELAY_OTLP_HTTP): the receiver keeps its own credential
     add_receiver_routes(router, relay, [Depends(relay.require_token)])
-    if relay.metrics.enabled:
-
-        @router.get("/metrics", tags=["ops"], include_in_schema=False)
-        async def metrics() -> Response:
-            from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
-
-            return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
-
     add_spa_routes(router, relay.settings.resolved_spa_dir())
     return router

@@ -43,6 +43,25 @@ _Phase = tuple[ReadableSpan, str, dict[str, Any] | None]
 
 
 class RelaySpanProcessor(SpanProcessor):
+    """An OpenTelemetry span processor that turns the spans it sees into events, live.
+
+    Add it to the tracer provider the graph's spans come from; each span's start, end
+    and span events (through :meth:`add_event`) are mapped to events
+    (:func:`relay.mapping.feed.feed`) and handed to ``publish`` on the event loop it is
+    bound to. Spans that arrive while it is unbound are dropped and counted. A
+    :class:`relay.Relay` makes one (``relay.span_processor``, publishing to its bus),
+    adds it to ``relay.tracer_provider`` and binds it when it starts; by hand::
+
+        processor = RelaySpanProcessor(bus.publish)
+        provider.add_span_processor(processor)
+        processor.bind(asyncio.get_running_loop())  # on the loop that owns the bus
+        ...
+        processor.unbind()  # on the loop: drains what is queued; later spans are dropped
+
+    ``dropped`` and ``failures`` count what it could not hand over; it never raises into
+    the thread that started or ended the span.
+    """
+
     def __init__(
         self,
         publish: Callable[[Event], object],

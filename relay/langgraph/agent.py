@@ -74,6 +74,31 @@ class _Binding:
 
 
 class GraphAgent:
+    """A compiled LangGraph graph, served as turns: what :meth:`relay.Relay.mount` takes.
+
+    Wrap any compiled graph (a prebuilt agent, a supervisor, a graph with subgraphs,
+    ``Send`` or interrupts) and mount it; the relay serves it at
+    ``/graphs/{name}/chat``, ``/chat/resume`` and ``/agui``::
+
+        agent = GraphAgent(graph, name="research", examples=["What changed in 2.0?"])
+        relay.mount(app, agent)
+
+    ``name`` (default: the graph's own name, else ``graph``) is part of those URLs;
+    ``title``, ``description`` and ``examples`` are what the SPA shows. The hooks say
+    what the graph's values mean (relay/langgraph/hooks.py; their defaults fit graphs on
+    ``MessagesState``): ``input_of`` makes the graph's input from the user's message,
+    ``answer_of``, ``citations_of`` and ``status_of`` read the final values,
+    ``waiting_of`` words the answer while the turn waits on a person, and ``config_of``
+    adds entries to the run's ``configurable`` from the request's headers.
+
+    The app's lifespan (``Relay.lifespan``) gives the agent the relay's parts
+    (:meth:`bind`: the tracer, the turn and message stores, a checkpointer when the
+    graph has none); after that each :meth:`chat` or :meth:`resume` is one run's
+    coroutine, which the routes hand to the relay's ``RunManager``: it opens the run's
+    root span, runs the graph under :class:`GraphInstrumentation` and returns the
+    :class:`ChatResponse`.
+    """
+
     def __init__(
         self,
         graph: Any,

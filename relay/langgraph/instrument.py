@@ -17,10 +17,11 @@ It opens, with their identifying attributes at start:
 
 An interrupt (``GraphInterrupt``) ends a node ``paused``; a handoff to the parent graph
 (``ParentCommand``) ends it ``ok``; a cancellation ``cancelled``; anything else raised
-``error``. Where a span of the same kind is already current (the graph carries its own
-spans: the :mod:`relay.langgraph.spans` helpers, a ``traced_node``), the handler opens
-none: nothing is instrumented twice. :meth:`close` ends what is still open when the run
-is over (a cancelled run's callbacks may never come).
+``error`` (:func:`relay.langgraph.spans.outcome_of` decides, for ``traced_node`` too).
+Where a span of the same kind is already current (the graph carries its own spans: the
+:mod:`relay.langgraph.spans` helpers, a ``traced_node``), the handler opens none:
+nothing is instrumented twice. :meth:`close` ends what is still open when the run is
+over (a cancelled run's callbacks may never come).
 
 Parents come from LangChain's run tree (``parent_run_id``), not from the current context:
 the nearest enclosing run this handler opened a span for (a subgraph's nodes are children
@@ -40,13 +41,12 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
-from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from relay import conventions as c
-from relay.langgraph.spans import NodeLog
+from relay.langgraph.spans import NodeLog, outcome_of
 from relay.spans import to_ms
 
 T = TypeVar("T")
@@ -79,17 +79,6 @@ def task_of(metadata: Mapping[str, Any] | None) -> tuple[str, str, list[str], st
         return None  # a runnable of the parent task, not a task of its own
     task_id = last.rsplit(":", 1)[-1] if ":" in last else None
     return node, ns, [s.split(":", 1)[0] for s in segments[:-1]], task_id
-
-
-def outcome_of(error: BaseException) -> str:
-    """A node's outcome for what it raised: an interrupt pauses it, a handoff is ok."""
-    if isinstance(error, GraphInterrupt):
-        return "paused"
-    if isinstance(error, GraphBubbleUp):  # ParentCommand: a handoff, not a failure
-        return "ok"
-    if isinstance(error, asyncio.CancelledError | KeyboardInterrupt):
-        return "cancelled"
-    return "error"
 
 
 class GraphInstrumentation(BaseCallbackHandler):

@@ -9,7 +9,8 @@ attributes at start, because a span processor's ``on_start`` sees nothing set la
 - :func:`run_span` opens the root span of one HTTP run (a chat or a resume), carrying
   the turn id and the graph's topology, and closes it with the run's outcome;
 - :func:`traced_node` wraps a LangGraph node function in a ``node {name}`` span; an
-  interrupt is ``paused``, a cancellation ``cancelled``, anything else raised ``error``;
+  interrupt is ``paused``, a cancellation ``cancelled``, anything else raised ``error``
+  (:func:`outcome_of`, which the GraphAgent's instrumentation asks too);
 - :func:`child_span` opens a model / retrieval / guardrail / tool span inside a node.
 
 :class:`NodeLog` records each node span's name, outcome and duration as it ends, for the
@@ -155,6 +156,24 @@ def run_span(
         span.end()
 
 
+def outcome_of(error: BaseException) -> str:
+    """The outcome of a node (``relay.node.outcome``) or of a span inside it, for what it
+    raised: an interrupt (``GraphInterrupt``) pauses it, it did not fail; a handoff to the
+    parent graph (``ParentCommand``) is ``ok``; a cancellation (or Ctrl-C) is
+    ``cancelled``; anything else is ``error``. A node that returns is ``ok``.
+
+    The one place that decides it: :func:`traced_node` and the GraphAgent's
+    instrumentation (:class:`relay.langgraph.instrument.GraphInstrumentation`) both ask
+    here."""
+    if isinstance(error, GraphInterrupt):  # interrupt(): the node pauses, it did not fail
+        return "paused"
+    if isinstance(error, GraphBubbleUp):  # ParentCommand: a handoff, not a failure
+        return "ok"
+    if isinstance(error, asyncio.CancelledError | KeyboardInterrupt):
+        return "cancelled"
+    return "error"
+
+
 def _task_id(config: RunnableConfig | None) -> str | None:
     if not config:
         return None
@@ -210,16 +229,13 @@ def traced_node(
             start_time = getattr(span, "start_time", None) or 0
             entry["duration_ms"] = to_ms(end_time - start_time)
 
-    def outcome_of(exc: BaseException, span: Span) -> str:
-        if isinstance(exc, GraphInterrupt):  # interrupt(): the node pauses, it did not fail
-            return "paused"
-        if isinstance(exc, GraphBubbleUp):  # a handoff to the parent graph
-            return "ok"
-        if isinstance(exc, asyncio.CancelledError):
-            return "cancelled"
-        span.record_exception(exc)
-        span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-        return "error"
+    def failed(exc: BaseException, span: Span) -> str:
+        """The node's outcome for ``exc``; an error is also recorded on its span."""
+        outcome = outcome_of(exc)
+        if outcome == "error":
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        return outcome
 
     if inspect.iscoroutinefunction(fn):
 
@@ -236,7 +252,7 @@ def traced_node(
                 ):
                     return await call(state, config)
             except BaseException as exc:
-                outcome = outcome_of(exc, span)
+                outcome = failed(exc, span)
                 raise
             finally:
                 end(span, entry, outcome)
@@ -256,7 +272,7 @@ def traced_node(
             ):
                 return call(state, config)
         except BaseException as exc:
-            outcome = outcome_of(exc, span)
+            outcome = failed(exc, span)
             raise
         finally:
             end(span, entry, outcome)

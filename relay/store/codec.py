@@ -248,7 +248,7 @@ def to_row(record: SpanRecord) -> tuple[Any, ...]:
 
 
 #: what a replay reads of a span (:func:`replay_record`): the mapping reads no kind, links
-#: or resource (as the live processor's :func:`relay.spans.live_record` does not); the
+#: or resource (as the live processor's :func:`relay.ingest.live.live_record` does not); the
 #: trace id is the one the query asks for (one string for all its rows). The status, its
 #: message and the span events come as one column (each column read costs as much as a
 #: small decode): the status alone for the usual span (:data:`PLAIN_STATUSES`, no

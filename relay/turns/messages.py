@@ -17,6 +17,7 @@ import asyncio
 import sqlite3
 import threading
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -48,23 +49,38 @@ class MessageStore(Protocol):
     def close(self) -> None: ...
 
 
-class ThreadedMessageAPI:
+class ThreadedMessageAPI(ABC):
     """The async API of a message store whose sync core (``_save``, ``_get``, ``_rate``)
-    runs in a worker thread: SQLite and PostgreSQL share it."""
+    runs in a worker thread: SQLite and PostgreSQL share it.
+
+    A store subclasses it and writes that sync core, the abstract methods below; the
+    async methods of :class:`MessageStore` that call them come from here. The store adds
+    ``close``."""
+
+    # -- the sync core a store writes (each call runs in a worker thread) ---------------
+
+    @abstractmethod
+    def _save(self, message: Message) -> None:
+        """Save ``message`` (a message of the same id is replaced)."""
+
+    @abstractmethod
+    def _get(self, message_id: str) -> Message | None:
+        """The message ``message_id``, or None."""
+
+    @abstractmethod
+    def _rate(self, message_id: str, rating: str, comment: str | None) -> bool:
+        """Rate the message ``message_id``; False when there is no such message."""
+
+    # -- the async API ------------------------------------------------------------------
 
     async def save(self, message: Message) -> None:
-        await asyncio.to_thread(self._save, message)  # type: ignore[attr-defined]
+        await asyncio.to_thread(self._save, message)
 
     async def get(self, message_id: str) -> Message | None:
-        return await asyncio.to_thread(self._get, message_id)  # type: ignore[attr-defined]
+        return await asyncio.to_thread(self._get, message_id)
 
     async def rate(self, message_id: str, rating: str, comment: str | None) -> bool:
-        return await asyncio.to_thread(
-            self._rate,  # type: ignore[attr-defined]
-            message_id,
-            rating,
-            comment,
-        )
+        return await asyncio.to_thread(self._rate, message_id, rating, comment)
 
 
 class SQLiteMessageStore(ThreadedMessageAPI):

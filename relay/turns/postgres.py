@@ -1,10 +1,10 @@
 """Turn records in PostgreSQL (``RELAY_STORE=postgresql://...``): the same async API as
-:class:`relay.turns.SQLiteTurnStore`, shared by every instance, so a turn's status, its
+:class:`relay.turns.records.SQLiteTurnStore`, shared by every instance, so a turn's status, its
 response, its last ``seq`` and its idempotency key (the turn id) hold across replicas: a
 turn started on A is ``GET /turns/{id}`` on B, resumable on B, and a second
 ``POST /chat`` with its turn id on B is refused as on A.
 
-The table has one column per :class:`~relay.turns.TurnRecord` field plus ``owner``, the
+The table has one column per :class:`~relay.turns.records.TurnRecord` field plus ``owner``, the
 instance (``RELAY_INSTANCE_ID``, default the host name) that last ran the turn. At
 start-up an instance marks as ``interrupted`` only the running turns *it* owned: a
 replica that starts never touches the turns its peers are running. Give each replica a
@@ -15,7 +15,7 @@ psycopg 3, synchronous, used through ``asyncio.to_thread`` (as the SQLite store 
 from a pool that checks each connection before use (relay/store/pool.py): a connection that
 died with the server is replaced, so the store works again as soon as PostgreSQL is back,
 and while it is away every call raises StoreUnavailable (503). The thread locks hold
-connections of their own, from a second pool (relay/pg_locks.py). Columns missing from
+connections of their own, from a second pool (relay/turns/locks.py). Columns missing from
 an older table (a field added to TurnRecord) are added at start-up, under an advisory
 lock so that instances starting together migrate once.
 """

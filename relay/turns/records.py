@@ -15,6 +15,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
@@ -253,13 +254,50 @@ class TurnStore(Protocol):
 TURN_THREADS = 4
 
 
-class ThreadedTurnAPI:
+class ThreadedTurnAPI(ABC):
     """The async API of a turn store whose sync core (``_create``, ``_get``, ``_update``,
     ``_list``, ``_mark_interrupted``) runs in a worker thread of the store's own executor
     (:data:`TURN_THREADS`, made on first use, shut down by :meth:`_close_executor`): the
-    event loop never waits on the database. SQLite and PostgreSQL share it."""
+    event loop never waits on the database. SQLite and PostgreSQL share it.
+
+    A store subclasses it and writes that sync core, the abstract methods below; the
+    async methods of :class:`TurnStore` that call them come from here. The store adds
+    ``lock_thread``, ``ping`` and ``close`` (which calls :meth:`_close_executor`)."""
 
     _executor: ThreadPoolExecutor | None = None
+
+    # -- the sync core a store writes (each call runs in a worker thread) ---------------
+
+    @abstractmethod
+    def _create(self, record: TurnRecord) -> None:
+        """Record a new turn; :class:`TurnExists` when its id's key is taken."""
+
+    @abstractmethod
+    def _get(self, turn_id: str) -> TurnRecord | None:
+        """The record of ``turn_id`` (any spelling), or None."""
+
+    @abstractmethod
+    def _update(self, turn_id: str, changes: dict[str, Any]) -> None:
+        """Set ``changes`` (field name -> value) on the record of ``turn_id``."""
+
+    @abstractmethod
+    def _list(
+        self,
+        thread_id: str | None,
+        limit: int,
+        before: float | None,
+        graph: str | None = None,
+        status: str | None = None,
+        user_id: str | None = None,
+    ) -> list[TurnRecord]:
+        """Up to ``limit`` records, newest first, filtered as :func:`list_filter` says."""
+
+    @abstractmethod
+    def _mark_interrupted(self) -> int:
+        """Make the turns left running by a dead process (with shared records, this
+        instance's) ``interrupted``; how many."""
+
+    # -- the async API ------------------------------------------------------------------
 
     def _in_thread(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         if self._executor is None:
@@ -274,13 +312,13 @@ class ThreadedTurnAPI:
             executor.shutdown(wait=False, cancel_futures=True)
 
     async def create(self, record: TurnRecord) -> None:
-        await self._in_thread(self._create, record)  # type: ignore[attr-defined]
+        await self._in_thread(self._create, record)
 
     async def get(self, turn_id: str) -> TurnRecord | None:
-        return await self._in_thread(self._get, turn_id)  # type: ignore[attr-defined]
+        return await self._in_thread(self._get, turn_id)
 
     async def update(self, turn_id: str, **changes: Any) -> None:
-        await self._in_thread(self._update, turn_id, changes)  # type: ignore[attr-defined]
+        await self._in_thread(self._update, turn_id, changes)
 
     async def list(
         self,
@@ -292,20 +330,12 @@ class ThreadedTurnAPI:
         status: str | None = None,
         user_id: str | None = None,
     ) -> list[TurnRecord]:
-        return await self._in_thread(
-            self._list,
-            thread_id,  # type: ignore[attr-defined]
-            limit,
-            before,
-            graph,
-            status,
-            user_id,
-        )
+        return await self._in_thread(self._list, thread_id, limit, before, graph, status, user_id)
 
     async def mark_interrupted(self) -> int:
         """At start-up: turns that were running when their process died (this instance's,
         with shared records) become ``interrupted``."""
-        return await self._in_thread(self._mark_interrupted)  # type: ignore[attr-defined]
+        return await self._in_thread(self._mark_interrupted)
 
 
 class SQLiteTurnStore(ThreadedTurnAPI):

@@ -6,12 +6,14 @@ a run whose last reader went away once the grace period has passed without a new
 
 A run's coroutine is the agent's: it opens the run's root span, runs the graph and
 returns the ChatResponse. The relay never sees the graph; it sees the spans, through the
-processor, and the response.
+processor, and the response. The manager never sees the processor either: it is handed
+a ``flush`` callable (the relay's wiring passes the processor's), which it calls when a
+run ends so that spans ended on other threads reach the bus before the run's end does.
 
 A run always ends (DESIGN.md §6): whatever its code does (raises, returns something
 other than a ChatResponse, hangs past the turn timeout, is cancelled, even before its
 first step) and whatever fails while its end is recorded, the turn gets exactly one
-terminal event, a final status in its record, and its thread back (relay/run_end.py).
+terminal event, a final status in its record, and its thread back (relay/turns/run_end.py).
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from relay.bus.base import Bus
-from relay.ingest.processor import RelaySpanProcessor
 from relay.logs import current_turn
 from relay.turns.records import RUNNING, TurnRecord, TurnStore
 from relay.turns.response import ChatResponse
@@ -105,7 +106,7 @@ class RunManager:
         self,
         bus: Bus,
         turns: TurnStore,
-        processor: RelaySpanProcessor,
+        flush: Callable[[], None],
         *,
         disconnect_grace_s: float,
         thread_policy: str = "reject",
@@ -116,7 +117,8 @@ class RunManager:
             raise ValueError(f"turn_timeout_s must be positive or None, not {turn_timeout_s}")
         self.bus = bus
         self.turns = turns
-        self.processor = processor
+        #: drains the span processor's queue onto the bus (spans ended on other threads)
+        self.flush = flush
         self.disconnect_grace_s = disconnect_grace_s
         self.thread_policy = thread_policy
         self.turn_timeout_s = turn_timeout_s
@@ -291,7 +293,7 @@ class RunManager:
                 extra={"run_kind": run.kind, "status": outcome.status(self._shutting_down)},
             )
             try:
-                self.processor.flush()  # spans that ended on other threads reach the bus now
+                self.flush()  # spans that ended on other threads reach the bus now
             except Exception:
                 log.exception("relay: could not flush the spans of turn %s", run.turn_id)
             try:

@@ -1,4 +1,4 @@
-"""relay.streaming.EventStream driven as a raw ASGI app with hand-written receive/send."""
+"""relay.delivery.streaming.EventStream driven as a raw ASGI app with hand-written receive/send."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ class World:
         self.runs = RunManager(
             self.bus,
             self.turns,
-            self.processor,
+            self.processor.flush,
             disconnect_grace_s=grace,
             thread_policy=policy,
             **manager,

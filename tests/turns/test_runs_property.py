@@ -142,7 +142,12 @@ async def scenario(case: Case, tmp: Path) -> None:
     processor = FlakyProcessor(bus.publish)
     processor.bind(asyncio.get_running_loop())
     runs = RunManager(
-        bus, turns, processor, disconnect_grace_s=60, turn_timeout_s=0.05, turn_timeout_margin_s=0.0
+        bus,
+        turns,
+        processor.flush,
+        disconnect_grace_s=60,
+        turn_timeout_s=0.05,
+        turn_timeout_margin_s=0.0,
     )
     if case.lock is not None:
 

@@ -1,4 +1,4 @@
-"""relay.turns.SQLiteTurnStore: the turn records that outlive the process."""
+"""relay.turns.records.SQLiteTurnStore: the turn records that outlive the process."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What LangGraph itself says about a run, to hold a relay's events against.
 
 - :func:`topology`: the compiled graph's nodes and edges from ``get_graph()``, in the
-  shape of ``agent.graph.topology()`` (what ``graph_topology`` carries).
+  shape of ``relay.langgraph.topology.topology()`` (what ``graph_topology`` carries).
 - :func:`updates` / :func:`resume`: one ``astream(stream_mode="updates",
   subgraphs=True)`` pass, as ``(namespace, node)`` pairs in stream order, namespaces
   without their task ids (``("review:1f2e…",)`` becomes ``("review",)``), and the
@@ -24,7 +24,8 @@ INTERRUPT = "__interrupt__"
 
 
 def topology(graph: Graph) -> dict[str, Any]:
-    """The compiled graph's nodes and edges, as ``agent.graph.topology()`` gives them."""
+    """The compiled graph's nodes and edges, as ``relay.langgraph.topology.topology()``
+    gives them."""
     drawable = graph.get_graph()
     return {
         "graph_id": graph.name,
