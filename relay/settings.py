@@ -202,7 +202,8 @@ class RelaySettings:
             raise ConfigError("RELAY_CLIENT_TOOL_MAX_ROUNDS must be >= 1 (client-tool pauses)")
         if not self.client_tool_timeout_s > 0:
             raise ConfigError("RELAY_CLIENT_TOOL_TIMEOUT_S must be > 0 (seconds to answer)")
-        limit, body = self.client_tool_max_result_bytes, self.max_body_bytes
+        limit = self.client_tool_max_result_bytes
+        body = self.max_body_bytes
         if not 0 < limit < body:
             raise ConfigError(
                 f"RELAY_CLIENT_TOOL_MAX_RESULT_BYTES ({limit}) must be > 0 and "

@@ -269,7 +269,8 @@ class ThreadedTurnAPI:
     def _close_executor(self) -> None:
         """No new calls; the running ones finish on their own (never waited for here: a
         call may be waiting on a database that is away)."""
-        executor, self._executor = self._executor, None
+        executor = self._executor
+        self._executor = None
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
 

@@ -105,7 +105,8 @@ def judge(events: list[Frame], *, min_spread_s: float = DEFAULT_MIN_SPREAD_S) ->
             max_hold = offset - best_offset
             held = best_frame
         if best_offset is None or offset < best_offset:
-            best_offset, best_frame = offset, e
+            best_offset = offset
+            best_frame = e
 
     bursts = 1
     for a, b in itertools.pairwise(events):
