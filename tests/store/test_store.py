@@ -411,11 +411,13 @@ def test_foreign_runs_are_indexed_by_whoever_mapped_them(make_store: Callable[..
     from relay.store import RunIndex
 
     store = make_store(max_turns=1)
-    chat, resume = turn_spans(7), turn_spans(7, run=1, kind="resume")
+    chat = turn_spans(7)
+    resume = turn_spans(7, run=1, kind="resume")
     for record in (*chat, *resume):  # as OpenInference writes them: no relay.* on roots
         for key in (c.TURN_ID, c.RUN_KIND, c.TURN_OUTCOME, c.TURN_MESSAGE):
             record.attributes.pop(key, None)
-    first, second = chat[0].trace_id, resume[0].trace_id
+    first = chat[0].trace_id
+    second = resume[0].trace_id
     store.write(chat)
     assert store.turn_spans(first)[0] == UNKNOWN  # nothing says it is a turn yet
     store.index_runs(
@@ -473,7 +475,8 @@ def test_streamed_read_gives_what_the_mapping_reads_in_start_order(
     from relay.mapping.feed import iter_replay_events
 
     store = make_store()
-    chat, resume = turn_spans(8, outcome="paused"), turn_spans(8, run=1, kind="resume")
+    chat = turn_spans(8, outcome="paused")
+    resume = turn_spans(8, run=1, kind="resume")
     store.write(resume + chat)
     state, stream = store.turn_span_stream("turn-8")
     assert state == STORED and stream is not None
@@ -514,7 +517,8 @@ def test_a_long_turn_streams_past_its_first_chunk(make_store: Callable[..., Any]
     spans = [root]
     for k in range(FIRST_CHUNK + CHUNK):  # nodes, each with a tool under it
         at = root.start_ns + (k + 1) * 10_000
-        node_id, tool_id = f"{2 * k + 16:016x}", f"{2 * k + 17:016x}"
+        node_id = f"{2 * k + 16:016x}"
+        tool_id = f"{2 * k + 17:016x}"
         spans.append(
             SpanRecord(
                 root.trace_id,

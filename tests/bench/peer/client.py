@@ -219,7 +219,8 @@ async def read(
                 break
             if now > timeout_s:
                 break
-        status, headers = response.status_code, dict(response.headers)
+        status = response.status_code
+        headers = dict(response.headers)
     return Reading(
         status, first_byte, first_token, time.perf_counter() - t0, nbytes, events, headers, cut
     )
