@@ -164,7 +164,8 @@ def _events_of(span: ReadableSpan) -> list[dict[str, Any]]:
 
 def _has_events(span: ReadableSpan) -> bool:
     """Whether a span has span events, without ``span.events``' locked copy of them (the
-    SDK's ``_events`` is a ``BoundedList``; the public view where it is not there)."""
+    SDK's ``_events`` is a ``BoundedList`` over a deque, ``_dq``; the public view where it
+    is not there)."""
     bounded = getattr(span, "_events", None)
     if bounded is not None:
         try:
