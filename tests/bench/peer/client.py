@@ -222,5 +222,12 @@ async def read(
         status = response.status_code
         headers = dict(response.headers)
     return Reading(
-        status, first_byte, first_token, time.perf_counter() - t0, nbytes, events, headers, cut
+        status=status,
+        first_byte_s=first_byte,
+        first_token_s=first_token,
+        total_s=time.perf_counter() - t0,
+        nbytes=nbytes,
+        events=events,
+        headers=headers,
+        cut=cut,
     )
