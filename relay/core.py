@@ -11,9 +11,10 @@ relay.mount(app, agent)        # /chat, /chat/resume, /agui, /graphs, /turns...,
 ```
 
 :meth:`lifespan` opens the LangGraph checkpointer (SQLite, or PostgreSQL) for the mounted
-agents, starts the relay (binds the processor, marks turns that died with the last
-process, starts the routes' :attr:`lifecycles`) and stops it. An app that serves no graph
-of ours includes :attr:`router`, calls :meth:`install`, feeds :attr:`span_processor`.
+agents, starts the relay (binds the processor to the running loop, marks turns that died
+with the last process, starts the work of the mounted routes, :attr:`lifecycles`) and
+stops it. An app that serves no graph of ours includes :attr:`router`, calls
+:meth:`install`, and feeds its own spans to :attr:`span_processor`.
 """
 
 from __future__ import annotations

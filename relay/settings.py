@@ -1,5 +1,11 @@
 """Configuration from RELAY_* environment variables (DESIGN.md §7).
 
+Each setting is declared once, as a field of :class:`RelaySettings`: its type, its
+default, the variable it is read from, how the variable is read, the bounds or choices
+validation holds it to and the line that describes it. :func:`from_env
+<RelaySettings.from_env>`, :meth:`RelaySettings.validate` and the README's configuration
+table (:func:`configuration_table`) all read that one table (:data:`SETTINGS`).
+
 Read once, validated as a whole: an inconsistent configuration refuses to start with a
 message that names the variable to change. A setting whose optional dependencies are not
 installed (``pip install span-relay`` brings the embedded default only) refuses to start
@@ -8,147 +14,543 @@ with a message that names the extra to install (:func:`require_extras`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: how a variable is read: ``parse(environ, name, default)`` -> the field's value
+Parse = Callable[[Mapping[str, str], str, Any], Any]
 
 
 class ConfigError(ValueError):
     """The configuration cannot work; the message says what to change."""
 
 
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    """A finite number; unset or empty: the default."""
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{name}={raw!r} must be a finite number")
+    return value
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    """A number (``1e3`` too), truncated to an integer; unset or empty: the default."""
+    return int(_float(env, name, default))
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    """1/true/yes/on or 0/false/no/off, in any case; unset or empty: the default."""
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}={raw!r}: use true or false")
+
+
+def _as_is(env: Mapping[str, str], name: str, default: str) -> str:
+    """The value as it is (empty stays empty, for validation to name); unset: the default."""
+    return env.get(name, default)
+
+
+def _text(env: Mapping[str, str], name: str, default: str | None) -> str | None:
+    """The value; unset or empty: the default."""
+    return env.get(name) or default
+
+
+def _word(env: Mapping[str, str], name: str, default: str) -> str:
+    """The value trimmed and in lower case; unset or empty: the default."""
+    return env.get(name, default).strip().lower() or default
+
+
+def _path(env: Mapping[str, str], name: str, default: Path) -> Path:
+    """A path; unset: the default."""
+    return Path(env.get(name, default))
+
+
+def _optional_path(env: Mapping[str, str], name: str, default: Path | None) -> Path | None:
+    """A path; unset or empty: the default."""
+    raw = env.get(name)
+    return Path(raw) if raw else default
+
+
+def _list(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    """Comma-separated items, trimmed, empty ones dropped; none: the default."""
+    items = tuple(item.strip() for item in env.get(name, "").split(",") if item.strip())
+    return items or default
+
+
+def _index(env: Mapping[str, str], name: str, default: int | None) -> int | None:
+    """A non-negative integer; anything else: the default."""
+    raw = env.get(name, "")
+    return int(raw) if raw.isdigit() else default
+
+
+def _auth(env: Mapping[str, str], name: str, default: str) -> str:
+    """RELAY_AUTH; unset or empty: ``token`` when RELAY_API_TOKEN is set, else the default."""
+    mode = env.get(name) or ("token" if env.get("RELAY_API_TOKEN") else default)
+    return mode.strip().lower()
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One RELAY_* variable and the field of :class:`RelaySettings` it fills: a row of the
+    configuration table (:data:`SETTINGS`)."""
+
+    field: str
+    default: Any
+    env: str
+    parse: Parse
+    #: what it does: the README's configuration table shows it
+    doc: str
+    #: the README's default column where the value alone does not say it (``None``: the
+    #: value, :meth:`shown_default`)
+    shown: str | None = None
+    #: validation: the value must be ``"> 0"``, ``">= 0"`` or ``">= 1"``
+    bound: str | None = None
+    #: what the bound's number counts, in the refusal's message
+    unit: str | None = None
+    #: validation: the value must be one of these
+    choices: tuple[str, ...] = ()
+
+    def read(self, env: Mapping[str, str]) -> Any:
+        return self.parse(env, self.env, self.default)
+
+    def check(self, value: Any) -> None:
+        """Refuse a value outside :attr:`bound` or :attr:`choices` (ConfigError)."""
+        if self.choices and value not in self.choices:
+            allowed = " or ".join(repr(choice) for choice in self.choices)
+            raise ConfigError(f"{self.env} must be {allowed}")
+        if self.bound is None:
+            return
+        if not _BOUNDS[self.bound](value):  # (a NaN is outside every bound)
+            unit = f" ({self.unit})" if self.unit else ""
+            raise ConfigError(f"{self.env} must be {self.bound}{unit}")
+
+    def shown_default(self) -> str:
+        """The default as the README's configuration table shows it."""
+        value = self.default
+        if self.shown is not None:
+            return self.shown
+        if value is None or value is False or value == ():
+            return "off"
+        if value is True:
+            return "`true`"
+        if isinstance(value, Path):
+            return f"`./{value}`"
+        if isinstance(value, str):
+            return f"`{value}`"
+        if self.env.endswith("_BYTES") and value >= MIB and value % MIB == 0:
+            return f"{value // MIB} MiB"
+        if self.env.endswith("_S") and value >= DAY_S and value % DAY_S == 0:
+            return f"{value // DAY_S:g} days"
+        return f"`{value:g}`"
+
+
+MIB = 1024 * 1024
+DAY_S = 24 * 3600.0
+_BOUNDS: dict[str, Callable[[Any], bool]] = {
+    "> 0": lambda value: value > 0,
+    ">= 0": lambda value: value >= 0,
+    ">= 1": lambda value: value >= 1,
+}
+
+
+def setting(
+    env: str,
+    default: T,
+    parse: Parse,
+    doc: str,
+    *,
+    shown: str | None = None,
+    bound: str | None = None,
+    unit: str | None = None,
+    choices: tuple[str, ...] = (),
+) -> T:
+    """A field of :class:`RelaySettings` read from ``env``: its default and, as the
+    field's metadata, the rest of its :class:`Setting`."""
+    row = {
+        "env": env,
+        "parse": parse,
+        "doc": doc,
+        "shown": shown,
+        "bound": bound,
+        "unit": unit,
+        "choices": choices,
+    }
+    return dataclasses.field(default=default, metadata=row)
+
+
 @dataclass(frozen=True, slots=True)
 class RelaySettings:
-    data_dir: Path = Path(".span-relay")
-    heartbeat_s: float = 15.0
-    disconnect_grace_s: float = 5.0
-    send_timeout_s: float = 30.0
-    retry_ms: int = 2000
-    bus: str = "memory"
-    store: str = "sqlite"
-    capture_content: bool = True
-    trace_url: str | None = None
-    thread_policy: str = "reject"
-    faults: bool = False
-    api_token: str | None = None
-    max_body_bytes: int = 64 * 1024
-    tool_timeout_s: float = 30.0
-    turn_timeout_s: float = 120.0
-    server_timeout_s: float = 300.0
-    shutdown_grace_s: float = 5.0
-    bus_retention_s: float = 3600.0
-    bus_max_turns: int = 1000
-    spa_dir: Path | None = None
-    cors_origins: tuple[str, ...] = ()
-    rate_limit: str | None = None
-    metrics: str = "off"
-    log_format: str = "text"
+    """The relay's settings, read once (:meth:`from_env`) and validated as a whole. Each
+    field is declared with :func:`setting`: its default, its RELAY_* variable, how that is
+    read and checked, and its line in the README (:data:`SETTINGS`)."""
+
+    data_dir: Path = setting(
+        "RELAY_DATA_DIR",
+        Path(".span-relay"),
+        _path,
+        "SQLite files: turns, spans, messages, checkpoints, the demo's refunds",
+    )
+    heartbeat_s: float = setting(
+        "RELAY_HEARTBEAT_S",
+        15.0,
+        _float,
+        "seconds between `: hb` comments on every stream",
+        bound="> 0",
+        unit="seconds between heartbeats",
+    )
+    disconnect_grace_s: float = setting(
+        "RELAY_DISCONNECT_GRACE_S",
+        5.0,
+        _float,
+        "wait before cancelling a running turn nobody reads",
+        bound=">= 0",
+    )
+    send_timeout_s: float = setting(
+        "RELAY_SEND_TIMEOUT_S",
+        30.0,
+        _float,
+        "a reader that accepts no bytes for this long is cut",
+        bound="> 0",
+        unit="seconds a reader may stall",
+    )
+    retry_ms: int = setting(
+        "RELAY_RETRY_MS", 2000, _int, "the SSE `retry:` sent first on every stream"
+    )
+    bus: str = setting(
+        "RELAY_BUS",
+        "memory",
+        _as_is,
+        "`redis://host:port/db`: turn logs in Redis Streams, any instance streams any turn",
+    )
+    store: str = setting(
+        "RELAY_STORE",
+        "sqlite",
+        _as_is,
+        "`postgresql://...`: spans, turn records, saved answers and checkpoints shared by replicas",
+    )
+    capture_content: bool = setting(
+        "RELAY_CAPTURE_CONTENT",
+        True,
+        _bool,
+        "`false` strips prompts and answers from OTLP export",
+    )
+    trace_url: str | None = setting(
+        "RELAY_TRACE_URL", None, _text, "trace viewer base URL for the SPA's links"
+    )
+    thread_policy: str = setting(
+        "RELAY_THREAD_POLICY",
+        "reject",
+        _as_is,
+        "a second `/chat` on a busy thread: `reject` (409) or `enqueue`",
+        choices=("reject", "enqueue"),
+    )
+    faults: bool = setting("RELAY_FAULTS", False, _bool, "the demo: `1` honours `X-Relay-Fault`")
+    api_token: str | None = setting(
+        "RELAY_API_TOKEN",
+        None,
+        _text,
+        "`RELAY_AUTH=token`: the bearer token required on every API route; with `jwt` or "
+        "`proxy`: the OTLP receivers' own credential (required when a receiver is on)",
+    )
+    max_body_bytes: int = setting(
+        "RELAY_MAX_BODY_BYTES", 64 * 1024, _int, "request body limit (413)"
+    )
+    tool_timeout_s: float = setting(
+        "RELAY_TOOL_TIMEOUT_S",
+        30.0,
+        _float,
+        "shorter than `RELAY_TURN_TIMEOUT_S` (an inverted chain of the three timeouts "
+        "refuses to start): an async tool of any `GraphAgent`'s graph (one LangChain runs "
+        "as a tool: a `ToolNode`, a prebuilt agent's tools) is stopped at it (`error` "
+        "event, code `tool_timeout`); a synchronous tool runs in a worker thread that "
+        "nothing can stop, so only the turn timeout ends its turn",
+    )
+    turn_timeout_s: float = setting(
+        "RELAY_TURN_TIMEOUT_S",
+        120.0,
+        _float,
+        "shorter than `RELAY_SERVER_TIMEOUT_S`: the library stops every `GraphAgent` run "
+        "at it (`error` event, code `turn_timeout`)",
+    )
+    server_timeout_s: float = setting(
+        "RELAY_SERVER_TIMEOUT_S",
+        300.0,
+        _float,
+        "a stream older than this ends with a `reconnect` frame",
+    )
+    shutdown_grace_s: float = setting(
+        "RELAY_SHUTDOWN_GRACE_S",
+        5.0,
+        _float,
+        "on SIGTERM, how long running turns may finish before they are recorded `interrupted`",
+    )
+    bus_retention_s: float = setting(
+        "RELAY_BUS_RETENTION_S",
+        3600.0,
+        _float,
+        "how long the bus keeps a finished turn's log",
+    )
+    bus_max_turns: int = setting(
+        "RELAY_BUS_MAX_TURNS", 1000, _int, "how many finished turn logs the bus keeps"
+    )
+    spa_dir: Path | None = setting(
+        "RELAY_SPA_DIR",
+        None,
+        _optional_path,
+        "where the SPA's files are",
+        shown="`spa/` beside the package",
+    )
+    cors_origins: tuple[str, ...] = setting(
+        "RELAY_CORS_ORIGINS",
+        (),
+        _list,
+        "comma-separated origins allowed to call the API from a browser",
+    )
+    rate_limit: str | None = setting(
+        "RELAY_RATE_LIMIT",
+        None,
+        _text,
+        "`N/S`: N run requests per S seconds per client (429 + `Retry-After`)",
+    )
+    metrics: str = setting(
+        "RELAY_METRICS",
+        "off",
+        _word,
+        "`prometheus`: OpenTelemetry metrics served at `GET /metrics`",
+        choices=("off", "prometheus"),
+    )
+    log_format: str = setting(
+        "RELAY_LOG_FORMAT",
+        "text",
+        _word,
+        "`json`: one JSON object per line with `trace_id` and `turn_id`",
+        choices=("text", "json"),
+    )
     # span store (relay/store): retention by age and count; POST /imports size limit
-    store_retention_s: float = 7 * 24 * 3600.0
-    store_max_turns: int = 10_000
-    import_max_bytes: int = 32 * 1024 * 1024
+    store_retention_s: float = setting(
+        "RELAY_STORE_RETENTION_S",
+        7 * DAY_S,
+        _float,
+        "how long the span store keeps a turn's spans (an expired turn answers 410)",
+    )
+    store_max_turns: int = setting(
+        "RELAY_STORE_MAX_TURNS",
+        10_000,
+        _int,
+        "how many turns the span store keeps the spans of",
+        bound=">= 1",
+        unit="turns whose spans are kept",
+    )
+    import_max_bytes: int = setting(
+        "RELAY_IMPORT_MAX_BYTES",
+        32 * MIB,
+        _int,
+        "trace file limit for `POST /imports`",
+        bound=">= 1",
+        unit="largest trace file POST /imports accepts",
+    )
     # -- OTLP receiver, Redis bus, replicas -------------------------------------------
-    otlp_http: bool = False
-    otlp_grpc: str | None = None
-    otlp_max_bytes: int = 8 * 1024 * 1024
-    otlp_pending_spans: int = 10_000
-    otlp_pending_s: float = 600.0
-    otlp_dedup_spans: int = 200_000
-    otlp_store_backlog: int = 50_000
-    otlp_settle_ms: float = 250.0
-    bus_max_events_per_turn: int = 10_000
-    instance_id: str | None = None
+    otlp_http: bool = setting(
+        "RELAY_OTLP_HTTP",
+        False,
+        _bool,
+        "OTLP/HTTP receiver `POST /v1/traces` (protobuf or JSON, gzip)",
+        shown="off (on with `serve --relay-only`)",
+    )
+    otlp_grpc: str | None = setting(
+        "RELAY_OTLP_GRPC",
+        None,
+        _text,
+        "`host:port` of the OTLP/gRPC receiver (e.g. `127.0.0.1:4317`)",
+    )
+    otlp_max_bytes: int = setting(
+        "RELAY_OTLP_MAX_BYTES",
+        8 * MIB,
+        _int,
+        "receiver limit: the body size (413)",
+        bound=">= 1",
+    )
+    otlp_pending_spans: int = setting(
+        "RELAY_OTLP_PENDING_SPANS",
+        10_000,
+        _int,
+        "receiver limit: the spans waiting for their run's root",
+        bound=">= 1",
+    )
+    otlp_pending_s: float = setting(
+        "RELAY_OTLP_PENDING_S",
+        600.0,
+        _float,
+        "receiver limit: how long received spans wait for their run's root",
+        bound="> 0",
+        unit="seconds received spans wait for their run's root",
+    )
+    otlp_dedup_spans: int = setting(
+        "RELAY_OTLP_DEDUP_SPANS",
+        200_000,
+        _int,
+        "receiver limit: the de-duplication memory (span ids)",
+        bound=">= 1",
+    )
+    otlp_store_backlog: int = setting(
+        "RELAY_OTLP_STORE_BACKLOG",
+        50_000,
+        _int,
+        "receiver limit: the store queue (429)",
+        bound=">= 1",
+    )
+    otlp_settle_ms: float = setting(
+        "RELAY_OTLP_SETTLE_MS",
+        250.0,
+        _float,
+        "how long received spans of a trace (and a run's root, from its arrival) wait for "
+        "the spans racing them; 0: none (spans after their run's root are then late: "
+        '`relay.otlp.spans{outcome="late"}`)',
+    )
+    bus_max_events_per_turn: int = setting(
+        "RELAY_BUS_MAX_EVENTS",
+        10_000,
+        _int,
+        "events kept per turn, in memory and in Redis (`MAXLEN ~`)",
+        bound=">= 1",
+    )
+    instance_id: str | None = setting(
+        "RELAY_INSTANCE_ID",
+        None,
+        _text,
+        "a replica's stable, unique name (it marks only its own dead turns "
+        "`interrupted`); with `--workers N`, worker *i* is `{id}-w{i}`",
+        shown="host name",
+    )
     #: ``serve --workers N``: worker processes on one port; ``worker``: this one's index
     #: (set by ``serve`` in each worker it starts)
-    workers: int = 1
-    worker: int | None = None
+    workers: int = setting(
+        "RELAY_WORKERS",
+        1,
+        _int,
+        "worker processes of `span-relay serve` on its one port, as `--workers N`; more "
+        "than 1 needs `RELAY_BUS=redis://` and `RELAY_STORE=postgresql://`",
+        bound=">= 1",
+        unit="worker processes of serve",
+    )
+    worker: int | None = setting(
+        "RELAY_WORKER",
+        None,
+        _index,
+        "set by `serve --workers N` in each worker it starts: its index (`/healthz` says "
+        "it); not for you to set",
+    )
     # -- who is asking (relay/auth): RELAY_AUTH none | token | jwt | proxy ---------------
-    auth: str = "none"
-    jwt_jwks: str | None = None
-    jwt_issuer: str | None = None
-    jwt_audience: str | None = None
-    jwt_leeway_s: float = 30.0
-    proxy_user_header: str = "X-Forwarded-User"
-    proxy_secret: str | None = None
+    auth: str = setting(
+        "RELAY_AUTH",
+        "none",
+        _auth,
+        "who may call the API (see [Security](#security-users-and-their-turns)): `none`, "
+        "`token` (the shared token), `jwt` (each user's bearer JWT), `proxy` (a fronting "
+        "proxy's user header)",
+        shown="`token` when `RELAY_API_TOKEN` is set, else `none`",
+    )
+    jwt_jwks: str | None = setting(
+        "RELAY_JWT_JWKS",
+        None,
+        _text,
+        "the key set tokens are verified against (a file path, or an `https://` URL, "
+        "re-read for an unknown key id at most once a minute and hourly); RS256 and ES256 "
+        "only (`pip install 'span-relay[auth]'`)",
+        shown="required with `jwt`",
+    )
+    jwt_issuer: str | None = setting(
+        "RELAY_JWT_ISSUER",
+        None,
+        _text,
+        "the `iss` a token must carry",
+        shown="required with `jwt`",
+    )
+    jwt_audience: str | None = setting(
+        "RELAY_JWT_AUDIENCE",
+        None,
+        _text,
+        "an `aud` a token must hold",
+        shown="required with `jwt`",
+    )
+    jwt_leeway_s: float = setting(
+        "RELAY_JWT_LEEWAY_S", 30.0, _float, "clock skew allowed on `exp` and `nbf`"
+    )
+    proxy_user_header: str = setting(
+        "RELAY_PROXY_USER_HEADER",
+        "X-Forwarded-User",
+        _text,
+        "the header the proxy names the user in",
+    )
+    proxy_secret: str | None = setting(
+        "RELAY_PROXY_SECRET",
+        None,
+        _text,
+        "the secret (16+ characters) the proxy sends in `X-Relay-Proxy-Secret`: without "
+        "it the user header is not trusted",
+        shown="required with `proxy`",
+    )
     # client-executed tools (relay/langgraph/client_tools.py)
-    client_tool_max_rounds: int = 8
-    client_tool_max_result_bytes: int = 16 * 1024
-    client_tool_timeout_s: float = 300.0
+    client_tool_max_rounds: int = setting(
+        "RELAY_CLIENT_TOOL_MAX_ROUNDS",
+        8,
+        _int,
+        "times one turn may pause for the client to run tools, over all its runs "
+        "(approvals in between included); one more ends the turn (`error` "
+        "`client_tool_rounds`)",
+        bound=">= 1",
+        unit="client-tool pauses",
+    )
+    client_tool_max_result_bytes: int = setting(
+        "RELAY_CLIENT_TOOL_MAX_RESULT_BYTES",
+        16 * 1024,
+        _int,
+        "largest client-tool result (its JSON) a resume may carry (`413 "
+        "client_tool_result_too_large`); below `RELAY_MAX_BODY_BYTES`",
+    )
+    client_tool_timeout_s: float = setting(
+        "RELAY_CLIENT_TOOL_TIMEOUT_S",
+        300.0,
+        _float,
+        "how long a turn waits for the client's tool result; then it ends (`error` "
+        "`client_tool_timeout`; a later resume is `409`)",
+        bound="> 0",
+        unit="seconds to answer",
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RelaySettings:
         env = os.environ if environ is None else environ
-        settings = cls(
-            data_dir=Path(env.get("RELAY_DATA_DIR", ".span-relay")),
-            heartbeat_s=_float(env, "RELAY_HEARTBEAT_S", 15.0),
-            disconnect_grace_s=_float(env, "RELAY_DISCONNECT_GRACE_S", 5.0),
-            send_timeout_s=_float(env, "RELAY_SEND_TIMEOUT_S", 30.0),
-            retry_ms=int(_float(env, "RELAY_RETRY_MS", 2000)),
-            bus=env.get("RELAY_BUS", "memory"),
-            store=env.get("RELAY_STORE", "sqlite"),
-            capture_content=_bool(env, "RELAY_CAPTURE_CONTENT", True),
-            trace_url=env.get("RELAY_TRACE_URL") or None,
-            thread_policy=env.get("RELAY_THREAD_POLICY", "reject"),
-            faults=_bool(env, "RELAY_FAULTS", False),
-            api_token=env.get("RELAY_API_TOKEN") or None,
-            max_body_bytes=int(_float(env, "RELAY_MAX_BODY_BYTES", 64 * 1024)),
-            tool_timeout_s=_float(env, "RELAY_TOOL_TIMEOUT_S", 30.0),
-            turn_timeout_s=_float(env, "RELAY_TURN_TIMEOUT_S", 120.0),
-            server_timeout_s=_float(env, "RELAY_SERVER_TIMEOUT_S", 300.0),
-            shutdown_grace_s=_float(env, "RELAY_SHUTDOWN_GRACE_S", 5.0),
-            bus_retention_s=_float(env, "RELAY_BUS_RETENTION_S", 3600.0),
-            bus_max_turns=int(_float(env, "RELAY_BUS_MAX_TURNS", 1000)),
-            spa_dir=Path(env["RELAY_SPA_DIR"]) if env.get("RELAY_SPA_DIR") else None,
-            cors_origins=tuple(
-                o.strip() for o in env.get("RELAY_CORS_ORIGINS", "").split(",") if o.strip()
-            ),
-            rate_limit=env.get("RELAY_RATE_LIMIT") or None,
-            metrics=env.get("RELAY_METRICS", "off").strip().lower() or "off",
-            log_format=env.get("RELAY_LOG_FORMAT", "text").strip().lower() or "text",
-            store_retention_s=_float(env, "RELAY_STORE_RETENTION_S", 7 * 24 * 3600.0),
-            store_max_turns=int(_float(env, "RELAY_STORE_MAX_TURNS", 10_000)),
-            import_max_bytes=int(_float(env, "RELAY_IMPORT_MAX_BYTES", 32 * 1024 * 1024)),
-            otlp_http=_bool(env, "RELAY_OTLP_HTTP", False),
-            otlp_grpc=env.get("RELAY_OTLP_GRPC") or None,
-            otlp_max_bytes=int(_float(env, "RELAY_OTLP_MAX_BYTES", 8 * 1024 * 1024)),
-            otlp_pending_spans=int(_float(env, "RELAY_OTLP_PENDING_SPANS", 10_000)),
-            otlp_pending_s=_float(env, "RELAY_OTLP_PENDING_S", 600.0),
-            otlp_dedup_spans=int(_float(env, "RELAY_OTLP_DEDUP_SPANS", 200_000)),
-            otlp_store_backlog=int(_float(env, "RELAY_OTLP_STORE_BACKLOG", 50_000)),
-            otlp_settle_ms=_float(env, "RELAY_OTLP_SETTLE_MS", 250.0),
-            bus_max_events_per_turn=int(_float(env, "RELAY_BUS_MAX_EVENTS", 10_000)),
-            instance_id=env.get("RELAY_INSTANCE_ID") or None,
-            workers=int(_float(env, "RELAY_WORKERS", 1)),
-            worker=int(env["RELAY_WORKER"]) if env.get("RELAY_WORKER", "").isdigit() else None,
-            auth=(env.get("RELAY_AUTH") or ("token" if env.get("RELAY_API_TOKEN") else "none"))
-            .strip()
-            .lower(),
-            jwt_jwks=env.get("RELAY_JWT_JWKS") or None,
-            jwt_issuer=env.get("RELAY_JWT_ISSUER") or None,
-            jwt_audience=env.get("RELAY_JWT_AUDIENCE") or None,
-            jwt_leeway_s=_float(env, "RELAY_JWT_LEEWAY_S", 30.0),
-            proxy_user_header=env.get("RELAY_PROXY_USER_HEADER") or "X-Forwarded-User",
-            proxy_secret=env.get("RELAY_PROXY_SECRET") or None,
-            client_tool_max_rounds=int(_float(env, "RELAY_CLIENT_TOOL_MAX_ROUNDS", 8)),
-            client_tool_max_result_bytes=int(
-                _float(env, "RELAY_CLIENT_TOOL_MAX_RESULT_BYTES", 16 * 1024)
-            ),
-            client_tool_timeout_s=_float(env, "RELAY_CLIENT_TOOL_TIMEOUT_S", 300.0),
-        )
+        settings = cls(**{row.field: row.read(env) for row in SETTINGS})
         settings.validate()
         require_extras(settings, env)
         return settings
 
     def validate(self) -> None:
-        if self.heartbeat_s <= 0:
-            raise ConfigError("RELAY_HEARTBEAT_S must be > 0 (seconds between heartbeats)")
-        if self.send_timeout_s <= 0:
-            raise ConfigError("RELAY_SEND_TIMEOUT_S must be > 0 (seconds a reader may stall)")
-        if self.disconnect_grace_s < 0:
-            raise ConfigError("RELAY_DISCONNECT_GRACE_S must be >= 0")
+        """Refuse (ConfigError) a value outside its setting's bound or choices
+        (:meth:`Setting.check`) and a combination of values that cannot work."""
+        for row in SETTINGS:
+            row.check(getattr(self, row.field))
         if self.bus != "memory" and not self.bus.startswith(("redis://", "rediss://")):
             raise ConfigError(f"RELAY_BUS={self.bus!r}: use 'memory' or a redis:// URL")
         self._validate_scale_out()
@@ -158,12 +560,6 @@ class RelaySettings:
         if not 0 < self.store_retention_s < float("inf"):  # also refuses nan
             raise ConfigError(
                 "RELAY_STORE_RETENTION_S must be a number > 0 (seconds a turn's spans are kept)"
-            )
-        if self.store_max_turns < 1:
-            raise ConfigError("RELAY_STORE_MAX_TURNS must be >= 1 (turns whose spans are kept)")
-        if self.import_max_bytes < 1:
-            raise ConfigError(
-                "RELAY_IMPORT_MAX_BYTES must be >= 1 (largest trace file POST /imports accepts)"
             )
         if self.rate_limit is not None:
             count, sep, window = self.rate_limit.partition("/")
@@ -177,13 +573,7 @@ class RelaySettings:
                 "RELAY_CORS_ORIGINS=* with RELAY_API_TOKEN would let any site "
                 "use the token; list the allowed origins instead"
             )
-        if self.metrics not in ("off", "prometheus"):
-            raise ConfigError("RELAY_METRICS must be 'off' or 'prometheus'")
-        if self.log_format not in ("text", "json"):
-            raise ConfigError("RELAY_LOG_FORMAT must be 'text' or 'json'")
         self._validate_client_tools()
-        if self.thread_policy not in ("reject", "enqueue"):
-            raise ConfigError("RELAY_THREAD_POLICY must be 'reject' or 'enqueue'")
         if not self.tool_timeout_s < self.turn_timeout_s:
             raise ConfigError(
                 f"RELAY_TOOL_TIMEOUT_S ({self.tool_timeout_s:g}) must be shorter than "
@@ -198,11 +588,8 @@ class RelaySettings:
             )
 
     def _validate_client_tools(self) -> None:
-        if self.client_tool_max_rounds < 1:
-            raise ConfigError("RELAY_CLIENT_TOOL_MAX_ROUNDS must be >= 1 (client-tool pauses)")
-        if not self.client_tool_timeout_s > 0:
-            raise ConfigError("RELAY_CLIENT_TOOL_TIMEOUT_S must be > 0 (seconds to answer)")
-        limit, body = self.client_tool_max_result_bytes, self.max_body_bytes
+        limit = self.client_tool_max_result_bytes
+        body = self.max_body_bytes
         if not 0 < limit < body:
             raise ConfigError(
                 f"RELAY_CLIENT_TOOL_MAX_RESULT_BYTES ({limit}) must be > 0 and "
@@ -210,7 +597,7 @@ class RelaySettings:
             )
 
     def _validate_scale_out(self) -> None:
-        """The OTLP receiver, the Redis bus and the replica settings."""
+        """The OTLP receiver's address and its settle window."""
         if self.otlp_grpc is not None:
             host, sep, port = self.otlp_grpc.rpartition(":")
             if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
@@ -218,22 +605,6 @@ class RelaySettings:
                     f"RELAY_OTLP_GRPC={self.otlp_grpc!r}: use host:port, e.g. "
                     "127.0.0.1:4317 (0.0.0.0:4317 to accept other hosts)"
                 )
-        for name, value in (
-            ("RELAY_OTLP_MAX_BYTES", self.otlp_max_bytes),
-            ("RELAY_OTLP_PENDING_SPANS", self.otlp_pending_spans),
-            ("RELAY_OTLP_DEDUP_SPANS", self.otlp_dedup_spans),
-            ("RELAY_OTLP_STORE_BACKLOG", self.otlp_store_backlog),
-            ("RELAY_BUS_MAX_EVENTS", self.bus_max_events_per_turn),
-        ):
-            if value < 1:
-                raise ConfigError(f"{name} must be >= 1")
-        if self.workers < 1:
-            raise ConfigError("RELAY_WORKERS must be >= 1 (worker processes of serve)")
-        if not self.otlp_pending_s > 0:
-            raise ConfigError(
-                "RELAY_OTLP_PENDING_S must be > 0 (seconds received spans wait "
-                "for their run's root)"
-            )
         if not 0 <= self.otlp_settle_ms <= 60_000:
             raise ConfigError(
                 "RELAY_OTLP_SETTLE_MS must be between 0 and 60000 (how long "
@@ -317,6 +688,20 @@ class RelaySettings:
             if candidate is not None and (candidate / "index.html").is_file():
                 return candidate
         return None
+
+
+#: the configuration table: one row per field of :class:`RelaySettings`, in their order
+SETTINGS: tuple[Setting, ...] = tuple(
+    Setting(field=f.name, default=f.default, **f.metadata)
+    for f in dataclasses.fields(RelaySettings)
+)
+
+
+def configuration_table() -> str:
+    """The README's table of the RELAY_* settings (its "Configuration"), a row a setting."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    rows += [f"| `{row.env}` | {row.shown_default()} | {row.doc} |" for row in SETTINGS]
+    return "\n".join(rows) + "\n"
 
 
 #: the distribution that brings each module an extra needs (for the messages)
@@ -449,28 +834,3 @@ def _is_number(raw: str) -> bool:
         return float(raw) > 0
     except ValueError:
         return False
-
-
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a number") from None
-    if not math.isfinite(value):
-        raise ConfigError(f"{name}={raw!r} must be a finite number")
-    return value
-
-
-def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    value = raw.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"{name}={raw!r}: use true or false")

@@ -56,7 +56,8 @@ def make_human_approval(deps: NodeDeps):
         approved = bool(answer.get("approved")) if isinstance(answer, dict) else False
         comment = str(answer.get("comment") or "") if isinstance(answer, dict) else ""
         args = proposed.get("args", {})
-        order_id, amount = str(args.get("order_id")), float(args.get("amount", 0))
+        order_id = str(args.get("order_id"))
+        amount = float(args.get("amount", 0))
         if not approved:
             reason = f" Reviewer's note: {comment}" if comment else ""
             return {

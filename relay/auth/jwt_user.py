@@ -43,7 +43,9 @@ class JwtUser:
 
     def __init__(self, jwks: str, issuer: str, audience: str, leeway_s: float) -> None:
         self.keys = JwksKeys(jwks)
-        self.issuer, self.audience, self.leeway_s = issuer, audience, leeway_s
+        self.issuer = issuer
+        self.audience = audience
+        self.leeway_s = leeway_s
 
     async def authenticate(self, headers: Mapping[str, str]) -> User:
         token = bearer(headers)
@@ -53,7 +55,8 @@ class JwtUser:
             header = jwt.get_unverified_header(token)
         except jwt.InvalidTokenError:
             raise _invalid("it is not a JWT") from None
-        algorithm, kid = header.get("alg"), header.get("kid")
+        algorithm = header.get("alg")
+        kid = header.get("kid")
         if algorithm not in ALGORITHMS:
             raise _invalid(f"its algorithm is not one of {', '.join(ALGORITHMS)}")
         if kid is not None and not isinstance(kid, str):

@@ -57,7 +57,8 @@ class _TurnLog:
                     waiter.set_result(True)
             self.waiters.clear()
         if self.watchers:
-            watchers, self.watchers = self.watchers, {}
+            watchers = self.watchers
+            self.watchers = {}
             for wake in watchers.values():
                 wake()
 

@@ -144,7 +144,8 @@ class TieredReader:
         if self._remote is None:
             local = self._local
             assert local is not None
-            logs, turn_id = self._local_logs, self.turn_id
+            logs = self._local_logs
+            turn_id = self.turn_id
             held = logs.has_turn(turn_id)
             if held and logs.last_seq(turn_id) > local.cursor:
                 return True

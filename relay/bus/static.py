@@ -109,7 +109,8 @@ class DerivedReader:
         return source.done and source.failure is None and self._next >= len(source.events)
 
     def _due_at(self, k: int) -> float:
-        events, due = self._source.events, self._due
+        events = self._source.events
+        due = self._due
         while len(due) <= k:
             n = len(due)
             due.append(

@@ -137,7 +137,8 @@ class Supervisor:
         stop_timeout_s: float,
     ) -> None:
         self.n = n
-        self.host, self.port = host, port
+        self.host = host
+        self.port = port
         self.worker_args = worker_args  # ``serve`` arguments, without the socket
         self.env = dict(env)
         self.stop_timeout_s = stop_timeout_s

@@ -163,7 +163,9 @@ class AGUIEncoder:
 
     def translate(self, event: Event) -> list[dict[str, Any]]:
         """The AG-UI events (dicts, camelCase, no nulls) for one of ours."""
-        t, f, ts = event.type, event.fields, event.ts
+        t = event.type
+        f = event.fields
+        ts = event.ts
         if self.thread_id is None:
             self.thread_id = event.thread_id
         if t == MESSAGE_SAVED and self._run is None:
@@ -358,7 +360,8 @@ class AGUIEncoder:
                 self._client_calls.add(str(value.get("call_id")))
 
     def _release(self) -> list[dict[str, Any]]:
-        held, self._held = self._held, None
+        held = self._held
+        self._held = None
         return [held] if held is not None else []
 
     def _write(self, events: list[dict[str, Any]]) -> bytes:
@@ -378,7 +381,8 @@ def interrupt(item: Mapping[str, Any]) -> dict[str, Any]:
             out["responseSchema"] = CLIENT_TOOL_SCHEMA
         if value.get("type") == "approval":
             out["responseSchema"] = APPROVAL_SCHEMA
-            tool, args = value.get("tool"), value.get("args")
+            tool = value.get("tool")
+            args = value.get("args")
             if tool:
                 shown = (
                     ", ".join(f"{k}={v}" for k, v in args.items())

@@ -175,7 +175,8 @@ class Run:
         out: list[dict[str, Any]] = []
         message = self.messages.get(message_id)
         if message is None:
-            node, span = f.get("node"), f.get("span_id")
+            node = f.get("node")
+            span = f.get("span_id")
             message = self.messages[message_id] = Message(
                 message_id, str(node) if node else None, str(span) if span else None
             )

@@ -32,7 +32,8 @@ def paced(
 ) -> Iterator[tuple[Event, float]]:
     """Each event with the seconds after the stream starts at which it is due (the gaps of
     :func:`relay.bus.static.gap_s` added up)."""
-    at, previous = 0.0, None
+    at = 0.0
+    previous = None
     for event in events:
         if previous is not None:
             at += gap_s(previous, event.ts, speed, max_gap_s)

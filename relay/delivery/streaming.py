@@ -218,7 +218,9 @@ class EventStream(Response):
         preamble = self.encoder.preamble()
         if preamble:
             await self._send(send, preamble)
-        reader, encode, stop_at = self.reader, self.encoder.event, self.stop_at
+        reader = self.reader
+        encode = self.encoder.event
+        stop_at = self.stop_at
         # not isinstance(reader, PushReader): a runtime protocol check walks the MRO
         push = cast(PushReader, reader) if hasattr(reader, "watch") else None
         loop = asyncio.get_running_loop()

@@ -244,7 +244,8 @@ def agui_router(
             )
         body = await read_json_object(request, settings.max_body_bytes)
         run_input = _run_input(body)
-        thread_id, run_id = run_input.thread_id, run_input.run_id
+        thread_id = run_input.thread_id
+        run_id = run_input.run_id
         if not ID.match(thread_id):
             raise ApiError(
                 422,

@@ -64,7 +64,8 @@ def turn_id_field(body: Mapping[str, Any]) -> str | None:
 def message_or_input(body: Mapping[str, Any]) -> tuple[str, Any]:
     """``(message, graph input or None)``: a body has a non-empty ``message`` or the
     graph's own ``input`` object, not both."""
-    message, graph_input = body.get("message"), body.get("input")
+    message = body.get("message")
+    graph_input = body.get("input")
     if "input" in body and "message" in body:
         raise ApiError(422, "invalid_message", "Send 'message' or 'input', not both.")
     if "input" in body:

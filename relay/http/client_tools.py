@@ -55,7 +55,9 @@ log = logging.getLogger("relay.client_tools")
 
 class ClientTools:
     def __init__(self, relay: RelayParts, agent: GraphAgent, starting: StartLocks) -> None:
-        self.relay, self.agent, self.starting = relay, agent, starting
+        self.relay = relay
+        self.agent = agent
+        self.starting = starting
         self.settings = relay.settings
         self._timers: set[asyncio.TimerHandle] = set()
         self._ending: set[asyncio.Task[None]] = set()

@@ -36,7 +36,9 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 _PROTOBUF_TYPES = {"application/x-protobuf", "application/protobuf", "application/octet-stream"}
 #: gRPC status codes used in the google.rpc.Status bodies
-INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNAVAILABLE = 3, 8, 14
+INVALID_ARGUMENT = 3
+RESOURCE_EXHAUSTED = 8
+UNAVAILABLE = 14
 RETRY_AFTER_S = "2"
 
 

@@ -324,7 +324,8 @@ def build_router(relay: RelayParts) -> APIRouter:
         the user whose turn it answered."""
         user = user_of(request)
         body = await read_json_object(request, relay.settings.max_body_bytes)
-        rating, comment = body.get("rating"), body.get("comment")
+        rating = body.get("rating")
+        comment = body.get("comment")
         if rating not in RATINGS:
             raise ApiError(422, "invalid_rating", '\'rating\' must be "up" or "down".')
         if comment is not None and (not isinstance(comment, str) or len(comment) > 2000):

@@ -19,7 +19,8 @@ class Seen:
     def add(self, key: str) -> None:
         self.new.add(key)
         if len(self.new) >= self.half:
-            self.old, self.new = self.new, set()
+            self.old = self.new
+            self.new = set()
 
     def __len__(self) -> int:
         return len(self.new) + len(self.old)

@@ -92,10 +92,12 @@ class GrpcReceiver:
         if not port:
             raise RuntimeError(f"RELAY_OTLP_GRPC={self.address}: cannot listen there")
         await server.start()
-        self._server, self.port = server, port
+        self._server = server
+        self.port = port
         log.info("relay: OTLP/gRPC receiver on %s", self.address)
 
     async def stop(self, grace_s: float = 2.0) -> None:
-        server, self._server = self._server, None
+        server = self._server
+        self._server = None
         if server is not None:
             await server.stop(grace_s)

@@ -83,7 +83,9 @@ def live_record(span: ReadableSpan, ended: bool, ids: HexIds | None = None) -> S
     inner = getattr(sdk._attributes, "_dict", None)
     if type(inner) is not dict:
         return _public_record(span, ended, ids)
-    ctx, parent, spans = sdk._context, sdk._parent, ids.spans
+    ctx = sdk._context
+    parent = sdk._parent
+    spans = ids.spans
     span_int = ctx[1]
     if ended:  # its own end: its entry is no longer needed
         span_id = spans.pop(span_int, None) or span_int.to_bytes(8, "big").hex()
@@ -115,7 +117,8 @@ def live_record(span: ReadableSpan, ended: bool, ids: HexIds | None = None) -> S
 
 def _public_record(span: ReadableSpan, ended: bool, ids: HexIds | None) -> SpanRecord:
     """:func:`live_record` through the span's public readers."""
-    ctx, parent = span.context, span.parent
+    ctx = span.context
+    parent = span.parent
     if ids is None:
         trace_id = ctx.trace_id.to_bytes(16, "big").hex()
         span_id = ctx.span_id.to_bytes(8, "big").hex()
@@ -161,7 +164,8 @@ def _events_of(span: ReadableSpan) -> list[dict[str, Any]]:
 
 def _has_events(span: ReadableSpan) -> bool:
     """Whether a span has span events, without ``span.events``' locked copy of them (the
-    SDK's ``_events`` is a ``BoundedList``; the public view where it is not there)."""
+    SDK's ``_events`` is a ``BoundedList`` over a deque, ``_dq``; the public view where it
+    is not there)."""
     bounded = getattr(span, "_events", None)
     if bounded is not None:
         try:

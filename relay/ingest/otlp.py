@@ -104,7 +104,8 @@ def _pb_span(span: Any, resource: dict[str, Any]) -> SpanRecord:
     parent = span.parent_span_id.hex() if span.parent_span_id and any(span.parent_span_id) else None
     start = span.start_time_unix_nano
     end = span.end_time_unix_nano or start
-    events, links = span.events, span.links
+    events = span.events
+    links = span.links
     return SpanRecord(
         trace_id=span.trace_id.hex(),
         span_id=span.span_id.hex(),

@@ -47,7 +47,8 @@ class StoreWriter:
 
     async def stop(self, timeout: float) -> None:
         """Write what is queued (within ``timeout``), then stop."""
-        task, self._task = self._task, None
+        task = self._task
+        self._task = None
         if task is None:
             return
         deadline = time.monotonic() + timeout

@@ -289,7 +289,9 @@ def _jaeger_tags(tags: Any, where: str) -> dict[str, Any]:
     for tag in tags:
         if not isinstance(tag, dict) or not isinstance(tag.get("key"), str):
             raise TraceFileError("invalid_span", f"{where}: a tag has no key.")
-        key, kind, value = tag["key"], str(tag.get("type", "string")).lower(), tag.get("value")
+        key = tag["key"]
+        kind = str(tag.get("type", "string")).lower()
+        value = tag.get("value")
         if kind == "bool":
             out[key] = value if isinstance(value, bool) else str(value).lower() == "true"
         elif kind == "int64":

@@ -133,8 +133,11 @@ class GraphAgent:
         self.title = title or self.name.replace("_", " ").replace("-", " ").capitalize()
         self.description = description
         self.examples = [str(e) for e in examples]
-        self.input_of, self.answer_of = input_of, answer_of
-        self.citations_of, self.status_of, self.waiting_of = citations_of, status_of, waiting_of
+        self.input_of = input_of
+        self.answer_of = answer_of
+        self.citations_of = citations_of
+        self.status_of = status_of
+        self.waiting_of = waiting_of
         self.config_of = config_of
         self.topology = topology(graph, self.graph_id)
         self._bound: _Binding | None = None
@@ -244,7 +247,8 @@ class GraphAgent:
     async def _remember_root(self, record: TurnRecord, run: RunSpan) -> None:
         """The paused run's root is what a resume links to."""
         log.info("run started", extra={"thread_id": record.thread_id})
-        record.root_trace_id, record.root_span_id = run.trace_id, run.span_id
+        record.root_trace_id = run.trace_id
+        record.root_span_id = run.span_id
         await self.bound.turns.update(
             record.turn_id, root_trace_id=run.trace_id, root_span_id=run.span_id
         )
@@ -299,7 +303,9 @@ class GraphAgent:
         pending = values.get("__interrupt__", []) if isinstance(values, Mapping) else []
         interrupts = [{"id": i.id, "value": i.value} for i in pending]
         if interrupts:
-            status, answer, citations = "paused", self.waiting_of(interrupts), []
+            status = "paused"
+            answer = self.waiting_of(interrupts)
+            citations = []
         else:
             status = self.status_of(values)
             answer = self.answer_of(values)

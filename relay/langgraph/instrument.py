@@ -52,7 +52,10 @@ from relay.spans import to_ms
 T = TypeVar("T")
 AddEvent = Callable[..., None]  # RelaySpanProcessor.add_event(span, name, attributes)
 
-NODE, CHAT, TOOL, RETRIEVAL = "node", "chat", "tool", "retrieval"
+NODE = "node"
+CHAT = "chat"
+TOOL = "tool"
+RETRIEVAL = "retrieval"
 _OPERATION = {CHAT: c.OP_CHAT, TOOL: c.OP_TOOL, RETRIEVAL: c.OP_RETRIEVAL}
 
 
@@ -70,7 +73,8 @@ def task_of(metadata: Mapping[str, Any] | None) -> tuple[str, str, list[str], st
     ``outer:1|inner:2`` is node ``inner`` in namespace ``["outer"]``, task ``2``."""
     if not metadata:
         return None
-    node, ns = metadata.get("langgraph_node"), metadata.get("langgraph_checkpoint_ns")
+    node = metadata.get("langgraph_node")
+    ns = metadata.get("langgraph_checkpoint_ns")
     if not isinstance(node, str) or not isinstance(ns, str) or not ns:
         return None
     segments = ns.split("|")
@@ -243,7 +247,8 @@ class GraphInstrumentation(BaseCallbackHandler):
         if not self.tool_timeout_s:
             return
         try:
-            loop, task = asyncio.get_running_loop(), asyncio.current_task()
+            loop = asyncio.get_running_loop()
+            task = asyncio.current_task()
         except RuntimeError:
             return
         if task is None:
@@ -383,7 +388,8 @@ class GraphInstrumentation(BaseCallbackHandler):
             _detach(opened.token)
         if opened.entry is not None:
             opened.entry["status"] = outcome
-            start, end = getattr(span, "start_time", None), getattr(span, "end_time", None)
+            start = getattr(span, "start_time", None)
+            end = getattr(span, "end_time", None)
             if start and end:
                 opened.entry["duration_ms"] = to_ms(end - start)
 

@@ -203,7 +203,8 @@ def traced_node(
         return fn(state, config) if takes_config else fn(state)
 
     def start(config: RunnableConfig | None) -> tuple[Span, dict[str, Any] | None] | None:
-        step, task_id = _step(config), _task_id(config)
+        step = _step(config)
+        task_id = _task_id(config)
         span_now = trace.get_current_span()
         current = (getattr(span_now, "attributes", None) or {}) if span_now.is_recording() else {}
         if current.get(c.NODE_NAME) == name and current.get(c.NODE_TASK_ID) == task_id:

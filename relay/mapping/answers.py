@@ -220,13 +220,13 @@ def foreign_end(state: MappingState, run: Run, record: SpanRecord) -> list[Event
         state.pause(
             run.thread_id,
             PausedTurn(
-                run.turn_id,
-                run.paused_tasks,
-                run.discovery,
-                end,
-                run.message,
-                run.topology,
-                run.graph_id,
+                turn_id=run.turn_id,
+                tasks=run.paused_tasks,
+                discovery=run.discovery,
+                paused_ns=end,
+                message=run.message,
+                topology=run.topology,
+                graph_id=run.graph_id,
             ),
         )
         return [

@@ -22,7 +22,8 @@ from typing import Any
 from relay import events as ev
 from relay.events import Event
 
-START_NODE, END_NODE = "__start__", "__end__"
+START_NODE = "__start__"
+END_NODE = "__end__"
 
 
 @dataclass(slots=True)
@@ -45,7 +46,9 @@ class Discovery:
     def started(self, node: str) -> bool:
         """A top-level node started; True when that adds a node or an edge."""
         if self.completed:
-            self.before, self.frontier, self.completed = self.frontier, [], False
+            self.before = self.frontier
+            self.frontier = []
+            self.completed = False
         grew = self._add(START_NODE) if not self.nodes else False
         grew = self._add(node) or grew
         for source in self.before:

@@ -213,11 +213,14 @@ def _activate(state: MappingState, run: Run, record: SpanRecord, facts: Facts) -
     if not run.thread_id and facts.thread_id:
         run.thread_id = facts.thread_id
     run.resume_path = None  # its agent runs elsewhere: resumed there, not here
-    start, graph_id = record.start_ns, facts.graph_id if facts.role == ROOT else None
+    start = record.start_ns
+    graph_id = facts.graph_id if facts.role == ROOT else None
     root = state.spans.get(run.root_span_id or "")
     if root is not None and run.root_span_id != record.span_id:
-        start, graph_id = root.start_ns, graph_id or root.name
-    run.graph_id, run.started_ns = graph_id or "", start
+        start = root.start_ns
+        graph_id = graph_id or root.name
+    run.graph_id = graph_id or ""
+    run.started_ns = start
     run.message = run.message or message_of(record.attributes)  # (or its root's, seen)
     link_resume(state, run, record, facts)
     # the one the agent declared (relay.graph.topology, or in metadata), else its root's
@@ -264,7 +267,8 @@ def _span_started(
     parent = state.spans.get(record.parent_span_id or "")
     opened = Open(run, record.parent_span_id, record.name, record.start_ns)
     if parent is not None and parent.firm:  # under one of our nodes: no late nodes
-        opened.firm, opened.owner = True, parent if parent.is_node else parent.owner
+        opened.firm = True
+        opened.owner = parent if parent.is_node else parent.owner
     elif facts is None and c.OPERATION not in attrs and not run.instrumented:
         opened.maybe_node = True
     state.spans[record.span_id] = opened  # state.open, inlined: once per span
@@ -309,8 +313,10 @@ def _own_node(
     node that gives no LangGraph namespace)."""
     if not run.active and not facts.activates:
         return []  # ours, in a trace whose run root was not seen: nothing to follow
-    attrs, relay = record.attributes, facts.source == "relay"
-    opened.is_node, opened.firm = True, relay
+    attrs = record.attributes
+    relay = facts.source == "relay"
+    opened.is_node = True
+    opened.firm = relay
     opened.node = str(attrs.get(c.NODE_NAME)) if relay else str(facts.name)
     namespace = namespace_attr(attrs) if relay and c.NODE_NAMESPACE in attrs else None
     if namespace is None and parent is not None:  # else at the top (under the root)

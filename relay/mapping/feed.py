@@ -180,10 +180,12 @@ def chunked(
     """A list of spans in start order, in chunks (a small first one: the first events
     come out early)."""
     ordered = sorted(records, key=lambda r: r.start_ns)
-    at, n = 0, first
+    at = 0
+    n = first
     while at < len(ordered):
         yield ordered[at : at + n]
-        at, n = at + n, size
+        at = at + n
+        n = size
 
 
 def stream_replay_events(

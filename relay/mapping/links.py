@@ -33,9 +33,12 @@ def link_resume(state: MappingState, run: Run, record: SpanRecord, facts: Facts)
     if not (is_resume_input(record.attributes) or (task is not None and task in paused.tasks)):
         return
     del state.paused[run.thread_id]
-    run.turn_id, run.kind = paused.turn_id, "resume"
-    run.discovery, run.paused_ns = paused.discovery, paused.paused_ns
-    run.message, run.topology = paused.message, run.topology or paused.topology
+    run.turn_id = paused.turn_id
+    run.kind = "resume"
+    run.discovery = paused.discovery
+    run.paused_ns = paused.paused_ns
+    run.message = paused.message
+    run.topology = run.topology or paused.topology
     run.graph_id = run.graph_id or paused.graph_id
 
 

@@ -28,7 +28,9 @@ NESTING_SLACK_NS = 2_000
 #: a whole-millisecond start may lie anywhere in its millisecond (:func:`coarse_traces`)
 MS_SLACK_NS = 999_999
 
-START, EVENT, END = "start", "event", "end"
+START = "start"
+EVENT = "event"
+END = "end"
 #: a span's start and its end right after it, nothing in between: one phase, which only
 #: a replay's orderer gives (:class:`relay.mapping.stream_order.PhaseOrderer` with
 #: ``leaves``), mapped as the two (:func:`relay.mapping.feed.feed`)
@@ -111,7 +113,8 @@ def nested_ends(
     by_depth = sorted(range(len(spans)), key=lambda k: depth[k])
     for i in by_depth:
         p = parent[i]
-        end, parent_end = ends[i], ends[p] if p is not None else None
+        end = ends[i]
+        parent_end = ends[p] if p is not None else None
         if end is not None and parent_end is not None and 0 < end - parent_end <= NESTING_SLACK_NS:
             ends[i] = max(parent_end, starts[i])
     for i in reversed(by_depth) if coarse else ():  # deepest first
@@ -128,7 +131,9 @@ def nested_ends(
 
 
 def depth_of(i: int, parent: list[int | None]) -> int:
-    depth, seen, p = 0, {i}, parent[i]
+    depth = 0
+    seen = {i}
+    p = parent[i]
     while p is not None and p not in seen:
         seen.add(p)
         depth += 1

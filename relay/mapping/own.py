@@ -135,7 +135,8 @@ def child_phase(
     run = _child_run(state, record, operation)
     if run is None:
         return None
-    span_id, parent_id = record.span_id, record.parent_span_id
+    span_id = record.span_id
+    parent_id = record.parent_span_id
     parent = state.spans.get(parent_id or "")
     if not ended:
         if span_id in state.spans:

@@ -166,8 +166,10 @@ def claim_nodes(
             if not opened.is_node and (
                 last if mine else opened.maybe_node and _named(opened.name, node)
             ):
-                opened.is_node, opened.maybe_node = True, False
-                opened.node, opened.task = node, task
+                opened.is_node = True
+                opened.maybe_node = False
+                opened.node = node
+                opened.task = task
                 opened.namespace = [name for name, _ in where[:i]]
                 if task is not None:
                     run.tasks[task] = opened.parent
@@ -229,7 +231,8 @@ def release_all(run: Run) -> list[Event]:
     """What is still held when the run ends: out now, as it is (no node was found)."""
     if not run.held:
         return []
-    held, run.held = run.held, []
+    held = run.held
+    run.held = []
     return [run.event(h.type, h.time_ns, h.fields) for h in held] if run.active else []
 
 

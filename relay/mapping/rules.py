@@ -405,7 +405,8 @@ def classify(record: SpanRecord) -> Facts | None:
     Only the rows the span's identifying attributes point to are tried (``Rule.key`` and
     ``values``): one dict lookup per identifying attribute instead of every row's reader,
     with the table's order kept where a span points to rows of several keys."""
-    attrs, name = record.attributes, record.name
+    attrs = record.attributes
+    name = record.name
     if c.TURN_ID in attrs:  # the table's first two rows: their readers always match
         return _relay_root(attrs, name)
     if c.NODE_NAME in attrs:
@@ -416,7 +417,8 @@ def classify(record: SpanRecord) -> Facts | None:
         if (value := attrs.get(key)) is None:
             continue
         if found := table.get(value if type(value) is str else None) or table.get(None):
-            several, rows = bool(rows), rows + found
+            several = bool(rows)
+            rows = rows + found
     if several:
         rows = tuple(sorted(rows, key=_ORDER.__getitem__))
     for rule in rows:
@@ -446,18 +448,14 @@ def placement(attrs: Mapping[str, Any]) -> Facts | None:
     ``step``. Any span inside a node says it, a plain chain too; None when none does."""
     if OI_METADATA in attrs:
         meta = _metadata(attrs)
-        node, ns, step = (
-            meta.get("langgraph_node"),
-            meta.get("langgraph_checkpoint_ns"),
-            meta.get("langgraph_step"),
-        )
+        node = meta.get("langgraph_node")
+        ns = meta.get("langgraph_checkpoint_ns")
+        step = meta.get("langgraph_step")
     else:
         meta = {}
-        node, ns, step = (
-            attrs.get(TL_ASSOC + "langgraph_node"),
-            attrs.get(TL_ASSOC + "langgraph_checkpoint_ns"),
-            attrs.get(TL_ASSOC + "langgraph_step"),
-        )
+        node = attrs.get(TL_ASSOC + "langgraph_node")
+        ns = attrs.get(TL_ASSOC + "langgraph_checkpoint_ns")
+        step = attrs.get(TL_ASSOC + "langgraph_step")
     if str_or_none(node) is None:
         return None
     return Facts(

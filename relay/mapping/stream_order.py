@@ -129,23 +129,35 @@ class PhaseOrderer:
         unread starts then); those at one instant in (trace, span id) order."""
         if len(set(starts[: len(rows)])) < len(rows):  # ties: (start, trace, span id)
             rows.sort(key=lambda r: (r.start_ns, r.trace_id, r.span_id))
-        spans, parents, index, waiting = self.spans, self.parent, self._index, self._waiting
-        lookups, coarse, unknown = self.lookups, self._coarse, self._unknown
-        depth, settled, ends, ready = self.depth, self._settled, self._ends, self._ready
-        start_times, start_spans = self._start_times, self._start_spans
-        changed, at = False, rows[0].start_ns
+        spans = self.spans
+        parents = self.parent
+        index = self._index
+        waiting = self._waiting
+        lookups = self.lookups
+        coarse = self._coarse
+        unknown = self._unknown
+        depth = self.depth
+        settled = self._settled
+        ends = self._ends
+        ready = self._ready
+        start_times = self._start_times
+        start_spans = self._start_spans
+        changed = False
+        at = rows[0].start_ns
         ids_of: str | None = None  # the trace whose span ids ``ids`` holds
         ids: dict[str, int] = {}
         for r in rows:
             i = len(spans)
-            trace_id, start = r.trace_id, r.start_ns
+            trace_id = r.trace_id
+            start = r.start_ns
             if changed and start != at:  # the spans at the instant before are all in
                 self._settle_waiting()
                 changed = False
             at = start
             spans.append(r)
             if trace_id != ids_of:
-                ids_of, ids = trace_id, index.setdefault(trace_id, {})
+                ids_of = trace_id
+                ids = index.setdefault(trace_id, {})
             ids[r.span_id] = i
             parent: int | None = None
             pid = r.parent_span_id
@@ -226,7 +238,8 @@ class PhaseOrderer:
         coarse = self._coarse.get(r.trace_id)
         if coarse is None or i in self._unknown:
             return False
-        j, seen = i, {i}
+        j = i
+        seen = {i}
         while True:  # every ancestor read (or known to be outside the turn)
             if j in self._unknown:
                 return False
@@ -282,7 +295,8 @@ class PhaseOrderer:
         """The nested end of :func:`relay.mapping.order.nested_ends` (before the coarse
         rule): spans are adjusted in (depth, index) order, each against its parent's
         end as it stands at its turn."""
-        chain, j = [], i
+        chain = []
+        j = i
         while j not in self._ends:
             chain.append(j)
             p = self.parent[j]
@@ -311,7 +325,8 @@ class PhaseOrderer:
         ends = self._ends
         held = sorted(self._held, key=lambda k: (self.depth[k], k))
         for i in reversed(held):
-            p, end = self.parent[i], ends[i]
+            p = self.parent[i]
+            end = ends[i]
             if p is not None and end is not None and ends[p] is not None:
                 ends[p] = max(ends[p] or 0, end)
         for i in self._held:
@@ -327,16 +342,23 @@ class PhaseOrderer:
         while waiting and settled[waiting[0][1]]:
             heapq.heappop(waiting)
         limit = min(frontier, self._held_floor, waiting[0][0] if waiting else _NEVER)
-        ready, times, out = self._ready, self._start_times, list[Phase]()
-        at, n, starting = self._starts_at, len(times), self._start_spans
-        spans, pop, leaves = self.spans, heapq.heappop, self.leaves
+        ready = self._ready
+        times = self._start_times
+        out = list[Phase]()
+        at = self._starts_at
+        n = len(times)
+        starting = self._start_spans
+        spans = self.spans
+        pop = heapq.heappop
+        leaves = self.leaves
         while True:  # the starts' list and the heap, merged by time
             ts = times[at] if at < n else _NEVER
             tr = ready[0][0] if ready else _NEVER
             if ts < tr:
                 if ts >= limit:
                     break
-                t, i = ts, starting[at]
+                t = ts
+                i = starting[at]
                 at += 1
                 if at >= n or times[at] != t:  # alone at its instant
                     if (

@@ -119,7 +119,9 @@ def summarise(
         name = attrs[c.TOOL_NAME] if c.TOOL_NAME in attrs else suffix(record.name)
         summary.setdefault("tools", []).append(str(name))
     # ms(), record.duration_ms and status_of(record, c.SPAN_OUTCOME), inlined: once per span
-    start, end, outcome = record.start_ns, record.end_ns, attrs.get(c.SPAN_OUTCOME)
+    start = record.start_ns
+    end = record.end_ns
+    outcome = attrs.get(c.SPAN_OUTCOME)
     node.children.append(
         {
             "span_id": record.span_id,

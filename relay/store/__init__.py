@@ -98,7 +98,8 @@ class SpanStore(Protocol):
 
 def open_store(settings: RelaySettings) -> SpanStore:
     """The store ``RELAY_STORE`` names: ``sqlite`` (default) or a ``postgresql://`` URL."""
-    retention_s, max_turns = settings.store_retention_s, settings.store_max_turns
+    retention_s = settings.store_retention_s
+    max_turns = settings.store_max_turns
     if settings.store.startswith(("postgresql://", "postgres://")):
         from relay.store.postgres import PostgresSpanStore
 

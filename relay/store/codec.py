@@ -44,7 +44,9 @@ import orjson
 
 from relay.spans import SpanRecord
 
-_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what orjson writes as a number
+# the integers orjson writes as a number
+_INT_MIN = -(2**63)
+_INT_MAX = 2**64 - 1
 
 
 def encode_value(value: Any) -> dict[str, Any]:
@@ -311,7 +313,9 @@ def replay_records(trace_id: str, rows: Iterable[Sequence[Any]]) -> list[SpanRec
     """:func:`replay_record` of each row, in one loop: attributes with no tagged value
     (:func:`load_attributes`) read by ``orjson`` with no call in between, the usual
     status column (:data:`PLAIN_STATUSES`) taken as it is."""
-    loads, record, plain = orjson.loads, SpanRecord, PLAIN_STATUSES
+    loads = orjson.loads
+    record = SpanRecord
+    plain = PLAIN_STATUSES
     try:
         return [
             record(

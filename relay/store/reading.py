@@ -84,9 +84,11 @@ class SpanStream:
         try:
             if not self._first:
                 return
-            first, self._first = self._first, []
+            first = self._first
+            self._first = []
             yield first
-            cursor, pairs = self._cursor, self._pairs
+            cursor = self._cursor
+            pairs = self._pairs
             trace_id = self.trace_ids[0]
             while True:
                 if cursor is not None:  # one trace: the rows without a pair each

@@ -321,7 +321,8 @@ class SQLSpanStore:
 def _our_run(root: SpanRecord) -> RunIndex:
     """The index entry of one of our run roots, from its attributes."""
     attrs = root.attributes
-    outcome, message = attrs.get(c.TURN_OUTCOME), attrs.get(c.TURN_MESSAGE)
+    outcome = attrs.get(c.TURN_OUTCOME)
+    message = attrs.get(c.TURN_MESSAGE)
     return RunIndex(
         turn_id=str(attrs[c.TURN_ID]),
         trace_id=root.trace_id,

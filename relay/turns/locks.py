@@ -75,7 +75,8 @@ class ThreadLock:
         await asyncio.to_thread(self._release)
 
     def _release(self) -> None:
-        conn, self._conn = self._conn, None
+        conn = self._conn
+        self._conn = None
         if conn is None:  # released already
             return
         try:

@@ -85,7 +85,8 @@ async def settle_outcome(turns: TurnStore, record: TurnRecord, after: int) -> Tu
         "interrupted",
         answer=str(event.fields["message"]),
     )
-    record.last_seq, record.response = event.seq, response.to_json()
+    record.last_seq = event.seq
+    record.response = response.to_json()
     await turns.update(record.turn_id, last_seq=record.last_seq, response=record.response)
     return record
 

@@ -38,8 +38,8 @@ def round_of(call: Mapping[str, Any]) -> int:
 
 
 def client_tool_round(interrupts: Sequence[Any]) -> int:
-    """The highest ``round`` among a pause's client-tool calls, 0 when it waits on none:
-    the turn's count of client-tool rounds."""
+    """The highest ``round`` among a pause's client-tool calls (interrupt values of type
+    ``client_tool``), 0 when it waits on none: the turn's count of client-tool rounds."""
     return max((round_of(call) for call in client_tool_calls(interrupts)), default=0)
 
 

@@ -177,7 +177,8 @@ async def record_end_eventually(turns: TurnStore, turn_id: str, changes: dict[st
     with backoff up to ``LATE_RECORD_MAX_DELAY_S``, for ``LATE_RECORD_WINDOW_S`` at most.
     Without it the record would say ``running`` until the instance restarts. Cancelled
     at shutdown; the next start marks the turn ``interrupted`` then."""
-    delay, give_up = LATE_RECORD_FIRST_DELAY_S, time.monotonic() + LATE_RECORD_WINDOW_S
+    delay = LATE_RECORD_FIRST_DELAY_S
+    give_up = time.monotonic() + LATE_RECORD_WINDOW_S
     while time.monotonic() < give_up:
         await asyncio.sleep(delay)
         try:

@@ -184,7 +184,8 @@ class RunManager:
         run: _Run | None = None
         try:
             if create:  # one write: the new record already says where this run stands
-                record.status, record.ended_at = RUNNING, None
+                record.status = RUNNING
+                record.ended_at = None
                 record.run_after_seq = record.last_seq
                 await self.turns.create(record)
             self.bus.open_turn(record.turn_id, record.last_seq)

@@ -21,7 +21,8 @@ class Issuer:
     def __init__(self) -> None:
         self.rsa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.ec = ec.generate_private_key(ec.SECP256R1())
-        self.rsa_kid, self.ec_kid = f"rsa-{uuid.uuid4().hex[:8]}", f"ec-{uuid.uuid4().hex[:8]}"
+        self.rsa_kid = f"rsa-{uuid.uuid4().hex[:8]}"
+        self.ec_kid = f"ec-{uuid.uuid4().hex[:8]}"
 
     def jwks(self) -> dict[str, Any]:
         keys = []

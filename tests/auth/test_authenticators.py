@@ -119,7 +119,8 @@ class _Jwks:
     """A JWKS served over HTTP on 127.0.0.1 (an identity provider's well-known URL)."""
 
     def __init__(self, body: dict[str, Any]) -> None:
-        self.body, self.fetches = body, 0
+        self.body = body
+        self.fetches = 0
         served = self
 
         class Handler(BaseHTTPRequestHandler):

@@ -37,7 +37,8 @@ def jwt_server(
 def test_two_users_cannot_see_or_touch_each_others_turns(
     jwt_server: LiveServer, issuer: Issuer, client: httpx.Client
 ) -> None:
-    alice, bob = bearer(issuer.token("alice")), bearer(issuer.token("bob", alg="ES256"))
+    alice = bearer(issuer.token("alice"))
+    bob = bearer(issuer.token("bob", alg="ES256"))
     turns = alices_turns(client, jwt_server.url, alice)
     assert_none_reachable(client, jwt_server.url, bob, turns)
     assert jwt_server.app.state.ledger.count() == 0  # bob's resume did not run her refund
@@ -146,7 +147,8 @@ def test_proxy_mode_trusts_the_user_header_only_with_its_secret(
 def test_the_live_turn_list_shows_one_only_ones_own(
     jwt_server: LiveServer, issuer: Issuer, client: httpx.Client
 ) -> None:
-    alice, bob = bearer(issuer.token("alice")), bearer(issuer.token("bob"))
+    alice = bearer(issuer.token("alice"))
+    bob = bearer(issuer.token("bob"))
     turns = alices_turns(client, jwt_server.url, alice)
     seen: list[dict] = []
     with client.stream(

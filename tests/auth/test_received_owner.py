@@ -26,7 +26,8 @@ def test_a_received_turn_is_the_user_its_root_names(
     server = make_relay(
         **issuer.env(issuer.write_jwks(tmp_path / "jwks.json")), RELAY_API_TOKEN=COLLECTOR
     )
-    alice, bob = bearer(issuer.token("alice")), bearer(issuer.token("bob"))
+    alice = bearer(issuer.token("alice"))
+    bob = bearer(issuer.token("bob"))
     # a user's token is not the receiver's credential
     refused = OTLPSpanExporter(endpoint=f"{server.url}/v1/traces", headers=alice)
     provider = provider_with(

@@ -102,10 +102,12 @@ async def _per_event(quick: bool) -> list[Figure]:
     bus = MemoryBus(max_finished_turns=100)
     processor = RelaySpanProcessor(bus.publish)
     processor.bind(loop)
-    noop_provider, relay_provider = TracerProvider(), TracerProvider()
+    noop_provider = TracerProvider()
+    relay_provider = TracerProvider()
     noop_provider.add_span_processor(NoopProcessor())
     relay_provider.add_span_processor(processor)
-    noop, relay = noop_provider.get_tracer("bench"), relay_provider.get_tracer("bench")
+    noop = noop_provider.get_tracer("bench")
+    relay = relay_provider.get_tracer("bench")
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bench-agent")
 
     batches = 5 if quick else 60
@@ -246,7 +248,9 @@ async def _deliver(quick: bool) -> tuple[list[float], list[float]]:
     latency: list[float] = []
     for _ in rounds(3 if quick else 15, 3 if quick else 15, minimum=2):
         gc.collect()
-        with_sub, without, lats = [], [], []
+        with_sub = []
+        without = []
+        lats = []
         for _ in range(10 if quick else 100):
             total, lat = await one_turn(True)
             with_sub.append(total)
@@ -381,7 +385,8 @@ async def _bus(quick: bool) -> list[Figure]:
 
     total = 10_000 if quick else 100_000  # 10 turns: below max_events_per_turn
     total_1 = 5_000 if quick else 50_000
-    batch, single = [], []
+    batch = []
+    single = []
     await _bus_rate(MemoryBus(), 10, 10, 5_000, 5)
     for _ in rounds(2 if quick else 5, 3 if quick else 20, minimum=2):
         gc.collect()
@@ -575,7 +580,9 @@ def _replay(quick: bool) -> list[Figure]:
     phases, ends = synthetic_turn(n_spans)
     n_rounds = 3 if quick else 7
     _map_all(phases, True)
-    mapped, encoded, events = [], [], 0
+    mapped = []
+    encoded = []
+    events = 0
     for _ in rounds(n_rounds, 20, minimum=2):
         gc.collect()
         ms, events = _map_all(phases, False)
@@ -646,7 +653,11 @@ def _replay_store(
             t0 = time.perf_counter()
             store.write(ends)
             write_ms = (time.perf_counter() - t0) * 1000
-            times, firsts, whole_list, cpu, map_cpu = [], [], [], [], []
+            times = []
+            firsts = []
+            whole_list = []
+            cpu = []
+            map_cpu = []
             streaming = importlib.util.find_spec("relay.store.reading") is not None
             for _ in rounds(n_rounds, 30, minimum=2):
                 gc.collect()

@@ -91,7 +91,8 @@ def server(heartbeat_s: float = 15.0, otlp: bool = False) -> Iterator[Server]:
         parts = line.split()
         if len(parts) < 4:
             raise RuntimeError(f"bench server did not start (said {line!r})")
-        port, pid = int(parts[1]), int(parts[3])
+        port = int(parts[1])
+        pid = int(parts[3])
         _wait_ready(port)
         yield Server(port, pid, proc)
     finally:
@@ -296,7 +297,8 @@ async def _latency(port: int, quick: bool) -> list[Figure]:
                 f"({n / interval:.0f} spans/s)"
             )
         for q, limit in (("p50", 0.5), ("p99", 2.0)):
-            relay_v, raw_v = per["relay"][q], per["raw"][q]
+            relay_v = per["relay"][q]
+            raw_v = per["raw"][q]
             ratio = median([a / b for a, b in zip(relay_v, raw_v, strict=True) if b > 0])
             figs.append(
                 summary(
@@ -490,7 +492,8 @@ def otlp_batch(turns: int, spans_per_turn: int) -> tuple[bytes, list[str]]:
 
 async def _ingest(port: int, quick: bool) -> list[Figure]:
     # 100-span turns, 5 per request: far fewer turns than the bus retains (1,000 finished)
-    spans_per_turn, turns_per_batch = 100, 5
+    spans_per_turn = 100
+    turns_per_batch = 5
     batches = 4 if quick else 40
     events_per_turn = 1 + 2 * (spans_per_turn - 1) + 1
     rates: list[float] = []

@@ -548,7 +548,8 @@ async def _realistic(quick: bool) -> list[Figure]:
                 "  the same with a simulated 1 s model call",
             ),
         ):
-            a_spans, a_relay = agents[("spans", model)], agents[("relay", model)]
+            a_spans = agents[("spans", model)]
+            a_relay = agents[("relay", model)]
             for _ in range(1 if model == "slow" else (2 if quick else 10)):
                 await spans_turn(a_spans)
                 await relay_run(a_relay)

@@ -108,7 +108,8 @@ class CuttingProxy:
 
     def __init__(self, upstream: str, cuts: int, keep: int) -> None:
         self.upstream_port = int(upstream.rsplit(":", 1)[1])
-        self.cuts_left, self.keep = cuts, keep
+        self.cuts_left = cuts
+        self.keep = keep
         self.last_event_ids: list[str | None] = []
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
@@ -195,7 +196,8 @@ class CuttingProxy:
             and not h.lower().startswith(("transfer-encoding:", "connection:", "content-length:"))
         ]
         writer.write(("\r\n".join([*kept, "Connection: close"]) + "\r\n\r\n").encode())
-        seen, buffer = 0, b""
+        seen = 0
+        buffer = b""
         while True:
             if chunked:
                 size = int((await up.readuntil(b"\r\n")).strip(), 16)

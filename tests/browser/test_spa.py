@@ -591,7 +591,8 @@ def test_cut_stream_reattaches_with_last_event_id(page, shot):
         response = route.fetch()
         text = response.text()
         frames = text.split("\n\n")
-        kept, events = [], 0
+        kept = []
+        events = 0
         for frame in frames:
             if "\ndata: " in "\n" + frame or frame.startswith("data: "):
                 if events == 5:

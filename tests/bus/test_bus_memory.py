@@ -109,7 +109,8 @@ def test_reader_from_any_cursor_gets_exactly_the_later_events(after: int) -> Non
 def test_two_readers_are_independent() -> None:
     bus = MemoryBus()
     publish_n(bus, "t", 3)
-    r1, r2 = bus.reader("t"), bus.reader("t", after=2)
+    r1 = bus.reader("t")
+    r2 = bus.reader("t", after=2)
     assert [e.seq for e in r1.take()] == [1, 2, 3]
     assert [e.seq for e in r2.take()] == [3]
     assert bus.reader_count("t") == 2

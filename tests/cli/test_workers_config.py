@@ -103,9 +103,11 @@ def test_the_command_exits_2_with_the_message(tmp_path: Path) -> None:
 
 def test_each_worker_gets_its_own_instance_id_and_grpc_goes_to_worker_0() -> None:
     env = {"RELAY_OTLP_GRPC": "127.0.0.1:4317", "RELAY_INSTANCE_ID": "pod-7", "RELAY_WORKERS": "2"}
-    first, second = worker_env(env, 0), worker_env(env, 1)
+    first = worker_env(env, 0)
+    second = worker_env(env, 1)
     assert (first["RELAY_INSTANCE_ID"], second["RELAY_INSTANCE_ID"]) == ("pod-7-w0", "pod-7-w1")
-    a, b = RelaySettings.from_env(first), RelaySettings.from_env(second)
+    a = RelaySettings.from_env(first)
+    b = RelaySettings.from_env(second)
     assert (a.worker, b.worker) == (0, 1)
     assert (a.workers, b.workers) == (1, 1)  # a worker never starts workers of its own
     assert a.otlp_grpc == "127.0.0.1:4317" and b.otlp_grpc is None

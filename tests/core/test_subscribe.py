@@ -26,7 +26,8 @@ def test_subscribe_follows_the_turn_through_its_pause(
 ) -> None:
     first = events_of(stream_post(client, f"{server.url}/chat", {"message": REFUND}))
     assert first[-1]["type"] == "paused"  # the run's stream ends; the turn goes on
-    turn_id, thread_id = first[0]["turn_id"], first[0]["thread_id"]
+    turn_id = first[0]["turn_id"]
+    thread_id = first[0]["thread_id"]
     done: list[list[dict[str, Any]]] = []
 
     async def follow() -> None:  # a subscriber from the start, in another spelling

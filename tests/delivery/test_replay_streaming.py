@@ -24,7 +24,8 @@ N_NODES = 400
 
 def stored_turn(n_nodes: int) -> tuple[str, list[SpanRecord]]:
     """A finished turn: a run root and ``n_nodes`` node spans one after another."""
-    trace_id, turn_id = uuid.uuid4().hex, str(uuid.uuid4())
+    trace_id = uuid.uuid4().hex
+    turn_id = str(uuid.uuid4())
     t0 = 1_700_000_000_000_000_000
     root_id = "f" * 16
     spans = [

@@ -136,7 +136,8 @@ def test_streamed_turn_is_incremental():
     assert (gap.from_type, gap.to_type) == ("node_started", "node_completed")
     # the gap as the frames say it: their own arrival times and stamps, nothing measured
     by_seq = {f.seq: f for f in frames}
-    first, then = by_seq[gap.from_seq], by_seq[gap.to_seq]
+    first = by_seq[gap.from_seq]
+    then = by_seq[gap.to_seq]
     assert gap.arrival_gap_ms == pytest.approx((then.arrival_s - first.arrival_s) * 1000)
     assert gap.ts_gap_ms == pytest.approx(then.ts - first.ts)
 

@@ -85,7 +85,8 @@ def test_a_stream_the_client_lost_is_found_by_its_own_id(
 def test_resume_with_other_spellings_of_turn_and_thread(
     server: LiveServer, client: httpx.Client
 ) -> None:
-    turn, thread = uuid.uuid4(), uuid.uuid4()
+    turn = uuid.uuid4()
+    thread = uuid.uuid4()
     paused = client.post(
         f"{server.url}/chat",
         json={"message": REFUND_ORDER, "turn_id": str(turn), "thread_id": str(thread)},
@@ -137,7 +138,8 @@ def test_a_thread_is_one_thread_in_every_spelling(server: LiveServer, client: ht
 
 
 def test_agui_run_ids_in_any_spelling_are_one_run(server: LiveServer, client: httpx.Client) -> None:
-    thread, run = uuid.uuid4(), uuid.uuid4()
+    thread = uuid.uuid4()
+    run = uuid.uuid4()
 
     def agui(thread_id: str, run_id: str) -> httpx.Response:
         return client.post(

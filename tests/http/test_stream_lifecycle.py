@@ -98,7 +98,8 @@ def test_disconnect_cancels_after_grace(make_server) -> None:
     # fires, the test checks that the turn ran on through the grace, then lets the relay's
     # own callback cancel it. Timing "disconnect -> cancelled" would time the machine.
     runs = server.relay.runs
-    cancel_if_unwatched, reader_left = runs._cancel_if_unwatched, runs.reader_left
+    cancel_if_unwatched = runs._cancel_if_unwatched
+    reader_left = runs.reader_left
     expired: list[str] = []
     left_at: list[float] = []
 

@@ -53,11 +53,9 @@ def test_formats_agree_on_kind_status_events_links_and_resource() -> None:
     def by_id(name: str) -> dict[str, Any]:
         return {r.span_id: r for r in parse_trace_file(fixture_file(name).read_bytes())[1]}
 
-    otlp, v2, ui = (
-        by_id("failed.otlp.jsonl"),
-        by_id("failed.jaeger-v2.json"),
-        by_id("failed.jaeger-ui.json"),
-    )
+    otlp = by_id("failed.otlp.jsonl")
+    v2 = by_id("failed.jaeger-v2.json")
+    ui = by_id("failed.jaeger-ui.json")
     assert otlp == v2
     assert otlp.keys() == ui.keys()
     for span_id, a in otlp.items():
@@ -139,7 +137,8 @@ def test_cli_prints_the_turn_as_sse() -> None:
 
 
 def test_cli_ndjson_turn_selection_and_errors() -> None:
-    out, err = io.StringIO(), io.StringIO()
+    out = io.StringIO()
+    err = io.StringIO()
     path = str(fixture_file("failed.jaeger-ui.json"))
     live = recorded("failed")
     assert replay_file(path, ndjson=True, turn=live[0]["turn_id"], out=out, err=err) == 0

@@ -40,7 +40,8 @@ def test_an_ended_span_reads_as_the_full_conversion_does() -> None:
     child.add_event("gen_ai.content.delta", {"delta": "hi"})
     child.set_status(Status(StatusCode.ERROR, "boom"))
     child.end()
-    live, full = live_record(child, True), from_sdk_span(child, True)
+    live = live_record(child, True)
+    full = from_sdk_span(child, True)
     assert {k: getattr(live, k) for k in _READ} == {k: getattr(full, k) for k in _READ}
     assert dict(live.attributes) == dict(full.attributes)
     assert live.events == full.events and live.status == "error"
@@ -133,7 +134,8 @@ def test_the_tracers_spans_are_read_through_their_fields() -> None:
             child.add_event("e", {"k": 1})
             child.set_status(Status(StatusCode.ERROR, "boom"))
             child.end()
-        fast, public = live_record(child, ended, ids), live_record(child, ended)
+        fast = live_record(child, ended, ids)
+        public = live_record(child, ended)
         assert (
             fast == public and fast.events == public.events and fast.status == "error"
             if ended

@@ -79,7 +79,8 @@ async def test_loop_thread_schedules_one_drain_per_burst_and_delivers(
     (what call_soon does, without a new handle); never call_soon_threadsafe."""
     loop = asyncio.get_running_loop()
     calls: list[str] = []
-    soon, threadsafe = loop.call_soon, loop.call_soon_threadsafe
+    soon = loop.call_soon
+    threadsafe = loop.call_soon_threadsafe
 
     def spy_soon(cb, *args, **kw):
         if cb == pipe.processor._drain:
@@ -229,7 +230,8 @@ async def test_rebind_after_closed_loop_delivers_again(pipe: Pipeline) -> None:
 
 
 async def test_many_threads_all_arrive_once_in_per_thread_order(pipe: Pipeline) -> None:
-    threads_n, spans_n = 8, 200
+    threads_n = 8
+    spans_n = 200
     pipe.processor.bind(asyncio.get_running_loop())
     root = pipe.root()
     barrier = threading.Barrier(threads_n)

@@ -247,7 +247,8 @@ def instrumented(request) -> Iterator[tuple[str, Switch]]:
 @pytest.fixture(scope="session")
 def agui_client() -> Path:
     """The directory of the Node.js demo client, its packages installed."""
-    node, npm = shutil.which("node"), shutil.which("npm")
+    node = shutil.which("node")
+    npm = shutil.which("npm")
     if node is None:
         service_missing(
             "Node.js 20+", f"apt-get install nodejs npm (or nodesource), then {INSTALL}"

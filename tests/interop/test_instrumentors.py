@@ -104,7 +104,8 @@ def run_graph(
 ) -> tuple[str, str]:
     """Run the graph once under the instrumentor; returns (trace id = turn id, thread).
     ``with_topology``: the one line that gives the relay the graph's real topology."""
-    switch.targets, switch.roots = [target], []
+    switch.targets = [target]
+    switch.roots = []
     try:
         thread = f"th-{uuid.uuid4().hex[:8]}"
         graph = build_graph()
@@ -266,7 +267,8 @@ def test_a_trace_file_of_their_spans_imports_as_a_turn(make_relay, instrumented)
     _, switch = instrumented
     collected = Collecting()
     turn_id, thread = run_graph(switch, SimpleSpanProcessor(collected), "Where is my order?")
-    receiving, importing = make_relay(), make_relay()
+    receiving = make_relay()
+    importing = make_relay()
     exporter = OTLPSpanExporter(endpoint=f"{receiving.url}/v1/traces")
     assert exporter.export(collected.spans).name == "SUCCESS"
     live = read_turn(receiving.url, turn_id)
@@ -426,7 +428,8 @@ def run_full_graph(
             reported += [(names, node) for node in update if node != "__interrupt__"]
         return reported
 
-    switch.targets, switch.roots = [target], []
+    switch.targets = [target]
+    switch.roots = []
     try:
         reported = asyncio.run(run())
         switch.force_flush()

@@ -26,7 +26,8 @@ NODE_DIR = Path(__file__).parent / "node"
 
 @pytest.fixture(scope="module")
 def node_agent() -> Path:
-    node, npm = shutil.which("node"), shutil.which("npm")
+    node = shutil.which("node")
+    npm = shutil.which("npm")
     if node is None or npm is None:
         service_missing("Node.js 20+ and npm", "apt-get install nodejs npm (or nodesource)")
     version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout

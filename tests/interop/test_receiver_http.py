@@ -67,7 +67,9 @@ def test_python_exporter_with_start_markers_streams_nodes_live(relay_server) -> 
     events = reader.join()
     assert reader.types() == FULL
     assert_well_formed(events)
-    topology, plan_started, plan_done = events[0], events[1], events[2]
+    topology = events[0]
+    plan_started = events[1]
+    plan_done = events[2]
     assert topology["graph_id"] == "made_up" and topology["thread_id"] == "ext-thread"
     assert [n["id"] for n in topology["nodes"]] == ["__start__", "plan", "act", "__end__"]
     assert plan_started["node"] == "plan" and plan_started["step"] == 1

@@ -54,7 +54,8 @@ def test_zoo_turn_over_otlp(relay_server, instrumented, name: str, protocol: str
     thread = f"zoo-{uuid.uuid4().hex[:8]}"
     config: RunnableConfig = {"configurable": {"thread_id": thread}}
     exporter = BatchSpanProcessor(exporter_for(relay_server, protocol), schedule_delay_millis=100)
-    switch.targets, switch.roots = [exporter], []
+    switch.targets = [exporter]
+    switch.roots = []
     try:
         first = asyncio.run(updates(graph, case.input(), config))
         exporter.force_flush()

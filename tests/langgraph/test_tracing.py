@@ -72,7 +72,8 @@ def test_run_span_sets_outcome_and_end_attributes(tracing: Tracing) -> None:
                 c.TURN_HUMAN_WAIT_MS: 12.5,
             },
         )
-        trace_id, span_id = run.trace_id, run.span_id
+        trace_id = run.trace_id
+        span_id = run.span_id
     span = tracing.recorder.span("invoke_agent support_agent")
     assert span.attributes[c.TURN_OUTCOME] == "paused"
     assert json.loads(span.attributes[c.TURN_INTERRUPTS]) == [{"id": "i", "value": {"a": 1}}]

@@ -205,7 +205,8 @@ def test_no_message_in_a_resume_or_a_non_json_input() -> None:
 
 # -- a foreign turn, paused then resumed in a new trace -----------------------------------
 
-T1, T2 = "1" * 32, "2" * 32
+T1 = "1" * 32
+T2 = "2" * 32
 LATER = 2_000_000_000  # the resume: two seconds after the pause
 
 

@@ -962,7 +962,9 @@ def test_openinference_langgraph_run(tracing: Tracing) -> None:
     events = [e for e in everything if e.type != "graph_discovered"]
     assert {e.turn_id for e in events} == {trace_id}  # a foreign turn is keyed by its trace
     assert {e.thread_id for e in events} == {"th-9"}
-    started, done, last = events[1], events[2], events[3]
+    started = events[1]
+    done = events[2]
+    last = events[3]
     assert started.fields == {
         "node": "generate",
         "span_id": sid(gen),

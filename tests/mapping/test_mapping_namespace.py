@@ -112,7 +112,8 @@ class Trace:
     def events(self, late: frozenset[str] = frozenset()) -> list[Event]:
         """The events, the starts of the spans in ``late`` read with their end's
         attributes (what a processor sees when its drain comes after the span ended)."""
-        state, out = MappingState(), []
+        state = MappingState()
+        out = []
         for kind, span_id, item in self.phases:
             if kind == "event":
                 out += map_span_event(state, self._at_start(span_id), item)
@@ -402,7 +403,8 @@ def test_text_waits_for_its_node_then_streams_live() -> None:
             with t.span("FakeChat", kind="LLM", node="write", ns="write:w1", step=1):
                 t.delta("a")
                 t.delta("b")
-    state, seen = MappingState(), []
+    state = MappingState()
+    seen = []
     for kind, span_id, item in t.phases:
         before = len(seen)
         if kind == "event":
@@ -463,7 +465,8 @@ def test_children_first_still_one_node_per_task() -> None:
     by a second node of that task."""
     t = Trace()
     ids = subgraph_run(t, streamed=False)
-    state, events = MappingState(), []
+    state = MappingState()
+    events = []
     for record in t.ended.values():  # in end order
         start = SpanRecord(
             record.trace_id,

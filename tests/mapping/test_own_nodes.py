@@ -89,7 +89,8 @@ def turns(draw: st.DrawFn) -> list[tuple[SpanRecord, str, Any]]:
     """A run root (topology declared or not, instrumented or not) and spans under it or
     each other, their phases in an order where each span starts before it ends (some
     starts lost), plus a trace with no root."""
-    trace, stray = "a" * 32, "b" * 32
+    trace = "a" * 32
+    stray = "b" * 32
     n = draw(st.integers(1, 9))
     root_attrs: dict[str, Any] = {
         c.TURN_ID: "t1",
@@ -219,7 +220,9 @@ def test_generated_leaves_map_as_their_start_and_end(
 
 def test_a_node_that_starts_after_its_child_ended_claims_its_facts() -> None:
     """A child's facts wait under its parent's id until that node's start (the orphans)."""
-    trace, root_id, node_id = "a" * 32, "f" * 16, "1" * 16
+    trace = "a" * 32
+    root_id = "f" * 16
+    node_id = "1" * 16
     attrs = {c.TURN_ID: "t1", c.CONVERSATION_ID: "th", c.GRAPH_ID: "g"}
     root = SpanRecord(trace, root_id, None, "invoke_agent a", 1_000, None, attrs)
     chat = {c.OPERATION: c.OP_CHAT, c.REQUEST_MODEL: "m", c.INPUT_TOKENS: 3}
@@ -242,7 +245,9 @@ def test_a_node_that_starts_after_its_child_ended_claims_its_facts() -> None:
 def test_a_tool_that_ends_after_its_node(instrumented: bool) -> None:
     """In a run our instrumentation spans, a GenAI span whose node ended first is no
     longer under our nodes: a plain span (placement.effective), no ``tool_completed``."""
-    trace, root_id, node_id = "a" * 32, "f" * 16, "1" * 16
+    trace = "a" * 32
+    root_id = "f" * 16
+    node_id = "1" * 16
     attrs: dict[str, Any] = {c.TURN_ID: "t1", c.CONVERSATION_ID: "th", c.GRAPH_ID: "g"}
     if instrumented:
         attrs[c.GRAPH_INSTRUMENTED] = True
@@ -273,7 +278,10 @@ def test_a_tool_that_ends_after_its_node(instrumented: bool) -> None:
 def test_a_leaf_takes_the_facts_that_waited_for_it() -> None:
     """A model call that ended before its parent tool started waits under the tool's id;
     the tool, a ``LEAF`` on the short path, hands it on to the node with its own facts."""
-    trace, root_id, node_id, tool_id = "a" * 32, "f" * 16, "1" * 16, "2" * 16
+    trace = "a" * 32
+    root_id = "f" * 16
+    node_id = "1" * 16
+    tool_id = "2" * 16
     attrs = {c.TURN_ID: "t1", c.CONVERSATION_ID: "th", c.GRAPH_ID: "g"}
     root = SpanRecord(trace, root_id, None, "invoke_agent a", 1_000, 9_000, attrs)
     node = SpanRecord(trace, node_id, root_id, "node n", 2_000, 8_000, {c.NODE_NAME: "n"})

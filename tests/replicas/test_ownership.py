@@ -21,8 +21,10 @@ def test_ownership_holds_across_replicas(
         "RELAY_STORE": postgres_url,
         **issuer.env(issuer.write_jwks(tmp_path / "jwks.json")),
     }
-    a, b = make_instance("a", **shared), make_instance("b", **shared)
-    alice, bob = bearer(issuer.token("alice")), bearer(issuer.token("bob"))
+    a = make_instance("a", **shared)
+    b = make_instance("b", **shared)
+    alice = bearer(issuer.token("alice"))
+    bob = bearer(issuer.token("bob"))
     with httpx.Client(timeout=30) as client:
         turns = alices_turns(client, a.url, alice)
         assert_none_reachable(client, b.url, bob, turns)

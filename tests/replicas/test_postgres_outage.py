@@ -60,14 +60,16 @@ def assert_ends_once(events: list[dict]) -> None:
 def test_postgres_shut_down_mid_turn_and_back(private_postgres, redis_url, make_instance) -> None:
     # private_postgres first: it is set up before the instances and torn down after them
     shared = {"RELAY_BUS": redis_url, "RELAY_STORE": private_postgres.url}
-    a, b = make_instance("a", **shared), make_instance("b", **shared)
+    a = make_instance("a", **shared)
+    b = make_instance("b", **shared)
     assert ready(a.url) and ready(b.url)
     with httpx.Client(timeout=60) as client:
         started = client.post(
             f"{a.url}/chat", json=MESSAGE, headers={"Prefer": "respond-async", **SLOW}
         )
         assert started.status_code == 202, started.text
-        turn_id, thread_id = started.json()["turn_id"], started.json()["thread_id"]
+        turn_id = started.json()["turn_id"]
+        thread_id = started.json()["thread_id"]
         readers = [TurnReader(x.url, turn_id, timeout=90).start() for x in (a, b)]
         wait_until(
             lambda: all(

@@ -49,7 +49,8 @@ async def test_one_batch_of_many_turns_keeps_ids_and_one_ttl_per_stream(
     await other.start()
     client = aioredis.from_url(redis_url)
     try:
-        live, done = uuid.uuid4().hex, uuid.uuid4().hex
+        live = uuid.uuid4().hex
+        done = uuid.uuid4().hex
         bus.open_turn(live)
         bus.open_turn(done)
         for _ in range(3):  # one loop iteration: the writer sees them as one batch

@@ -20,7 +20,8 @@ def test_redis_killed_mid_stream(
     make_instance, private_redis, postgres_url, model_gate: ModelGate
 ) -> None:
     shared = {"RELAY_BUS": private_redis.url, "RELAY_STORE": postgres_url}
-    a, b = make_instance("a", **shared), make_instance("b", **shared)
+    a = make_instance("a", **shared)
+    b = make_instance("b", **shared)
     assert ready(a.url) and ready(b.url)
     with httpx.Client(timeout=30) as client:
         # the turn is held in generate until B's reader has been cut by the outage: Redis

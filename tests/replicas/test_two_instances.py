@@ -103,7 +103,8 @@ def test_pause_on_a_resume_on_b(make_instance, redis_url, postgres_url) -> None:
         assert paused.status_code == 200
         body = paused.json()
         assert body["status"] == "paused"
-        turn_id, thread_id = body["turn_id"], body["thread_id"]
+        turn_id = body["turn_id"]
+        thread_id = body["thread_id"]
         assert client.get(f"{b.url}/turns/{turn_id}").json()["status"] == "paused"
         resumed = client.post(
             f"{b.url}/chat/resume",

@@ -149,7 +149,8 @@ def test_a_turn_paused_on_one_worker_resumes_on_the_other(serve_workers) -> None
     with server.client(0) as a:
         paused = a.post("/chat", json={"message": REFUND})
         assert paused.status_code == 200 and worker_of(paused) == 0
-        turn_id, thread_id = paused.json()["turn_id"], paused.json()["thread_id"]
+        turn_id = paused.json()["turn_id"]
+        thread_id = paused.json()["thread_id"]
         assert paused.json()["status"] == "paused"
     with server.client(1) as b:  # read and resumed on worker 1 (the checkpoint is 0's)
         record = b.get(f"/turns/{turn_id}")

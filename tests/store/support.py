@@ -196,7 +196,8 @@ def run_turn(
     if thread_id:
         body["thread_id"] = thread_id
     first = post_sse(f"{base}/chat", body, extra)
-    turn_id, thread = first[0]["turn_id"], first[0]["thread_id"]
+    turn_id = first[0]["turn_id"]
+    thread = first[0]["thread_id"]
     if resume is not None:
         assert first[-1]["type"] == "paused", first[-1]
         post_sse(f"{base}/chat/resume", {"thread_id": thread, "turn_id": turn_id, "resume": resume})
@@ -225,7 +226,8 @@ RECORDED_SLACK_MS = 0.0011
 
 def assert_same(replayed: list[dict[str, Any]], live: list[dict[str, Any]], fmt: str = "") -> None:
     """Replayed events equal to recorded ones, times within what the format keeps."""
-    replayed, live = without_seq(replayed), without_seq(live)
+    replayed = without_seq(replayed)
+    live = without_seq(live)
     assert len(replayed) == len(live)
     slack = 0.0025 if fmt == JAEGER_UI else RECORDED_SLACK_MS  # 2 us + float
     for got, want in zip(replayed, live, strict=True):

@@ -173,7 +173,8 @@ class PacedReader:
     """Reads one replay in a thread, until told to stop (it is paced to last 10 min)."""
 
     def __init__(self, url: str, speed: float) -> None:
-        self.url, self.speed = url, speed
+        self.url = url
+        self.speed = speed
         self.frames: list[Frame] = []
         self.stop = threading.Event()
         self.arrived = threading.Condition()

@@ -137,7 +137,10 @@ def _run_live(provider: TracerProvider) -> None:
         },
     )
     ctx = set_span_in_context(root)
-    t1, t2, t3, t4 = T0 + 1000, T0 + 2000, T0 + 3000, T0 + 4000
+    t1 = T0 + 1000
+    t2 = T0 + 2000
+    t3 = T0 + 3000
+    t4 = T0 + 4000
     a = tracer.start_span("node a", ctx, start_time=t1, attributes={c.NODE_NAME: "a"})
     tool = tracer.start_span(
         "execute_tool refund",

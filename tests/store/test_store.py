@@ -264,15 +264,15 @@ def test_the_status_column_packs_what_the_usual_span_lacks(make_store: Callable[
         root,
         *(
             SpanRecord(
-                root.trace_id,
-                f"{k + 32:016x}",
-                root.span_id,
-                f"s{k}",
-                root.start_ns + k + 1,
-                root.start_ns + k + 2,
-                {"k": k},
-                status,
-                message,
+                trace_id=root.trace_id,
+                span_id=f"{k + 32:016x}",
+                parent_span_id=root.span_id,
+                name=f"s{k}",
+                start_ns=root.start_ns + k + 1,
+                end_ns=root.start_ns + k + 2,
+                attributes={"k": k},
+                status=status,
+                status_message=message,
                 events=events,
             )
             for k, (status, message, events) in enumerate(odd)
@@ -411,40 +411,42 @@ def test_foreign_runs_are_indexed_by_whoever_mapped_them(make_store: Callable[..
     from relay.store import RunIndex
 
     store = make_store(max_turns=1)
-    chat, resume = turn_spans(7), turn_spans(7, run=1, kind="resume")
+    chat = turn_spans(7)
+    resume = turn_spans(7, run=1, kind="resume")
     for record in (*chat, *resume):  # as OpenInference writes them: no relay.* on roots
         for key in (c.TURN_ID, c.RUN_KIND, c.TURN_OUTCOME, c.TURN_MESSAGE):
             record.attributes.pop(key, None)
-    first, second = chat[0].trace_id, resume[0].trace_id
+    first = chat[0].trace_id
+    second = resume[0].trace_id
     store.write(chat)
     assert store.turn_spans(first)[0] == UNKNOWN  # nothing says it is a turn yet
     store.index_runs(
         [
             RunIndex(
-                first,
-                first,
-                chat[0].span_id,
-                "chat",
-                "thread-7",
-                "Where is it?",
-                chat[0].start_ns,
-                None,
-                None,
+                turn_id=first,
+                trace_id=first,
+                root_span_id=chat[0].span_id,
+                run_kind="chat",
+                thread_id="thread-7",
+                message="Where is it?",
+                start_ns=chat[0].start_ns,
+                end_ns=None,
+                outcome=None,
             )
         ]
     )
     store.index_runs(
         [
             RunIndex(
-                first,
-                second,
-                None,
-                "resume",
-                "",
-                "",
-                resume[0].start_ns,
-                resume[0].end_ns,
-                "answered",
+                turn_id=first,
+                trace_id=second,
+                root_span_id=None,
+                run_kind="resume",
+                thread_id="",
+                message="",
+                start_ns=resume[0].start_ns,
+                end_ns=resume[0].end_ns,
+                outcome="answered",
             )
         ]
     )  # before its spans
@@ -473,7 +475,8 @@ def test_streamed_read_gives_what_the_mapping_reads_in_start_order(
     from relay.mapping.feed import iter_replay_events
 
     store = make_store()
-    chat, resume = turn_spans(8, outcome="paused"), turn_spans(8, run=1, kind="resume")
+    chat = turn_spans(8, outcome="paused")
+    resume = turn_spans(8, run=1, kind="resume")
     store.write(resume + chat)
     state, stream = store.turn_span_stream("turn-8")
     assert state == STORED and stream is not None
@@ -483,15 +486,15 @@ def test_streamed_read_gives_what_the_mapping_reads_in_start_order(
     assert [r.start_ns for r in read] == [r.start_ns for r in expected]
     for got, want in zip(read, expected, strict=True):
         assert got == SpanRecord(
-            want.trace_id,
-            want.span_id,
-            want.parent_span_id,
-            want.name,
-            want.start_ns,
-            want.end_ns,
-            want.attributes,
-            want.status,
-            want.status_message,
+            trace_id=want.trace_id,
+            span_id=want.span_id,
+            parent_span_id=want.parent_span_id,
+            name=want.name,
+            start_ns=want.start_ns,
+            end_ns=want.end_ns,
+            attributes=want.attributes,
+            status=want.status,
+            status_message=want.status_message,
             events=want.events,
         )
     _, stored = store.turn_spans("turn-8")
@@ -514,7 +517,8 @@ def test_a_long_turn_streams_past_its_first_chunk(make_store: Callable[..., Any]
     spans = [root]
     for k in range(FIRST_CHUNK + CHUNK):  # nodes, each with a tool under it
         at = root.start_ns + (k + 1) * 10_000
-        node_id, tool_id = f"{2 * k + 16:016x}", f"{2 * k + 17:016x}"
+        node_id = f"{2 * k + 16:016x}"
+        tool_id = f"{2 * k + 17:016x}"
         spans.append(
             SpanRecord(
                 root.trace_id,
@@ -528,15 +532,15 @@ def test_a_long_turn_streams_past_its_first_chunk(make_store: Callable[..., Any]
         )
         spans.append(
             SpanRecord(
-                root.trace_id,
-                tool_id,
-                node_id,
-                tool.name,
-                at + 1_000,
-                at + 5_000,
-                tool.attributes,
-                tool.status,
-                tool.status_message,
+                trace_id=root.trace_id,
+                span_id=tool_id,
+                parent_span_id=node_id,
+                name=tool.name,
+                start_ns=at + 1_000,
+                end_ns=at + 5_000,
+                attributes=tool.attributes,
+                status=tool.status,
+                status_message=tool.status_message,
                 events=[{**tool.events[0], "time_ns": at + 2_000}],
             )
         )
@@ -548,15 +552,15 @@ def test_a_long_turn_streams_past_its_first_chunk(make_store: Callable[..., Any]
     read = [r for chunk in chunks for r in chunk]
     assert read == [
         SpanRecord(
-            r.trace_id,
-            r.span_id,
-            r.parent_span_id,
-            r.name,
-            r.start_ns,
-            r.end_ns,
-            r.attributes,
-            r.status,
-            r.status_message,
+            trace_id=r.trace_id,
+            span_id=r.span_id,
+            parent_span_id=r.parent_span_id,
+            name=r.name,
+            start_ns=r.start_ns,
+            end_ns=r.end_ns,
+            attributes=r.attributes,
+            status=r.status,
+            status_message=r.status_message,
             events=r.events,
         )
         for r in spans

@@ -192,7 +192,8 @@ async def test_thread_busy_is_rejected(world: World) -> None:
 async def test_a_run_past_its_terminal_event_is_waited_for_not_refused(world: World) -> None:
     """check_thread_settled: a run still busy before its terminal event is a ThreadBusy at
     once; one that has sent it (only recording its end now) is waited for."""
-    gate, ending = asyncio.Event(), asyncio.Event()
+    gate = asyncio.Event()
+    ending = asyncio.Event()
 
     async def runner() -> ChatResponse:
         world.event("t1", "graph_topology")
@@ -503,7 +504,9 @@ async def test_a_failed_start_reserves_nothing(world: World) -> None:
 
 
 async def test_a_cancel_while_the_end_is_recorded_changes_nothing(world: World) -> None:
-    update, writing, go_on = world.turns.update, asyncio.Event(), asyncio.Event()
+    update = world.turns.update
+    writing = asyncio.Event()
+    go_on = asyncio.Event()
 
     async def slow_end(turn_id: str, **changes: Any) -> None:
         if changes.get("status") != RUNNING:

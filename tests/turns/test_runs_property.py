@@ -171,7 +171,8 @@ async def run_one(
         script.append(case.terminal)
         if case.saved:
             script.append("message_saved")
-    paused, proceed = asyncio.Event(), asyncio.Event()
+    paused = asyncio.Event()
+    proceed = asyncio.Event()
     if case.cancel != "running":
         proceed.set()
     failed_in_run = False
@@ -261,7 +262,9 @@ async def run_one(
 
     # 3. its thread free: nothing running, done, and a new run on the thread ends
     assert not runs.running("t1") and run.done.is_set() and runs.running_count() == 0
-    bus.fail_at, turns.hold, processor.raises = None, None, False
+    bus.fail_at = None
+    turns.hold = None
+    processor.raises = False
     nxt = TurnRecord(turn_id="t2", thread_id=THREAD, status=RUNNING, started_at=time.time() * 1000)
 
     async def answers() -> ChatResponse:

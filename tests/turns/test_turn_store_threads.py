@@ -17,8 +17,10 @@ def _record(turn_id: str) -> TurnRecord:
 
 
 async def test_a_stuck_store_holds_up_no_other_store(tmp_path: Path) -> None:
-    stuck, free = SQLiteTurnStore(tmp_path / "a.db"), SQLiteTurnStore(tmp_path / "b.db")
-    release, entered = threading.Event(), threading.Semaphore(0)
+    stuck = SQLiteTurnStore(tmp_path / "a.db")
+    free = SQLiteTurnStore(tmp_path / "b.db")
+    release = threading.Event()
+    entered = threading.Semaphore(0)
 
     def hang(turn_id: str) -> Any:  # the database that is away: every call waits
         entered.release()

@@ -58,7 +58,8 @@ class SSEParser:
             nl = self._buf.find("\n")
             if nl < 0:
                 break
-            line, self._buf = self._buf[:nl], self._buf[nl + 1 :]
+            line = self._buf[:nl]
+            self._buf = self._buf[nl + 1 :]
             frame = self._line(line, arrival_s, chunk)
             if frame is not None:
                 frames.append(frame)
@@ -78,7 +79,8 @@ class SSEParser:
         return None
 
     def _dispatch(self, arrival_s: float, chunk: int) -> Frame | None:
-        fields, self._fields = self._fields, {}
+        fields = self._fields
+        self._fields = {}
         if not fields:
             return None
         if "data" not in fields:

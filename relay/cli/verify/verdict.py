@@ -76,7 +76,16 @@ def judge(events: list[Frame], *, min_spread_s: float = DEFAULT_MIN_SPREAD_S) ->
     if len(timed) < 2:
         evidence.append(f"only {len(timed)} event(s) carry a ts: nothing to compare")
         return Judgement(
-            "inconclusive", None, None, None, None, None, None, len(timed), gaps, evidence
+            delivery="inconclusive",
+            ts_spread_s=None,
+            arrival_spread_s=None,
+            max_hold_s=None,
+            hold_threshold_s=None,
+            held_event=None,
+            largest_ts_gap=None,
+            bursts=len(timed),
+            gaps=gaps,
+            evidence=evidence,
         )
 
     for a, b in itertools.pairwise(timed):
@@ -105,7 +114,8 @@ def judge(events: list[Frame], *, min_spread_s: float = DEFAULT_MIN_SPREAD_S) ->
             max_hold = offset - best_offset
             held = best_frame
         if best_offset is None or offset < best_offset:
-            best_offset, best_frame = offset, e
+            best_offset = offset
+            best_frame = e
 
     bursts = 1
     for a, b in itertools.pairwise(events):

@@ -219,7 +219,15 @@ async def read(
                 break
             if now > timeout_s:
                 break
-        status, headers = response.status_code, dict(response.headers)
+        status = response.status_code
+        headers = dict(response.headers)
     return Reading(
-        status, first_byte, first_token, time.perf_counter() - t0, nbytes, events, headers, cut
+        status=status,
+        first_byte_s=first_byte,
+        first_token_s=first_token,
+        total_s=time.perf_counter() - t0,
+        nbytes=nbytes,
+        events=events,
+        headers=headers,
+        cut=cut,
     )

@@ -39,7 +39,8 @@ def _named(name: str) -> Relay:
 
 
 def _row(name: str, got: dict[str, Any]) -> dict[str, float]:
-    fb, ft = got["first_byte_ms"], got["first_token_ms"]
+    fb = got["first_byte_ms"]
+    ft = got["first_token_ms"]
     return {
         "fb50": figures.pct(fb, 50) or 0.0,
         "fb99": figures.pct(fb, 99) or 0.0,
@@ -87,7 +88,8 @@ def main() -> None:
             f"{name:>6} {r['fb50']:>13.0f}ms {r['fb99']:>6.0f}ms {r['ft50']:>14.0f}ms "
             f"{r['ft99']:>6.0f}ms {r['tps']:>8.2f} {r['turns']:>6.0f}"
         )
-    a, b = rows["this"], rows["base"]
+    a = rows["this"]
+    b = rows["base"]
     print(
         f"{'ratio':>6} {a['fb50'] / max(b['fb50'], 1e-9):>15.2f} "
         f"{a['fb99'] / max(b['fb99'], 1e-9):>8.2f} {a['ft50'] / max(b['ft50'], 1e-9):>16.2f} "

@@ -111,7 +111,8 @@ class Server:
                 except (OSError, IndexError, ValueError):
                     continue
                 children.setdefault(ppid, []).append(int(entry))
-        found, todo = [], [self.proc.pid]
+        found = []
+        todo = [self.proc.pid]
         while todo:
             pid = todo.pop()
             found.append(pid)

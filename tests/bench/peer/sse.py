@@ -64,10 +64,13 @@ class SSEParser:
         if self._id is not None:
             self.last_id = self._id
         if not self._data:  # a frame without data (``retry:``, a lone id) is no event
-            self._event, self._id = "", None
+            self._event = ""
+            self._id = None
             return None
         event = SSEEvent(self._event or "message", "\n".join(self._data), self._id)
-        self._event, self._data, self._id = "", [], None
+        self._event = ""
+        self._data = []
+        self._id = None
         return event
 
 
