@@ -2,9 +2,10 @@
 
 A setting that needs an extra whose packages are not installed refuses to start, and the
 message names the setting, the missing packages and the ``pip install`` that brings them
-(relay/settings.py: ``require_extras``). ``find_spec`` is monkeypatched to make a package
-look absent; one subprocess test hides every optional package from the import system and
-runs the embedded default end to end, as a core-only install would.
+(relay/extras.py: ``missing_extras``; relay/settings.py: ``require_extras``).
+``find_spec`` is monkeypatched to make a package look absent; one subprocess test hides
+every optional package from the import system and runs the embedded default end to end,
+as a core-only install would.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from typing import Any
 
 import pytest
 
-import relay.settings as settings_module
-from relay.settings import ConfigError, RelaySettings, missing_extras, require_extras
+import relay.extras as extras_module
+from relay.extras import missing_extras
+from relay.settings import ConfigError, RelaySettings, require_extras
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -45,16 +47,16 @@ OPTIONAL = (
 
 
 def _hide(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
-    """find_spec (as relay.settings calls it) finds none of ``modules`` nor what is under
+    """find_spec (as relay.extras calls it) finds none of ``modules`` nor what is under
     them."""
-    real: Callable[..., Any] = settings_module.find_spec
+    real: Callable[..., Any] = extras_module.find_spec
 
     def fake(name: str, package: str | None = None) -> Any:
         if any(name == m or name.startswith(m + ".") for m in modules):
             return None
         return real(name, package)
 
-    monkeypatch.setattr(settings_module, "find_spec", fake)
+    monkeypatch.setattr(extras_module, "find_spec", fake)
 
 
 def _error(env: dict[str, str]) -> str:
