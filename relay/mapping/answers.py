@@ -21,8 +21,7 @@ from relay import events as ev
 from relay.events import Event
 from relay.mapping.attributes import json_attr
 from relay.mapping.discovery import discovered
-from relay.mapping.interrupts import interrupts_in
-from relay.mapping.rules import (
+from relay.mapping.foreign_attributes import (
     GENAI_INPUT_MESSAGES,
     GENAI_OUTPUT_MESSAGES,
     OI_INPUT,
@@ -30,6 +29,7 @@ from relay.mapping.rules import (
     TL_INPUT,
     TL_OUTPUT,
 )
+from relay.mapping.interrupts import interrupts_in
 from relay.mapping.state import MappingState, Open, PausedTurn, Run, ms
 from relay.spans import SpanRecord, to_ms
 

@@ -44,6 +44,8 @@ from relay.mapping.answers import (
 )
 from relay.mapping.attributes import marked_span
 from relay.mapping.discovery import Discovery, node_discovered
+from relay.mapping.facts import NODE, ROLE_OPERATION, ROOT, TOOL, Facts
+from relay.mapping.foreign_attributes import declared_topology, placement
 from relay.mapping.links import awaits_resume, link_resume
 from relay.mapping.own import CHILD_OPERATIONS, child_phase, node_phase
 from relay.mapping.payloads import node_completed, node_started, tool_completed_fields, tool_fields
@@ -58,16 +60,7 @@ from relay.mapping.placement import (
     release_all,
     segments,
 )
-from relay.mapping.rules import (
-    NODE,
-    ROLE_OPERATION,
-    ROOT,
-    TOOL,
-    Facts,
-    classify,
-    declared_topology,
-    placement,
-)
+from relay.mapping.rules import classify
 from relay.mapping.state import MappingState, Open, Run
 from relay.mapping.summary import claim, merge, summarise, to_parent
 from relay.spans import SpanRecord

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from relay.mapping.attributes import json_attr
-from relay.mapping.rules import OI_INPUT, TL_INPUT, Facts
+from relay.mapping.facts import Facts
+from relay.mapping.foreign_attributes import OI_INPUT, TL_INPUT
 from relay.mapping.state import MappingState, Run
 from relay.spans import SpanRecord
 

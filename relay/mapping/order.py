@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from relay import conventions as c
-from relay.mapping.rules import placement
+from relay.mapping.foreign_attributes import placement
 from relay.spans import SpanRecord
 
 #: how far a child's end may pass its parent's and still count as nested (time cut to

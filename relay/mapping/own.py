@@ -38,9 +38,10 @@ from relay.conventions import (
 from relay.events import Event
 from relay.mapping.attributes import suffix
 from relay.mapping.discovery import node_discovered
+from relay.mapping.facts import TOOL, Facts
+from relay.mapping.foreign_attributes import OI_KIND, TL_ASSOC, TL_KIND
 from relay.mapping.payloads import node_completed, node_started, tool_completed_fields, tool_fields
 from relay.mapping.placement import namespace_attr, namespace_from_parents
-from relay.mapping.rules import OI_KIND, TL_ASSOC, TL_KIND, TOOL, Facts
 from relay.mapping.state import MappingState, Open, Run
 from relay.mapping.summary import claim, merge, summarise
 from relay.spans import SpanRecord

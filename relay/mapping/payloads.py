@@ -17,7 +17,7 @@ from relay import events as ev
 from relay.events import Event
 from relay.mapping.answers import foreign_node_ended
 from relay.mapping.attributes import suffix
-from relay.mapping.rules import Facts
+from relay.mapping.facts import Facts
 from relay.mapping.state import Open, Run
 from relay.mapping.summary import node_status, status_of
 from relay.spans import SpanRecord

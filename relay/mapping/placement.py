@@ -29,7 +29,7 @@ from relay import conventions as c
 from relay.events import Event
 from relay.mapping import state as bounds
 from relay.mapping.attributes import task_id_of
-from relay.mapping.rules import NODE, ROOT, Facts
+from relay.mapping.facts import NODE, ROOT, Facts
 from relay.mapping.state import Held, MappingState, Open, Run
 from relay.mapping.summary import claim
 from relay.spans import SpanRecord

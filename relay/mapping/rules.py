@@ -1,17 +1,19 @@
 """What a span is: the instrumentation rule table, first match wins.
 
-A span is a run root, a graph node, a tool, a model call, a retrieval or a guardrail, or
-none of them. One table, :data:`RULES`, decides; docs/events.md ("Mapping rules") repeats
-it. Our own conventions come first (``relay.turn.id``, ``relay.node.name``, GenAI
-``gen_ai.operation.name``), then OpenLLMetry (``traceloop.*``), OpenInference
-(``openinference.span.kind``, ``metadata.langgraph_*``) and the GenAI ``invoke_agent``.
-Each row's reader turns the span's attributes into :class:`Facts`; this module also holds
-the small attribute readers they share (and the engine reuses): nothing here keeps state.
+A span is a run root, a graph node, a tool, a model call, a retrieval or a guardrail (the
+roles of :mod:`relay.mapping.facts`), or none of them. One table, :data:`RULES`, decides;
+docs/events.md ("Mapping rules") repeats it. Our own conventions come first
+(``relay.turn.id``, ``relay.node.name``, GenAI ``gen_ai.operation.name``), then OpenLLMetry
+(``traceloop.*``), OpenInference (``openinference.span.kind``, ``metadata.langgraph_*``)
+and the GenAI ``invoke_agent``. Each row's reader turns the span's attributes into
+:class:`~relay.mapping.facts.Facts`, with the other instrumentations' attribute names and
+readers of :mod:`relay.mapping.foreign_attributes`; :func:`classify` finds the row and
+:func:`can_start_run` says whether a span lets the mapping follow its trace. Nothing here
+keeps state.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,70 +26,25 @@ from relay.mapping.attributes import (
     suffix,
     task_id_of,
 )
+from relay.mapping.facts import CHAT, GUARDRAIL, NODE, RETRIEVAL, ROOT, TOOL, Facts
+from relay.mapping.foreign_attributes import (
+    OI_COMPLETION_TOKENS,
+    OI_KIND,
+    OI_METADATA,
+    OI_MODEL,
+    OI_PROMPT_TOKENS,
+    OI_TOOL_CALL_ID,
+    OI_TOOL_NAME,
+    TL_ASSOC,
+    TL_ENTITY,
+    TL_KIND,
+    TL_WORKFLOW,
+    oi_documents,
+    oi_metadata,
+    thread_of,
+    workflow_topology,
+)
 from relay.spans import SpanRecord
-
-# -- roles --------------------------------------------------------------------------------
-
-ROOT = "root"
-NODE = "node"
-TOOL = "tool"
-CHAT = "chat"
-RETRIEVAL = "retrieval"
-GUARDRAIL = "guardrail"
-
-#: the GenAI operation a role stands for, for spans of other instrumentations
-ROLE_OPERATION = {
-    CHAT: c.OP_CHAT,
-    RETRIEVAL: c.OP_RETRIEVAL,
-    GUARDRAIL: c.OP_GUARDRAIL,
-    TOOL: c.OP_TOOL,
-}
-
-# attribute names of the other instrumentations (string literals on purpose, as for GenAI)
-OI_KIND = "openinference.span.kind"
-OI_METADATA = "metadata"
-OI_SESSION = "session.id"
-OI_MODEL = "llm.model_name"
-OI_PROMPT_TOKENS = "llm.token_count.prompt"
-OI_COMPLETION_TOKENS = "llm.token_count.completion"
-OI_TOOL_NAME = "tool.name"
-OI_TOOL_CALL_ID = "tool_call.id"
-OI_OUTPUT = "output.value"
-OI_INPUT = "input.value"
-TL_KIND = "traceloop.span.kind"
-TL_ENTITY = "traceloop.entity.name"
-TL_WORKFLOW = "traceloop.workflow.name"
-TL_OUTPUT = "traceloop.entity.output"
-TL_INPUT = "traceloop.entity.input"
-TL_ASSOC = "traceloop.association.properties."
-GENAI_PROMPT_TOKENS = "gen_ai.usage.prompt_tokens"  # older GenAI / OpenLLMetry names
-GENAI_COMPLETION_TOKENS = "gen_ai.usage.completion_tokens"
-GENAI_WORKFLOW_NODES = "gen_ai.workflow.nodes"
-GENAI_WORKFLOW_EDGES = "gen_ai.workflow.edges"
-GENAI_OUTPUT_MESSAGES = "gen_ai.output.messages"
-GENAI_INPUT_MESSAGES = "gen_ai.input.messages"
-
-
-@dataclass(slots=True)
-class Facts:
-    """What one rule read from one span."""
-
-    role: str
-    source: str
-    name: str | None = None  # node, tool or agent name
-    step: Any = None
-    task_id: Any = None
-    task: str | None = None  # the LangGraph task (checkpoint ns) of a node
-    call_id: Any = None
-    model: Any = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    documents: int | None = None
-    thread_id: str | None = None
-    langgraph_node: str | None = None  # the node a span runs in (from its metadata)
-    activates: bool = False  # may begin a foreign run
-    graph_id: str | None = None
-    topology: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +104,7 @@ def _tl_workflow(a: Mapping[str, Any], name: str) -> Facts | None:
         ROOT,
         "openllmetry",
         name=str_or_none(a.get(TL_ENTITY) or a.get(TL_WORKFLOW)),
-        thread_id=_thread(a, None),
+        thread_id=thread_of(a, None),
         activates=True,
         graph_id=str_or_none(a.get(TL_WORKFLOW) or a.get(TL_ENTITY)),
     )
@@ -168,7 +125,7 @@ def _tl_task(a: Mapping[str, Any], name: str) -> Facts | None:
         step=a.get(TL_ASSOC + "langgraph_step"),
         task_id=task_id_of(ns),
         task=ns,
-        thread_id=_thread(a, None),
+        thread_id=thread_of(a, None),
         langgraph_node=lg_node,
         activates=True,
     )
@@ -181,7 +138,7 @@ def _tl_tool(a: Mapping[str, Any], name: str) -> Facts | None:
         TOOL,
         "openllmetry",
         name=str_or_none(a.get(TL_ENTITY)) or suffix(name),
-        thread_id=_thread(a, None),
+        thread_id=thread_of(a, None),
         langgraph_node=str_or_none(a.get(TL_ASSOC + "langgraph_node")),
         task=str_or_none(a.get(TL_ASSOC + "langgraph_checkpoint_ns")),
         step=a.get(TL_ASSOC + "langgraph_step"),
@@ -192,12 +149,12 @@ def _oi(kind: str, role: str) -> Callable[[Mapping[str, Any], str], Facts | None
     def match(a: Mapping[str, Any], name: str) -> Facts | None:
         if a.get(OI_KIND) != kind:
             return None
-        meta = _metadata(a)
+        meta = oi_metadata(a)
         lg_node = str_or_none(meta.get("langgraph_node"))
         facts = Facts(
             role,
             "openinference",
-            thread_id=_thread(a, meta),
+            thread_id=thread_of(a, meta),
             langgraph_node=lg_node,
             activates=lg_node is not None,
             task=str_or_none(meta.get("langgraph_checkpoint_ns")),
@@ -208,7 +165,7 @@ def _oi(kind: str, role: str) -> Callable[[Mapping[str, Any], str], Facts | None
             facts.input_tokens = int_or_none(a.get(OI_PROMPT_TOKENS))
             facts.output_tokens = int_or_none(a.get(OI_COMPLETION_TOKENS))
         elif role == RETRIEVAL:
-            facts.documents = _oi_documents(a)
+            facts.documents = oi_documents(a)
         elif role == TOOL:
             facts.name = str_or_none(a.get(OI_TOOL_NAME)) or name
             facts.call_id = a.get(OI_TOOL_CALL_ID)
@@ -220,7 +177,7 @@ def _oi(kind: str, role: str) -> Callable[[Mapping[str, Any], str], Facts | None
 def _oi_node(a: Mapping[str, Any], name: str) -> Facts | None:
     if a.get(OI_KIND) not in ("CHAIN", "AGENT", None) or OI_METADATA not in a:
         return None
-    meta = _metadata(a)
+    meta = oi_metadata(a)
     lg_node = str_or_none(meta.get("langgraph_node"))
     if lg_node is None or lg_node != name:
         return None
@@ -232,7 +189,7 @@ def _oi_node(a: Mapping[str, Any], name: str) -> Facts | None:
         step=meta.get("langgraph_step"),
         task_id=task_id_of(ns),
         task=ns,
-        thread_id=_thread(a, meta),
+        thread_id=thread_of(a, meta),
         langgraph_node=lg_node,
         activates=True,
     )
@@ -242,7 +199,7 @@ def _oi_root(a: Mapping[str, Any], name: str) -> Facts | None:
     kind = a.get(OI_KIND)
     if kind not in ("CHAIN", "AGENT"):
         return None
-    meta = _metadata(a)
+    meta = oi_metadata(a)
     if meta.get("langgraph_node") is not None:
         return None  # a chain inside a node
     graphish = kind == "AGENT" or meta.get("ls_integration") == "langgraph" or name == "LangGraph"
@@ -250,7 +207,7 @@ def _oi_root(a: Mapping[str, Any], name: str) -> Facts | None:
         ROOT,
         "openinference",
         name=name,
-        thread_id=_thread(a, meta),
+        thread_id=thread_of(a, meta),
         activates=graphish,
         graph_id=name,
     )
@@ -264,10 +221,10 @@ def _genai_agent(a: Mapping[str, Any], name: str) -> Facts | None:
         ROOT,
         "genai",
         name=agent,
-        thread_id=_thread(a, None),
+        thread_id=thread_of(a, None),
         activates=True,
         graph_id=agent,
-        topology=_workflow_topology(a),
+        topology=workflow_topology(a),
     )
 
 
@@ -439,99 +396,3 @@ def can_start_run(record: SpanRecord) -> bool:
         return started is not None and c.TURN_ID in started
     facts = classify(record)
     return facts is not None and facts.activates
-
-
-def placement(attrs: Mapping[str, Any]) -> Facts | None:
-    """Where in the graph a span of another instrumentation runs, when its LangGraph
-    metadata says (OpenInference ``metadata``, OpenLLMetry ``traceloop.association.*``):
-    ``langgraph_node`` (the node it runs in), ``task`` (``langgraph_checkpoint_ns``),
-    ``step``. Any span inside a node says it, a plain chain too; None when none does."""
-    if OI_METADATA in attrs:
-        meta = _metadata(attrs)
-        node = meta.get("langgraph_node")
-        ns = meta.get("langgraph_checkpoint_ns")
-        step = meta.get("langgraph_step")
-    else:
-        meta = {}
-        node = attrs.get(TL_ASSOC + "langgraph_node")
-        ns = attrs.get(TL_ASSOC + "langgraph_checkpoint_ns")
-        step = attrs.get(TL_ASSOC + "langgraph_step")
-    if str_or_none(node) is None:
-        return None
-    return Facts(
-        NODE,
-        "placement",
-        name=str(node),
-        step=step,
-        task=str_or_none(ns),
-        task_id=task_id_of(str_or_none(ns)),
-        thread_id=_thread(attrs, meta),
-        langgraph_node=str(node),
-        activates=True,
-    )
-
-
-def declared_topology(attrs: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
-    """The topology (and graph id) an agent declared on a span of another instrumentation:
-    ``relay.graph.topology`` as an attribute, in OpenInference ``metadata`` or in
-    OpenLLMetry's association properties (:func:`relay.langgraph.topology.
-    topology_metadata`); ``(None, None)`` when none is there or it cannot be read."""
-    meta = _metadata(attrs) if OI_METADATA in attrs else {}
-    for where, prefix in ((attrs, ""), (meta, ""), (attrs, TL_ASSOC)):
-        raw = where.get(prefix + c.GRAPH_TOPOLOGY)
-        if raw is None:
-            continue
-        try:
-            value = json.loads(raw) if isinstance(raw, str) else raw
-        except ValueError:
-            return None, None
-        if isinstance(value, dict) and isinstance(value.get("nodes"), list):
-            graph_id = where.get(prefix + c.GRAPH_ID)
-            return {"nodes": value["nodes"], "edges": value.get("edges") or []}, str_or_none(
-                graph_id
-            )
-    return None, None
-
-
-# -- attribute readers ----------------------------------------------------------------
-
-
-def _metadata(attrs: Mapping[str, Any]) -> dict[str, Any]:
-    raw = attrs.get(OI_METADATA)
-    if isinstance(raw, Mapping):
-        return dict(raw)
-    if not isinstance(raw, str):
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _thread(attrs: Mapping[str, Any], meta: Mapping[str, Any] | None) -> str | None:
-    if meta and meta.get("thread_id") is not None:
-        return str(meta["thread_id"])
-    for key in (OI_SESSION, TL_ASSOC + "thread_id", c.CONVERSATION_ID):
-        if attrs.get(key) is not None:
-            return str(attrs[key])
-    return None
-
-
-def _oi_documents(attrs: Mapping[str, Any]) -> int | None:
-    prefix = "retrieval.documents."
-    seen = {key[len(prefix) :].split(".", 1)[0] for key in attrs if key.startswith(prefix)}
-    return len(seen) if seen else None
-
-
-def _workflow_topology(attrs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """OpenLLMetry's ``gen_ai.workflow.nodes`` / ``.edges`` ("a -> b") as a topology."""
-    nodes = attrs.get(GENAI_WORKFLOW_NODES)
-    if not isinstance(nodes, list | tuple) or not nodes:
-        return None
-    edges = []
-    for raw in attrs.get(GENAI_WORKFLOW_EDGES) or ():
-        source, sep, target = str(raw).partition("->")
-        if sep:
-            edges.append({"source": source.strip(), "target": target.strip(), "conditional": False})
-    return {"nodes": [{"id": str(n), "label": str(n)} for n in nodes], "edges": edges}

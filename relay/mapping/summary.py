@@ -13,14 +13,8 @@ from typing import Any
 
 from relay import conventions as c
 from relay.mapping.attributes import suffix
-from relay.mapping.rules import (
-    CHAT,
-    GENAI_COMPLETION_TOKENS,
-    GENAI_PROMPT_TOKENS,
-    RETRIEVAL,
-    TOOL,
-    Facts,
-)
+from relay.mapping.facts import CHAT, RETRIEVAL, TOOL, Facts
+from relay.mapping.foreign_attributes import GENAI_COMPLETION_TOKENS, GENAI_PROMPT_TOKENS
 from relay.mapping.state import Bag, MappingState, Open, Run
 from relay.spans import SpanRecord
 
