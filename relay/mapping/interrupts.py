@@ -16,6 +16,8 @@ from typing import Any
 from relay.spans import SpanRecord
 
 _PAUSES = ("GraphInterrupt", "NodeInterrupt")
+#: how often a parse that CPython refused spuriously is tried (see :func:`_parse_tree`)
+_PARSE_TRIES = 3
 
 
 def interrupts_in(record: SpanRecord) -> list[dict[str, Any]]:
@@ -40,9 +42,8 @@ def parse(text: str, span_id: str) -> list[dict[str, Any]]:
     for prefix in _PAUSES:  # a status message may say "GraphInterrupt((Interrupt(...),))"
         if text.startswith(prefix + "("):
             text = text[len(prefix) :]
-    try:
-        tree = ast.parse(text, mode="eval")
-    except (SyntaxError, ValueError):
+    tree = _parse_tree(text)
+    if tree is None:
         return [{"id": span_id, "value": text}] if text else []
     found = []
     for node in ast.walk(tree):
@@ -62,6 +63,23 @@ def parse(text: str, span_id: str) -> list[dict[str, Any]]:
         if value not in ((), None, ""):  # GraphInterrupt(()) names none
             found.append({"id": span_id, "value": value})
     return found
+
+
+def _parse_tree(text: str) -> ast.Expression | None:
+    """The message as a Python expression, or None when it is none (or too deep to parse).
+
+    CPython 3.11's AST constructor keeps its recursion depth in state that every thread
+    shares, so a parse may fail with a spurious ``SystemError`` ("AST constructor recursion
+    depth mismatch", python/cpython#106905) when another thread of the process (the
+    agent's, a library's) parses at the same moment: such a parse is tried again."""
+    for _ in range(_PARSE_TRIES):
+        try:
+            return ast.parse(text, mode="eval")
+        except SystemError:
+            continue
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+    return None
 
 
 def _name(func: ast.expr) -> str:

@@ -4,6 +4,7 @@ a run's input (relay/mapping/interrupts.py, discovery.py, links.py, answers.py).
 
 from __future__ import annotations
 
+import ast
 import json
 from typing import Any
 
@@ -52,6 +53,28 @@ def test_nothing_to_run_in_a_hostile_message() -> None:
 @pytest.mark.parametrize("text", ["()", "", "   "])
 def test_an_interrupt_that_names_none(text: str) -> None:
     assert parse(text, "s") == []
+
+
+def test_a_spurious_systemerror_of_the_parser_is_tried_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CPython 3.11's parser may refuse a message with a SystemError when another thread
+    parses at the same moment (python/cpython#106905): the interrupts are read all the
+    same, and a message too deep to parse is kept as its text."""
+    real = ast.parse
+    refusals = iter([SystemError("AST constructor recursion depth mismatch")] * 2)
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        refusal = next(refusals, None)
+        if refusal is not None:
+            raise refusal
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", flaky)
+    assert parse(REPR, "span1")[0]["id"] == "d8f0003c921cfe0771437d739cb60530"
+    monkeypatch.setattr(ast, "parse", real)
+    deep = "(" * 100_000 + ")" * 100_000
+    assert parse(deep, "s") == [{"id": "s", "value": deep}]
 
 
 def test_a_plain_node_interrupt_message() -> None:
