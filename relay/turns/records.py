@@ -293,8 +293,8 @@ class ThreadedTurnAPI:
         user_id: str | None = None,
     ) -> list[TurnRecord]:
         return await self._in_thread(
-            self._list,
-            thread_id,  # type: ignore[attr-defined]
+            self._list,  # type: ignore[attr-defined]
+            thread_id,
             limit,
             before,
             graph,
