@@ -78,6 +78,16 @@ EXPECTED_KEYS: tuple[str, ...] = (
     "realistic.model_1s",
 )
 
+#: The soak's figures (``--only soak``: not in the default run; tests/bench/bench_soak.py).
+SOAK_KEYS: tuple[str, ...] = (
+    "soak.rss_first_wave",
+    "soak.rss_per_wave_full",
+    "soak.rss_growth_full",
+    "soak.sqlite_growth_full",
+    "soak.objects_growth_full",
+    "soak.bus_retained",
+)
+
 #: Figures that may be "n/a" because what they measure is not built yet (hooks).
 MAY_BE_NA = frozenset(
     {
