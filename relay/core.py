@@ -77,7 +77,7 @@ class Relay:
         #: runs of other instrumentations in the app's provider (OpenInference in-process):
         #: the store's index and their turn records, as the receiver keeps them
         self.span_processor.state.notes = []
-        self._noted = NotedRuns()
+        self._noted = NotedRuns(own_runs=False)  # foreign runs only: ours write their records
         self.metrics = RelayMetrics(
             prometheus_provider() if settings.metrics == "prometheus" else None,
             dropped=lambda: self.span_processor.dropped,
