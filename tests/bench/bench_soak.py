@@ -272,9 +272,13 @@ async def soak(waves: int, per_wave: int, retain: int, trace: bool) -> list[Wave
 
 def figures(out: list[Wave], retain: int, quick: bool) -> list[Figure]:
     """The figures of a soak: growth in the first wave, per wave once the bus's retention
-    is full (the plateau), and what the bus retains at the end."""
+    is full (the plateau: after the first wave that ran with it full), of which SQLite's
+    heap and the Python objects, and what the bus retains at the end."""
     waves = out[1:]
-    full = next((w.n for w in waves if w.held["bus_finished"] >= retain), waves[-1].n)
+    filled = next((w.n for w in waves if w.held["bus_finished"] >= retain), waves[-1].n)
+    # the first wave that ran with the retention full reaches its high-water mark (the
+    # retained logs and a wave of live ones at once): the plateau is measured after it
+    full = min(filled + 1, waves[-1].n)
     grown = [(b.rss - a.rss) / MIB for a, b in itertools.pairwise(out)]
     after_full = grown[full:] or grown[-1:]  # the waves after the one that filled it
     per_wave = [
@@ -284,7 +288,8 @@ def figures(out: list[Wave], retain: int, quick: bool) -> list[Figure]:
         "waves": len(waves),
         "turns_per_wave": waves[0].turns,
         "retain": retain,
-        "full_after_wave": full,
+        "retention_full_at_wave": filled,
+        "plateau_from_wave": full,
     }
     return [
         summary(
