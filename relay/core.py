@@ -100,7 +100,7 @@ class Relay:
         #: runs of other instrumentations in the app's provider (OpenInference in-process):
         #: the store's index and their turn records, as the receiver keeps them
         self.span_processor.state.notes = []
-        self._noted = NotedRuns()
+        self._noted = NotedRuns(own_runs=False)  # foreign runs only: ours write their records
         self.metrics = RelayMetrics(
             prometheus_provider() if settings.metrics == "prometheus" else None,
             dropped=lambda: self.span_processor.dropped,
@@ -449,10 +449,13 @@ class Relay:
         """A turn's events in-process, after ``after``, live, up to and including the
         first event whose type is in ``until`` (by default the turn's end: across a pause
         and its resume). Raises :class:`relay.bus.UnknownTurn` for a turn the bus does
-        not hold and :class:`relay.bus.CursorExpired` for a cursor retention dropped."""
-        record = await self.turns.get(turn_id)  # the id in any spelling: the turn's own
-        turn_id = record.turn_id if record is not None else turn_id
-        await self.bus.lookup(turn_id)
+        not hold and :class:`relay.bus.CursorExpired` for a cursor retention dropped.
+
+        The events carry the turn's id as its client created it, whichever spelling of
+        it ``turn_id`` is. A live turn the bus holds under this very spelling is read at
+        once; the turn's record (a read of the store) is consulted only to resolve another
+        spelling, or for a turn that has finished or that the bus does not hold here."""
+        turn_id = await self._log_id(turn_id)
         reader = self.bus.reader(turn_id, after)
         try:
             while True:
@@ -465,3 +468,19 @@ class Relay:
                 await reader.wait(None)
         finally:
             reader.close()
+
+    async def _log_id(self, turn_id: str) -> str:
+        """The id ``turn_id``'s log is kept under on the bus: the turn's own spelling.
+
+        A live turn whose log the bus holds under ``turn_id`` (this instance runs it, or
+        the shared bus has looked it up) is spelled as its client created it: the log is
+        named by its events' ``turn_id``. Only then does the store stay out of it; any
+        other case reads the record (the id in any spelling finds the turn's own), then
+        lets the bus look the turn up (a shared bus: a turn that runs elsewhere)."""
+        bus = self.bus
+        if bus.has_turn(turn_id) and not bus.finished(turn_id):
+            return turn_id
+        record = await self.turns.get(turn_id)
+        turn_id = record.turn_id if record is not None else turn_id
+        await bus.lookup(turn_id)
+        return turn_id

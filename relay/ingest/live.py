@@ -28,9 +28,12 @@ from relay.spans import SpanRecord
 
 
 class HexIds:
-    """The hex of the trace and span ids of live spans, each converted once. Bounded: a
-    table past ``max_entries`` starts over (a span whose end never comes costs an entry
-    until then, never more)."""
+    """The hex of the trace and span ids of live spans, each converted once. A span's
+    entry goes with its end; a trace's with the end of a span that has no open parent
+    here (a run's root, or a span that outlived it: the answer saved after the run), so
+    that the table holds the traces that have spans open. Bounded: a table past
+    ``max_entries`` starts over (a span whose end never comes costs an entry until then,
+    never more)."""
 
     __slots__ = ("max_entries", "spans", "traces")
 
@@ -103,6 +106,8 @@ def live_record(span: ReadableSpan, ended: bool, ids: HexIds | None = None) -> S
         inner if ended else inner.copy(),
     )
     if ended:
+        if parent is None or parent[1] not in spans:
+            ids.traces.pop(ctx[0], None)  # nothing open above it here (see HexIds)
         record.end_ns = sdk._end_time or record.start_ns
         status = sdk._status
         code = status._status_code
@@ -134,6 +139,8 @@ def _public_record(span: ReadableSpan, ended: bool, ids: HexIds | None) -> SpanR
             if parent
             else None
         )
+        if ended and (parent is None or parent.span_id not in ids.spans):
+            ids.traces.pop(ctx.trace_id, None)  # nothing open above it (see HexIds)
     record = SpanRecord(
         trace_id,
         span_id,

@@ -183,10 +183,16 @@ class NotedRuns:
     for the store's index and the turn records: the user's message of each turn, the user
     its root names (``enduser.id``), the turns of other instrumentations (``foreign``),
     and their :class:`RunIndex` entries. Bounded: past ``max_turns`` the oldest are
-    forgotten."""
+    forgotten.
 
-    def __init__(self, max_turns: int = 10_000) -> None:
+    ``own_runs``: whether the message and the user of our own instrumentation's runs are
+    kept too. A receiver needs them (it writes the record of every turn it receives); the
+    relay in-process does not (a run it started writes its own record) and keeps only
+    the foreign runs', so that what it keeps here grows with those alone."""
+
+    def __init__(self, max_turns: int = 10_000, *, own_runs: bool = True) -> None:
         self.max_turns = max_turns
+        self.own_runs = own_runs
         self.messages: OrderedDict[str, str] = OrderedDict()
         self.users: OrderedDict[str, str] = OrderedDict()
         self.foreign: OrderedDict[str, None] = OrderedDict()
@@ -195,6 +201,8 @@ class NotedRuns:
         """Empty ``notes``; the index entries of the foreign runs among them."""
         entries = []
         for what, run, record in notes:
+            if not (run.foreign or self.own_runs):
+                continue
             if run.message:
                 self._remember(self.messages, run.turn_id, run.message)
             user = record.attributes.get(c.ENDUSER_ID) if what == "start" else None

@@ -4,9 +4,10 @@ Runs the relay's benchmarks (GitHub issue 8, DESIGN.md §9) and prints a table; 
 prints the same figures as JSON instead. ``--quick`` is a smoke run of a few seconds at
 small sizes, with no thresholds. IDs: overhead, per_event, latency, idle, bus, ingest,
 replay, realistic; and, only when named with ``--only``, workers (``serve --workers 1``
-against 2 on Redis and PostgreSQL: tests/bench/bench_workers.py). A full run takes a few
-minutes; the exit status is 0 whatever the figures say (a bench reports, the smoke test
-and the humans judge).
+against 2 on Redis and PostgreSQL: tests/bench/bench_workers.py) and soak (20 waves of 150
+concurrent demo turns, RSS and what the retention holds per wave: tests/bench/bench_soak.py).
+A full run takes a few minutes; the exit status is 0 whatever the figures say (a bench
+reports, the smoke test and the humans judge).
 """
 
 from __future__ import annotations
@@ -18,15 +19,15 @@ import time
 import traceback
 from collections.abc import Callable
 
-from tests.bench.harness import EXPECTED_KEYS, Figure, as_json, machine, na, table
+from tests.bench.harness import EXPECTED_KEYS, SOAK_KEYS, Figure, as_json, machine, na, table
 
 IDS = ("overhead", "per_event", "latency", "idle", "bus", "ingest", "replay", "realistic")
 #: run only when named (--only): they need services, or minutes of their own
-OPT_IN = ("workers",)
+OPT_IN = ("workers", "soak")
 
 
 def _runners() -> dict[str, Callable[[bool], list[Figure]]]:
-    from tests.bench import bench_events, bench_http, bench_overhead, bench_workers
+    from tests.bench import bench_events, bench_http, bench_overhead, bench_soak, bench_workers
 
     return {
         "overhead": bench_overhead.run_overhead,
@@ -38,6 +39,7 @@ def _runners() -> dict[str, Callable[[bool], list[Figure]]]:
         "replay": bench_events.run_replay,
         "realistic": bench_overhead.run_realistic,
         "workers": bench_workers.run_workers,
+        "soak": bench_soak.run_soak,
     }
 
 
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             figures.extend(runners[bench_id](args.quick))
         except Exception as exc:  # one broken bench must not hide the others
             traceback.print_exc(file=sys.stderr)
-            for key in EXPECTED_KEYS:
+            for key in EXPECTED_KEYS + SOAK_KEYS:
                 if key.split(".", 1)[0] == bench_id:
                     figures.append(na(key, key, "", f"failed: {type(exc).__name__}: {exc}"))
         timings[bench_id] = round(time.monotonic() - t0, 1)

@@ -37,7 +37,7 @@ from typing import Any, TypedDict
 from langchain_core.runnables import RunnableConfig
 from opentelemetry.sdk.trace import SpanProcessor
 
-from tests.bench.harness import Figure, median, rounds, summary
+from tests.bench.harness import Figure, median, percentile, rounds, summary
 
 TOPOLOGY_CACHE: dict[int, dict[str, Any]] = {}
 
@@ -141,10 +141,12 @@ class Rig:
         self.processor.unbind()
 
 
-async def drain_turn(reader: Any, deadline_s: float = 10.0) -> int:
+async def drain_turn(reader: Any, deadline_s: float = 10.0, lags: list[float] | None = None) -> int:
     """Read a turn's log until its run-terminal event, as ``Relay.subscribe`` does (a wait
-    with no timer of its own); bounded in time by one timeout for the whole turn."""
-    from relay.events import RUN_TERMINAL
+    with no timer of its own); bounded in time by one timeout for the whole turn. With
+    ``lags``: per ``node_completed``, ms from the node span's end (the event's ``ts``) to
+    the reader having it."""
+    from relay.events import NODE_COMPLETED, RUN_TERMINAL
 
     seen = 0
     try:
@@ -152,6 +154,8 @@ async def drain_turn(reader: Any, deadline_s: float = 10.0) -> int:
             while True:
                 for event in reader.take():
                     seen += 1
+                    if lags is not None and event.type == NODE_COMPLETED:
+                        lags.append(time.time() * 1000 - event.ts)
                     if event.type in RUN_TERMINAL:
                         return seen
                 await reader.wait(None)
@@ -170,6 +174,70 @@ async def relay_turn(rig: Rig, body: Callable[[str], Awaitable[Any]]) -> int:
         return await sub
     finally:
         reader.close()
+
+
+class RelayRig:
+    """A whole :class:`relay.Relay` (the memory bus, its records in SQLite under a
+    temporary folder), started on the loop, and a tracer whose spans go to its span
+    processor only: the same turn read through ``Relay.subscribe`` (the public in-process
+    reader) or through a reader of the relay's bus (:func:`drain_turn`), side by side.
+    Each reader notes, per ``node_completed``, how long after the node span's end (the
+    event's ``ts``) it had the event."""
+
+    def __init__(self) -> None:
+        from opentelemetry.sdk.trace import TracerProvider
+
+        from relay import Relay
+
+        self._tmp = tempfile.TemporaryDirectory(prefix="bench-subscribe-")
+        self.relay = Relay.from_env(
+            {"RELAY_DATA_DIR": self._tmp.name, "OTEL_TRACES_EXPORTER": "none"}
+        )
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(self.relay.span_processor)
+        self.tracer = self.provider.get_tracer("bench")
+        #: node end -> reader, ms, per ``node_completed`` (the caller empties them per round)
+        self.lags: dict[str, list[float]] = {"subscribe": [], "reader": []}
+
+    async def start(self) -> None:
+        await self.relay.start()
+
+    async def close(self) -> None:
+        await self.relay.stop()
+        self._tmp.cleanup()
+
+    async def reader_turn(self, body: Callable[[str], Awaitable[Any]]) -> int:
+        """:func:`relay_turn` on the relay's bus: a reader of the turn's log."""
+        turn_id = uuid.uuid4().hex
+        bus = self.relay.bus
+        bus.open_turn(turn_id)
+        reader = bus.reader(turn_id, 0)
+        sub = asyncio.create_task(drain_turn(reader, lags=self.lags["reader"]))
+        try:
+            await body(turn_id)
+            return await sub
+        finally:
+            reader.close()
+
+    async def subscribe_turn(self, body: Callable[[str], Awaitable[Any]]) -> int:
+        """The same turn read through ``Relay.subscribe(turn_id)``, to its terminal event."""
+        turn_id = uuid.uuid4().hex
+        self.relay.bus.open_turn(turn_id)
+        sub = asyncio.create_task(self._subscribe(turn_id))
+        await body(turn_id)
+        return await sub
+
+    async def _subscribe(self, turn_id: str, deadline_s: float = 10.0) -> int:
+        from relay.events import NODE_COMPLETED
+
+        lags = self.lags["subscribe"]
+        seen = 0
+        async with asyncio.timeout(deadline_s):
+            async for event in self.relay.subscribe(turn_id):
+                seen += 1
+                if event.type == NODE_COMPLETED:
+                    lags.append(time.time() * 1000 - event.ts)
+        return seen
 
 
 async def _unread_turn(rig: Rig, body: Callable[[str], Awaitable[Any]]) -> None:
@@ -237,11 +305,13 @@ async def interleaved(
     n_rounds: int,
     budget_s: float,
     min_rounds: int = 2,
+    after_round: Callable[[], None] | None = None,
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Per round, run every config ``k`` times, alternating config by config turn by turn
     (order reversed every other round), so a burst of load on a shared machine lands on
     all of them alike. Returns, per config, the per-round median wall µs of one turn and
-    the per-round mean process-CPU µs of one turn."""
+    the per-round mean process-CPU µs of one turn. ``after_round()`` is called at the end
+    of each round (to take what the configs noted in it)."""
     wall: dict[str, list[float]] = {name: [] for name in configs}
     cpu: dict[str, list[float]] = {name: [] for name in configs}
     order = list(configs)
@@ -262,11 +332,15 @@ async def interleaved(
         for name in configs:
             wall[name].append(median(samples[name]))
             cpu[name].append(cpu_sum[name] / ks[name])
+        if after_round is not None:
+            after_round()
     return wall, cpu
 
 
 async def _overhead(quick: bool) -> list[Figure]:
     rig = Rig()
+    whole = RelayRig()
+    await whole.start()
     sizes = (4, 16)
     graphs = {
         n: (
@@ -290,6 +364,9 @@ async def _overhead(quick: bool) -> list[Figure]:
             configs["null4"] = lambda b=null_body: b(uuid.uuid4().hex)
             floor_body = _span_turn(chain_graph(rig.waker_tracer, n), rig.waker_tracer, n)
             configs["floor4"] = lambda b=floor_body, k=2 * (n + 1): floor_turn(rig, b, k)
+            whole_body = _span_turn(chain_graph(whole.tracer, n), whole.tracer, n)
+            configs["reader4"] = lambda b=whole_body: whole.reader_turn(b)
+            configs["subscribe4"] = lambda b=whole_body: whole.subscribe_turn(b)
             callbacks_body = _span_turn(plain_g, rig.spans_tracer, n, instrument=True)
             configs["callbacks4"] = lambda b=callbacks_body: b(uuid.uuid4().hex)
             for mode in ("updates", "debug", "tasks"):
@@ -303,14 +380,26 @@ async def _overhead(quick: bool) -> list[Figure]:
     for fn in configs.values():  # warm up every path (imports, caches)
         for _ in range(2 if quick else 20):
             await fn()
+    lag_p50: dict[str, list[float]] = {name: [] for name in whole.lags}
+
+    def take_lags() -> None:  # per round: the p50 of node end -> reader, per reader
+        for name, lags in whole.lags.items():
+            lag_p50[name].append(percentile(lags, 50))
+            lags.clear()
+
+    take_lags()  # the warm-up's go
+    for values in lag_p50.values():
+        values.clear()
     per, cpu = await interleaved(
         configs,
         {n: k[16 if n.endswith("16") else 4] for n in configs},
         3 if quick else 15,
         4 if quick else 60,
         2 if quick else 5,
+        after_round=take_lags,
     )
     rig.close()
+    await whole.close()
 
     def ratio(a: str, b: str) -> list[float]:
         return [y / x for x, y in zip(per[a], per[b], strict=True)]
@@ -355,6 +444,43 @@ async def _overhead(quick: bool) -> list[Figure]:
             anchor="spans only",
             params={"nodes": 4},
             note="10 span starts/ends -> 10 events per turn",
+        ),
+        summary(
+            "overhead.relay_subscribe",
+            "  the same read through relay.subscribe() (a whole Relay)",
+            ratio("spans4", "subscribe4"),
+            "x",
+            params={"via_bus_reader": median(ratio("spans4", "reader4"))},
+            note="through the relay's bus reader: params.via_bus_reader",
+            **common,
+        ),
+        summary(
+            "overhead.subscribe_vs_reader",
+            "  relay.subscribe() against a reader of the relay's bus, same turn",
+            ratio("reader4", "subscribe4"),
+            "x",
+            anchor="the same turn, the bus reader",
+            anchor_value=median(per["reader4"]),
+            anchor_unit="us",
+            target="<= 1.05",
+            limit=1.05,
+        ),
+        summary(
+            "overhead.subscribe_lag_p50",
+            "  node end -> relay.subscribe() reader, p50",
+            lag_p50["subscribe"],
+            "ms",
+            target="< 0.1",
+            limit=0.1,
+            anchor="the bus reader's p50",
+            anchor_value=median(lag_p50["reader"]),
+            anchor_unit="ms",
+        ),
+        summary(
+            "overhead.reader_lag_p50",
+            "  node end -> the bus reader, p50",
+            lag_p50["reader"],
+            "ms",
         ),
         summary(
             "overhead.relay_noreader",

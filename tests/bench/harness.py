@@ -29,6 +29,10 @@ EXPECTED_KEYS: tuple[str, ...] = (
     "overhead.relay",
     "overhead.relay_cpu",
     "overhead.relay_us",
+    "overhead.relay_subscribe",
+    "overhead.subscribe_vs_reader",
+    "overhead.subscribe_lag_p50",
+    "overhead.reader_lag_p50",
     "overhead.relay_noreader",
     "overhead.floor",
     "overhead.floor_processor",
@@ -72,6 +76,16 @@ EXPECTED_KEYS: tuple[str, ...] = (
     "replay.sqlite_list",
     "realistic.offline",
     "realistic.model_1s",
+)
+
+#: The soak's figures (``--only soak``: not in the default run; tests/bench/bench_soak.py).
+SOAK_KEYS: tuple[str, ...] = (
+    "soak.rss_first_wave",
+    "soak.rss_per_wave_full",
+    "soak.rss_growth_full",
+    "soak.sqlite_growth_full",
+    "soak.objects_growth_full",
+    "soak.bus_retained",
 )
 
 #: Figures that may be "n/a" because what they measure is not built yet (hooks).

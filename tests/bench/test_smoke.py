@@ -1,4 +1,5 @@
-"""The benchmarks still run: ``python -m tests.bench --quick --json`` reports every figure.
+"""The benchmarks still run: ``python -m tests.bench --quick --json`` reports every figure,
+and so does the soak (``--only soak``, not in the default run) at its tiny size.
 
 No timing thresholds here (this machine is small and shared; the numbers are judged by
 people reading ``python -m tests.bench``): only that each figure is present, numeric and
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bench.harness import EXPECTED_KEYS, MAY_BE_NA
+from tests.bench.harness import EXPECTED_KEYS, MAY_BE_NA, SOAK_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,3 +52,28 @@ def test_quick_bench_reports_every_figure() -> None:
         assert figure["rounds"] >= 1, (key, figure)
         for bound in ("lo", "hi"):
             assert isinstance(figure[bound], int | float), (key, bound, figure)
+
+
+@pytest.mark.slow
+def test_quick_soak_reports_every_wave() -> None:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.bench", "--quick", "--json", "--only", "soak"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    figures = {f["key"]: f for f in json.loads(done.stdout)["figures"]}
+    assert sorted(figures) == sorted(SOAK_KEYS)
+    for key in SOAK_KEYS:
+        value = figures[key]["value"]
+        assert figures[key]["status"] == "measured", (key, figures[key]["note"])
+        assert isinstance(value, int | float) and math.isfinite(value), (key, figures[key])
+    waves = figures["soak.rss_first_wave"]["params"]["per_wave"]
+    assert [w["wave"] for w in waves] == [0, 1, 2]  # the start, then 2 waves of 5 turns
+    assert all(w["rss_mib"] > 0 and "bus_finished" in w for w in waves)
+    assert "soak wave  2:" in done.stderr  # one line per wave as it is measured

@@ -111,6 +111,29 @@ def test_the_id_table_gives_the_same_ids_and_stays_bounded() -> None:
     assert ids.spans == {}  # every span ended: its entry went with its end
 
 
+def test_a_trace_leaves_the_id_table_when_nothing_of_it_is_open() -> None:
+    from relay.ingest.live import _public_record
+
+    tracer = TracerProvider().get_tracer("t")
+    for read in (live_record, _public_record):  # the SDK's fields, the public readers
+        ids = HexIds()
+        for _ in range(3):
+            root, child = _spans_of(tracer)
+            phases = [(root, False), (child, False), (child, True), (root, True)]
+            for span, ended in phases:
+                if ended:
+                    span.end()
+                assert _ids(read(span, ended, ids)) == _ids(live_record(span, ended))
+                assert len(ids.traces) == (0 if span is root and ended else 1)
+            # a span that outlives the run's root (the answer saved after the run)
+            late = tracer.start_span("late", context=trace.set_span_in_context(root))
+            assert _ids(read(late, False, ids)) == _ids(live_record(late, False))
+            assert len(ids.traces) == 1
+            late.end()
+            assert _ids(read(late, True, ids)) == _ids(live_record(late, True))
+        assert ids.traces == {} and ids.spans == {}  # nothing kept of ended runs
+
+
 def _spans_of(tracer: trace.Tracer) -> tuple[trace.Span, trace.Span]:
     root = tracer.start_span("root")
     return root, tracer.start_span("child", context=trace.set_span_in_context(root))

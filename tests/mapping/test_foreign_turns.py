@@ -351,3 +351,27 @@ def test_fed_in_any_order_of_arrival_the_same_events() -> None:
     assert [(e.type, e.turn_id, e.fields) for e in out] == [
         (e.type, e.turn_id, e.fields) for e in replay_events(spans)
     ]
+
+
+# -- what is noted of the runs that begin and end -------------------------------------------
+
+
+def test_the_relay_in_process_notes_only_foreign_runs() -> None:
+    """A receiver keeps the message and user of every run it maps (it writes every
+    received turn's record); the relay in-process (``own_runs=False``) only those of
+    foreign runs: its own runs write their records, and nothing of them is kept here."""
+    from relay import conventions as c
+    from relay.mapping.state import Run
+    from relay.turns.foreign import NotedRuns
+
+    root = SpanRecord("a" * 32, "b" * 16, None, "run", 1, None, {c.ENDUSER_ID: "ann"})
+    own = Run("own-turn", "t1", "a" * 32, "chat", message="How do refunds work?")
+    foreign = Run("foreign-turn", "t2", "c" * 32, "chat", foreign=True, message="hi")
+    for own_runs, kept in ((True, ["own-turn", "foreign-turn"]), (False, ["foreign-turn"])):
+        noted = NotedRuns(own_runs=own_runs)
+        notes = [("start", own, root), ("start", foreign, root)]
+        entries = noted.take(notes)
+        assert notes == []
+        assert [e.turn_id for e in entries] == ["foreign-turn"]  # the index: foreign only
+        assert list(noted.messages) == kept and list(noted.users) == kept
+        assert list(noted.foreign) == ["foreign-turn"]
