@@ -52,9 +52,15 @@ lint: setup
 	$(BIN)/ruff check relay agent tests
 	$(BIN)/mypy
 
+# pytest on every core, several workers a core: most tests wait on a server, a browser or a
+# subprocess, not on the CPU (tests/conftest.py gives each worker its own ports, data
+# folders, PostgreSQL database and Redis database number). Bytecode is cached even where
+# PYTHONDONTWRITEBYTECODE is set: without it every worker and every server the tests start
+# compiles (and pytest rewrites) hundreds of modules again.
+PYTEST_WORKERS ?= 4
 test: setup system-deps lint
 	node --test tests/js/
-	$(BIN)/pytest -q
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(PYTEST_WORKERS)
 
 bench: setup
 	$(BIN)/python -m tests.bench
