@@ -28,6 +28,20 @@ from tests.spanrec import RecordingProcessor, Tracing
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first (``slow``, then ``browser``), the rest in their order: with
+    ``pytest -n`` (make test) the workers start on the tests that would otherwise keep
+    one of them busy after the others are done. The sort is stable, so a module's tests
+    keep their order among themselves."""
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("slow") is not None:
+            return 0
+        return 1 if item.get_closest_marker("browser") is not None else 2
+
+    items.sort(key=rank)
+
+
 def service_missing(what: str, how: str) -> None:
     """A missing service fails under CI=true and skips elsewhere, saying how to enable it."""
     if IN_CI:

@@ -1,5 +1,6 @@
 """The benchmarks still run: ``python -m tests.bench --quick --json`` reports every figure,
-and so does the soak (``--only soak``, not in the default run) at its tiny size.
+each bench of the default run checked on its own (``--only ID``), and so does the soak
+(``--only soak``, not in the default run) at its tiny size.
 
 No timing thresholds here (this machine is small and shared; the numbers are judged by
 people reading ``python -m tests.bench``): only that each figure is present, numeric and
@@ -17,31 +18,45 @@ from pathlib import Path
 
 import pytest
 
+from tests.bench.__main__ import IDS
 from tests.bench.harness import EXPECTED_KEYS, MAY_BE_NA, SOAK_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow
-def test_quick_bench_reports_every_figure() -> None:
+def quick_bench(*ids: str) -> subprocess.CompletedProcess[str]:
+    """``python -m tests.bench --quick --json --only IDS`` in a process of its own."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.bench", "--quick", "--json"],
+    return subprocess.run(
+        [sys.executable, "-m", "tests.bench", "--quick", "--json", "--only", ",".join(ids)],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
         timeout=240,
     )
+
+
+def test_every_figure_belongs_to_a_bench_of_the_default_run() -> None:
+    """The smoke runs below, one a bench, together cover every expected figure."""
+    assert {key.split(".", 1)[0] for key in EXPECTED_KEYS} <= set(IDS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bench_id", IDS)
+def test_quick_bench_reports_every_figure(bench_id: str) -> None:
+    """Each bench of the default run on its own (so that the suite's workers share them)."""
+    done = quick_bench(bench_id)
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(done.stdout)
     assert report["machine"]["quick"] is True
     figures = {f["key"]: f for f in report["figures"]}
     assert len(figures) == len(report["figures"]), "duplicate figure keys"
-    missing = [k for k in EXPECTED_KEYS if k not in figures]
+    expected = [k for k in EXPECTED_KEYS if k.split(".", 1)[0] == bench_id]
+    missing = [k for k in expected if k not in figures]
     assert not missing, f"figures missing from the report: {missing}"
-    for key in EXPECTED_KEYS:
+    for key in expected:
         figure = figures[key]
         if figure["status"] == "n/a":
             assert key in MAY_BE_NA, f"{key} is n/a: {figure['note']}"
@@ -56,16 +71,7 @@ def test_quick_bench_reports_every_figure() -> None:
 
 @pytest.mark.slow
 def test_quick_soak_reports_every_wave() -> None:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.bench", "--quick", "--json", "--only", "soak"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    done = quick_bench("soak")
     assert done.returncode == 0, done.stderr[-4000:]
     figures = {f["key"]: f for f in json.loads(done.stdout)["figures"]}
     assert sorted(figures) == sorted(SOAK_KEYS)

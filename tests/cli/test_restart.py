@@ -16,6 +16,8 @@ import pytest
 
 from tests.conftest import SSE_HEADERS, events_of, free_port, iter_frames, parse_frame
 
+pytestmark = pytest.mark.slow  # run first: tests/conftest.py orders the suite
+
 REFUNDS = "How do refunds work?"
 
 

@@ -13,6 +13,8 @@ from hypothesis import HealthCheck, settings
 from agent.app import create_app
 from tests.conftest import LiveServer
 
+pytestmark = pytest.mark.slow  # run first: tests/conftest.py orders the suite
+
 EXAMPLES = int(os.environ.get("SPAN_RELAY_FUZZ_EXAMPLES", "25"))
 
 # The document as the app serves it (building the app does not start it).

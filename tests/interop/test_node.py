@@ -21,6 +21,8 @@ import pytest
 from tests.conftest import service_missing
 from tests.interop.conftest import TurnReader, assert_well_formed, live_check
 
+pytestmark = pytest.mark.slow  # run first: tests/conftest.py orders the suite
+
 NODE_DIR = Path(__file__).parent / "node"
 
 

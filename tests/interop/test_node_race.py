@@ -21,6 +21,8 @@ import pytest
 from tests.interop.conftest import TurnReader, assert_well_formed, grpc_endpoint
 from tests.interop.test_node import node_agent  # noqa: F401  (the npm ci fixture)
 
+pytestmark = pytest.mark.slow  # run first: tests/conftest.py orders the suite
+
 
 def race(
     node_dir: Path,

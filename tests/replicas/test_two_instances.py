@@ -11,9 +11,12 @@ from __future__ import annotations
 import uuid
 
 import httpx
+import pytest
 
 from tests.conftest import ModelGate, iter_frames
 from tests.interop.conftest import assert_well_formed, read_turn, wait_until
+
+pytestmark = pytest.mark.slow  # run first: tests/conftest.py orders the suite
 
 
 def pair(make_instance, redis_url: str, postgres_url: str):

@@ -24,6 +24,8 @@ import pytest
 from tests.conftest import free_port, iter_frames
 from tests.interop.conftest import assert_well_formed, wait_until
 
+pytestmark = pytest.mark.slow  # run first: tests/conftest.py orders the suite
+
 ROOT = Path(__file__).resolve().parents[2]
 REFUND = "Please refund order 1234 ($20)."
 

@@ -34,6 +34,8 @@ from tests.store.support import (
     without_seq,
 )
 
+pytestmark = pytest.mark.slow  # run first: tests/conftest.py orders the suite
+
 
 @pytest.fixture(scope="module")
 def recorded_turns(launcher: Launcher) -> tuple[RelayProcess, dict[str, tuple[str, Any]]]:

@@ -8,6 +8,7 @@ Without PostgreSQL the test skips (saying how to enable it), except under CI=tru
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.store.conftest import Launcher, fixture_file, recorded
 from tests.store.support import (
@@ -18,6 +19,8 @@ from tests.store.support import (
     run_turn,
     without_seq,
 )
+
+pytestmark = pytest.mark.slow  # run first: tests/conftest.py orders the suite
 
 
 def test_a_turn_run_on_one_instance_replays_on_another(
