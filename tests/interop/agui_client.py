@@ -4,7 +4,7 @@ file in tests/interop/agui/): where it lives and how a test runs its demo script
 
 The app under test is the real one (``tests.conftest``'s ``make_server``: a real uvicorn on
 127.0.0.1). Without Node.js 20+ (or its packages) the client tests skip, saying how to get
-them; with ``CI=true`` they fail instead.
+them; with ``CI=true`` they fail instead (tests/node_packages.py).
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any
 
 CLIENT_DIR = Path(__file__).parent / "agui"
-CLIENT_VERSION = "1.0."  # @ag-ui/client 1.0.x, as package-lock.json pins it
-INSTALL = f"npm ci --prefix {CLIENT_DIR.relative_to(Path(__file__).parents[2])}"
 
 
 def run_client(

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,9 +17,10 @@ import httpx
 import pytest
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-from tests.conftest import Frame, LiveServer, LiveServers, free_port, iter_frames, service_missing
-from tests.interop.agui_client import CLIENT_DIR, CLIENT_VERSION, INSTALL
+from tests.conftest import Frame, LiveServer, LiveServers, free_port, iter_frames
+from tests.interop.agui_client import CLIENT_DIR
 from tests.interop.restore import restored
+from tests.node_packages import node_project
 
 
 @pytest.fixture
@@ -246,31 +245,5 @@ def instrumented(request) -> Iterator[tuple[str, Switch]]:
 
 @pytest.fixture(scope="session")
 def agui_client() -> Path:
-    """The directory of the Node.js demo client, its packages installed."""
-    node = shutil.which("node")
-    npm = shutil.which("npm")
-    if node is None:
-        service_missing(
-            "Node.js 20+", f"apt-get install nodejs npm (or nodesource), then {INSTALL}"
-        )
-    assert node is not None
-    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
-    if int(version.strip().lstrip("v").split(".")[0] or 0) < 20:
-        service_missing("Node.js 20+", f"found {version.strip()}")
-    installed = CLIENT_DIR / "node_modules" / "@ag-ui" / "client" / "package.json"
-    if not installed.exists() or not json.loads(installed.read_text())["version"].startswith(
-        CLIENT_VERSION
-    ):
-        if npm is None:
-            service_missing("npm", f"apt-get install npm, then {INSTALL}")
-        assert npm is not None
-        result = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund"],
-            cwd=CLIENT_DIR,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if result.returncode != 0:
-            service_missing("the AG-UI client packages", f"{INSTALL}  ({result.stderr[-400:]})")
-    return CLIENT_DIR
+    """The directory of the Node.js demo client, its packages installed as locked."""
+    return node_project(CLIENT_DIR, "the AG-UI client packages")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import uuid
 from collections.abc import Callable
@@ -18,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import service_missing
 from tests.interop.conftest import TurnReader, assert_well_formed, live_check
+from tests.node_packages import node_project
 
 pytestmark = pytest.mark.slow  # run first: tests/conftest.py orders the suite
 
@@ -28,25 +27,8 @@ NODE_DIR = Path(__file__).parent / "node"
 
 @pytest.fixture(scope="module")
 def node_agent() -> Path:
-    node = shutil.which("node")
-    npm = shutil.which("npm")
-    if node is None or npm is None:
-        service_missing("Node.js 20+ and npm", "apt-get install nodejs npm (or nodesource)")
-    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
-    if int(version.strip().lstrip("v").split(".")[0]) < 20:
-        service_missing("Node.js 20+", f"found {version.strip()}")
-    result = subprocess.run(
-        [npm, "ci", "--no-audit", "--no-fund"],
-        cwd=NODE_DIR,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if result.returncode != 0:
-        service_missing(
-            "the Node.js interop packages", f"cd {NODE_DIR} && npm ci  ({result.stderr[-400:]})"
-        )
-    return NODE_DIR
+    """The Node.js agent's folder, its packages (the OpenTelemetry JS SDK) installed."""
+    return node_project(NODE_DIR, "the Node.js interop packages")
 
 
 NODES = ("fetch", "summarize")  # the order send.mjs runs them in
