@@ -60,7 +60,7 @@ lint: setup
 PYTEST_WORKERS ?= 4
 test: setup system-deps lint
 	node --test tests/js/
-	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(PYTEST_WORKERS)
 
 bench: setup
 	$(BIN)/python -m tests.bench

@@ -32,18 +32,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest tests first (``slow``, then ``browser``), the rest in their order: with
     ``pytest -n`` (make test) the workers start on the tests that would otherwise keep
     one of them busy after the others are done. The sort is stable, so a module's tests
-    keep their order among themselves. The browser tests are one xdist group (with
-    ``--dist loadgroup``, one worker runs them all): one Chromium and one set of the
-    browser suite's servers for the run, not one a worker."""
+    keep their order among themselves."""
 
     def rank(item: pytest.Item) -> int:
         if item.get_closest_marker("slow") is not None:
             return 0
         return 1 if item.get_closest_marker("browser") is not None else 2
 
-    for item in items:
-        if item.get_closest_marker("browser") is not None:
-            item.add_marker(pytest.mark.xdist_group("browser"))
     items.sort(key=rank)
 
 
