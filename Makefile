@@ -52,15 +52,17 @@ lint: setup
 	$(BIN)/ruff check relay agent tests
 	$(BIN)/mypy
 
-# pytest on every core, several workers a core: most tests wait on a server, a browser or a
+# pytest on every core, two workers a core: most tests wait on a server, a browser or a
 # subprocess, not on the CPU (tests/conftest.py gives each worker its own ports, data
-# folders, PostgreSQL database and Redis database number). Bytecode is cached even where
+# folders, PostgreSQL database and Redis database number, and says how the tests are
+# shared out: a module with a module-scoped fixture to one worker, the rest one by one,
+# the longest first). Bytecode is cached even where
 # PYTHONDONTWRITEBYTECODE is set: without it every worker and every server the tests start
 # compiles (and pytest rewrites) hundreds of modules again.
 PYTEST_WORKERS ?= 4
 test: setup system-deps lint
 	node --test tests/js/
-	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(PYTEST_WORKERS)
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=20
 
 bench: setup
 	$(BIN)/python -m tests.bench

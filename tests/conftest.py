@@ -29,17 +29,31 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest tests first (``slow``, then ``browser``), the rest in their order: with
-    ``pytest -n`` (make test) the workers start on the tests that would otherwise keep
-    one of them busy after the others are done. The sort is stable, so a module's tests
-    keep their order among themselves."""
+    """How ``make test`` shares the suite out (``pytest -n 4 --dist loadgroup``).
+
+    The tests of a module that sets up a module-scoped fixture (a server, recorded turns)
+    are one xdist group, run by one worker: the fixture is set up once, not once a
+    worker. Every other test is scheduled on its own, the longest first (``slow``, then
+    ``browser``): the workers start on the tests that would otherwise keep one of them
+    busy after the others are done. The sort is stable, so a module's tests keep their
+    order among themselves."""
 
     def rank(item: pytest.Item) -> int:
         if item.get_closest_marker("slow") is not None:
             return 0
         return 1 if item.get_closest_marker("browser") is not None else 2
 
+    for item in items:
+        if _uses_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
     items.sort(key=rank)
+
+
+def _uses_a_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values())
 
 
 def service_missing(what: str, how: str) -> None:
