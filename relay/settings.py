@@ -4,7 +4,8 @@ Each setting is declared once, as a field of :class:`RelaySettings`: its type, i
 default, the variable it is read from, how the variable is read, the bounds or choices
 validation holds it to and the line that describes it. :func:`from_env
 <RelaySettings.from_env>`, :meth:`RelaySettings.validate` and the README's configuration
-table (:func:`configuration_table`) all read that one table (:data:`SETTINGS`).
+table (:func:`configuration_table`) all read that one table (:data:`SETTINGS`). How a
+row is declared, and how each kind of value is read and shown, is relay/setting.py's.
 
 Read once, validated as a whole: an inconsistent configuration refuses to start with a
 message that names the variable to change. Whether the optional dependencies a setting
@@ -15,188 +16,32 @@ when one is missing, naming the extra to install.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 from relay.extras import missing_extras
+from relay.setting import (
+    DAY_S,
+    MIB,
+    ConfigError,
+    Setting,
+    as_is,
+    auth_mode,
+    bool_value,
+    float_value,
+    index,
+    int_value,
+    optional_path,
+    path,
+    setting,
+    text,
+    word,
+    word_list,
+)
 
-T = TypeVar("T")
-
-#: how a variable is read: ``parse(environ, name, default)`` -> the field's value
-Parse = Callable[[Mapping[str, str], str, Any], Any]
-
-
-class ConfigError(ValueError):
-    """The configuration cannot work; the message says what to change."""
-
-
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    """A finite number; unset or empty: the default."""
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a number") from None
-    if not math.isfinite(value):
-        raise ConfigError(f"{name}={raw!r} must be a finite number")
-    return value
-
-
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    """A number (``1e3`` too), truncated to an integer; unset or empty: the default."""
-    return int(_float(env, name, default))
-
-
-def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
-    """1/true/yes/on or 0/false/no/off, in any case; unset or empty: the default."""
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    value = raw.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"{name}={raw!r}: use true or false")
-
-
-def _as_is(env: Mapping[str, str], name: str, default: str) -> str:
-    """The value as it is (empty stays empty, for validation to name); unset: the default."""
-    return env.get(name, default)
-
-
-def _text(env: Mapping[str, str], name: str, default: str | None) -> str | None:
-    """The value; unset or empty: the default."""
-    return env.get(name) or default
-
-
-def _word(env: Mapping[str, str], name: str, default: str) -> str:
-    """The value trimmed and in lower case; unset or empty: the default."""
-    return env.get(name, default).strip().lower() or default
-
-
-def _path(env: Mapping[str, str], name: str, default: Path) -> Path:
-    """A path; unset: the default."""
-    return Path(env.get(name, default))
-
-
-def _optional_path(env: Mapping[str, str], name: str, default: Path | None) -> Path | None:
-    """A path; unset or empty: the default."""
-    raw = env.get(name)
-    return Path(raw) if raw else default
-
-
-def _list(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tuple[str, ...]:
-    """Comma-separated items, trimmed, empty ones dropped; none: the default."""
-    items = tuple(item.strip() for item in env.get(name, "").split(",") if item.strip())
-    return items or default
-
-
-def _index(env: Mapping[str, str], name: str, default: int | None) -> int | None:
-    """A non-negative integer; anything else: the default."""
-    raw = env.get(name, "")
-    return int(raw) if raw.isdigit() else default
-
-
-def _auth(env: Mapping[str, str], name: str, default: str) -> str:
-    """RELAY_AUTH; unset or empty: ``token`` when RELAY_API_TOKEN is set, else the default."""
-    mode = env.get(name) or ("token" if env.get("RELAY_API_TOKEN") else default)
-    return mode.strip().lower()
-
-
-@dataclass(frozen=True, slots=True)
-class Setting:
-    """One RELAY_* variable and the field of :class:`RelaySettings` it fills: a row of the
-    configuration table (:data:`SETTINGS`)."""
-
-    field: str
-    default: Any
-    env: str
-    parse: Parse
-    #: what it does: the README's configuration table shows it
-    doc: str
-    #: the README's default column where the value alone does not say it (``None``: the
-    #: value, :meth:`shown_default`)
-    shown: str | None = None
-    #: validation: the value must be ``"> 0"``, ``">= 0"`` or ``">= 1"``
-    bound: str | None = None
-    #: what the bound's number counts, in the refusal's message
-    unit: str | None = None
-    #: validation: the value must be one of these
-    choices: tuple[str, ...] = ()
-
-    def read(self, env: Mapping[str, str]) -> Any:
-        return self.parse(env, self.env, self.default)
-
-    def check(self, value: Any) -> None:
-        """Refuse a value outside :attr:`bound` or :attr:`choices` (ConfigError)."""
-        if self.choices and value not in self.choices:
-            allowed = " or ".join(repr(choice) for choice in self.choices)
-            raise ConfigError(f"{self.env} must be {allowed}")
-        if self.bound is None:
-            return
-        if not _BOUNDS[self.bound](value):  # (a NaN is outside every bound)
-            unit = f" ({self.unit})" if self.unit else ""
-            raise ConfigError(f"{self.env} must be {self.bound}{unit}")
-
-    def shown_default(self) -> str:
-        """The default as the README's configuration table shows it."""
-        value = self.default
-        if self.shown is not None:
-            return self.shown
-        if value is None or value is False or value == ():
-            return "off"
-        if value is True:
-            return "`true`"
-        if isinstance(value, Path):
-            return f"`./{value}`"
-        if isinstance(value, str):
-            return f"`{value}`"
-        if self.env.endswith("_BYTES") and value >= MIB and value % MIB == 0:
-            return f"{value // MIB} MiB"
-        if self.env.endswith("_S") and value >= DAY_S and value % DAY_S == 0:
-            return f"{value // DAY_S:g} days"
-        return f"`{value:g}`"
-
-
-MIB = 1024 * 1024
-DAY_S = 24 * 3600.0
-_BOUNDS: dict[str, Callable[[Any], bool]] = {
-    "> 0": lambda value: value > 0,
-    ">= 0": lambda value: value >= 0,
-    ">= 1": lambda value: value >= 1,
-}
-
-
-def setting(
-    env: str,
-    default: T,
-    parse: Parse,
-    doc: str,
-    *,
-    shown: str | None = None,
-    bound: str | None = None,
-    unit: str | None = None,
-    choices: tuple[str, ...] = (),
-) -> T:
-    """A field of :class:`RelaySettings` read from ``env``: its default and, as the
-    field's metadata, the rest of its :class:`Setting`."""
-    row = {
-        "env": env,
-        "parse": parse,
-        "doc": doc,
-        "shown": shown,
-        "bound": bound,
-        "unit": unit,
-        "choices": choices,
-    }
-    return dataclasses.field(default=default, metadata=row)
+__all__ = ["SETTINGS", "ConfigError", "RelaySettings", "configuration_table", "require_extras"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,13 +53,13 @@ class RelaySettings:
     data_dir: Path = setting(
         "RELAY_DATA_DIR",
         Path(".span-relay"),
-        _path,
+        path,
         "SQLite files: turns, spans, messages, checkpoints, the demo's refunds",
     )
     heartbeat_s: float = setting(
         "RELAY_HEARTBEAT_S",
         15.0,
-        _float,
+        float_value,
         "seconds between `: hb` comments on every stream",
         bound="> 0",
         unit="seconds between heartbeats",
@@ -222,64 +67,66 @@ class RelaySettings:
     disconnect_grace_s: float = setting(
         "RELAY_DISCONNECT_GRACE_S",
         5.0,
-        _float,
+        float_value,
         "wait before cancelling a running turn nobody reads",
         bound=">= 0",
     )
     send_timeout_s: float = setting(
         "RELAY_SEND_TIMEOUT_S",
         30.0,
-        _float,
+        float_value,
         "a reader that accepts no bytes for this long is cut",
         bound="> 0",
         unit="seconds a reader may stall",
     )
     retry_ms: int = setting(
-        "RELAY_RETRY_MS", 2000, _int, "the SSE `retry:` sent first on every stream"
+        "RELAY_RETRY_MS", 2000, int_value, "the SSE `retry:` sent first on every stream"
     )
     bus: str = setting(
         "RELAY_BUS",
         "memory",
-        _as_is,
+        as_is,
         "`redis://host:port/db`: turn logs in Redis Streams, any instance streams any turn",
     )
     store: str = setting(
         "RELAY_STORE",
         "sqlite",
-        _as_is,
+        as_is,
         "`postgresql://...`: spans, turn records, saved answers and checkpoints shared by replicas",
     )
     capture_content: bool = setting(
         "RELAY_CAPTURE_CONTENT",
         True,
-        _bool,
+        bool_value,
         "`false` strips prompts and answers from OTLP export",
     )
     trace_url: str | None = setting(
-        "RELAY_TRACE_URL", None, _text, "trace viewer base URL for the SPA's links"
+        "RELAY_TRACE_URL", None, text, "trace viewer base URL for the SPA's links"
     )
     thread_policy: str = setting(
         "RELAY_THREAD_POLICY",
         "reject",
-        _as_is,
+        as_is,
         "a second `/chat` on a busy thread: `reject` (409) or `enqueue`",
         choices=("reject", "enqueue"),
     )
-    faults: bool = setting("RELAY_FAULTS", False, _bool, "the demo: `1` honours `X-Relay-Fault`")
+    faults: bool = setting(
+        "RELAY_FAULTS", False, bool_value, "the demo: `1` honours `X-Relay-Fault`"
+    )
     api_token: str | None = setting(
         "RELAY_API_TOKEN",
         None,
-        _text,
+        text,
         "`RELAY_AUTH=token`: the bearer token required on every API route; with `jwt` or "
         "`proxy`: the OTLP receivers' own credential (required when a receiver is on)",
     )
     max_body_bytes: int = setting(
-        "RELAY_MAX_BODY_BYTES", 64 * 1024, _int, "request body limit (413)"
+        "RELAY_MAX_BODY_BYTES", 64 * 1024, int_value, "request body limit (413)"
     )
     tool_timeout_s: float = setting(
         "RELAY_TOOL_TIMEOUT_S",
         30.0,
-        _float,
+        float_value,
         "shorter than `RELAY_TURN_TIMEOUT_S` (an inverted chain of the three timeouts "
         "refuses to start): an async tool of any `GraphAgent`'s graph (one LangChain runs "
         "as a tool: a `ToolNode`, a prebuilt agent's tools) is stopped at it (`error` "
@@ -289,61 +136,61 @@ class RelaySettings:
     turn_timeout_s: float = setting(
         "RELAY_TURN_TIMEOUT_S",
         120.0,
-        _float,
+        float_value,
         "shorter than `RELAY_SERVER_TIMEOUT_S`: the library stops every `GraphAgent` run "
         "at it (`error` event, code `turn_timeout`)",
     )
     server_timeout_s: float = setting(
         "RELAY_SERVER_TIMEOUT_S",
         300.0,
-        _float,
+        float_value,
         "a stream older than this ends with a `reconnect` frame",
     )
     shutdown_grace_s: float = setting(
         "RELAY_SHUTDOWN_GRACE_S",
         5.0,
-        _float,
+        float_value,
         "on SIGTERM, how long running turns may finish before they are recorded `interrupted`",
     )
     bus_retention_s: float = setting(
         "RELAY_BUS_RETENTION_S",
         3600.0,
-        _float,
+        float_value,
         "how long the bus keeps a finished turn's log",
     )
     bus_max_turns: int = setting(
-        "RELAY_BUS_MAX_TURNS", 1000, _int, "how many finished turn logs the bus keeps"
+        "RELAY_BUS_MAX_TURNS", 1000, int_value, "how many finished turn logs the bus keeps"
     )
     spa_dir: Path | None = setting(
         "RELAY_SPA_DIR",
         None,
-        _optional_path,
+        optional_path,
         "where the SPA's files are",
         shown="`spa/` beside the package",
     )
     cors_origins: tuple[str, ...] = setting(
         "RELAY_CORS_ORIGINS",
         (),
-        _list,
+        word_list,
         "comma-separated origins allowed to call the API from a browser",
     )
     rate_limit: str | None = setting(
         "RELAY_RATE_LIMIT",
         None,
-        _text,
+        text,
         "`N/S`: N run requests per S seconds per client (429 + `Retry-After`)",
     )
     metrics: str = setting(
         "RELAY_METRICS",
         "off",
-        _word,
+        word,
         "`prometheus`: OpenTelemetry metrics served at `GET /metrics`",
         choices=("off", "prometheus"),
     )
     log_format: str = setting(
         "RELAY_LOG_FORMAT",
         "text",
-        _word,
+        word,
         "`json`: one JSON object per line with `trace_id` and `turn_id`",
         choices=("text", "json"),
     )
@@ -351,13 +198,13 @@ class RelaySettings:
     store_retention_s: float = setting(
         "RELAY_STORE_RETENTION_S",
         7 * DAY_S,
-        _float,
+        float_value,
         "how long the span store keeps a turn's spans (an expired turn answers 410)",
     )
     store_max_turns: int = setting(
         "RELAY_STORE_MAX_TURNS",
         10_000,
-        _int,
+        int_value,
         "how many turns the span store keeps the spans of",
         bound=">= 1",
         unit="turns whose spans are kept",
@@ -365,7 +212,7 @@ class RelaySettings:
     import_max_bytes: int = setting(
         "RELAY_IMPORT_MAX_BYTES",
         32 * MIB,
-        _int,
+        int_value,
         "trace file limit for `POST /imports`",
         bound=">= 1",
         unit="largest trace file POST /imports accepts",
@@ -374,34 +221,34 @@ class RelaySettings:
     otlp_http: bool = setting(
         "RELAY_OTLP_HTTP",
         False,
-        _bool,
+        bool_value,
         "OTLP/HTTP receiver `POST /v1/traces` (protobuf or JSON, gzip)",
         shown="off (on with `serve --relay-only`)",
     )
     otlp_grpc: str | None = setting(
         "RELAY_OTLP_GRPC",
         None,
-        _text,
+        text,
         "`host:port` of the OTLP/gRPC receiver (e.g. `127.0.0.1:4317`)",
     )
     otlp_max_bytes: int = setting(
         "RELAY_OTLP_MAX_BYTES",
         8 * MIB,
-        _int,
+        int_value,
         "receiver limit: the body size (413)",
         bound=">= 1",
     )
     otlp_pending_spans: int = setting(
         "RELAY_OTLP_PENDING_SPANS",
         10_000,
-        _int,
+        int_value,
         "receiver limit: the spans waiting for their run's root",
         bound=">= 1",
     )
     otlp_pending_s: float = setting(
         "RELAY_OTLP_PENDING_S",
         600.0,
-        _float,
+        float_value,
         "receiver limit: how long received spans wait for their run's root",
         bound="> 0",
         unit="seconds received spans wait for their run's root",
@@ -409,21 +256,21 @@ class RelaySettings:
     otlp_dedup_spans: int = setting(
         "RELAY_OTLP_DEDUP_SPANS",
         200_000,
-        _int,
+        int_value,
         "receiver limit: the de-duplication memory (span ids)",
         bound=">= 1",
     )
     otlp_store_backlog: int = setting(
         "RELAY_OTLP_STORE_BACKLOG",
         50_000,
-        _int,
+        int_value,
         "receiver limit: the store queue (429)",
         bound=">= 1",
     )
     otlp_settle_ms: float = setting(
         "RELAY_OTLP_SETTLE_MS",
         250.0,
-        _float,
+        float_value,
         "how long received spans of a trace (and a run's root, from its arrival) wait for "
         "the spans racing them; 0: none (spans after their run's root are then late: "
         '`relay.otlp.spans{outcome="late"}`)',
@@ -431,14 +278,14 @@ class RelaySettings:
     bus_max_events_per_turn: int = setting(
         "RELAY_BUS_MAX_EVENTS",
         10_000,
-        _int,
+        int_value,
         "events kept per turn, in memory and in Redis (`MAXLEN ~`)",
         bound=">= 1",
     )
     instance_id: str | None = setting(
         "RELAY_INSTANCE_ID",
         None,
-        _text,
+        text,
         "a replica's stable, unique name (it marks only its own dead turns "
         "`interrupted`); with `--workers N`, worker *i* is `{id}-w{i}`",
         shown="host name",
@@ -448,7 +295,7 @@ class RelaySettings:
     workers: int = setting(
         "RELAY_WORKERS",
         1,
-        _int,
+        int_value,
         "worker processes of `span-relay serve` on its one port, as `--workers N`; more "
         "than 1 needs `RELAY_BUS=redis://` and `RELAY_STORE=postgresql://`",
         bound=">= 1",
@@ -457,7 +304,7 @@ class RelaySettings:
     worker: int | None = setting(
         "RELAY_WORKER",
         None,
-        _index,
+        index,
         "set by `serve --workers N` in each worker it starts: its index (`/healthz` says "
         "it); not for you to set",
     )
@@ -465,7 +312,7 @@ class RelaySettings:
     auth: str = setting(
         "RELAY_AUTH",
         "none",
-        _auth,
+        auth_mode,
         "who may call the API (see [Security](#security-users-and-their-turns)): `none`, "
         "`token` (the shared token), `jwt` (each user's bearer JWT), `proxy` (a fronting "
         "proxy's user header)",
@@ -474,7 +321,7 @@ class RelaySettings:
     jwt_jwks: str | None = setting(
         "RELAY_JWT_JWKS",
         None,
-        _text,
+        text,
         "the key set tokens are verified against (a file path, or an `https://` URL, "
         "re-read for an unknown key id at most once a minute and hourly); RS256 and ES256 "
         "only (`pip install 'span-relay[auth]'`)",
@@ -483,30 +330,30 @@ class RelaySettings:
     jwt_issuer: str | None = setting(
         "RELAY_JWT_ISSUER",
         None,
-        _text,
+        text,
         "the `iss` a token must carry",
         shown="required with `jwt`",
     )
     jwt_audience: str | None = setting(
         "RELAY_JWT_AUDIENCE",
         None,
-        _text,
+        text,
         "an `aud` a token must hold",
         shown="required with `jwt`",
     )
     jwt_leeway_s: float = setting(
-        "RELAY_JWT_LEEWAY_S", 30.0, _float, "clock skew allowed on `exp` and `nbf`"
+        "RELAY_JWT_LEEWAY_S", 30.0, float_value, "clock skew allowed on `exp` and `nbf`"
     )
     proxy_user_header: str = setting(
         "RELAY_PROXY_USER_HEADER",
         "X-Forwarded-User",
-        _text,
+        text,
         "the header the proxy names the user in",
     )
     proxy_secret: str | None = setting(
         "RELAY_PROXY_SECRET",
         None,
-        _text,
+        text,
         "the secret (16+ characters) the proxy sends in `X-Relay-Proxy-Secret`: without "
         "it the user header is not trusted",
         shown="required with `proxy`",
@@ -515,7 +362,7 @@ class RelaySettings:
     client_tool_max_rounds: int = setting(
         "RELAY_CLIENT_TOOL_MAX_ROUNDS",
         8,
-        _int,
+        int_value,
         "times one turn may pause for the client to run tools, over all its runs "
         "(approvals in between included); one more ends the turn (`error` "
         "`client_tool_rounds`)",
@@ -525,14 +372,14 @@ class RelaySettings:
     client_tool_max_result_bytes: int = setting(
         "RELAY_CLIENT_TOOL_MAX_RESULT_BYTES",
         16 * 1024,
-        _int,
+        int_value,
         "largest client-tool result (its JSON) a resume may carry (`413 "
         "client_tool_result_too_large`); below `RELAY_MAX_BODY_BYTES`",
     )
     client_tool_timeout_s: float = setting(
         "RELAY_CLIENT_TOOL_TIMEOUT_S",
         300.0,
-        _float,
+        float_value,
         "how long a turn waits for the client's tool result; then it ends (`error` "
         "`client_tool_timeout`; a later resume is `409`)",
         bound="> 0",

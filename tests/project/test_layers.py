@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
         "relay.events",
         "relay.conventions",
         "relay.settings",
+        "relay.setting",
         "relay.extras",
         "relay.errors",
         "relay.logs",
