@@ -56,9 +56,9 @@ lint: setup
 # subprocess, not on the CPU (tests/conftest.py gives each worker its own ports, data
 # folders, PostgreSQL database and Redis database number, and says how the tests are
 # shared out: a module with a module-scoped fixture to one worker, the rest one by one,
-# the longest first). Bytecode is cached even where
-# PYTHONDONTWRITEBYTECODE is set: without it every worker and every server the tests start
-# compiles (and pytest rewrites) hundreds of modules again.
+# the longest first). Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: without
+# it every worker and every server the tests start compiles (and pytest rewrites) hundreds
+# of modules again.
 PYTEST_WORKERS ?= 4
 test: setup system-deps lint
 	node --test tests/js/
