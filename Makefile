@@ -48,8 +48,8 @@ system-deps:
 
 # ruff on everything (the formatter's layout, then the linter); mypy on the library (mypy.ini)
 lint: setup
-	$(BIN)/ruff format --check relay agent tests
-	$(BIN)/ruff check relay agent tests
+	$(BIN)/ruff format --check relay span_relay_demo tests
+	$(BIN)/ruff check relay span_relay_demo tests
 	$(BIN)/mypy
 
 # pytest on every core, two workers a core: most tests wait on a server, a browser or a

@@ -166,7 +166,7 @@ class RelaySettings:
         None,
         optional_path,
         "where the SPA's files are",
-        shown="`spa/` beside the package",
+        shown="the package's own (`relay/spa/`)",
     )
     cors_origins: tuple[str, ...] = setting(
         "RELAY_CORS_ORIGINS",
@@ -529,13 +529,10 @@ class RelaySettings:
         return self.auth in ("jwt", "proxy")
 
     def resolved_spa_dir(self) -> Path | None:
-        """The SPA folder: RELAY_SPA_DIR, else ``spa/`` beside the package, else ./spa."""
-        candidates = [self.spa_dir] if self.spa_dir else []
-        candidates += [Path(__file__).resolve().parent.parent / "spa", Path.cwd() / "spa"]
-        for candidate in candidates:
-            if candidate is not None and (candidate / "index.html").is_file():
-                return candidate
-        return None
+        """The SPA folder: RELAY_SPA_DIR, else the package's own (``relay/spa``, package data
+        of the wheel); None when the chosen folder holds no ``index.html``."""
+        folder = self.spa_dir or Path(__file__).resolve().parent / "spa"
+        return folder if (folder / "index.html").is_file() else None
 
 
 #: the configuration table: one row per field of :class:`RelaySettings`, in their order

@@ -153,8 +153,8 @@ def lag_after_end_recorded(
 
 
 class ModelGate:
-    """Holds the offline model's stream (``agent.model.OfflineSupportModel``) chunk by chunk
-    until the test lets it go on. A test makes an order happen with it ("the client had
+    """Holds the offline model's stream (``span_relay_demo.model.OfflineSupportModel``) chunk
+    by chunk until the test lets it go on. A test makes an order happen with it ("the client had
     word k before word k+1 was written", "generate runs until the client has seen three
     heartbeats") instead of sleeping and hoping that the machine is fast enough: these
     tests run on 2 shared cores, where a thread can be off the CPU for half a second.
@@ -205,7 +205,7 @@ class ModelGate:
 def model_gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModelGate]:
     """The offline model's streamed chunks wait at a :class:`ModelGate` (every in-process
     server of this test); at teardown the gate opens, so nothing stays held."""
-    from agent.model import OfflineSupportModel
+    from span_relay_demo.model import OfflineSupportModel
 
     gate = ModelGate()
     stream = OfflineSupportModel._astream
@@ -264,7 +264,7 @@ def live_servers() -> Iterator[LiveServers]:
 @pytest.fixture
 def make_server(app_env: dict[str, str], live_servers: LiveServers) -> Callable[..., LiveServer]:
     """``make_server(**env)``: the demo app in a real uvicorn, on the test's environment."""
-    from agent.app import create_app
+    from span_relay_demo.app import create_app
 
     def make(**overrides: str) -> LiveServer:
         return live_servers.start(create_app({**app_env, **overrides}))

@@ -5,7 +5,7 @@
     span-relay verify-stream URL [...]
     span-relay replay FILE [--turn ID] [--ndjson] [--speed S]
 
-``serve`` runs the demo agent's app by default (``agent.app:create_app``, named by string
+``serve`` runs the demo agent's app by default (``span_relay_demo.app:create_app``, named by string
 so that the relay library itself never imports the demo); ``--graph`` (or RELAY_GRAPH)
 serves any compiled LangGraph graph, ``--config`` every graph of a LangGraph CLI
 ``langgraph.json`` (relay/cli/graph_app.py); ``--app`` serves another factory that returns
@@ -28,7 +28,7 @@ import uvicorn
 
 from relay import logs
 
-DEFAULT_APP = "agent.app:create_app"
+DEFAULT_APP = "span_relay_demo.app:create_app"
 #: ``serve --relay-only``: the relay without the demo agent (OTLP/HTTP receiver on)
 RELAY_ONLY_APP = "relay.cli.relay_only:create_relay_app"
 

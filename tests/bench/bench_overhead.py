@@ -12,7 +12,7 @@ does nothing, and with one that only keeps each span and wakes a reader task per
 of phases, as the bus wakes a subscriber (:class:`BurstWaker`), mapping nothing: what a
 live reader costs before a single event is made.
 
-``realistic``: the demo agent (``agent.graph.build_graph``, the offline model, "How do
+``realistic``: the demo agent (``span_relay_demo.graph.build_graph``, the offline model, "How do
 refunds work?"), spans-only against spans + relay + subscriber; then the same with a
 model call that takes 1 s (a simulated remote model).
 
@@ -560,7 +560,7 @@ class _NoTurns:
 def _offline_model(delay_s: float) -> Any:
     """The demo's offline model with no per-word pacing, behind a simulated remote call
     of ``delay_s`` (0: none), whichever of ``ainvoke``/``astream`` the node uses."""
-    from agent.model import OfflineSupportModel
+    from span_relay_demo.model import OfflineSupportModel
 
     class SlowOfflineModel(OfflineSupportModel):
         delay_s: float = 0.0
@@ -592,13 +592,13 @@ def _offline_model(delay_s: float) -> Any:
 async def _realistic(quick: bool) -> list[Figure]:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from agent.app import support_agent
-    from agent.graph import build_graph
-    from agent.model import OFFLINE_MODEL_NAME, ModelChoice
-    from agent.nodes import NodeDeps
-    from agent.retrieval import KnowledgeBase
-    from agent.tools.refund import RefundLedger
     from relay.turns.records import TurnRecord
+    from span_relay_demo.app import support_agent
+    from span_relay_demo.graph import build_graph
+    from span_relay_demo.model import OFFLINE_MODEL_NAME, ModelChoice
+    from span_relay_demo.nodes import NodeDeps
+    from span_relay_demo.retrieval import KnowledgeBase
+    from span_relay_demo.tools.refund import RefundLedger
 
     rig = Rig()
     kb = KnowledgeBase()
@@ -614,7 +614,7 @@ async def _realistic(quick: bool) -> list[Figure]:
             and "span_events" in getattr(NodeDeps, "__dataclass_fields__", {})
             and hasattr(rig.processor, "add_event")
         ):
-            extra["span_events"] = rig.processor.add_event  # as agent/app.py wires it
+            extra["span_events"] = rig.processor.add_event  # as span_relay_demo/app.py wires it
         deps = NodeDeps(tracer, kb, model, ledger, **extra)
         a = support_agent(build_graph(deps, InMemorySaver()))
         a.bind(

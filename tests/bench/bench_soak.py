@@ -1,6 +1,6 @@
 """soak: memory under sustained load (issue 29, item 7): ``python -m tests.bench --only soak``.
 
-The demo app (``agent.app.create_app``: the embedded defaults, the memory bus, SQLite
+The demo app (``span_relay_demo.app.create_app``: the embedded defaults, the memory bus, SQLite
 under a temporary folder, the offline model without word pacing) on a real uvicorn in
 this process, and waves of concurrent streamed turns against it (``POST /chat``,
 ``Accept: text/event-stream``, each on a new thread, each read to its terminal event):
@@ -191,7 +191,7 @@ async def soak(waves: int, per_wave: int, retain: int, trace: bool) -> list[Wave
     import httpx
     import uvicorn
 
-    from agent.app import create_app
+    from span_relay_demo.app import create_app
 
     tmp = tempfile.TemporaryDirectory(prefix="bench-soak-")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "OTEL_"))}

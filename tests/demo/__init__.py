@@ -1,3 +1,3 @@
-"""The demo support agent (agent/): its graph, model, retrieval, guardrails, refund ledger
+"""The demo support agent (span_relay_demo/): its graph, model, retrieval, guardrails, refund ledger
 and faults.
 """

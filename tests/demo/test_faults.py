@@ -1,4 +1,4 @@
-"""agent.faults: the X-Relay-Fault header and the node wrapper."""
+"""span_relay_demo.faults: the X-Relay-Fault header and the node wrapper."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from agent.faults import (
+from span_relay_demo.faults import (
     MAX_DELAY_S,
     Fault,
     InjectedFault,
@@ -101,7 +101,7 @@ async def test_async_node_delay_then_runs(monkeypatch: pytest.MonkeyPatch) -> No
         slept.append(seconds)
         await real_sleep(0)
 
-    monkeypatch.setattr("agent.faults.asyncio.sleep", fake_sleep)
+    monkeypatch.setattr("span_relay_demo.faults.asyncio.sleep", fake_sleep)
 
     async def node(state: dict, config: dict) -> dict:
         return {"ok": True}
@@ -116,7 +116,7 @@ async def test_async_node_delay_then_runs(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_sync_node_delay(monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
-    monkeypatch.setattr("agent.faults.time.sleep", slept.append)
+    monkeypatch.setattr("span_relay_demo.faults.time.sleep", slept.append)
     wrapped = with_faults("n", lambda state, config: "done")
     assert wrapped({}, cfg(n=Fault("delay", 1.5))) == "done"
     assert slept == [1.5]

@@ -1,5 +1,5 @@
-"""agent.graph: the compiled demo agent, run for real (offline model), seen through its spans
-(the node spans of relay.langgraph.instrument, as a GraphAgent runs it).
+"""span_relay_demo.graph: the compiled demo agent, run for real (offline model), seen
+through its spans (the node spans of relay.langgraph.instrument, as a GraphAgent runs it).
 
 The demo script of DESIGN.md §8, checked on the events the mapping derives from the
 graph's own node spans.
@@ -14,17 +14,17 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from agent.faults import Fault
-from agent.graph import GRAPH_ID, build_graph
-from agent.model import build_model
-from agent.nodes import NodeDeps
-from agent.retrieval import KnowledgeBase
-from agent.state import fresh_turn
-from agent.tools.refund import RefundLedger
 from relay import conventions as c
 from relay.langgraph.instrument import GraphInstrumentation
 from relay.langgraph.spans import run_span
 from relay.langgraph.topology import topology
+from span_relay_demo.faults import Fault
+from span_relay_demo.graph import GRAPH_ID, build_graph
+from span_relay_demo.model import build_model
+from span_relay_demo.nodes import NodeDeps
+from span_relay_demo.retrieval import KnowledgeBase
+from span_relay_demo.state import fresh_turn
+from span_relay_demo.tools.refund import RefundLedger
 from tests.spanrec import Tracing
 
 
@@ -236,7 +236,7 @@ async def test_fault_makes_the_node_fail_inside_its_span(agent: Agent) -> None:
 async def test_transient_model_failures_are_retried(
     agent: Agent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("agent.nodes.generate.BACKOFF_S", 0.0)
+    monkeypatch.setattr("span_relay_demo.nodes.generate.BACKOFF_S", 0.0)
     values = await agent.run(
         fresh_turn("turn-1", "How do refunds work?"),
         faults={"generate": Fault("transient", count=2)},
@@ -260,7 +260,7 @@ async def test_transient_model_failures_are_retried(
 async def test_too_many_transient_failures_fail_the_node(
     agent: Agent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("agent.nodes.generate.BACKOFF_S", 0.0)
+    monkeypatch.setattr("span_relay_demo.nodes.generate.BACKOFF_S", 0.0)
     with pytest.raises(ConnectionError):
         await agent.run(
             fresh_turn("turn-1", "How do refunds work?"),

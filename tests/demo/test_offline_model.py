@@ -1,14 +1,14 @@
-"""agent.model: the offline, deterministic support model and build_model."""
+"""span_relay_demo.model: the offline, deterministic support model and build_model."""
 
 from __future__ import annotations
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from agent.model import OFFLINE_MODEL_NAME, OfflineSupportModel, build_model
-from agent.nodes.generate import SYSTEM
-from agent.retrieval import KnowledgeBase
-from agent.tools.refund import issue_refund
+from span_relay_demo.model import OFFLINE_MODEL_NAME, OfflineSupportModel, build_model
+from span_relay_demo.nodes.generate import SYSTEM
+from span_relay_demo.retrieval import KnowledgeBase
+from span_relay_demo.tools.refund import issue_refund
 
 REFUND_MESSAGE = "Please refund order 1234 ($20)."
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.tools.refund import DEMO_ORDERS, GUEST, NotYourOrder, RefundLedger
+from span_relay_demo.tools.refund import DEMO_ORDERS, GUEST, NotYourOrder, RefundLedger
 
 
 def test_only_the_owner_of_an_order_gets_its_refund(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""agent.retrieval: the BM25 knowledge base over agent/corpus."""
+"""span_relay_demo.retrieval: the BM25 knowledge base over span_relay_demo/corpus."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.retrieval import CORPUS_DIR, KnowledgeBase, Passage, stem, tokens
+from span_relay_demo.retrieval import CORPUS_DIR, KnowledgeBase, Passage, stem, tokens
 
 
 @pytest.fixture(scope="module")

@@ -172,7 +172,7 @@ def is_ignored(path: str, patterns: list[str]) -> bool:
         ".venv",
         ".span-relay",
         "node_modules",
-        "spa/node_modules",
+        "relay/spa/node_modules",
         ".env",
         ".env.local",
         "tests",
@@ -186,7 +186,9 @@ def test_dockerignore_excludes(path):
     assert is_ignored(path, dockerignore_patterns()), path
 
 
-@pytest.mark.parametrize("path", ["pyproject.toml", "README.md", "relay", "agent", "spa"])
+@pytest.mark.parametrize(
+    "path", ["pyproject.toml", "README.md", "relay", "span_relay_demo", "relay/spa"]
+)
 def test_dockerignore_keeps_what_the_image_needs(path):
     assert not is_ignored(path, dockerignore_patterns()), path
 

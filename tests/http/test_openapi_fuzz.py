@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.schemas import APIOperation
 
-from agent.app import create_app
+from span_relay_demo.app import create_app
 from tests.conftest import LiveServer
 
 pytestmark = pytest.mark.slow  # run first: tests/conftest.py orders the suite

@@ -1,7 +1,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { streamRun, postJson, ApiError, StreamUnavailable, resumeBody, faultFromLocation, resumeStream } from '../../spa/api.js';
+import { streamRun, postJson, ApiError, StreamUnavailable, resumeBody, faultFromLocation, resumeStream } from '../../relay/spa/api.js';
 
 const paused = readFileSync(new URL('fixtures/recorded_paused.sse', import.meta.url), 'utf8');
 

@@ -1,6 +1,6 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { browserResume, clientToolCall, localTime, BROWSER_TOOLS } from '../../spa/client-tools.js';
+import { browserResume, clientToolCall, localTime, BROWSER_TOOLS } from '../../relay/spa/client-tools.js';
 
 const CALL = { id: 'i1', value: { type: 'client_tool', name: 'local_time', arguments: {}, call_id: 'call_local_time', token: 'tok-1', round: 1 } };
 

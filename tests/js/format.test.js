@@ -1,6 +1,6 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { formatMs, formatClock, latencyBin, toolActivityText, argPairs } from '../../spa/format.js';
+import { formatMs, formatClock, latencyBin, toolActivityText, argPairs } from '../../relay/spa/format.js';
 
 test('durations read naturally', () => {
   assert.equal(formatMs(0.207), '0.21 ms');

@@ -1,10 +1,10 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { ApiError, getJson } from '../../spa/api.js';
+import { ApiError, getJson } from '../../relay/spa/api.js';
 import {
   normalizeCatalog, normalizeGraph, chooseGraph, searchWithGraph, turnsListUrl, safePath, loadCatalog, loadGraph,
   loadLegacyGraph, LEGACY_ROUTES, graphUrl,
-} from '../../spa/graphs.js';
+} from '../../relay/spa/graphs.js';
 
 // GET /graphs and GET /graphs/{name} as DESIGN §5 gives them (the demo server's answers).
 const CATALOG = {

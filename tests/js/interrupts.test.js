@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import {
   describeInterrupt, describeInterrupts, buildResume, answerFor, decisionFor, textAnswer, resumeValue, allowedDecisions,
   approvalAnswer, asksApproval, pauseDetail, DEFAULT_REJECT_COMMENT,
-} from '../../spa/interrupts.js';
+} from '../../relay/spa/interrupts.js';
 
 const APPROVAL = { id: 'i1', value: { type: 'approval', tool: 'issue_refund', args: { order_id: '1234', amount: 20.0 } } };
 

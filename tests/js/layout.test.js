@@ -1,6 +1,6 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { layoutGraph, findBackEdges, normalizeTopology } from '../../spa/layout.js';
+import { layoutGraph, findBackEdges, normalizeTopology } from '../../relay/spa/layout.js';
 
 const demo = {
   nodes: ['__start__', 'guardrail_pre', 'retrieve_context', 'generate', 'human_approval', 'guardrail_post', '__end__'].map((id) => ({ id, label: id })),

@@ -12,14 +12,14 @@ const modules = [
 ];
 
 for (const m of modules) {
-  test(`spa/${m} imports without a DOM`, async () => {
-    const mod = await import(`../../spa/${m}`);
+  test(`relay/spa/${m} imports without a DOM`, async () => {
+    const mod = await import(`../../relay/spa/${m}`);
     assert.ok(Object.keys(mod).length > 0);
   });
 }
 
 test('trace links: base URL + /trace/ + trace id; only http(s)', async () => {
-  const { traceHref } = await import('../../spa/timeline-view.js');
+  const { traceHref } = await import('../../relay/spa/timeline-view.js');
   assert.equal(traceHref('http://jaeger:16686/', 'ab'.repeat(16)), `http://jaeger:16686/trace/${'ab'.repeat(16)}`);
   assert.equal(traceHref('https://x.example/ui', 'abc'), 'https://x.example/ui/trace/abc');
   assert.equal(traceHref(null, 'abc'), null);
@@ -28,13 +28,13 @@ test('trace links: base URL + /trace/ + trace id; only http(s)', async () => {
 
 test('no module writes HTML from strings', () => {
   for (const m of [...modules, 'app.js']) {
-    const src = readFileSync(new URL(`../../spa/${m}`, import.meta.url), 'utf8');
+    const src = readFileSync(new URL(`../../relay/spa/${m}`, import.meta.url), 'utf8');
     assert.ok(!/innerHTML|outerHTML|insertAdjacentHTML|document\.write/.test(src), m);
   }
 });
 
 test('index.html has no inline script, inline style or style attribute (CSP)', () => {
-  const html = readFileSync(new URL('../../spa/index.html', import.meta.url), 'utf8');
+  const html = readFileSync(new URL('../../relay/spa/index.html', import.meta.url), 'utf8');
   assert.ok(!/<style[\s>]/i.test(html), 'inline <style>');
   assert.ok(!/\sstyle\s*=/i.test(html), 'style attribute');
   assert.ok(!/\son[a-z]+\s*=/i.test(html), 'inline event handler');
@@ -45,10 +45,10 @@ test('index.html has no inline script, inline style or style attribute (CSP)', (
 });
 
 test('no demo text in the SPA: every word about a graph comes from the server (GET /graphs/{name})', () => {
-  const files = readdirSync(new URL('../../spa/', import.meta.url)).filter((f) => /\.(js|html|css)$/.test(f));
+  const files = readdirSync(new URL('../../relay/spa/', import.meta.url)).filter((f) => /\.(js|html|css)$/.test(f));
   assert.ok(files.includes('app.js') && files.includes('index.html'));
   for (const f of files) {
-    const src = readFileSync(new URL(`../../spa/${f}`, import.meta.url), 'utf8');
+    const src = readFileSync(new URL(`../../relay/spa/${f}`, import.meta.url), 'utf8');
     for (const word of [/support agent/i, /refund/i, /\bshop\b/i, /knowledge base/i, /guardrail_pre|retrieve_context|human_approval/]) {
       assert.ok(!word.test(src), `${f} mentions ${word}`);
     }

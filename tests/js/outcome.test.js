@@ -1,7 +1,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { TurnModel } from '../../spa/turn.js';
-import { outcomeLine, pauseKindOf } from '../../spa/outcome.js';
+import { TurnModel } from '../../relay/spa/turn.js';
+import { outcomeLine, pauseKindOf } from '../../relay/spa/outcome.js';
 
 function paused(interrupts) {
   const m = new TurnModel();

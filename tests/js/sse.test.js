@@ -1,7 +1,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
-import { SSEParser, parseAll, readEventStream } from '../../spa/sse.js';
+import { SSEParser, parseAll, readEventStream } from '../../relay/spa/sse.js';
 
 const here = new URL('.', import.meta.url);
 // Streams recorded from the real server (curl -N -H 'Accept: text/event-stream' ...): a normal,

@@ -1,9 +1,9 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { drawnGraph, nodeKey, pathLabel } from '../../spa/subgraphs.js';
-import { layoutGraph, groupRows, placeIsolated, normalizeTopology } from '../../spa/layout.js';
-import { TurnModel } from '../../spa/turn.js';
-import { buildTimeline } from '../../spa/timeline.js';
+import { drawnGraph, nodeKey, pathLabel } from '../../relay/spa/subgraphs.js';
+import { layoutGraph, groupRows, placeIsolated, normalizeTopology } from '../../relay/spa/layout.js';
+import { TurnModel } from '../../relay/spa/turn.js';
+import { buildTimeline } from '../../relay/spa/timeline.js';
 
 const TOPO = {
   graph_id: 'parent',

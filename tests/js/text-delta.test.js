@@ -1,7 +1,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { TurnModel } from '../../spa/turn.js';
+import { TurnModel } from '../../relay/spa/turn.js';
 
 // text_delta in the SPA's turn model: the answer as it is written (docs/events.md, "Types").
 
@@ -83,8 +83,8 @@ test('unknown fields, missing ids and non-text deltas are tolerated', () => {
 });
 
 test('the chat log renders streamed text as text and app.js replaces it with the final answer', () => {
-  const src = readFileSync(new URL('../../spa/app.js', import.meta.url), 'utf8');
-  const log = readFileSync(new URL('../../spa/chat-log.js', import.meta.url), 'utf8');
+  const src = readFileSync(new URL('../../relay/spa/app.js', import.meta.url), 'utf8');
+  const log = readFileSync(new URL('../../relay/spa/chat-log.js', import.meta.url), 'utf8');
   const show = log.slice(log.indexOf('  streamed(m) {'), log.indexOf('  endStreamed(partial) {'));
   assert.match(show, /\.textContent = m\.text/, 'deltas are set as textContent');
   assert.ok(!/innerHTML|insertAdjacentHTML/.test(show));

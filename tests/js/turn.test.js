@@ -1,9 +1,9 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { TurnModel } from '../../spa/turn.js';
-import { parseAll } from '../../spa/sse.js';
-import { buildTimeline, nestChildren } from '../../spa/timeline.js';
+import { TurnModel } from '../../relay/spa/turn.js';
+import { parseAll } from '../../relay/spa/sse.js';
+import { buildTimeline, nestChildren } from '../../relay/spa/timeline.js';
 
 const NODES = ['__start__', 'guardrail_pre', 'retrieve_context', 'generate', 'human_approval', 'guardrail_post', '__end__'];
 const TOPO = {

@@ -1,10 +1,10 @@
 """The house rules of DESIGN.md §2, checked on the code itself.
 
-- no import cycle among relay/ and agent/ modules, counting imports inside functions and
+- no import cycle among relay/ and span_relay_demo/ modules, counting imports inside functions and
   under ``TYPE_CHECKING`` (a cycle that only a lazy import hides is still a cycle);
 - imports go one way, down the layers below (a module may import its own layer and the
   layers under it);
-- ``relay`` never imports ``agent``; the demo agent imports only ``relay`` (the curated
+- ``relay`` never imports ``span_relay_demo``; the demo agent imports only ``relay`` (the curated
   public surface), ``relay.conventions`` and ``relay.events`` (the event contract);
 - only ``relay.http``, ``relay.cli`` and ``relay.delivery.streaming`` import Starlette or
   FastAPI.
@@ -55,7 +55,7 @@ LAYERS: list[tuple[str, ...]] = [
 
 def _modules() -> dict[str, Path]:
     found = {}
-    for package in ("relay", "agent"):
+    for package in ("relay", "span_relay_demo"):
         for path in (ROOT / package).rglob("*.py"):
             parts = list(path.relative_to(ROOT).with_suffix("").parts)
             if parts[-1] == "__init__":
@@ -173,7 +173,7 @@ def test_relay_never_imports_agent() -> None:
         for name, path in MODULES.items()
         if name.startswith("relay")
         for target, line in _imports(name, path)
-        if target == "agent" or target.startswith("agent.")
+        if target == "span_relay_demo" or target.startswith("span_relay_demo.")
     ]
     assert found == []
 
@@ -182,7 +182,7 @@ def test_the_demo_agent_uses_the_public_surface_only() -> None:
     found = [
         f"{path.relative_to(ROOT)}:{line} {target}"
         for name, path in MODULES.items()
-        if name.startswith("agent")
+        if name.startswith("span_relay_demo")
         for target, line in _imports(name, path)
         if (target == "relay" or target.startswith("relay.")) and target not in AGENT_MAY_IMPORT
     ]

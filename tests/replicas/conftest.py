@@ -134,7 +134,7 @@ def make_instance(
     app_env: dict[str, str], tmp_path: Path, live_servers: LiveServers
 ) -> Callable[..., LiveServer]:
     """``make_instance("a", RELAY_BUS=..., RELAY_STORE=...)``: one replica of the demo app."""
-    from agent.app import create_app
+    from span_relay_demo.app import create_app
 
     def make(name: str, **overrides: str) -> LiveServer:
         env = {

@@ -1,6 +1,6 @@
 """Fixtures for the span store, replay and import tests.
 
-- ``launcher``: starts the real app (``span-relay serve``: agent.app:create_app in
+- ``launcher``: starts the real app (``span-relay serve``: span_relay_demo.app:create_app in
   uvicorn) as subprocesses on 127.0.0.1 with their own RELAY_DATA_DIR and RELAY_FAULTS=1,
   and stops them all at the end of the module; a restart is a real process restart;
 - ``make_store``: a SpanStore of either backend (``sqlite`` or ``postgres``);

@@ -45,7 +45,7 @@ def clean_env(**overrides: str) -> dict[str, str]:
 
 @dataclass
 class RelayProcess:
-    """``span-relay serve`` (agent.app:create_app in uvicorn) on 127.0.0.1."""
+    """``span-relay serve`` (span_relay_demo.app:create_app in uvicorn) on 127.0.0.1."""
 
     data_dir: Path
     env: dict[str, str]

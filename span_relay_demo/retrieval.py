@@ -1,4 +1,4 @@
-"""BM25 retrieval over the shop's knowledge base (``agent/corpus/*.md``), with bm25s."""
+"""BM25 retrieval over the shop's knowledge base (``span_relay_demo/corpus/*.md``), with bm25s."""
 
 from __future__ import annotations
 

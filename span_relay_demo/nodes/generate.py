@@ -15,13 +15,13 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import RunnableConfig
 
-from agent.faults import TransientModelError, fault_for
-from agent.nodes.deps import NodeDeps
-from agent.state import SupportState
-from agent.tools.local_time import local_time
-from agent.tools.refund import issue_refund
 from relay import child_span
 from relay import conventions as c
+from span_relay_demo.faults import TransientModelError, fault_for
+from span_relay_demo.nodes.deps import NodeDeps
+from span_relay_demo.state import SupportState
+from span_relay_demo.tools.local_time import local_time
+from span_relay_demo.tools.refund import issue_refund
 
 SYSTEM = (
     "You are the support assistant of Larkspur Goods, a small online shop. Answer only "

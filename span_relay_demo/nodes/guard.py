@@ -6,11 +6,11 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from agent.guardrails import check_input, check_output
-from agent.nodes.deps import NodeDeps
-from agent.state import SupportState
 from relay import child_span
 from relay import conventions as c
+from span_relay_demo.guardrails import check_input, check_output
+from span_relay_demo.nodes.deps import NodeDeps
+from span_relay_demo.state import SupportState
 
 
 def make_guardrail_pre(deps: NodeDeps):

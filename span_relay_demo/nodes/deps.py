@@ -8,9 +8,9 @@ from typing import Any
 
 from opentelemetry.trace import Span, Tracer
 
-from agent.model import ModelChoice
-from agent.retrieval import KnowledgeBase
-from agent.tools.refund import RefundLedger
+from span_relay_demo.model import ModelChoice
+from span_relay_demo.retrieval import KnowledgeBase
+from span_relay_demo.tools.refund import RefundLedger
 
 
 @dataclass(frozen=True, slots=True)

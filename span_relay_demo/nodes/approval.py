@@ -16,11 +16,11 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import interrupt
 
-from agent.nodes.deps import NodeDeps
-from agent.state import SupportState
-from agent.tools.refund import GUEST, NotYourOrder
 from relay import child_span
 from relay import conventions as c
+from span_relay_demo.nodes.deps import NodeDeps
+from span_relay_demo.state import SupportState
+from span_relay_demo.tools.refund import GUEST, NotYourOrder
 
 TOOL_LABELS = {"issue_refund": "Issuing refund"}
 

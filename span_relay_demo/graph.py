@@ -6,7 +6,8 @@
 
 The library's :class:`relay.GraphAgent` opens every node's span
 (relay/langgraph/instrument.py); a node honours the fault-injection header
-(:func:`agent.faults.with_faults`) inside that span, so a fault looks like what it imitates.
+(:func:`span_relay_demo.faults.with_faults`) inside that span, so a fault looks like what
+it imitates.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from agent.faults import with_faults
-from agent.nodes import (
+from span_relay_demo.faults import with_faults
+from span_relay_demo.nodes import (
     NodeDeps,
     make_generate,
     make_guardrail_post,
@@ -24,10 +25,10 @@ from agent.nodes import (
     make_human_approval,
     make_retrieve_context,
 )
-from agent.nodes.browser import browser_tool
-from agent.nodes.generate import route_after_generate
-from agent.nodes.guard import route_after_guardrail
-from agent.state import SupportState
+from span_relay_demo.nodes.browser import browser_tool
+from span_relay_demo.nodes.generate import route_after_generate
+from span_relay_demo.nodes.guard import route_after_guardrail
+from span_relay_demo.state import SupportState
 
 GRAPH_ID = "support_agent"
 

@@ -7,10 +7,10 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from agent.nodes.deps import NodeDeps
-from agent.state import SupportState
 from relay import child_span
 from relay import conventions as c
+from span_relay_demo.nodes.deps import NodeDeps
+from span_relay_demo.state import SupportState
 
 TOP_K = 3
 

@@ -12,8 +12,8 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 
-from agent.state import SupportState
-from agent.tools.local_time import local_time
+from span_relay_demo.state import SupportState
+from span_relay_demo.tools.local_time import local_time
 
 BROWSER_TOOLS = {local_time.name: local_time}
 

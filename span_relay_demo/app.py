@@ -15,15 +15,15 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from agent.faults import HEADER as FAULT_HEADER
-from agent.faults import parse_faults
-from agent.graph import GRAPH_ID, build_graph
-from agent.model import build_model
-from agent.nodes import NodeDeps
-from agent.retrieval import KnowledgeBase
-from agent.state import fresh_turn
-from agent.tools.refund import RefundLedger
 from relay import ApiError, GraphAgent, Relay
+from span_relay_demo.faults import HEADER as FAULT_HEADER
+from span_relay_demo.faults import parse_faults
+from span_relay_demo.graph import GRAPH_ID, build_graph
+from span_relay_demo.model import build_model
+from span_relay_demo.nodes import NodeDeps
+from span_relay_demo.retrieval import KnowledgeBase
+from span_relay_demo.state import fresh_turn
+from span_relay_demo.tools.refund import RefundLedger
 
 TITLE = "Support agent"
 EXAMPLES = (
