@@ -19,11 +19,11 @@ LOCK_FLAGS ?= --upgrade
 
 .PHONY: run test setup setup-run system-deps lint bench bench-peer lock clean
 
-# $(1): the extras. The locked pip first (it knows --build-constraint), then the project.
+# $(1): the extras, $(2): dependency groups (--group test). The locked pip first (it knows --build-constraint), then the project.
 define install
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet -c $(LOCK) --upgrade pip
-	$(BIN)/pip install --quiet -c $(LOCK) --build-constraint $(LOCK) -e '.[$(1)]'
+	$(BIN)/pip install --quiet -c $(LOCK) --build-constraint $(LOCK) -e '.[$(1)]' $(2)
 	@touch $@
 endef
 
@@ -31,9 +31,10 @@ endef
 $(VENV)/.installed-run: pyproject.toml $(LOCK)
 	$(call install,demo)
 
-# make test (and .ci/run): every extra and the test tools ([test])
+# make test (and .ci/run): every extra and the test tools (the dependency group `test`,
+# never published with the wheel)
 $(VENV)/.installed-test: pyproject.toml $(LOCK)
-	$(call install,test)
+	$(call install,all,--group test)
 
 setup-run: $(VENV)/.installed-run
 
@@ -65,6 +66,7 @@ test: setup system-deps lint
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=20
 
 bench: setup
+	$(BIN)/pip install --quiet -c $(LOCK) --group bench
 	$(BIN)/python -m tests.bench
 
 # Side by side with the LangGraph Agent Server (docs/performance.md): installs the peer
@@ -80,6 +82,7 @@ lock:
 	test -x $(BIN)/pip || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet -c $(LOCK) uv
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 --all-extras \
+	    --group pyproject.toml:test --group pyproject.toml:bench \
 	    --custom-compile-command 'make lock' $(LOCK_FLAGS) \
 	    pyproject.toml requirements/tools.in -o $(LOCK)
 	$(BIN)/pip install --quiet -c $(LOCK) uv

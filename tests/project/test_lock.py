@@ -49,10 +49,13 @@ def test_the_lock_is_made_by_make_lock() -> None:
 
 
 def test_the_lock_names_every_dependency() -> None:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    project = pyproject["project"]
     wanted = list(project["dependencies"])
     for extra in project["optional-dependencies"].values():
         wanted += extra
+    for group in pyproject["dependency-groups"].values():  # test, bench: never published
+        wanted += group
     wanted += _requirement_lines(TOOLS)
     names = {canonicalize_name(Requirement(r).name) for r in wanted} - {"span-relay"}
     pins = locked()
