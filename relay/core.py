@@ -173,6 +173,9 @@ class Relay:
         self._readiness_checks: list[tuple[str, readiness.Check]] = []
         self._tasks: set[asyncio.Task[None]] = set()  # background work (_background)
         self.lifecycles = Lifecycles()  # what mounted routes keep beside their requests
+        #: the CORS policy :meth:`install` applies instead of RELAY_CORS_ORIGINS' own
+        #: (langgraph.json's ``http.cors``: CORSMiddleware's keyword arguments), or None
+        self.cors: Mapping[str, Any] | None = None
 
     def resume_route(self, graph_id: str) -> str | None:
         """The resume route this server offers for a run of ``graph_id`` (what a
@@ -181,7 +184,19 @@ class Relay:
         return f"/graphs/{graph_id}/chat/resume" if graph_id in self.agents else None
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Relay:
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        env_file: str | os.PathLike[str] | None = None,
+    ) -> Relay:
+        """A relay from ``environ`` (the process environment by default); ``env_file``: a
+        ``.env`` file read first into the process environment, its values winning, as
+        ``langgraph dev`` reads langgraph.json's ``env`` (relay/envfile.py)."""
+        if env_file is not None:
+            from relay.envfile import load_env_file
+
+            load_env_file(env_file)
         return cls(RelaySettings.from_env(environ), environ)
 
     # -- graphs -------------------------------------------------------------------------
@@ -281,12 +296,12 @@ class Relay:
         {"code", "message"}}``; ``503 store_unavailable`` with ``Retry-After`` for every
         route, the app's own included, that needs a database while it is away),
         ``X-Content-Type-Options: nosniff`` on every answer, and CORS when
-        RELAY_CORS_ORIGINS lists origins (off by default)."""
+        RELAY_CORS_ORIGINS lists origins (off by default) or :attr:`cors` is set."""
         from relay.http.errors import install_error_handlers
         from relay.http.middleware import install_middleware
 
         install_error_handlers(app)
-        install_middleware(app, self.settings)
+        install_middleware(app, self.settings, self.cors)
 
     def add_otlp_export(
         self, provider: TracerProvider, environ: Mapping[str, str] | None = None

@@ -8,15 +8,22 @@
 ``serve`` runs the demo agent's app by default (``span_relay_demo.app:create_app``, named by string
 so that the relay library itself never imports the demo); ``--graph`` (or RELAY_GRAPH)
 serves any compiled LangGraph graph, ``--config`` every graph of a LangGraph CLI
-``langgraph.json`` (relay/cli/graph_app.py); ``--app`` serves another factory that returns
-an ASGI app. ``--workers N`` (RELAY_WORKERS) runs N worker processes behind the one port
-(relay/cli/workers.py).
+``langgraph.json`` (relay/cli/langgraph_config.py reads it, relay/cli/graph_app.py serves
+it); ``--app`` serves another ASGI app, or a factory that returns one
+(relay/cli/asgi_app.py). ``--workers N`` (RELAY_WORKERS) runs N worker processes behind
+the one port (relay/cli/workers.py).
+
+A configuration that cannot be served exits with status 2 and one sentence
+(``span-relay: configuration error: ...``; a graph that fails to import or build:
+``span-relay: cannot load graph 'agent' from ./src/agent/graph.py: ModuleNotFoundError:
+...``), its traceback logged at DEBUG (``--log-level debug``).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import logging
 import os
 import socket
 import sys
@@ -33,7 +40,11 @@ DEFAULT_APP = "span_relay_demo.app:create_app"
 RELAY_ONLY_APP = "relay.cli.relay_only:create_relay_app"
 
 
+log = logging.getLogger("relay.cli")
+
+
 def _serve(args: argparse.Namespace) -> int:
+    from relay.cli.graph_loading import GraphLoadError
     from relay.settings import ConfigError, RelaySettings, require_extras
 
     graph = getattr(args, "graph", None) or os.environ.get("RELAY_GRAPH") or None
@@ -49,6 +60,9 @@ def _serve(args: argparse.Namespace) -> int:
         if args.worker_socket is None and workers != 1:
             return _serve_workers(args, workers, graph, config_file)
         app = _app(args, graph, config_file)
+    except GraphLoadError as exc:
+        print(f"span-relay: {exc}", file=sys.stderr)
+        return 2
     except ConfigError as exc:
         print(f"span-relay: configuration error: {exc}", file=sys.stderr)
         return 2
@@ -63,13 +77,18 @@ def _serve(args: argparse.Namespace) -> int:
         proxy_headers=True,
     )
     server = RelayServer(config)
-    if args.worker_socket is None:
-        server.run()
-    else:  # one of serve --workers N: accept from the parent's socket
-        from relay.cli.workers import exit_with_parent
+    try:
+        if args.worker_socket is None:
+            server.run()
+        else:  # one of serve --workers N: accept from the parent's socket
+            from relay.cli.workers import exit_with_parent
 
-        exit_with_parent()
-        server.run(sockets=[socket.socket(fileno=args.worker_socket)])
+            exit_with_parent()
+            server.run(sockets=[socket.socket(fileno=args.worker_socket)])
+    except SystemExit:  # uvicorn's exit when the app's start-up failed
+        if getattr(_state_of(app), "load_error", None) is not None:
+            return 2  # a graph's factory failed (its one line is logged): configuration
+        raise
     return 0 if server.started else 3  # 3: uvicorn's "could not start"
 
 
@@ -79,15 +98,15 @@ def _serve_workers(
     """The parent of ``serve --workers N``: refuse what cannot be shared, then supervise."""
     from dataclasses import replace
 
-    from relay.cli.graph_app import read_config
+    from relay.cli.langgraph_config import read_config
     from relay.cli.workers import Supervisor, check_shared
+    from relay.envfile import apply_env
     from relay.settings import ConfigError, RelaySettings
 
     if workers < 1:
         raise ConfigError(f"--workers {workers}: use 1 or more worker processes")
-    if config_file:  # its env reaches the workers too (the process's own environment wins)
-        for key, value in read_config(Path(config_file))[1].items():
-            os.environ.setdefault(key, value)
+    if config_file:  # its env reaches the workers too, the file winning (relay/envfile.py)
+        apply_env(read_config(Path(config_file)).env)
     env = dict(os.environ)
     if args.relay_only:  # as create_relay_app does
         env.setdefault("RELAY_OTLP_HTTP", "true")
@@ -123,25 +142,32 @@ def _serve_workers(
 
 
 def _app(args: argparse.Namespace, graph: str | None, config_file: str | None) -> Any:
-    if graph or config_file:
-        from relay.cli.graph_app import create_graph_app, read_config
+    if config_file:
+        from relay.cli.graph_app import create_graph_app
+        from relay.cli.langgraph_config import read_config
+        from relay.envfile import apply_env
 
-        if config_file:
-            path = Path(config_file)
-            graphs, env = read_config(path)
-            for key, value in env.items():  # as `langgraph dev` does: the process's own
-                os.environ.setdefault(key, value)  # environment wins
-            return create_graph_app(graphs, base=path.parent)
-        assert graph is not None
-        return create_graph_app([(None, graph)])
-    from uvicorn.importer import import_from_string
+        config = read_config(Path(config_file))
+        apply_env(config.env)  # the file wins, as in the Agent Server (relay/envfile.py)
+        if warning := config.warning():
+            log.warning("%s", warning)
+        return create_graph_app(config.graphs, base=config.base, http=config.http)
+    if graph:
+        from relay.cli.graph_app import create_graph_app
+        from relay.cli.langgraph_config import GraphEntry
 
-    return import_from_string(RELAY_ONLY_APP if args.relay_only else args.app)()
+        return create_graph_app([GraphEntry(None, graph)])
+    from relay.cli.asgi_app import load_app
+
+    return load_app(RELAY_ONLY_APP if args.relay_only else args.app)
+
+
+def _state_of(app: object) -> Any:
+    return getattr(app, "state", None)
 
 
 def _relay_of(app: object) -> Any:
-    state = getattr(app, "state", None)
-    return getattr(state, "relay", None)
+    return getattr(_state_of(app), "relay", None)
 
 
 class RelayServer(uvicorn.Server):
@@ -177,7 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument(
-        "--app", default=DEFAULT_APP, help=f"module:factory of the ASGI app (default {DEFAULT_APP})"
+        "--app",
+        default=DEFAULT_APP,
+        help=f"module:attr of an ASGI app, or of a factory returning one (default {DEFAULT_APP})",
     )
     serve.add_argument(
         "--relay-only",
@@ -194,8 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--config",
         metavar="langgraph.json",
-        help="serve every graph of a LangGraph CLI config (its 'graphs' and "
-        "'env'); the first is also at /chat",
+        help="serve every graph of a LangGraph CLI config (its 'graphs', 'env', "
+        "'http.app' and 'http.cors'; other keys are named at start-up); the first "
+        "graph is also at /chat",
     )
     serve.add_argument(
         "--workers",

@@ -1,33 +1,37 @@
 """``span-relay serve --graph MODULE:ATTR`` and ``--config langgraph.json``: any graph, served.
 
-A graph is named the way the LangGraph CLI names it: ``my_pkg.agent:graph`` (a module on
-the import path) or ``./src/agent.py:graph`` (a file, relative to the config's folder or
-the working directory). ``ATTR`` is a compiled graph, a ``StateGraph`` (compiled here), or
-a function that returns either (called with no argument, or with a RunnableConfig-like
-``{}`` when it takes one; a coroutine function is awaited). A graph compiled without a
-checkpointer gets the relay's (SQLite under RELAY_DATA_DIR, or PostgreSQL).
+:func:`create_graph_app` makes the app: the relay's routes, the graphs' routes, and
+langgraph.json's ``http.app`` (the user's Starlette or FastAPI app) beside them. How a
+graph is named and imported is relay/cli/graph_loading.py's; how langgraph.json is read,
+relay/cli/langgraph_config.py's.
 
-``langgraph.json``: its ``graphs`` map (name -> path), its ``env`` (a file of ``KEY=VALUE``
-lines, or an object), and its folder on the import path. Other keys (``dependencies``,
-``python_version``, ...) are the LangGraph CLI's build settings and are not read.
+At start-up (:func:`create_graph_app`) every graph's module is imported: a failure is one
+line naming the graph, its file and the exception. In the app's lifespan, on the server's
+event loop, each factory is called (an async one awaited, a context manager entered until
+shutdown), each graph becomes a :class:`relay.GraphAgent` (named by its key, else its own
+name, else its module; described by its ``description``) and is mounted, the first also
+at ``/chat``; then the relay starts, then the user's app's own lifespan runs.
+
+``http.app``: its routes come **before** the relay's, as the Agent Server puts a custom
+app's routes before its own: a route of the user's app with the path and method of one of
+the relay's answers in its place. Its middleware wraps the whole app (outermost, as the
+Agent Server applies a custom app's middleware), its exception handlers join the relay's
+(the relay's own answers stay for the classes both handle), and the two apps share one
+``app.state``. ``http.cors`` is the app's CORS policy (relay/http/middleware.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import importlib
-import importlib.util
-import inspect
-import json
-import os
+import contextlib
 import re
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
 
+from relay.cli.graph_loading import GraphLoadError, ImportedGraph, import_graph, import_source
+from relay.cli.langgraph_config import GraphEntry
 from relay.core import Relay
 from relay.langgraph.agent import GraphAgent
 from relay.settings import ConfigError
@@ -35,98 +39,111 @@ from relay.settings import ConfigError
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 
-def load_graph(spec: str, base: Path | None = None) -> Any:
-    """The compiled graph ``spec`` (``module:attr`` or ``path.py:attr``) names."""
+def create_graph_app(
+    graphs: Sequence[GraphEntry],
+    environ: Mapping[str, str] | None = None,
+    base: Path | None = None,
+    *,
+    http: Mapping[str, Any] | None = None,
+    auth: Mapping[str, Any] | None = None,
+    store: Any = None,
+    checkpointer: Any = None,
+) -> FastAPI:
+    """An app serving ``graphs`` (a name None: the graph's own name, else the spec's
+    module), the first also at ``/chat``; ``http``: langgraph.json's ``http`` (``app``,
+    ``cors``); ``base``: the folder relative paths start from. ``auth``, ``store`` and
+    ``checkpointer`` are langgraph.json's sections, for the code that honours them (a
+    factory's ``ServerRuntime`` gets ``store``)."""
+    del auth, checkpointer  # honoured by the code that handles them (issue 30)
+    relay = Relay.from_env(environ)
+    imported = [import_graph(g.spec, base, name=g.name, description=g.description) for g in graphs]
+    http = http or {}
+    user_app = load_http_app(http["app"], base) if http.get("app") else None
+    relay.cors = http.get("cors")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[Any]:
+        async with contextlib.AsyncExitStack() as stack:
+            agents = []
+            for graph in imported:
+                try:
+                    compiled = await graph.build(stack, store)
+                except GraphLoadError as exc:
+                    app.state.load_error = exc
+                    raise
+                agents.append(agent_of(graph, compiled))
+            relay.mount(app, *agents)
+            await stack.enter_async_context(relay.lifespan(app))
+            state = None
+            if user_app is not None:
+                state = await stack.enter_async_context(user_app.router.lifespan_context(user_app))
+            yield state
+
+    app = FastAPI(title="span-relay", version="0.1.0", lifespan=lifespan)
+    if user_app is not None:
+        app.state = user_app.state  # one state for both apps' routes
+    relay.mount(app)  # the turn API, the SPA, the error answers, CORS; the graphs at start
+    app.add_middleware(StartupErrors)
+    if user_app is not None:
+        join_user_app(app, user_app)
+    return app
+
+
+def agent_of(graph: ImportedGraph, compiled: Any) -> GraphAgent:
+    own = getattr(compiled, "name", None)
+    chosen = graph.name or (own if own and own != "LangGraph" else graph_name(graph.spec))
+    return GraphAgent(
+        compiled, name=_NAME.sub("_", chosen)[:64] or "graph", description=graph.description
+    )
+
+
+def load_http_app(spec: str, base: Path | None) -> Any:
+    """The Starlette (or FastAPI) app ``http.app`` names (``./src/agent/webapp.py:app``)."""
+    from starlette.applications import Starlette
+
     where, sep, attr = spec.rpartition(":")
     if not sep or not where or not attr:
+        raise ConfigError(f"http.app: write it as ./path/to/file.py:app, not {spec!r}")
+    module = import_source(where, base or Path.cwd(), "http.app")
+    value = getattr(module, attr, None)
+    if not isinstance(value, Starlette):
         raise ConfigError(
-            f"graph {spec!r}: write it as module:attribute "
-            "(my_pkg.agent:graph) or path/to/file.py:attribute"
-        )
-    module = _import(where, base or Path.cwd())
-    try:
-        value = getattr(module, attr)
-    except AttributeError:
-        raise ConfigError(f"graph {spec!r}: {where} has no attribute {attr!r}") from None
-    if callable(value) and not _is_graph(value) and not hasattr(value, "compile"):
-        value = value({}) if _takes_argument(value) else value()
-        if inspect.isawaitable(value):
-            value = asyncio.run(_awaited(value))
-    if not _is_graph(value) and callable(getattr(value, "compile", None)):
-        value = value.compile()  # a StateGraph builder
-    if not _is_graph(value):
-        raise ConfigError(
-            f"graph {spec!r} is a {type(value).__name__}, not a compiled "
-            "LangGraph graph (or a StateGraph, or a function returning one)"
+            f"http.app ({spec}) is a {type(value).__name__}, not a Starlette or FastAPI "
+            "app (its routes are mounted beside the relay's)"
         )
     return value
 
 
-def read_config(path: Path) -> tuple[list[tuple[str | None, str]], dict[str, str]]:
-    """``(graphs as (name, spec), env)`` of a LangGraph CLI config file; its folder joins
-    the import path."""
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: cannot read it as JSON ({exc})") from None
-    graphs = config.get("graphs") if isinstance(config, dict) else None
-    if (
-        not isinstance(graphs, dict)
-        or not graphs
-        or not all(isinstance(v, str) for v in graphs.values())
-    ):
-        raise ConfigError(
-            f'{path}: \'graphs\' must map names to paths ({{"agent": "./agent.py:graph"}})'
-        )
-    folder = str(path.resolve().parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    env = config.get("env")
-    if isinstance(env, str):
-        env = read_env_file(path.parent / env)
-    elif env is not None and not isinstance(env, dict):
-        raise ConfigError(f"{path}: 'env' must be a file name or an object")
-    named: list[tuple[str | None, str]] = list(graphs.items())
-    return named, {str(k): str(v) for k, v in (env or {}).items()}
+def join_user_app(app: FastAPI, user_app: Any) -> None:
+    """``user_app``'s routes before the relay's, its middleware outermost, its exception
+    handlers where the relay has none."""
+    app.router.routes[:0] = list(user_app.router.routes)
+    for middleware in reversed(user_app.user_middleware):
+        app.user_middleware.insert(0, middleware)
+    for key, handler in user_app.exception_handlers.items():
+        app.exception_handlers.setdefault(key, handler)
 
 
-def read_env_file(path: Path) -> dict[str, str]:
-    """``KEY=VALUE`` lines (``#`` comments, optional ``export``, quotes stripped)."""
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise ConfigError(f"env file {path}: {exc}") from None
-    env: dict[str, str] = {}
-    for line in lines:
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.removeprefix("export ").partition("=")
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        env[key.strip()] = value
-    return env
+class StartupErrors:
+    """ASGI middleware: a graph that cannot be built at start-up fails the lifespan with
+    its one line (GraphLoadError), not the traceback Starlette would send uvicorn (which
+    is logged at DEBUG)."""
 
+    def __init__(self, app: Any) -> None:
+        self.app = app
 
-def create_graph_app(
-    graphs: Sequence[tuple[str | None, str]],
-    environ: Mapping[str, str] | None = None,
-    base: Path | None = None,
-) -> FastAPI:
-    """An app serving ``graphs`` (``(name, spec)``; a name None: the graph's own name,
-    else the spec's module), the first also at ``/chat``."""
-    env = dict(os.environ if environ is None else environ)
-    relay = Relay.from_env(env)
-    agents = []
-    for name, spec in graphs:
-        graph = load_graph(spec, base)
-        own = getattr(graph, "name", None)
-        chosen = name or (own if own and own != "LangGraph" else graph_name(spec))
-        agents.append(GraphAgent(graph, name=_NAME.sub("_", chosen)[:64] or "graph"))
-    app = FastAPI(title="span-relay", version="0.1.0", lifespan=relay.lifespan)
-    relay.mount(app, *agents)
-    return app
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Any) -> None:
+            error = getattr(getattr(scope.get("app"), "state", None), "load_error", None)
+            if message["type"] == "lifespan.startup.failed" and error is not None:
+                message = {**message, "message": f"span-relay: {error}"}
+            await send(message)
+
+        await self.app(scope, receive, sending)
 
 
 def graph_name(spec: str) -> str:
@@ -135,49 +152,3 @@ def graph_name(spec: str) -> str:
     where = spec.rpartition(":")[0]
     stem = Path(where).stem if where.endswith(".py") else where.rsplit(".", 1)[-1]
     return _NAME.sub("_", stem) or "graph"
-
-
-def _import(where: str, base: Path) -> Any:
-    if where.endswith(".py") or "/" in where or os.sep in where:
-        path = (base / where).resolve()
-        if not path.is_file():
-            raise ConfigError(f"graph file {path} does not exist")
-        name = f"span_relay_graph_{abs(hash(str(path)))}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ConfigError(f"cannot import {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        if str(path.parent) not in sys.path:
-            sys.path.insert(0, str(path.parent))
-        spec.loader.exec_module(module)
-        return module
-    if str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
-    try:
-        return importlib.import_module(where)
-    except ModuleNotFoundError as exc:
-        raise ConfigError(f"cannot import {where!r}: {exc}") from None
-
-
-def _is_graph(value: Any) -> bool:
-    return (
-        callable(getattr(value, "ainvoke", None))
-        and callable(getattr(value, "get_graph", None))
-        and hasattr(value, "checkpointer")
-    )
-
-
-def _takes_argument(fn: Any) -> bool:
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(
-        p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        for p in params
-    )
-
-
-async def _awaited(value: Any) -> Any:
-    return await value

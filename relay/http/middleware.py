@@ -1,29 +1,84 @@
 """Middleware and dependencies the relay's routes rely on: ``nosniff`` on every answer
 (and, in a worker of ``serve --workers N``, ``X-Relay-Worker``: which one answered),
-CORS for the origins ``RELAY_CORS_ORIGINS`` lists (off by default), and a 503 while the
-shared bus is down."""
+CORS, and a 503 while the shared bus is down.
+
+CORS is one middleware with one policy (:func:`cors_policy`): langgraph.json's
+``http.cors`` when ``serve --config`` has one (Starlette's ``CORSMiddleware`` keyword
+arguments, its defaults for the keys left out, as the Agent Server applies it), with
+``RELAY_CORS_ORIGINS`` filling ``allow_origins`` when ``http.cors`` leaves it out (as the
+Agent Server's ``CORS_ALLOW_ORIGINS`` does); else the relay's own policy for the origins
+``RELAY_CORS_ORIGINS`` lists (off by default)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from starlette.middleware.cors import CORSMiddleware
 
 from relay.errors import ApiError
-from relay.settings import RelaySettings
+from relay.settings import ConfigError, RelaySettings
+
+#: http.cors's keys (langgraph-cli's CorsConfig) and the type each must have
+CORS_KEYS: dict[str, type] = {
+    "allow_origins": list,
+    "allow_methods": list,
+    "allow_headers": list,
+    "allow_credentials": bool,
+    "allow_origin_regex": str,
+    "expose_headers": list,
+    "max_age": int,
+}
 
 
-def install_middleware(app: Any, settings: RelaySettings) -> None:
+def install_middleware(
+    app: Any, settings: RelaySettings, cors: Mapping[str, Any] | None = None
+) -> None:
     app.add_middleware(NoSniff, worker=settings.worker)
-    if settings.cors_origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=list(settings.cors_origins),
-            allow_methods=["GET", "POST"],
-            allow_headers=["Authorization", "Content-Type", "Accept", "Last-Event-ID", "Prefer"],
-            expose_headers=["Location"],
+    policy = cors_policy(settings, cors)
+    if policy is not None:
+        app.add_middleware(CORSMiddleware, **policy)
+
+
+def cors_policy(
+    settings: RelaySettings, configured: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The CORSMiddleware arguments for ``configured`` (langgraph.json's ``http.cors``)
+    or, without it, for RELAY_CORS_ORIGINS; None: no CORS. A ConfigError names a key of
+    the wrong name or type, and refuses ``"*"`` with RELAY_API_TOKEN (any site could use
+    the token)."""
+    if configured is None:
+        if not settings.cors_origins:
+            return None
+        return {
+            "allow_origins": list(settings.cors_origins),
+            "allow_methods": ["GET", "POST"],
+            "allow_headers": ["Authorization", "Content-Type", "Accept", "Last-Event-ID", "Prefer"],
+            "expose_headers": ["Location"],
+        }
+    policy: dict[str, Any] = {}
+    for key, value in configured.items():
+        kind = CORS_KEYS.get(key)
+        if kind is None:
+            raise ConfigError(
+                f"langgraph.json: http.cors.{key} is not a CORS setting; use "
+                + ", ".join(CORS_KEYS)
+            )
+        if (kind is int and isinstance(value, bool)) or not isinstance(value, kind):
+            raise ConfigError(f"langgraph.json: http.cors.{key} must be a {kind.__name__}")
+        if isinstance(value, list):
+            if not all(isinstance(item, str) for item in value):
+                raise ConfigError(f"langgraph.json: http.cors.{key} must be a list of strings")
+            value = list(value)
+        policy[key] = value
+    if "allow_origins" not in policy and settings.cors_origins:
+        policy["allow_origins"] = list(settings.cors_origins)
+    if "*" in policy.get("allow_origins", ()) and settings.api_token:
+        raise ConfigError(
+            "langgraph.json: http.cors.allow_origins ['*'] with RELAY_API_TOKEN would let "
+            "any site use the token; list the allowed origins instead"
         )
+    return policy
 
 
 def bus_dependency(problem: Callable[[], str | None]) -> Callable[[], Awaitable[None]]:

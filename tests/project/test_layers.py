@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
         "relay.conventions",
         "relay.settings",
         "relay.setting",
+        "relay.envfile",
         "relay.extras",
         "relay.errors",
         "relay.logs",

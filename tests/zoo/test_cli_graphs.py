@@ -14,7 +14,9 @@ import httpx
 import pytest
 
 from relay.cli import main
-from relay.cli.graph_app import graph_name, load_graph, read_config
+from relay.cli.graph_app import graph_name
+from relay.cli.graph_loading import import_graph
+from relay.cli.langgraph_config import GraphEntry, read_config
 from tests.conftest import events_of, free_port, stream_post
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,13 +52,15 @@ def project(tmp_path: Path) -> Path:
 
 
 def test_read_config(project: Path) -> None:
-    graphs, env = read_config(project / "langgraph.json")
-    assert graphs == [
-        ("react", "./src/zoo_agents.py:graph"),
-        ("custom", "./src/zoo_agents.py:make_custom"),
+    config = read_config(project / "langgraph.json")
+    assert config.graphs == [
+        GraphEntry("react", "./src/zoo_agents.py:graph"),
+        GraphEntry("custom", "./src/zoo_agents.py:make_custom"),
     ]
-    assert env == {"ZOO_GREETING": "hello"}
-    assert load_graph("./src/zoo_agents.py:make_custom", project).get_graph().nodes
+    assert config.env == {"ZOO_GREETING": "hello"}
+    assert config.warning() is None  # dependencies, env, graphs: nothing left unsaid
+    factory = import_graph("./src/zoo_agents.py:make_custom", project)
+    assert factory.arguments == {}  # a factory of no argument, called in the lifespan
     assert graph_name("my_pkg.agent:graph") == "agent"
     assert graph_name("./src/chat.py:app") == "chat"
 
