@@ -3,14 +3,18 @@
 As uvicorn's ``--factory`` distinction, told apart without a flag: ``ATTR`` is served as
 it is when it is an app (a Starlette or FastAPI instance, or any callable taking the
 ASGI ``(scope, receive, send)``), and called first when it is a function of no argument
-(``create_app``). Anything else, an import that fails, or a factory that returns no app,
-is a :class:`ConfigError` in one sentence (exit 2), the traceback at DEBUG.
+(``create_app``). The module is imported from the working directory too, as uvicorn's
+``--app-dir`` does by default. Anything else, an import that fails, or a factory that
+returns no app, is a :class:`ConfigError` in one sentence (exit 2), the traceback at
+DEBUG.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
+import sys
+from pathlib import Path
 from typing import Any
 
 from relay.settings import ConfigError
@@ -22,6 +26,8 @@ def load_app(spec: str) -> Any:
     """The ASGI app ``spec`` names (an app, or a factory of no argument returning one)."""
     from uvicorn.importer import ImportFromStringError, import_from_string
 
+    if str(Path.cwd()) not in sys.path:  # as uvicorn's --app-dir (default ".")
+        sys.path.insert(0, str(Path.cwd()))
     try:
         value = import_from_string(spec)
     except ImportFromStringError as exc:

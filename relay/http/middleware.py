@@ -31,6 +31,9 @@ CORS_KEYS: dict[str, type] = {
 }
 
 
+_KIND_WORDS = {list: "a list", bool: "true or false", str: "a string", int: "a whole number"}
+
+
 def install_middleware(
     app: Any, settings: RelaySettings, cors: Mapping[str, Any] | None = None
 ) -> None:
@@ -65,7 +68,7 @@ def cors_policy(
                 + ", ".join(CORS_KEYS)
             )
         if (kind is int and isinstance(value, bool)) or not isinstance(value, kind):
-            raise ConfigError(f"langgraph.json: http.cors.{key} must be a {kind.__name__}")
+            raise ConfigError(f"langgraph.json: http.cors.{key} must be {_KIND_WORDS[kind]}")
         if isinstance(value, list):
             if not all(isinstance(item, str) for item in value):
                 raise ConfigError(f"langgraph.json: http.cors.{key} must be a list of strings")
