@@ -29,11 +29,14 @@ import socket
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
 from relay import logs
+
+if TYPE_CHECKING:
+    from relay.cli.langgraph_config import LangGraphConfig
 
 DEFAULT_APP = "span_relay_demo.app:create_app"
 #: ``serve --relay-only``: the relay without the demo agent (OTLP/HTTP receiver on)
@@ -50,16 +53,17 @@ def _serve(args: argparse.Namespace) -> int:
     graph = getattr(args, "graph", None) or os.environ.get("RELAY_GRAPH") or None
     config_file = getattr(args, "config", None)
     try:
+        if sum(map(bool, (args.relay_only, graph, config_file))) > 1:
+            raise ConfigError("choose one of --relay-only, --graph (RELAY_GRAPH) and --config")
+        project = _read_config(config_file)  # before the settings: its env may set RELAY_*
         settings = RelaySettings.from_env()  # refuse to start on an inconsistent config
         if args.app == DEFAULT_APP and not (args.relay_only or graph or config_file):
             require_extras(settings, demo=True)  # the demo agent's packages: [demo]
-        if sum(map(bool, (args.relay_only, graph, config_file))) > 1:
-            raise ConfigError("choose one of --relay-only, --graph (RELAY_GRAPH) and --config")
         logs.configure(args.log_level, settings.log_format)
         workers = settings.workers if args.workers is None else args.workers
         if args.worker_socket is None and workers != 1:
             return _serve_workers(args, workers, graph, config_file)
-        app = _app(args, graph, config_file)
+        app = _app(args, graph, project)
     except GraphLoadError as exc:
         print(f"span-relay: {exc}", file=sys.stderr)
         return 2
@@ -98,16 +102,12 @@ def _serve_workers(
     """The parent of ``serve --workers N``: refuse what cannot be shared, then supervise."""
     from dataclasses import replace
 
-    from relay.cli.langgraph_config import read_config
     from relay.cli.workers import Supervisor, check_shared
-    from relay.envfile import apply_env
     from relay.settings import ConfigError, RelaySettings
 
     if workers < 1:
         raise ConfigError(f"--workers {workers}: use 1 or more worker processes")
-    if config_file:  # its env reaches the workers too, the file winning (relay/envfile.py)
-        apply_env(read_config(Path(config_file)).env)
-    env = dict(os.environ)
+    env = dict(os.environ)  # with --config, its env already in: the workers inherit it
     if args.relay_only:  # as create_relay_app does
         env.setdefault("RELAY_OTLP_HTTP", "true")
     settings = replace(RelaySettings.from_env(env), workers=workers)
@@ -141,14 +141,23 @@ def _serve_workers(
     ).run()
 
 
-def _app(args: argparse.Namespace, graph: str | None, config_file: str | None) -> Any:
-    if config_file:
-        from relay.cli.graph_app import create_graph_app
-        from relay.cli.langgraph_config import read_config
-        from relay.envfile import apply_env
+def _read_config(config_file: str | None) -> LangGraphConfig | None:
+    """``--config``'s file, read, its ``env`` applied: the file wins over the process's
+    environment, as in the Agent Server (relay/envfile.py)."""
+    if not config_file:
+        return None
+    from relay.cli.langgraph_config import read_config
+    from relay.envfile import apply_env
 
-        config = read_config(Path(config_file))
-        apply_env(config.env)  # the file wins, as in the Agent Server (relay/envfile.py)
+    config = read_config(Path(config_file))
+    apply_env(config.env)
+    return config
+
+
+def _app(args: argparse.Namespace, graph: str | None, config: LangGraphConfig | None) -> Any:
+    if config is not None:
+        from relay.cli.graph_app import create_graph_app
+
         if warning := config.warning():
             log.warning("%s", warning)
         return create_graph_app(config.graphs, base=config.base, http=config.http)

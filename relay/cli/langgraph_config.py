@@ -231,6 +231,8 @@ def read_config(path: Path) -> LangGraphConfig:
     http = raw.get("http") or {}
     if not isinstance(http, dict):
         raise ConfigError(f"{path}: 'http' must be an object")
+    if not isinstance(http.get("cors") or {}, dict):
+        raise ConfigError(f"{path}: 'http.cors' must be an object")
     config = LangGraphConfig(
         path=path,
         graphs=graphs,
