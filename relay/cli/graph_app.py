@@ -17,19 +17,22 @@ app's routes before its own: a route of the user's app with the path and method 
 the relay's answers in its place. Its middleware wraps the whole app (outermost, as the
 Agent Server applies a custom app's middleware), its exception handlers join the relay's
 (the relay's own answers stay for the classes both handle), and the two apps share one
-``app.state``. ``http.cors`` is the app's CORS policy (relay/http/middleware.py).
+``app.state``. ``http.cors`` is the app's CORS policy (relay/http/middleware.py);
+``http.configurable_headers`` picks the request headers each run sees in its
+``configurable`` (relay/cli/configurable_headers.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
 
+from relay.cli.configurable_headers import header_filter
 from relay.cli.graph_loading import GraphLoadError, ImportedGraph, import_graph, import_source
 from relay.cli.langgraph_config import GraphEntry
 from relay.core import Relay
@@ -60,6 +63,7 @@ def create_graph_app(
     http = http or {}
     user_app = load_http_app(http["app"], base) if http.get("app") else None
     relay.cors = http.get("cors")
+    config_of = header_filter(http.get("configurable_headers"))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[Any]:
@@ -71,7 +75,7 @@ def create_graph_app(
                 except GraphLoadError as exc:
                     app.state.load_error = exc
                     raise
-                agents.append(agent_of(graph, compiled))
+                agents.append(agent_of(graph, compiled, config_of))
             relay.mount(app, *agents)
             await stack.enter_async_context(relay.lifespan(app))
             state = None
@@ -89,11 +93,20 @@ def create_graph_app(
     return app
 
 
-def agent_of(graph: ImportedGraph, compiled: Any) -> GraphAgent:
+def agent_of(
+    graph: ImportedGraph,
+    compiled: Any,
+    config_of: Callable[[Mapping[str, str]], Mapping[str, Any]] | None = None,
+) -> GraphAgent:
+    """The GraphAgent of a built graph: named by its key, else its own name, else its
+    module; described by its ``description``; ``config_of``: the headers a run sees."""
     own = getattr(compiled, "name", None)
     chosen = graph.name or (own if own and own != "LangGraph" else graph_name(graph.spec))
     return GraphAgent(
-        compiled, name=_NAME.sub("_", chosen)[:64] or "graph", description=graph.description
+        compiled,
+        name=_NAME.sub("_", chosen)[:64] or "graph",
+        description=graph.description,
+        config_of=config_of,
     )
 
 

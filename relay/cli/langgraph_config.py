@@ -6,9 +6,9 @@ The file's keys fall into four kinds (the README's ``--config`` table lists each
 - **honoured** (:data:`HONOURED`): ``graphs`` (every form langgraph-cli's schema allows:
   ``"./path.py:attr"``, ``"module.path:attr"``, ``{"path": ..., "description": ...}``),
   ``env`` (a file read by python-dotenv, the file winning over the process environment
-  as in the Agent Server: relay/envfile.py, or an object), ``http`` (``app`` and
-  ``cors``; the ``disable_*`` keys of routes the relay does not have are honoured by
-  their absence). The sections ``auth``, ``store`` and ``checkpointer`` are carried as
+  as in the Agent Server: relay/envfile.py, or an object), ``http`` (``app``,
+  ``cors`` and ``configurable_headers``; the ``disable_*`` keys of routes the relay does
+  not have are honoured by their absence). The sections ``auth``, ``store`` and ``checkpointer`` are carried as
   they are (:attr:`LangGraphConfig.auth`, ...) for the code that honours them; such code
   adds the key to :data:`HONOURED`.
 - **build-only** (:data:`BUILD_KEYS`): what LangGraph CLI uses to build an image
@@ -81,12 +81,13 @@ REFUSED_HTTP: dict[str, str] = {
     "enable_custom_route_auth": "span-relay does not authenticate http.app's own routes",
 }
 
-#: ``http`` keys honoured: ``app`` and ``cors``; and the ``disable_*`` of routes span-relay
-#: does not have (nothing to turn off)
+#: ``http`` keys honoured: ``app``, ``cors`` and ``configurable_headers``; and the
+#: ``disable_*`` of routes span-relay does not have (nothing to turn off)
 HONOURED_HTTP = frozenset(
     {
         "app",
         "cors",
+        "configurable_headers",
         "disable_store",
         "disable_mcp",
         "disable_a2a",
@@ -95,13 +96,13 @@ HONOURED_HTTP = frozenset(
     }
 )
 
-#: ``http`` keys langgraph-cli knows that are not honoured here (named in the warning)
+#: every ``http`` key langgraph-cli knows (those neither honoured nor refused are named in
+#: the warning)
 KNOWN_HTTP = frozenset(
     {
         *HONOURED_HTTP,
         *REFUSED_HTTP,
         "mount_prefix",
-        "configurable_headers",
         "logging_headers",
         "middleware_order",
     }

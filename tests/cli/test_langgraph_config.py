@@ -101,7 +101,7 @@ def test_one_warning_line_names_every_key_not_honoured(tmp_path: Path) -> None:
     )
     assert config.warning() == (
         "langgraph.json: not honoured here: store, checkpointer, ui, webhooks, "
-        "http.mount_prefix, http.configurable_headers, http.disable_runs; unknown keys: "
+        "http.mount_prefix, http.disable_runs; unknown keys: "
         "grpahs, http.colour (see README, 'span-relay serve --config')"
     )
     assert config.store == {"index": {"dims": 3, "embed": "fake"}}  # carried for their code
@@ -269,3 +269,26 @@ def test_app_takes_an_app_or_a_factory(tmp_path: Path, monkeypatch: pytest.Monke
     ):
         with pytest.raises(ConfigError, match=words):
             load_app(spec)
+
+
+def test_configurable_headers_pick_what_a_run_sees() -> None:
+    from relay.cli.configurable_headers import header_filter
+
+    assert header_filter(None) is None  # no header reaches the run, as in the Agent Server
+    config_of = header_filter({"includes": ["x-*", "user-agent"], "excludes": ["x-secret-*"]})
+    assert config_of is not None
+    headers = {
+        "X-Tenant-Name": "acme",
+        "user-agent": "curl",
+        "x-secret-key": "no",
+        "authorization": "Bearer no",
+        "x-api-key": "no",
+        "cookie": "no",
+        "accept": "no",
+    }
+    assert config_of(headers) == {"x-tenant-name": "acme", "user-agent": "curl"}
+    everything = header_filter({"includes": ["*"]})
+    assert everything is not None
+    assert everything({"user": "no", "thread_id": "no", "x-api-key": "no", "a": "1"}) == {"a": "1"}
+    with pytest.raises(ConfigError, match="must be a list of header names"):
+        header_filter({"includes": "x-*"})

@@ -30,8 +30,10 @@ from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 
-def answer(state):
-    return {"messages": [AIMessage("greeting: " + os.environ.get("GREETING", "?"))]}
+def answer(state, config):
+    name = config["configurable"].get("x-greeting-to")
+    words = "greeting: " + os.environ.get("GREETING", "?") + (f" to {name}" if name else "")
+    return {"messages": [AIMessage(words)]}
 
 
 builder = StateGraph(MessagesState)
@@ -114,7 +116,11 @@ def project(tmp_path: Path) -> Path:
                 "env": ".env",
                 "image_distro": "wolfi",
                 "ui": {"agent": "./src/agent/ui.tsx"},
-                "http": {"app": "./src/agent/webapp.py:app", "cors": CORS},
+                "http": {
+                    "app": "./src/agent/webapp.py:app",
+                    "cors": CORS,
+                    "configurable_headers": {"includes": ["x-greeting-*"]},
+                },
             }
         )
     )
@@ -185,6 +191,11 @@ def test_a_template_project_with_env_http_app_and_cors(
         assert client.get("/env/GREETING").json() == {"value": "from-file"}
         answer = client.post("/chat", json={"message": "hi"}).json()
         assert answer["answer"] == "greeting: from-file"
+        # http.configurable_headers: the headers it names reach the run's configurable
+        answer = client.post(
+            "/chat", json={"message": "hi"}, headers={"X-Greeting-To": "Ada", "X-Other": "no"}
+        ).json()
+        assert answer["answer"] == "greeting: from-file to Ada"
         # http.cors: the preflight answered per its settings
         preflight = client.options(
             "/chat",
