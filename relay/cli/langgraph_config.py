@@ -8,9 +8,9 @@ The file's keys fall into four kinds (the README's ``--config`` table lists each
   ``env`` (a file read by python-dotenv, the file winning over the process environment
   as in the Agent Server: relay/envfile.py, or an object), ``http`` (``app``,
   ``cors`` and ``configurable_headers``; the ``disable_*`` keys of routes the relay does
-  not have are honoured by their absence). The sections ``auth``, ``store`` and ``checkpointer`` are carried as
-  they are (:attr:`LangGraphConfig.auth`, ...) for the code that honours them; such code
-  adds the key to :data:`HONOURED`.
+  not have are honoured by their absence). The sections ``auth``, ``store`` and
+  ``checkpointer`` are carried as they are (:attr:`LangGraphConfig.auth`, ...) for the
+  code that honours them; such code adds the key to :data:`HONOURED`.
 - **build-only** (:data:`BUILD_KEYS`): what LangGraph CLI uses to build an image
   (``dependencies``, ``python_version``, ``dockerfile_lines``, ...): known, and silent.
   Local ``dependencies`` directories join the import path, as ``langgraph dev`` does.
