@@ -158,7 +158,8 @@ def _app(args: argparse.Namespace, graph: str | None, config: LangGraphConfig | 
     if config is not None:
         from relay.cli.graph_app import create_graph_app
 
-        if warning := config.warning():
+        warning = config.warning()
+        if warning and os.environ.get("RELAY_WORKER") in (None, "0"):  # one line, not N
             log.warning("%s", warning)
         return create_graph_app(config.graphs, base=config.base, http=config.http)
     if graph:

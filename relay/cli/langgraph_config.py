@@ -6,7 +6,8 @@ The file's keys fall into four kinds (the README's ``--config`` table lists each
 - **honoured** (:data:`HONOURED`): ``graphs`` (every form langgraph-cli's schema allows:
   ``"./path.py:attr"``, ``"module.path:attr"``, ``{"path": ..., "description": ...}``),
   ``env`` (a file read by python-dotenv, the file winning over the process environment
-  as in the Agent Server: relay/envfile.py, or an object), ``http`` (``app``,
+  as in the Agent Server: relay/envfile.py, or an object; a file that does not exist is
+  a warning, as the Agent Server reads it as empty), ``http`` (``app``,
   ``cors`` and ``configurable_headers``; the ``disable_*`` keys of routes the relay does
   not have are honoured by their absence). The sections ``auth``, ``store`` and
   ``checkpointer`` are carried as they are (:attr:`LangGraphConfig.auth`, ...) for the
@@ -24,6 +25,7 @@ The file's keys fall into four kinds (the README's ``--config`` table lists each
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,6 +34,8 @@ from typing import Any
 
 from relay.envfile import read_env_file
 from relay.settings import ConfigError
+
+log = logging.getLogger("relay.cli")
 
 #: the top-level keys the server acts on (the code that honours ``auth``, ``store`` or
 #: ``checkpointer`` adds its key here)
@@ -287,6 +291,9 @@ def _env(path: Path, env: Any) -> dict[str, str]:
     if env is None:
         return {}
     if isinstance(env, str):
+        if not (path.parent / env).exists():  # as the Agent Server: nothing to read
+            log.warning("%s: its env file %s does not exist; nothing read", path.name, env)
+            return {}
         return read_env_file(path.parent / env)
     if isinstance(env, dict) and all(not isinstance(v, dict | list) for v in env.values()):
         return {str(k): str(v) for k, v in env.items() if v is not None}

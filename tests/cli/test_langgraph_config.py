@@ -189,8 +189,12 @@ def test_env_files_are_read_by_python_dotenv(
     assert values == {k: v for k, v in dotenv_values(tmp_path / ".env").items() if v is not None}
     config = read_config(write(tmp_path, {"graphs": {"agent": "./agent.py:graph"}, "env": ".env"}))
     assert config.env == values
+    # a file that is not there reads as empty, as in the Agent Server (and a container
+    # whose image leaves .env out still starts); asked for by name, it is an error
+    missing = read_config(write(tmp_path, {"graphs": {"agent": "./g.py:g"}, "env": ".nope"}))
+    assert missing.env == {}
     with pytest.raises(ConfigError, match="does not exist"):
-        read_config(write(tmp_path, {"graphs": {"agent": "./agent.py:graph"}, "env": ".nope"}))
+        read_env_file(tmp_path / ".nope")
 
 
 def test_the_file_wins_over_the_process_environment(
