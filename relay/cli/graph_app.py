@@ -43,7 +43,7 @@ _NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 
 def create_graph_app(
-    graphs: Sequence[GraphEntry],
+    graphs: Sequence[GraphEntry | tuple[str | None, str]],
     environ: Mapping[str, str] | None = None,
     base: Path | None = None,
     *,
@@ -52,14 +52,18 @@ def create_graph_app(
     store: Any = None,
     checkpointer: Any = None,
 ) -> FastAPI:
-    """An app serving ``graphs`` (a name None: the graph's own name, else the spec's
-    module), the first also at ``/chat``; ``http``: langgraph.json's ``http`` (``app``,
-    ``cors``); ``base``: the folder relative paths start from. ``auth``, ``store`` and
-    ``checkpointer`` are langgraph.json's sections, for the code that honours them (a
-    factory's ``ServerRuntime`` gets ``store``)."""
-    del auth, checkpointer  # honoured by the code that handles them (issue 30)
+    """An app serving ``graphs`` (GraphEntry, or ``(name, spec)``; a name None: the
+    graph's own name, else the spec's module), the first also at ``/chat``; ``http``:
+    langgraph.json's ``http`` (``app``, ``cors``, ``configurable_headers``); ``base``: the
+    folder relative paths start from. ``auth``, ``store`` and ``checkpointer`` are
+    langgraph.json's sections, for the code that honours them (a factory's
+    ``ServerRuntime`` gets ``store``)."""
+    for name, section in (("auth", auth), ("checkpointer", checkpointer)):
+        if section is not None:  # the code that honours it replaces this refusal
+            raise ConfigError(f"create_graph_app({name}=...) is not honoured by this build")
     relay = Relay.from_env(environ)
-    imported = [import_graph(g.spec, base, name=g.name, description=g.description) for g in graphs]
+    entries = [g if isinstance(g, GraphEntry) else GraphEntry(*g) for g in graphs]
+    imported = [import_graph(g.spec, base, name=g.name, description=g.description) for g in entries]
     http = http or {}
     user_app = load_http_app(http["app"], base) if http.get("app") else None
     relay.cors = http.get("cors")
