@@ -191,12 +191,14 @@ class Relay:
         env_file: str | os.PathLike[str] | None = None,
     ) -> Relay:
         """A relay from ``environ`` (the process environment by default); ``env_file``: a
-        ``.env`` file read first into the process environment, its values winning, as
-        ``langgraph dev`` reads langgraph.json's ``env`` (relay/envfile.py)."""
+        ``.env`` file read first into the process environment (and over ``environ``), its
+        values winning, as ``langgraph dev`` reads langgraph.json's ``env``
+        (relay/envfile.py)."""
         if env_file is not None:
             from relay.envfile import load_env_file
 
-            load_env_file(env_file)
+            values = load_env_file(env_file)
+            environ = None if environ is None else {**environ, **values}
         return cls(RelaySettings.from_env(environ), environ)
 
     # -- graphs -------------------------------------------------------------------------

@@ -61,11 +61,11 @@ def create_graph_app(
     for name, section in (("auth", auth), ("checkpointer", checkpointer)):
         if section is not None:  # the code that honours it replaces this refusal
             raise ConfigError(f"create_graph_app({name}=...) is not honoured by this build")
-    relay = Relay.from_env(environ)
     entries = [g if isinstance(g, GraphEntry) else GraphEntry(*g) for g in graphs]
     imported = [import_graph(g.spec, base, name=g.name, description=g.description) for g in entries]
     http = http or {}
     user_app = load_http_app(http["app"], base) if http.get("app") else None
+    relay = Relay.from_env(environ)  # its stores opened once the imports have succeeded
     relay.cors = http.get("cors")
     config_of = header_filter(http.get("configurable_headers"))
 

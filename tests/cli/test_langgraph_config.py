@@ -209,6 +209,11 @@ def test_the_file_wins_over_the_process_environment(
     relay = Relay.from_env(env_file=tmp_path / ".env")
     assert relay.settings.bus_max_turns == 77
     assert os.environ["OVERRIDDEN"] == "from-file"
+    given = Relay.from_env(
+        {"RELAY_BUS_MAX_TURNS": "5", "RELAY_DATA_DIR": str(tmp_path / "given")},
+        env_file=tmp_path / ".env",
+    )
+    assert given.settings.bus_max_turns == 77 and given.environ["OVERRIDDEN"] == "from-file"
     monkeypatch.setenv("OVERRIDDEN", "again")
     assert load_env_file(tmp_path / ".env", env := {"OVERRIDDEN": "mine"}) == env
     assert env["OVERRIDDEN"] == "from-file"
