@@ -125,13 +125,15 @@ def _serve_workers(
 def _app(args: argparse.Namespace, graph: str | None, config_file: str | None) -> Any:
     if graph or config_file:
         from relay.cli.graph_app import create_graph_app, read_config
+        from relay.cli.langgraph_auth import load_project_auth
 
         if config_file:
             path = Path(config_file)
             graphs, env = read_config(path)
             for key, value in env.items():  # as `langgraph dev` does: the process's own
                 os.environ.setdefault(key, value)  # environment wins
-            return create_graph_app(graphs, base=path.parent)
+            auth = load_project_auth(path)  # its `auth`: honoured, or no start
+            return create_graph_app(graphs, base=path.parent, auth=auth)
         assert graph is not None
         return create_graph_app([(None, graph)])
     from uvicorn.importer import import_from_string
