@@ -50,6 +50,8 @@ def langgraph_identity(adapter: LangGraphAuth, max_body_bytes: int) -> Any:
                     413, "body_too_large", f"The request body is over {max_body_bytes} bytes."
                 ),
             )
+            # Starlette's own cache of a read body: the route's reader gets these bytes
+            request._body = raw
             try:
                 body = json.loads(raw) if raw else None
             except (UnicodeDecodeError, ValueError):

@@ -12,12 +12,26 @@ from pathlib import Path
 
 GRAPH = """\
 from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import interrupt
 
 
-def answer(state: MessagesState) -> dict:
+def answer(state: MessagesState, config: RunnableConfig) -> dict:
     text = state["messages"][-1].content
+    if text == "Who am I?":  # what the Agent Server tells a graph of its user
+        configurable = config["configurable"]
+        user = configurable["langgraph_auth_user"]
+        return {
+            "messages": [
+                AIMessage(
+                    f"You are {user.identity} ({user['identity']}, "
+                    f"{configurable['langgraph_auth_user_id']}, "
+                    f"{configurable['langgraph_auth_permissions']}, "
+                    f"{configurable['user']['id']})."
+                )
+            ]
+        }
     if "refund order 2001" in text:
         decision = interrupt({"question": "Refund $20.00 on order 2001?"})
         if decision.get("approved"):
