@@ -14,10 +14,9 @@ with the semantics ``langgraph dev`` gives it (README "langgraph.json's auth").
   ``@auth.on(actions=...)``, else the global ``@auth.on``; none: allowed) with
   ``ctx=AuthContext(...)`` and ``value``. ``None``/``True`` allow, ``False`` is a 403, an
   ``HTTPException`` its status, an ``AssertionError`` a 403, a dict is a filter.
-- **Filters** are matched by :func:`matches` against the metadata the relay keeps of a
-  thread (:data:`KEPT_METADATA`: its ``owner``, ``graph_id`` and ``assistant_id``); a filter
-  on any other key, or with an operator LangGraph does not define, cannot be checked and
-  fails closed (:class:`UnsupportedFilter`), never open.
+- **Filters** are matched by :func:`relay.auth.filters.matches` against the metadata the
+  relay keeps of a thread (its ``owner``, ``graph_id`` and ``assistant_id``); a filter on
+  any other key, or with an operator LangGraph does not define, fails closed.
 
 Framework-free: the HTTP surface (relay/http/langgraph_auth.py) hands it a
 :class:`RequestFacts` and turns the :class:`relay.errors.ApiError` it raises into answers.
@@ -55,15 +54,9 @@ AUTHENTICATE_PARAMETERS = frozenset(
         "body",
     }
 )
-#: the thread metadata the relay keeps, and so the keys a filter may name
-KEPT_METADATA = ("owner", "graph_id", "assistant_id")
 #: the longest identity taken (a turn record keeps it)
 MAX_IDENTITY = 256
 _CHALLENGE = 'Bearer realm="span-relay"'
-
-
-class UnsupportedFilter(Exception):
-    """A filter the relay cannot check (a key it does not keep, an unknown operator)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,38 +362,3 @@ def check_auth(auth: Any, source: str) -> Any:
             f"ask for {', '.join(sorted(AUTHENTICATE_PARAMETERS))}"
         )
     return auth
-
-
-def matches(
-    filters: Mapping[str, Any],
-    metadata: Mapping[str, Any],
-    keys: Sequence[str] | None = None,
-) -> bool:
-    """Whether a thread's ``metadata`` passes a LangGraph filter (``{"key": value}``,
-    ``{"key": {"$eq": value}}``, ``{"key": {"$contains": value or [values]}}``; several
-    keys: all of them). :class:`UnsupportedFilter` for a key the relay does not keep
-    (``keys``, by default :data:`KEPT_METADATA`) or an operator LangGraph does not define:
-    the caller fails closed."""
-    kept = KEPT_METADATA if keys is None else tuple(keys)
-    for key, wanted in filters.items():
-        if key not in kept:
-            raise UnsupportedFilter(
-                f"a filter on metadata {key!r}: the relay keeps only {', '.join(kept)}"
-            )
-        have = metadata.get(key)
-        if isinstance(wanted, Mapping):
-            for operator, operand in wanted.items():
-                if operator == "$eq":
-                    if have != operand:
-                        return False
-                elif operator == "$contains":
-                    if not isinstance(have, list | tuple):
-                        return False
-                    needed = operand if isinstance(operand, list) else [operand]
-                    if not all(item in have for item in needed):
-                        return False
-                else:
-                    raise UnsupportedFilter(f"a filter operator {operator!r} on {key!r}")
-        elif have != wanted:
-            return False
-    return True

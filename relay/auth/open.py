@@ -44,6 +44,11 @@ def open_langgraph_auth(
             "asking: unset RELAY_AUTH (langgraph.json's auth decides; RELAY_API_TOKEN stays "
             "the OTLP receivers' credential)"
         )
+    if (settings.otlp_http or settings.otlp_grpc) and not settings.api_token:
+        raise ConfigError(
+            "LangGraph's auth with the OTLP receiver on needs RELAY_API_TOKEN: the receiver "
+            "keeps its own credential (the collector's), apart from the users'"
+        )
     try:
         return LangGraphAuth(auth, source or "auth")
     except ValueError as exc:

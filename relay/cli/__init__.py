@@ -80,6 +80,7 @@ def _serve_workers(
     from dataclasses import replace
 
     from relay.cli.graph_app import read_config
+    from relay.cli.langgraph_auth import load_project_auth
     from relay.cli.workers import Supervisor, check_shared
     from relay.settings import ConfigError, RelaySettings
 
@@ -88,6 +89,7 @@ def _serve_workers(
     if config_file:  # its env reaches the workers too (the process's own environment wins)
         for key, value in read_config(Path(config_file))[1].items():
             os.environ.setdefault(key, value)
+        load_project_auth(Path(config_file))  # an auth entry that cannot be honoured: no worker
     env = dict(os.environ)
     if args.relay_only:  # as create_relay_app does
         env.setdefault("RELAY_OTLP_HTTP", "true")

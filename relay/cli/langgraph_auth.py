@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from relay.auth.langgraph_auth import check_auth
 from relay.settings import ConfigError
 
 log = logging.getLogger("relay")
@@ -77,6 +76,8 @@ def load_auth_entry(entry: Any, base: Path) -> ProjectAuth | None:
         return None  # as langgraph dev: no custom auth without a path
     if not isinstance(path, str):
         raise ConfigError("langgraph.json: 'auth.path' must be a string (./auth.py:auth)")
+    from relay.auth.langgraph_auth import check_auth  # langgraph_sdk: only where asked
+
     source = f"auth {path}"
     auth = _load(path, base, source)
     try:

@@ -18,17 +18,20 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 
 from relay.auth import User
-from relay.auth.langgraph_auth import LangGraphAuth, RequestFacts, UnsupportedFilter, matches
+from relay.auth.filters import UnsupportedFilter, matches
 from relay.errors import ApiError
 from relay.http.identity import user_of
 from relay.http.parts import RelayParts
 from relay.http.requests import read_body
 from relay.turns.records import TurnRecord
+
+if TYPE_CHECKING:  # loaded (with langgraph_sdk) only where an Auth is given
+    from relay.auth.langgraph_auth import LangGraphAuth
 
 log = logging.getLogger("relay.auth")
 
@@ -39,6 +42,7 @@ ASSISTANT_METADATA_KEYS = ("graph_id", "assistant_id", "created_by", "owner")
 def langgraph_identity(adapter: LangGraphAuth, max_body_bytes: int) -> Any:
     """The dependency that finds the request's user with ``@auth.authenticate`` (kept in
     ``request.state.user``, as :func:`relay.http.identity.identity_dependency` does)."""
+    from relay.auth.langgraph_auth import RequestFacts
 
     async def identify(request: Request) -> User:
         body = None

@@ -279,3 +279,34 @@ def test_the_library_path_takes_an_auth_and_gives_its_handler_what_it_asks_for(
     assert listed(client, url, {"X-User": "zoe"}) == {turn}
     with pytest.raises(ConfigError, match="not a langgraph_sdk\\.Auth"):
         Relay.from_env(app_env, auth=object())
+
+
+def test_the_receiver_keeps_its_own_credential(tmp_path: Path, app_env: dict[str, str]) -> None:
+    config = write_project(tmp_path / "project")
+    graphs, _ = read_config(config)
+    auth = load_project_auth(config)
+    with pytest.raises(ConfigError, match="OTLP receiver on needs RELAY_API_TOKEN"):
+        create_graph_app(
+            graphs, {**app_env, "RELAY_OTLP_HTTP": "true"}, base=config.parent, auth=auth
+        )
+
+
+def test_the_entrys_openapi_and_disable_studio_auth(
+    tmp_path: Path, app_env: dict[str, str], live_servers: LiveServers, client: httpx.Client
+) -> None:
+    scheme = {"BearerAuth": {"type": "http", "scheme": "bearer"}}
+    config = write_project(
+        tmp_path / "project",
+        entry={
+            "path": "./src/agent/auth.py:auth",
+            "disable_studio_auth": True,  # no Studio here: nothing to disable
+            "openapi": {"securitySchemes": scheme, "security": [{"BearerAuth": []}]},
+        },
+    )
+    graphs, _ = read_config(config)
+    app = create_graph_app(graphs, app_env, base=config.parent, auth=load_project_auth(config))
+    url = live_servers.start(app).url
+    document = client.get(f"{url}/openapi.json").json()
+    assert document["components"]["securitySchemes"] == scheme
+    assert document["security"] == [{"BearerAuth": []}]
+    assert client.post(f"{url}/chat", json={"message": "hi"}).status_code == 401

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from relay.auth.langgraph_auth import UnsupportedFilter, matches
+from relay.auth.filters import UnsupportedFilter, matches
 
 THREAD = {"owner": "alice", "graph_id": "agent", "assistant_id": "agent"}
 
