@@ -311,15 +311,25 @@ class LangGraphAuth:
         return result
 
     def note_metadata(self, user: User | None, graph: str, metadata: Any) -> None:
-        """What a create handler wrote in ``value["metadata"]``: the relay keeps the owner
-        (the user's identity) and the graph; any other key or value is not kept, and a
-        filter on it later fails closed. Said once per key in the log."""
+        """What a create handler wrote in ``value["metadata"]``. The relay keeps the owner
+        (the user's identity) and the graph: another value for one of those would make
+        the relay's filters answer otherwise than LangGraph's, so the request is refused
+        (``500 auth_metadata_unsupported``). Any other key is not kept, and a filter on it
+        later fails closed; said once per key in the log."""
         if not isinstance(metadata, Mapping):
             return
         owner = user.id if user is not None else None
         kept = {"owner": owner, "graph_id": graph, "assistant_id": graph}
         for key, value in metadata.items():
-            if key in kept and value == kept[key]:
+            if key in kept:
+                if value != kept[key]:
+                    what = "the user who starts it" if key == "owner" else "its graph"
+                    raise ApiError(
+                        500,
+                        "auth_metadata_unsupported",
+                        f"The {self.source} handlers set the thread's {key!r} to {value!r}; "
+                        f"the relay keeps {what} there, so it refuses rather than keep another.",
+                    )
                 continue
             if key not in self._unkept:
                 self._unkept.add(key)

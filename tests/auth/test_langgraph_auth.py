@@ -310,3 +310,55 @@ def test_the_entrys_openapi_and_disable_studio_auth(
     assert document["components"]["securitySchemes"] == scheme
     assert document["security"] == [{"BearerAuth": []}]
     assert client.post(f"{url}/chat", json={"message": "hi"}).status_code == 401
+
+
+def test_thread_metadata_the_relay_cannot_keep(
+    app_env: dict[str, str],
+    live_servers: LiveServers,
+    client: httpx.Client,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A create handler's owner must be the user (else 500, never kept otherwise); another
+    key is dropped with one warning, and a filter on it then fails closed."""
+    from fastapi import FastAPI
+    from langgraph_sdk import Auth
+
+    from relay import GraphAgent, Relay
+    from tests.auth.langgraph_project import GRAPH
+
+    (tmp_path / "meta_graph.py").write_text(GRAPH)
+    spec = importlib.util.spec_from_file_location("meta_graph", tmp_path / "meta_graph.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    auth = Auth()
+
+    @auth.authenticate
+    async def authenticate(authorization: str | None) -> str:
+        if not authorization:
+            raise Auth.exceptions.HTTPException(401, "Who?")
+        return authorization.removeprefix("Bearer ")
+
+    @auth.on.threads.create
+    async def stamp(ctx: Auth.types.AuthContext, value: dict[str, object]) -> None:
+        metadata = value.setdefault("metadata", {})
+        assert isinstance(metadata, dict)
+        metadata["owner"] = "team-7" if ctx.user.identity == "teamster" else ctx.user.identity
+        metadata["org"] = "acme"
+
+    relay = Relay.from_env(app_env, auth=auth)
+    app = FastAPI(lifespan=relay.lifespan)
+    relay.mount(app, GraphAgent(module.make_graph(), name="meta"))
+    url = live_servers.start(app).url
+
+    refused = client.post(f"{url}/chat", headers=bearer("teamster"), json={"message": "hi"})
+    assert refused.status_code == 500, refused.text
+    assert refused.json()["error"]["code"] == "auth_metadata_unsupported"
+    assert listed(client, url, bearer("teamster")) == set()  # nothing ran
+    with caplog.at_level("WARNING", logger="relay.auth"):
+        for _ in range(2):
+            answered = client.post(f"{url}/chat", headers=bearer("zoe"), json={"message": "hi"})
+            assert answered.status_code == 200, answered.text
+    warned = [r.getMessage() for r in caplog.records if "'org'" in r.getMessage()]
+    assert len(warned) == 1 and "matches no thread" in warned[0]
