@@ -123,3 +123,12 @@ def test_a_working_auth_protects_the_served_project(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.communicate(timeout=60)
+
+
+def test_workers_refuse_a_broken_auth_before_starting_any(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_project(tmp_path / "project", entry={"path": "./src/agent/gone.py:auth"})
+    assert main(["serve", "--workers", "2", "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "gone.py does not exist" in err[0], err
