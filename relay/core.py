@@ -100,6 +100,11 @@ class Relay:
         self.settings = settings
         #: the environment it was made from (the checkpointer's and OTLP export's OTEL_*)
         self.environ = dict(os.environ if environ is None else environ)
+        #: LangGraph's own ``Auth`` (``auth``: langgraph.json's, or the app's), else None;
+        #: checked before anything is opened (a ConfigError when it cannot be honoured)
+        self.langgraph_auth: LangGraphAuth | None = (
+            None if auth is None else open_langgraph_auth(auth, settings, self.environ)
+        )
         self.bus: Bus = open_bus(settings)  # memory, or Redis Streams
         self.span_processor = RelaySpanProcessor(self._publish)
         self.span_processor.state.resume_route = self.resume_route
@@ -148,19 +153,16 @@ class Relay:
         #: dependencies for the app's routes: the bearer token (RELAY_API_TOKEN), the
         #: rate limit of the run endpoints (RELAY_RATE_LIMIT), the shared bus being up
         self.require_token: Callable[..., Awaitable[None]] = token_checker(settings.api_token)
-        #: LangGraph's own ``Auth`` (``auth``: langgraph.json's, or the app's), else None
-        self.langgraph_auth: LangGraphAuth | None = None
         #: who may call, as GET /config tells the SPA: RELAY_AUTH's mode, or ``langgraph``
         self.auth_mode = settings.auth
         #: who a request acts for (RELAY_AUTH, or ``auth``; relay/auth): every API route's
         #: dependency
         self.identify: Callable[..., Awaitable[Any]]
-        if auth is None:
+        if self.langgraph_auth is None:
             self.identify = identity_dependency(open_authenticator(settings))
         else:
             from relay.http.langgraph_auth import langgraph_identity
 
-            self.langgraph_auth = open_langgraph_auth(auth, settings, self.environ)
             self.auth_mode = self.langgraph_auth.mode
             self.identify = langgraph_identity(self.langgraph_auth, settings.max_body_bytes)
         self.rate_limit = RateLimit.parse(settings.rate_limit) if settings.rate_limit else no_limit

@@ -132,7 +132,9 @@ class AuthUser:
             raise AttributeError(name)
         if name in self._fields:
             return self._fields[name]
-        return getattr(self._returned, name)
+        if isinstance(self._returned, str | Mapping):
+            raise AttributeError(name)
+        return getattr(self._returned, name)  # a user object's own attributes
 
     def dump(self) -> dict[str, Any]:
         """The user as JSON-safe fields (what a turn's ``configurable`` carries)."""
