@@ -32,7 +32,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer
 
 from relay import readiness
-from relay.auth import open_authenticator
+from relay.auth import open_authenticator, open_langgraph_auth
 from relay.bus import Bus, open_bus, open_cancels
 from relay.delivery.streaming import Encoder, EventStream
 from relay.delivery.streams import Streams
@@ -56,6 +56,7 @@ from relay.turns.runs import RunManager
 from relay.turns.starting import StartLocks
 
 if TYPE_CHECKING:
+    from relay.auth.langgraph_auth import LangGraphAuth
     from relay.bus.redis_cancels import CancelChannel
     from relay.ingest.grpc import GrpcReceiver
     from relay.ingest.receiver import OTLPReceiver
@@ -86,7 +87,12 @@ class Relay:
     :attr:`tracer_provider` (or adds :attr:`span_processor` to a provider of its own).
     """
 
-    def __init__(self, settings: RelaySettings, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        settings: RelaySettings,
+        environ: Mapping[str, str] | None = None,
+        auth: Any = None,
+    ) -> None:
         from relay.http.identity import identity_dependency, token_checker
         from relay.http.limits import RateLimit, no_limit
         from relay.http.middleware import bus_dependency
@@ -94,6 +100,11 @@ class Relay:
         self.settings = settings
         #: the environment it was made from (the checkpointer's and OTLP export's OTEL_*)
         self.environ = dict(os.environ if environ is None else environ)
+        #: LangGraph's own ``Auth`` (``auth``: langgraph.json's, or the app's), else None;
+        #: checked before anything is opened (a ConfigError when it cannot be honoured)
+        self.langgraph_auth: LangGraphAuth | None = (
+            None if auth is None else open_langgraph_auth(auth, settings, self.environ)
+        )
         self.bus: Bus = open_bus(settings)  # memory, or Redis Streams
         self.span_processor = RelaySpanProcessor(self._publish)
         self.span_processor.state.resume_route = self.resume_route
@@ -142,8 +153,18 @@ class Relay:
         #: dependencies for the app's routes: the bearer token (RELAY_API_TOKEN), the
         #: rate limit of the run endpoints (RELAY_RATE_LIMIT), the shared bus being up
         self.require_token: Callable[..., Awaitable[None]] = token_checker(settings.api_token)
-        #: who a request acts for (RELAY_AUTH; relay/auth): every API route's dependency
-        self.identify = identity_dependency(open_authenticator(settings))
+        #: who may call, as GET /config tells the SPA: RELAY_AUTH's mode, or ``langgraph``
+        self.auth_mode = settings.auth
+        #: who a request acts for (RELAY_AUTH, or ``auth``; relay/auth): every API route's
+        #: dependency
+        self.identify: Callable[..., Awaitable[Any]]
+        if self.langgraph_auth is None:
+            self.identify = identity_dependency(open_authenticator(settings))
+        else:
+            from relay.http.langgraph_auth import langgraph_identity
+
+            self.auth_mode = self.langgraph_auth.mode
+            self.identify = langgraph_identity(self.langgraph_auth, settings.max_body_bytes)
         self.rate_limit = RateLimit.parse(settings.rate_limit) if settings.rate_limit else no_limit
         self.require_bus = bus_dependency(self.bus_problem)
         # -- the OTLP receivers ------------------------------------------------------------
@@ -181,8 +202,11 @@ class Relay:
         return f"/graphs/{graph_id}/chat/resume" if graph_id in self.agents else None
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Relay:
-        return cls(RelaySettings.from_env(environ), environ)
+    def from_env(cls, environ: Mapping[str, str] | None = None, auth: Any = None) -> Relay:
+        """A relay from RELAY_* / OTEL_* (``environ``, default the process's); ``auth``: a
+        ``langgraph_sdk.Auth`` that decides who is asking and what they may do, as in
+        langgraph.json (README "langgraph.json's auth")."""
+        return cls(RelaySettings.from_env(environ), environ, auth)
 
     # -- graphs -------------------------------------------------------------------------
 

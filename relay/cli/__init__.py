@@ -80,6 +80,7 @@ def _serve_workers(
     from dataclasses import replace
 
     from relay.cli.graph_app import read_config
+    from relay.cli.langgraph_auth import load_project_auth
     from relay.cli.workers import Supervisor, check_shared
     from relay.settings import ConfigError, RelaySettings
 
@@ -88,6 +89,7 @@ def _serve_workers(
     if config_file:  # its env reaches the workers too (the process's own environment wins)
         for key, value in read_config(Path(config_file))[1].items():
             os.environ.setdefault(key, value)
+        load_project_auth(Path(config_file))  # an auth entry that cannot be honoured: no worker
     env = dict(os.environ)
     if args.relay_only:  # as create_relay_app does
         env.setdefault("RELAY_OTLP_HTTP", "true")
@@ -125,13 +127,15 @@ def _serve_workers(
 def _app(args: argparse.Namespace, graph: str | None, config_file: str | None) -> Any:
     if graph or config_file:
         from relay.cli.graph_app import create_graph_app, read_config
+        from relay.cli.langgraph_auth import load_project_auth
 
         if config_file:
             path = Path(config_file)
             graphs, env = read_config(path)
             for key, value in env.items():  # as `langgraph dev` does: the process's own
                 os.environ.setdefault(key, value)  # environment wins
-            return create_graph_app(graphs, base=path.parent)
+            auth = load_project_auth(path)  # its `auth`: honoured, or no start
+            return create_graph_app(graphs, base=path.parent, auth=auth)
         assert graph is not None
         return create_graph_app([(None, graph)])
     from uvicorn.importer import import_from_string

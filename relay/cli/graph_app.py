@@ -28,6 +28,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from relay.cli.langgraph_auth import ProjectAuth, add_openapi_security
 from relay.core import Relay
 from relay.langgraph.agent import GraphAgent
 from relay.settings import ConfigError
@@ -113,11 +114,13 @@ def create_graph_app(
     graphs: Sequence[tuple[str | None, str]],
     environ: Mapping[str, str] | None = None,
     base: Path | None = None,
+    auth: ProjectAuth | None = None,
 ) -> FastAPI:
     """An app serving ``graphs`` (``(name, spec)``; a name None: the graph's own name,
-    else the spec's module), the first also at ``/chat``."""
+    else the spec's module), the first also at ``/chat``; ``auth``: langgraph.json's
+    (relay/cli/langgraph_auth.py)."""
     env = dict(os.environ if environ is None else environ)
-    relay = Relay.from_env(env)
+    relay = Relay.from_env(env, auth=auth.auth if auth is not None else None)
     agents = []
     for name, spec in graphs:
         graph = load_graph(spec, base)
@@ -126,6 +129,8 @@ def create_graph_app(
         agents.append(GraphAgent(graph, name=_NAME.sub("_", chosen)[:64] or "graph"))
     app = FastAPI(title="span-relay", version="0.1.0", lifespan=relay.lifespan)
     relay.mount(app, *agents)
+    if auth is not None:
+        add_openapi_security(app, auth.openapi)
     return app
 
 
