@@ -10,8 +10,8 @@ app = FastAPI(lifespan=relay.lifespan)
 relay.mount(app, agent)        # /chat, /chat/resume, /agui, /graphs, /turns..., the SPA
 ```
 
-:meth:`lifespan` opens the LangGraph checkpointer (SQLite, or PostgreSQL) for the mounted
-agents, starts the relay (binds the processor to the running loop, marks turns that died
+:meth:`lifespan` opens the LangGraph checkpointer and store (SQLite, or PostgreSQL) for the
+mounted agents, starts the relay (binds the processor to the running loop, marks turns that died
 with the last process, starts the work of the mounted routes, :attr:`lifecycles`) and
 stops it. An app that serves no graph of ours includes :attr:`router`, calls
 :meth:`install`, and feeds its own spans to :attr:`span_processor`.
@@ -41,7 +41,11 @@ from relay.export.metrics import CountingExporter, RelayMetrics, prometheus_prov
 from relay.export.otlp import add_otlp_export
 from relay.ingest.processor import RelaySpanProcessor
 from relay.langgraph.agent import GraphAgent
+from relay.langgraph.checkpointer_config import CheckpointerOptions, checkpointer_options
 from relay.langgraph.checkpoints import check_checkpointer, open_checkpointer
+from relay.langgraph.store import StoreOptions, check_store, store_options
+from relay.langgraph.store import check_backend as check_store_backend
+from relay.langgraph.store import open_store as open_graph_store
 from relay.lifecycle import Lifecycles
 from relay.settings import RelaySettings
 from relay.store import SpanStore, open_store
@@ -92,6 +96,9 @@ class Relay:
         settings: RelaySettings,
         environ: Mapping[str, str] | None = None,
         auth: Any = None,
+        *,
+        store: Mapping[str, Any] | StoreOptions | None = None,
+        checkpointer: Mapping[str, Any] | CheckpointerOptions | None = None,
     ) -> None:
         from relay.http.identity import identity_dependency, token_checker
         from relay.http.limits import RateLimit, no_limit
@@ -105,6 +112,18 @@ class Relay:
         self.langgraph_auth: LangGraphAuth | None = (
             None if auth is None else open_langgraph_auth(auth, settings, self.environ)
         )
+        #: the LangGraph store's ``index`` and ``ttl`` and the checkpointer's ``serde``
+        #: (langgraph.json's ``store`` and ``checkpointer`` sections; ConfigError if wrong)
+        self.store_options = store if isinstance(store, StoreOptions) else store_options(store)
+        check_store_backend(settings, self.store_options)
+        self.checkpointer_options = (
+            checkpointer
+            if isinstance(checkpointer, CheckpointerOptions)
+            else checkpointer_options(checkpointer)
+        )
+        #: the LangGraph store of the mounted graphs compiled without one (long-term
+        #: memory; relay/langgraph/store.py): opened by :meth:`lifespan`, else None
+        self.graph_store: Any = None
         self.bus: Bus = open_bus(settings)  # memory, or Redis Streams
         self.span_processor = RelaySpanProcessor(self._publish)
         self.span_processor.state.resume_route = self.resume_route
@@ -202,11 +221,26 @@ class Relay:
         return f"/graphs/{graph_id}/chat/resume" if graph_id in self.agents else None
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, auth: Any = None) -> Relay:
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        auth: Any = None,
+        *,
+        store: Mapping[str, Any] | StoreOptions | None = None,
+        checkpointer: Mapping[str, Any] | CheckpointerOptions | None = None,
+    ) -> Relay:
         """A relay from RELAY_* / OTEL_* (``environ``, default the process's); ``auth``: a
         ``langgraph_sdk.Auth`` that decides who is asking and what they may do, as in
-        langgraph.json (README "langgraph.json's auth")."""
-        return cls(RelaySettings.from_env(environ), environ, auth)
+        langgraph.json (README "langgraph.json's auth"); ``store`` and ``checkpointer``:
+        langgraph.json's sections of those names (``{"index": {...}, "ttl": {...}}``,
+        ``{"ttl": {...}, "serde": {...}}``)."""
+        return cls(
+            RelaySettings.from_env(environ),
+            environ,
+            auth,
+            store=store,
+            checkpointer=checkpointer,
+        )
 
     # -- graphs -------------------------------------------------------------------------
 
@@ -261,14 +295,22 @@ class Relay:
     async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
         """The app's lifespan (``FastAPI(lifespan=relay.lifespan)``): the checkpointer of
         the mounted graphs (RELAY_CHECKPOINTER: SQLite under RELAY_DATA_DIR, or
-        PostgreSQL), :meth:`start`, and at the end :meth:`stop`."""
+        PostgreSQL) and their LangGraph store (RELAY_STORE: the same), :meth:`start`, and
+        at the end :meth:`stop`."""
         async with contextlib.AsyncExitStack() as stack:
+            memory = None
             if self.agents:
                 saver = await stack.enter_async_context(
-                    open_checkpointer(self.settings, self.environ)
+                    open_checkpointer(self.settings, self.environ, self.checkpointer_options.serde)
                 )
                 # /readyz covers the checkpointer too: every /chat reads it first
                 self.add_readiness_check("checkpoints", lambda: check_checkpointer(saver))
+                if any(getattr(a.graph, "store", None) is None for a in self.agents.values()):
+                    memory = await stack.enter_async_context(
+                        open_graph_store(self.settings, self.store_options)
+                    )
+                    self.add_readiness_check("memory store", lambda: check_store(memory))
+                self.graph_store = memory
                 tracer = self.tracer("span-relay")
                 for agent in self.agents.values():
                     agent.bind(
@@ -279,6 +321,7 @@ class Relay:
                         turn_timeout_s=self.settings.turn_timeout_s,
                         tool_timeout_s=self.settings.tool_timeout_s,
                         checkpointer=saver,
+                        store=memory,
                     )
             await self.start()
             try:

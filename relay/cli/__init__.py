@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import socket
 import sys
@@ -135,7 +136,14 @@ def _app(args: argparse.Namespace, graph: str | None, config_file: str | None) -
             for key, value in env.items():  # as `langgraph dev` does: the process's own
                 os.environ.setdefault(key, value)  # environment wins
             auth = load_project_auth(path)  # its `auth`: honoured, or no start
-            return create_graph_app(graphs, base=path.parent, auth=auth)
+            sections = json.loads(path.read_text())  # read_config has checked it
+            return create_graph_app(
+                graphs,
+                base=path.parent,
+                auth=auth,
+                store=sections.get("store"),
+                checkpointer=sections.get("checkpointer"),
+            )
         assert graph is not None
         return create_graph_app([(None, graph)])
     from uvicorn.importer import import_from_string
@@ -198,8 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--config",
         metavar="langgraph.json",
-        help="serve every graph of a LangGraph CLI config (its 'graphs' and "
-        "'env'); the first is also at /chat",
+        help="serve every graph of a LangGraph CLI config (its 'graphs', "
+        "'env', 'store' and 'checkpointer'); the first is also at /chat",
     )
     serve.add_argument(
         "--workers",

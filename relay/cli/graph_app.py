@@ -8,8 +8,10 @@ a function that returns either (called with no argument, or with a RunnableConfi
 checkpointer gets the relay's (SQLite under RELAY_DATA_DIR, or PostgreSQL).
 
 ``langgraph.json``: its ``graphs`` map (name -> path), its ``env`` (a file of ``KEY=VALUE``
-lines, or an object), and its folder on the import path. Other keys (``dependencies``,
-``python_version``, ...) are the LangGraph CLI's build settings and are not read.
+lines, or an object), its folder on the import path, and its ``store`` and
+``checkpointer`` sections (checked and honoured by relay/langgraph/store.py and
+checkpointer_config.py). Other keys (``dependencies``, ``python_version``, ...) are the
+LangGraph CLI's build settings and are not read.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from fastapi import FastAPI
 from relay.cli.langgraph_auth import ProjectAuth, add_openapi_security
 from relay.core import Relay
 from relay.langgraph.agent import GraphAgent
+from relay.langgraph.checkpointer_config import checkpointer_options
+from relay.langgraph.store import store_options
 from relay.settings import ConfigError
 
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
@@ -115,12 +119,21 @@ def create_graph_app(
     environ: Mapping[str, str] | None = None,
     base: Path | None = None,
     auth: ProjectAuth | None = None,
+    *,
+    store: Any = None,
+    checkpointer: Any = None,
 ) -> FastAPI:
     """An app serving ``graphs`` (``(name, spec)``; a name None: the graph's own name,
     else the spec's module), the first also at ``/chat``; ``auth``: langgraph.json's
-    (relay/cli/langgraph_auth.py)."""
+    (relay/cli/langgraph_auth.py); ``store`` and ``checkpointer``: langgraph.json's
+    sections (relay/langgraph/store.py, checkpointer_config.py)."""
     env = dict(os.environ if environ is None else environ)
-    relay = Relay.from_env(env, auth=auth.auth if auth is not None else None)
+    relay = Relay.from_env(
+        env,
+        auth=auth.auth if auth is not None else None,
+        store=store_options(store, base),
+        checkpointer=checkpointer_options(checkpointer),
+    )
     agents = []
     for name, spec in graphs:
         graph = load_graph(spec, base)

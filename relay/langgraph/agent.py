@@ -92,11 +92,11 @@ class GraphAgent:
     adds entries to the run's ``configurable`` from the request's headers.
 
     The app's lifespan (``Relay.lifespan``) gives the agent the relay's parts
-    (:meth:`bind`: the tracer, the turn and message stores, a checkpointer when the
-    graph has none); after that each :meth:`chat` or :meth:`resume` is one run's
-    coroutine, which the routes hand to the relay's ``RunManager``: it opens the run's
-    root span, runs the graph under :class:`GraphInstrumentation` and returns the
-    :class:`ChatResponse`.
+    (:meth:`bind`: the tracer, the turn and message stores, a checkpointer and a
+    LangGraph store when the graph has none); after that each :meth:`chat` or
+    :meth:`resume` is one run's coroutine, which the routes hand to the relay's
+    ``RunManager``: it opens the run's root span, runs the graph under
+    :class:`GraphInstrumentation` and returns the :class:`ChatResponse`.
     """
 
     def __init__(
@@ -154,11 +154,15 @@ class GraphAgent:
         turn_timeout_s: float,
         checkpointer: Any = None,
         tool_timeout_s: float | None = None,
+        store: Any = None,
     ) -> None:
         """Give the agent the relay's parts; a graph compiled without a checkpointer gets
-        the relay's (interrupts and resumes need one)."""
+        the relay's (interrupts and resumes need one), and one compiled without a store
+        the relay's LangGraph store (long-term memory: relay/langgraph/store.py)."""
         if checkpointer is not None and getattr(self.graph, "checkpointer", None) is None:
             self.graph = self.graph.copy(update={"checkpointer": checkpointer})
+        if store is not None and getattr(self.graph, "store", None) is None:
+            self.graph = self.graph.copy(update={"store": store})
         self._bound = _Binding(tracer, turns, messages, add_event, turn_timeout_s, tool_timeout_s)
 
     @property
