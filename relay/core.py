@@ -46,6 +46,7 @@ from relay.langgraph.checkpoints import check_checkpointer, open_checkpointer
 from relay.langgraph.store import StoreOptions, check_store, store_options
 from relay.langgraph.store import check_backend as check_store_backend
 from relay.langgraph.store import open_store as open_graph_store
+from relay.langgraph.thread_ttl import ThreadGate, ThreadSweeper
 from relay.lifecycle import Lifecycles
 from relay.settings import RelaySettings
 from relay.store import SpanStore, open_store
@@ -124,6 +125,10 @@ class Relay:
         #: the LangGraph store of the mounted graphs compiled without one (long-term
         #: memory; relay/langgraph/store.py): opened by :meth:`lifespan`, else None
         self.graph_store: Any = None
+        #: a thread's runs and its deletion by the checkpointer's TTL, apart in this process
+        self.threads = ThreadGate()
+        #: checkpointer.ttl's sweeper (relay/langgraph/thread_ttl.py), while the app runs
+        self.thread_sweeper: ThreadSweeper | None = None
         self.bus: Bus = open_bus(settings)  # memory, or Redis Streams
         self.span_processor = RelaySpanProcessor(self._publish)
         self.span_processor.state.resume_route = self.resume_route
@@ -295,8 +300,8 @@ class Relay:
     async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
         """The app's lifespan (``FastAPI(lifespan=relay.lifespan)``): the checkpointer of
         the mounted graphs (RELAY_CHECKPOINTER: SQLite under RELAY_DATA_DIR, or
-        PostgreSQL) and their LangGraph store (RELAY_STORE: the same), :meth:`start`, and
-        at the end :meth:`stop`."""
+        PostgreSQL) and their LangGraph store (RELAY_STORE: the same), the checkpointer's
+        TTL sweeper (``checkpointer.ttl``), :meth:`start`, and at the end :meth:`stop`."""
         async with contextlib.AsyncExitStack() as stack:
             memory = None
             if self.agents:
@@ -311,6 +316,10 @@ class Relay:
                     )
                     self.add_readiness_check("memory store", lambda: check_store(memory))
                 self.graph_store = memory
+                ttl = self.checkpointer_options.ttl
+                if ttl is not None:  # checkpointer.ttl: threads idle for longer are deleted
+                    sweeper = ThreadSweeper(saver, ttl, self.threads, self.turns.lock_thread)
+                    self.thread_sweeper = await stack.enter_async_context(sweeper.running())
                 tracer = self.tracer("span-relay")
                 for agent in self.agents.values():
                     agent.bind(
@@ -322,6 +331,7 @@ class Relay:
                         tool_timeout_s=self.settings.tool_timeout_s,
                         checkpointer=saver,
                         store=memory,
+                        threads=self.threads,
                     )
             await self.start()
             try:

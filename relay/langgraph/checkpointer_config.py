@@ -7,13 +7,13 @@ start with one sentence, never ignored.
   honoured; the checkpointer (SQLite or PostgreSQL) reads and writes with LangGraph's
   ``JsonPlusSerializer`` made with these allowlists, with the schema's defaults for an
   omitted key (``allowed_msgpack_modules: true``, ``pickle_fallback: true``).
-- ``ttl`` (``strategy``, ``default_ttl``, ``sweep_interval_minutes``, ``sweep_limit``):
-  refused. langgraph-checkpoint-sqlite 3.1 and -postgres 3.2 keep no expiry of their
-  own, and a sweeper that deletes threads behind them is not sound here: a thread's
-  deletion can meet a turn that starts on it at that moment (on another worker or
-  replica, or before the run takes the thread), and on PostgreSQL a checkpoint written
-  after the deletion points at channel values that are gone. Expired threads are left
-  to the operator (RUNBOOK: "The LangGraph store and checkpoints").
+- ``ttl`` (``strategy: "delete"``, ``default_ttl`` minutes, ``sweep_interval_minutes``,
+  ``sweep_limit``): honoured by the relay's own sweeper (relay/langgraph/thread_ttl.py),
+  since langgraph-checkpoint-sqlite 3.1 and -postgres 3.2 keep no expiry: a thread whose
+  last checkpoint is older than ``default_ttl`` is deleted. ``strategy: "keep_latest"``
+  is refused (the SQLite checkpointer cannot prune a thread), and so is a ``ttl`` without
+  ``default_ttl`` (the Agent Server's per-thread TTLs have no API here: it would expire
+  nothing).
 - ``path`` (a checkpointer of one's own): refused; compile the graph with it instead (a
   graph compiled with its own checkpointer keeps it).
 """
@@ -24,19 +24,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from relay.langgraph.thread_ttl import ThreadTTL
 from relay.settings import ConfigError
 
 _KEYS = ("path", "ttl", "serde")
 _SERDE_KEYS = ("allowed_json_modules", "allowed_msgpack_modules", "pickle_fallback")
+_TTL_KEYS = ("strategy", "default_ttl", "sweep_interval_minutes", "sweep_limit")
 
 
 @dataclass(frozen=True, slots=True)
 class CheckpointerOptions:
     """The honoured part of the ``checkpointer`` section: ``serde``, LangGraph's
     ``SerializerProtocol`` the relay's checkpointer is made with (None: LangGraph's
-    default)."""
+    default); ``ttl``, the threads' expiry (None: threads are kept)."""
 
     serde: Any = None
+    ttl: ThreadTTL | None = None
 
 
 def checkpointer_options(section: Any) -> CheckpointerOptions:
@@ -60,16 +63,54 @@ def checkpointer_options(section: Any) -> CheckpointerOptions:
             "the graph with it (a graph compiled with a checkpointer keeps it) and "
             "remove 'path'"
         )
-    if section.get("ttl") is not None:
-        raise ConfigError(
-            "checkpointer.ttl is not supported by span-relay: its checkpointers "
-            "(langgraph-checkpoint-sqlite/-postgres) keep no expiry, and deleting "
-            "threads behind them could break a turn that starts on one at that moment; "
-            "remove 'ttl' (RUNBOOK: 'The LangGraph store and checkpoints' says how to "
-            "delete old threads)"
-        )
     serde = section.get("serde")
-    return CheckpointerOptions(serde=None if serde is None else _serde(serde))
+    ttl = section.get("ttl")
+    return CheckpointerOptions(
+        serde=None if serde is None else _serde(serde), ttl=None if ttl is None else _ttl(ttl)
+    )
+
+
+def _ttl(ttl: Any) -> ThreadTTL:
+    if not isinstance(ttl, Mapping):
+        raise ConfigError(f"checkpointer.ttl: expected an object, not {type(ttl).__name__}")
+    unknown = sorted(str(k) for k in ttl if k not in _TTL_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"checkpointer.ttl: unknown key(s) {', '.join(map(repr, unknown))} (it takes "
+            f"{', '.join(map(repr, _TTL_KEYS))})"
+        )
+    strategy = ttl.get("strategy", "delete")
+    if strategy == "keep_latest":
+        raise ConfigError(
+            'checkpointer.ttl.strategy "keep_latest" is not supported by span-relay (its '
+            'SQLite checkpointer cannot prune a thread): use "delete", which deletes a '
+            "thread idle for longer than default_ttl"
+        )
+    if strategy != "delete":
+        raise ConfigError(f'checkpointer.ttl.strategy: expected "delete", not {strategy!r}')
+    default = ttl.get("default_ttl")
+    if isinstance(default, bool) or not isinstance(default, int | float) or not default > 0:
+        raise ConfigError(
+            "checkpointer.ttl.default_ttl: expected the minutes a thread is kept after its "
+            f"last checkpoint, a positive number, not {default!r} (span-relay has no "
+            "per-thread TTL: without it nothing would expire)"
+        )
+    return ThreadTTL(
+        default_ttl=float(default),
+        sweep_interval_minutes=_whole(ttl, "sweep_interval_minutes", 5),
+        sweep_limit=_whole(ttl, "sweep_limit", 1000),
+    )
+
+
+def _whole(ttl: Mapping[str, Any], key: str, default: int) -> int:
+    value = ttl.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(
+            f"checkpointer.ttl.{key}: expected a whole number, 1 or more, not {value!r}"
+        )
+    return value
 
 
 def _serde(serde: Any) -> Any:

@@ -137,7 +137,7 @@ def test_right_store_values_are_read(project: Path) -> None:
 def test_the_checkpointer_section_is_honoured_or_refused(project: Path) -> None:
     for value, words in (
         ("sqlite", "checkpointer: expected an object"),
-        ({"ttl": {"strategy": "delete", "default_ttl": 60}}, "checkpointer.ttl is not supported"),
+        ({"ttl": {"strategy": "keep_latest", "default_ttl": 60}}, "is not supported"),
         ({"path": "./src/saver.py:make"}, "checkpointer.path"),
         ({"serde": {"pickle_fallback": "no"}}, "checkpointer.serde.pickle_fallback"),
         ({"serde": {"allowed_json_modules": [["ok"], [1]]}}, "allowed_json_modules"),
@@ -182,7 +182,7 @@ def test_serve_refuses_a_wrong_store_in_one_sentence(
     assert len(err.splitlines()) == 1
     config = write_config(project, checkpointer={"ttl": {"strategy": "delete"}})
     assert main(["serve", "--config", str(config)]) == 2
-    assert "checkpointer.ttl is not supported" in capsys.readouterr().err
+    assert "checkpointer.ttl.default_ttl" in capsys.readouterr().err
 
 
 def test_serve_config_answers_from_its_store(project: Path, tmp_path: Path) -> None:
