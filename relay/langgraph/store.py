@@ -301,17 +301,17 @@ def _embeddings(embed: Any, base: Path) -> Any:
     where, sep, attr = embed.rpartition(":")
     if (sep and where.endswith(".py")) or "/" in where:
         return _embed_object(embed, _from_file(embed, (base / where).resolve()), attr)
-    provider_error = _provider(embed)
-    if not isinstance(provider_error, str):
-        return provider_error
-    if sep and where and attr:  # not a provider: perhaps module:attribute
+    if sep and where and attr.isidentifier():  # my_pkg.memory:embed, if it is one
         try:
             module = importlib.import_module(where)
         except ImportError:
-            pass
-        else:
+            module = None
+        if module is not None and getattr(module, attr, None) is not None:
             return _embed_object(embed, module, attr)
-    raise ConfigError(f"store.index.embed {embed!r}: {provider_error}")
+    embeddings = _provider(embed)  # openai:text-embedding-3-small
+    if isinstance(embeddings, str):
+        raise ConfigError(f"store.index.embed {embed!r}: {embeddings}")
+    return embeddings
 
 
 def _provider(embed: str) -> Any:

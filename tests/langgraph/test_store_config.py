@@ -113,6 +113,24 @@ def test_wrong_store_values_say_what_to_change(project: Path) -> None:
         assert words in refusal("store", value, project), value
 
 
+def test_embed_names_a_provider_or_a_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")  # constructing calls nothing
+    by_provider = store_options({"index": {"dims": 1536, "embed": "openai:text-embedding-3-small"}})
+    assert by_provider.index is not None
+    embeddings = by_provider.index["embed"]
+    assert type(embeddings).__name__ == "OpenAIEmbeddings"
+    assert embeddings.model == "text-embedding-3-small"
+    by_module = store_options(
+        {"index": {"dims": 6, "embed": "tests.langgraph.test_memory_store:embed"}}
+    )
+    assert by_module.index is not None
+    assert by_module.index["embed"](["tea and a dog"]) == [[0.0, 1.0, 1.0, 0.0, 0.0, 0.0]]
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert "OPENAI_API_KEY" in refusal(
+        "store", {"index": {"dims": 1536, "embed": "openai:text-embedding-3-small"}}, ROOT
+    )
+
+
 def test_right_store_values_are_read(project: Path) -> None:
     options = store_options(
         {
