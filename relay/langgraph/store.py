@@ -29,6 +29,7 @@ import asyncio
 import importlib
 import importlib.util
 import itertools
+import logging
 import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -38,6 +39,7 @@ from typing import Any
 
 from relay.settings import ConfigError, RelaySettings
 
+log = logging.getLogger("relay.store")
 _POSTGRES = ("postgresql://", "postgres://")
 #: pg_advisory_lock key for the store's migrations ("lg-store")
 _SETUP_LOCK = 0x6C672D73746F7265
@@ -132,12 +134,24 @@ async def open_store(
             await sqlite_store.conn.execute("PRAGMA journal_mode=WAL")
             await sqlite_store.conn.execute("PRAGMA synchronous=NORMAL")
             await sqlite_store.setup()
+            _opened(f"SQLite {path}", options)
             async with _sweeping(sqlite_store, ttl):
                 yield sqlite_store
         return
     async with _postgres_store(url, options, ttl) as pg_store:
+        _opened("PostgreSQL (RELAY_STORE)", options)
         async with _sweeping(pg_store, ttl):
             yield pg_store
+
+
+def _opened(where: str, options: StoreOptions) -> None:
+    index = options.index
+    log.info(
+        "relay: the graphs' LangGraph store: %s; semantic search %s; TTL %s",
+        where,
+        f"on ({index['dims']} dims, fields {index['fields']})" if index else "off",
+        dict(options.ttl) if options.ttl else "off",
+    )
 
 
 async def check_store(store: Any) -> None:
