@@ -18,7 +18,10 @@ The public surface, curated: what an app that serves its own graph writes agains
   the turn with an interrupt of type ``client_tool``), :func:`client_tools_of` (the tools
   an AG-UI client sent, for a model node to bind).
 - LangGraph's checkpointer of the embedded default (SQLite) or PostgreSQL:
-  :func:`open_checkpointer`.
+  :func:`open_checkpointer`; its long-term memory store (``get_store()``,
+  ``runtime.store``) on the same: :func:`open_store` (every mounted graph compiled
+  without a store gets it; ``Relay(..., store={"index": ..., "ttl": ...})`` as
+  langgraph.json's ``store`` section).
 - the event contract: :mod:`relay.events`; span attribute names: :mod:`relay.conventions`.
 """
 
@@ -35,6 +38,7 @@ from relay.langgraph.checkpoints import check_checkpointer, open_checkpointer, r
 from relay.langgraph.client_tools import ClientTool, client_tool, client_tools_of
 from relay.langgraph.instrument import GraphInstrumentation
 from relay.langgraph.spans import child_span, run_span, traced_node
+from relay.langgraph.store import StoreOptions, open_store
 from relay.langgraph.topology import topology_metadata
 from relay.settings import ConfigError, RelaySettings
 from relay.turns.messages import Message, SQLiteMessageStore
@@ -66,6 +70,7 @@ __all__ = [
     "RelaySpanProcessor",
     "RunManager",
     "SQLiteMessageStore",
+    "StoreOptions",
     "StoreUnavailable",
     "ThreadBusy",
     "TurnRecord",
@@ -79,6 +84,7 @@ __all__ = [
     "id_key",
     "negotiate",
     "open_checkpointer",
+    "open_store",
     "read_checkpoints",
     "read_json_object",
     "run_span",

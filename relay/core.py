@@ -10,8 +10,8 @@ app = FastAPI(lifespan=relay.lifespan)
 relay.mount(app, agent)        # /chat, /chat/resume, /agui, /graphs, /turns..., the SPA
 ```
 
-:meth:`lifespan` opens the LangGraph checkpointer (SQLite, or PostgreSQL) for the mounted
-agents, starts the relay (binds the processor to the running loop, marks turns that died
+:meth:`lifespan` opens the LangGraph checkpointer and store (SQLite, or PostgreSQL) for the
+mounted agents, starts the relay (binds the processor to the running loop, marks turns that died
 with the last process, starts the work of the mounted routes, :attr:`lifecycles`) and
 stops it. An app that serves no graph of ours includes :attr:`router`, calls
 :meth:`install`, and feeds its own spans to :attr:`span_processor`.
@@ -32,7 +32,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer
 
 from relay import readiness
-from relay.auth import open_authenticator
+from relay.auth import open_authenticator, open_langgraph_auth
 from relay.bus import Bus, open_bus, open_cancels
 from relay.delivery.streaming import Encoder, EventStream
 from relay.delivery.streams import Streams
@@ -41,7 +41,12 @@ from relay.export.metrics import CountingExporter, RelayMetrics, prometheus_prov
 from relay.export.otlp import add_otlp_export
 from relay.ingest.processor import RelaySpanProcessor
 from relay.langgraph.agent import GraphAgent
+from relay.langgraph.checkpointer_config import CheckpointerOptions, checkpointer_options
 from relay.langgraph.checkpoints import check_checkpointer, open_checkpointer
+from relay.langgraph.store import StoreOptions, check_store, store_options
+from relay.langgraph.store import check_backend as check_store_backend
+from relay.langgraph.store import open_store as open_graph_store
+from relay.langgraph.thread_ttl import ThreadGate, ThreadSweeper
 from relay.lifecycle import Lifecycles
 from relay.settings import RelaySettings
 from relay.store import SpanStore, open_store
@@ -56,6 +61,7 @@ from relay.turns.runs import RunManager
 from relay.turns.starting import StartLocks
 
 if TYPE_CHECKING:
+    from relay.auth.langgraph_auth import LangGraphAuth
     from relay.bus.redis_cancels import CancelChannel
     from relay.ingest.grpc import GrpcReceiver
     from relay.ingest.receiver import OTLPReceiver
@@ -86,7 +92,15 @@ class Relay:
     :attr:`tracer_provider` (or adds :attr:`span_processor` to a provider of its own).
     """
 
-    def __init__(self, settings: RelaySettings, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        settings: RelaySettings,
+        environ: Mapping[str, str] | None = None,
+        auth: Any = None,
+        *,
+        store: Mapping[str, Any] | StoreOptions | None = None,
+        checkpointer: Mapping[str, Any] | CheckpointerOptions | None = None,
+    ) -> None:
         from relay.http.identity import identity_dependency, token_checker
         from relay.http.limits import RateLimit, no_limit
         from relay.http.middleware import bus_dependency
@@ -94,6 +108,27 @@ class Relay:
         self.settings = settings
         #: the environment it was made from (the checkpointer's and OTLP export's OTEL_*)
         self.environ = dict(os.environ if environ is None else environ)
+        #: LangGraph's own ``Auth`` (``auth``: langgraph.json's, or the app's), else None;
+        #: checked before anything is opened (a ConfigError when it cannot be honoured)
+        self.langgraph_auth: LangGraphAuth | None = (
+            None if auth is None else open_langgraph_auth(auth, settings, self.environ)
+        )
+        #: the LangGraph store's ``index`` and ``ttl`` and the checkpointer's ``serde``
+        #: (langgraph.json's ``store`` and ``checkpointer`` sections; ConfigError if wrong)
+        self.store_options = store if isinstance(store, StoreOptions) else store_options(store)
+        check_store_backend(settings, self.store_options)
+        self.checkpointer_options = (
+            checkpointer
+            if isinstance(checkpointer, CheckpointerOptions)
+            else checkpointer_options(checkpointer)
+        )
+        #: the LangGraph store of the mounted graphs compiled without one (long-term
+        #: memory; relay/langgraph/store.py): opened by :meth:`lifespan`, else None
+        self.graph_store: Any = None
+        #: a thread's runs and its deletion by the checkpointer's TTL, apart in this process
+        self.threads = ThreadGate()
+        #: checkpointer.ttl's sweeper (relay/langgraph/thread_ttl.py), while the app runs
+        self.thread_sweeper: ThreadSweeper | None = None
         self.bus: Bus = open_bus(settings)  # memory, or Redis Streams
         self.span_processor = RelaySpanProcessor(self._publish)
         self.span_processor.state.resume_route = self.resume_route
@@ -142,8 +177,18 @@ class Relay:
         #: dependencies for the app's routes: the bearer token (RELAY_API_TOKEN), the
         #: rate limit of the run endpoints (RELAY_RATE_LIMIT), the shared bus being up
         self.require_token: Callable[..., Awaitable[None]] = token_checker(settings.api_token)
-        #: who a request acts for (RELAY_AUTH; relay/auth): every API route's dependency
-        self.identify = identity_dependency(open_authenticator(settings))
+        #: who may call, as GET /config tells the SPA: RELAY_AUTH's mode, or ``langgraph``
+        self.auth_mode = settings.auth
+        #: who a request acts for (RELAY_AUTH, or ``auth``; relay/auth): every API route's
+        #: dependency
+        self.identify: Callable[..., Awaitable[Any]]
+        if self.langgraph_auth is None:
+            self.identify = identity_dependency(open_authenticator(settings))
+        else:
+            from relay.http.langgraph_auth import langgraph_identity
+
+            self.auth_mode = self.langgraph_auth.mode
+            self.identify = langgraph_identity(self.langgraph_auth, settings.max_body_bytes)
         self.rate_limit = RateLimit.parse(settings.rate_limit) if settings.rate_limit else no_limit
         self.require_bus = bus_dependency(self.bus_problem)
         # -- the OTLP receivers ------------------------------------------------------------
@@ -187,19 +232,31 @@ class Relay:
     def from_env(
         cls,
         environ: Mapping[str, str] | None = None,
+        auth: Any = None,
         *,
+        store: Mapping[str, Any] | StoreOptions | None = None,
+        checkpointer: Mapping[str, Any] | CheckpointerOptions | None = None,
         env_file: str | os.PathLike[str] | None = None,
     ) -> Relay:
-        """A relay from ``environ`` (the process environment by default); ``env_file``: a
-        ``.env`` file read first into the process environment (and over ``environ``), its
-        values winning, as ``langgraph dev`` reads langgraph.json's ``env``
-        (relay/envfile.py)."""
+        """A relay from RELAY_* / OTEL_* (``environ``, default the process's); ``auth``: a
+        ``langgraph_sdk.Auth`` that decides who is asking and what they may do, as in
+        langgraph.json (README "langgraph.json's auth"); ``store`` and ``checkpointer``:
+        langgraph.json's sections of those names (``{"index": {...}, "ttl": {...}}``,
+        ``{"ttl": {...}, "serde": {...}}``); ``env_file``: a ``.env`` file read first into
+        the process environment (and over ``environ``), its values winning, as ``langgraph
+        dev`` reads langgraph.json's ``env`` (relay/envfile.py)."""
         if env_file is not None:
             from relay.envfile import load_env_file
 
             values = load_env_file(env_file)
             environ = None if environ is None else {**environ, **values}
-        return cls(RelaySettings.from_env(environ), environ)
+        return cls(
+            RelaySettings.from_env(environ),
+            environ,
+            auth,
+            store=store,
+            checkpointer=checkpointer,
+        )
 
     # -- graphs -------------------------------------------------------------------------
 
@@ -254,14 +311,26 @@ class Relay:
     async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
         """The app's lifespan (``FastAPI(lifespan=relay.lifespan)``): the checkpointer of
         the mounted graphs (RELAY_CHECKPOINTER: SQLite under RELAY_DATA_DIR, or
-        PostgreSQL), :meth:`start`, and at the end :meth:`stop`."""
+        PostgreSQL) and their LangGraph store (RELAY_STORE: the same), the checkpointer's
+        TTL sweeper (``checkpointer.ttl``), :meth:`start`, and at the end :meth:`stop`."""
         async with contextlib.AsyncExitStack() as stack:
+            memory = None
             if self.agents:
                 saver = await stack.enter_async_context(
-                    open_checkpointer(self.settings, self.environ)
+                    open_checkpointer(self.settings, self.environ, self.checkpointer_options.serde)
                 )
                 # /readyz covers the checkpointer too: every /chat reads it first
                 self.add_readiness_check("checkpoints", lambda: check_checkpointer(saver))
+                if any(getattr(a.graph, "store", None) is None for a in self.agents.values()):
+                    memory = await stack.enter_async_context(
+                        open_graph_store(self.settings, self.store_options)
+                    )
+                    self.add_readiness_check("memory store", lambda: check_store(memory))
+                self.graph_store = memory
+                ttl = self.checkpointer_options.ttl
+                if ttl is not None:  # checkpointer.ttl: threads idle for longer are deleted
+                    sweeper = ThreadSweeper(saver, ttl, self.threads, self.turns.lock_thread)
+                    self.thread_sweeper = await stack.enter_async_context(sweeper.running())
                 tracer = self.tracer("span-relay")
                 for agent in self.agents.values():
                     agent.bind(
@@ -272,6 +341,8 @@ class Relay:
                         turn_timeout_s=self.settings.turn_timeout_s,
                         tool_timeout_s=self.settings.tool_timeout_s,
                         checkpointer=saver,
+                        store=memory,
+                        threads=self.threads,
                     )
             await self.start()
             try:

@@ -54,7 +54,7 @@ class RelaySettings:
         "RELAY_DATA_DIR",
         Path(".span-relay"),
         path,
-        "SQLite files: turns, spans, messages, checkpoints, the demo's refunds",
+        "SQLite files: turns, spans, messages, checkpoints, the graphs' store, the demo's refunds",
     )
     heartbeat_s: float = setting(
         "RELAY_HEARTBEAT_S",
@@ -92,7 +92,8 @@ class RelaySettings:
         "RELAY_STORE",
         "sqlite",
         as_is,
-        "`postgresql://...`: spans, turn records, saved answers and checkpoints shared by replicas",
+        "`postgresql://...`: spans, turn records, saved answers, checkpoints and the graphs' "
+        "store shared by replicas",
     )
     capture_content: bool = setting(
         "RELAY_CAPTURE_CONTENT",

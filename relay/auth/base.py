@@ -19,6 +19,10 @@ class User:
         """What a graph and its tools read as ``config["configurable"]["user"]``."""
         return {"id": self.id, "claims": dict(self.claims)}
 
+    def configurable(self) -> dict[str, Any]:
+        """The entries a run of this user adds to ``config["configurable"]``: ``user``."""
+        return {"user": self.as_config()}
+
 
 class Unauthenticated(Exception):
     """No credential, or one that does not hold: a 401. ``challenge`` is the

@@ -62,7 +62,7 @@ def _serve(args: argparse.Namespace) -> int:
         logs.configure(args.log_level, settings.log_format)
         workers = settings.workers if args.workers is None else args.workers
         if args.worker_socket is None and workers != 1:
-            return _serve_workers(args, workers, graph, config_file)
+            return _serve_workers(args, workers, graph, config_file, project)
         app = _app(args, graph, project)
     except GraphLoadError as exc:
         print(f"span-relay: {exc}", file=sys.stderr)
@@ -97,16 +97,23 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _serve_workers(
-    args: argparse.Namespace, workers: int, graph: str | None, config_file: str | None
+    args: argparse.Namespace,
+    workers: int,
+    graph: str | None,
+    config_file: str | None,
+    project: LangGraphConfig | None = None,
 ) -> int:
     """The parent of ``serve --workers N``: refuse what cannot be shared, then supervise."""
     from dataclasses import replace
 
+    from relay.cli.langgraph_auth import load_auth_entry
     from relay.cli.workers import Supervisor, check_shared
     from relay.settings import ConfigError, RelaySettings
 
     if workers < 1:
         raise ConfigError(f"--workers {workers}: use 1 or more worker processes")
+    if project is not None:  # its env is in already; an auth that cannot be honoured: no worker
+        load_auth_entry(project.auth, project.base)
     env = dict(os.environ)  # with --config, its env already in: the workers inherit it
     if args.relay_only:  # as create_relay_app does
         env.setdefault("RELAY_OTLP_HTTP", "true")
@@ -161,7 +168,16 @@ def _app(args: argparse.Namespace, graph: str | None, config: LangGraphConfig | 
         warning = config.warning()
         if warning and os.environ.get("RELAY_WORKER") in (None, "0"):  # one line, not N
             log.warning("%s", warning)
-        return create_graph_app(config.graphs, base=config.base, http=config.http)
+        from relay.cli.langgraph_auth import load_auth_entry
+
+        return create_graph_app(
+            config.graphs,
+            base=config.base,
+            http=config.http,
+            auth=load_auth_entry(config.auth, config.base),  # honoured, or no start
+            store=config.store,
+            checkpointer=config.checkpointer,
+        )
     if graph:
         from relay.cli.graph_app import create_graph_app
         from relay.cli.langgraph_config import GraphEntry

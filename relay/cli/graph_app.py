@@ -20,6 +20,10 @@ Agent Server applies a custom app's middleware), its exception handlers join the
 ``app.state``. ``http.cors`` is the app's CORS policy (relay/http/middleware.py);
 ``http.configurable_headers`` picks the request headers each run sees in its
 ``configurable`` (relay/cli/configurable_headers.py).
+
+``auth``, ``store`` and ``checkpointer`` (langgraph.json's sections): the ``Auth`` object
+relay/cli/langgraph_auth.py loads, and the sections relay/langgraph/store.py and
+checkpointer_config.py check and honour, handed to the :class:`relay.Relay`.
 """
 
 from __future__ import annotations
@@ -34,9 +38,12 @@ from fastapi import FastAPI
 
 from relay.cli.configurable_headers import header_filter
 from relay.cli.graph_loading import GraphLoadError, ImportedGraph, import_graph, import_source
+from relay.cli.langgraph_auth import ProjectAuth, add_openapi_security
 from relay.cli.langgraph_config import GraphEntry
 from relay.core import Relay
 from relay.langgraph.agent import GraphAgent
+from relay.langgraph.checkpointer_config import checkpointer_options
+from relay.langgraph.store import store_options
 from relay.settings import ConfigError
 
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
@@ -48,24 +55,27 @@ def create_graph_app(
     base: Path | None = None,
     *,
     http: Mapping[str, Any] | None = None,
-    auth: Mapping[str, Any] | None = None,
-    store: Any = None,
-    checkpointer: Any = None,
+    auth: ProjectAuth | None = None,
+    store: Mapping[str, Any] | None = None,
+    checkpointer: Mapping[str, Any] | None = None,
 ) -> FastAPI:
     """An app serving ``graphs`` (GraphEntry, or ``(name, spec)``; a name None: the
     graph's own name, else the spec's module), the first also at ``/chat``; ``http``:
     langgraph.json's ``http`` (``app``, ``cors``, ``configurable_headers``); ``base``: the
-    folder relative paths start from. ``auth``, ``store`` and ``checkpointer`` are
-    langgraph.json's sections, for the code that honours them (a factory's
-    ``ServerRuntime`` gets ``store``)."""
-    for name, section in (("auth", auth), ("checkpointer", checkpointer)):
-        if section is not None:  # the code that honours it replaces this refusal
-            raise ConfigError(f"create_graph_app({name}=...) is not honoured by this build")
+    folder relative paths start from; ``auth``: langgraph.json's, loaded
+    (relay/cli/langgraph_auth.py); ``store`` and ``checkpointer``: langgraph.json's
+    sections (relay/langgraph/store.py, checkpointer_config.py)."""
     entries = [g if isinstance(g, GraphEntry) else GraphEntry(*g) for g in graphs]
     imported = [import_graph(g.spec, base, name=g.name, description=g.description) for g in entries]
     http = http or {}
     user_app = load_http_app(http["app"], base) if http.get("app") else None
-    relay = Relay.from_env(environ)  # its stores opened once the imports have succeeded
+    # the relay (its stores) once the imports have succeeded
+    relay = Relay.from_env(
+        environ,
+        auth=auth.auth if auth is not None else None,
+        store=store_options(store, base),
+        checkpointer=checkpointer_options(checkpointer),
+    )
     relay.cors = http.get("cors")
     config_of = header_filter(http.get("configurable_headers"))
 
@@ -75,7 +85,7 @@ def create_graph_app(
             agents = []
             for graph in imported:
                 try:
-                    compiled = await graph.build(stack, store)
+                    compiled = await graph.build(stack)
                 except GraphLoadError as exc:
                     app.state.load_error = exc
                     raise
@@ -94,6 +104,8 @@ def create_graph_app(
     app.add_middleware(StartupErrors)
     if user_app is not None:
         join_user_app(app, user_app)
+    if auth is not None:
+        add_openapi_security(app, auth.openapi)
     return app
 
 

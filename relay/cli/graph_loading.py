@@ -18,9 +18,10 @@ What the attribute may be (langgraph-cli's schema, and the Agent Server's loader
 
 Unlike the Agent Server, which calls a factory for every run (with that run's config,
 user and access context), span-relay calls it **once**, at start-up, with an empty
-``RunnableConfig`` and a ``ServerRuntime`` of no user (``access_context
-"threads.create_run"``, the store given to :func:`relay.cli.graph_app.create_graph_app`):
-the graph it returns serves every turn. A factory that needs the caller (``runtime.user``,
+``RunnableConfig`` and a ``ServerRuntime`` of no user and no store (``access_context
+"threads.create_run"``; the graph's store is opened with the relay, after the factories,
+and reaches the nodes at run time: ``get_store()``, ``runtime.store``): the graph it
+returns serves every turn. A factory that needs the caller (``runtime.user``,
 ``ensure_user()``) fails at start-up, saying so.
 """
 

@@ -9,15 +9,17 @@ The file's keys fall into four kinds (the README's ``--config`` table lists each
   as in the Agent Server: relay/envfile.py, or an object; a file that does not exist is
   a warning, as the Agent Server reads it as empty), ``http`` (``app``,
   ``cors`` and ``configurable_headers``; the ``disable_*`` keys of routes the relay does
-  not have are honoured by their absence). The sections ``auth``, ``store`` and
-  ``checkpointer`` are carried as they are (:attr:`LangGraphConfig.auth`, ...) for the
-  code that honours them; such code adds the key to :data:`HONOURED`.
+  not have are honoured by their absence), ``auth`` (loaded by
+  relay/cli/langgraph_auth.py), ``store`` and ``checkpointer`` (checked and honoured by
+  relay/langgraph/store.py and checkpointer_config.py): these three are carried as
+  written (:attr:`LangGraphConfig.auth`, ...) for that code.
 - **build-only** (:data:`BUILD_KEYS`): what LangGraph CLI uses to build an image
   (``dependencies``, ``python_version``, ``dockerfile_lines``, ...): known, and silent.
   Local ``dependencies`` directories join the import path, as ``langgraph dev`` does.
 - **refused** (:data:`REFUSED`, :data:`REFUSED_HTTP`): a key whose omission would open
-  what the user closed (``auth``, ``encryption``, ``http.disable_runs``, ...): unless
-  honoured, the server refuses to start (:class:`ConfigError`) and says why.
+  what the user closed (``encryption``, ``http.disable_runs``, ...; ``auth`` too, were it
+  not in :data:`HONOURED`): the server refuses to start (:class:`ConfigError`) and says
+  why.
 - **not honoured** (everything else, unknown keys too): named in one warning line at
   start-up (:meth:`LangGraphConfig.warning`).
 """
@@ -37,9 +39,9 @@ from relay.settings import ConfigError
 
 log = logging.getLogger("relay.cli")
 
-#: the top-level keys the server acts on (the code that honours ``auth``, ``store`` or
-#: ``checkpointer`` adds its key here)
-HONOURED: set[str] = {"graphs", "env", "http"}
+#: the top-level keys the server acts on: ``auth`` (relay/cli/langgraph_auth.py), ``store``
+#: and ``checkpointer`` (relay/langgraph/store.py, checkpointer_config.py) too
+HONOURED: set[str] = {"graphs", "env", "http", "auth", "store", "checkpointer"}
 
 #: keys LangGraph CLI reads only to build an image (or to validate one): silent here
 BUILD_KEYS = frozenset(

@@ -14,7 +14,9 @@ these is per-process:
 - the turn records, thread locks and span store (``RELAY_STORE=sqlite``): the thread
   lock is a lock of the process. Use ``postgresql://``.
 - the LangGraph checkpointer when graphs are served (``RELAY_CHECKPOINTER=sqlite``): a
-  paused turn is resumed by whichever worker the resume lands on.
+  paused turn is resumed by whichever worker the resume lands on. The graphs' LangGraph
+  store (long-term memory, relay/langgraph/store.py) follows ``RELAY_STORE``, so the
+  refusal of a SQLite store covers it: a memory one worker writes, every worker reads.
 - the OTLP/HTTP receiver (``RELAY_OTLP_HTTP``, on by default with ``--relay-only``): a
   receiver assembles a run from its spans in memory, and an exporter's requests would be
   spread over the workers.
@@ -79,8 +81,9 @@ def check_shared(settings: RelaySettings, env: Mapping[str, str], *, graphs: boo
         )
     if not settings.store.startswith(("postgresql://", "postgres://")):
         problems.append(
-            f"RELAY_STORE={settings.store} keeps turn records and thread locks "
-            "per process: set RELAY_STORE=postgresql://..."
+            f"RELAY_STORE={settings.store} keeps turn records, thread locks and "
+            "the graphs' long-term memory store per process: set "
+            "RELAY_STORE=postgresql://..."
         )
     elif graphs and checkpointer_url(settings, env) is None:
         problems.append(

@@ -47,6 +47,7 @@ from relay.http.chat import (
 from relay.http.chat_input import ID, digest
 from relay.http.client_tools import ClientTools
 from relay.http.identity import may_see, user_of
+from relay.http.langgraph_auth import authorize_chat, authorize_run
 from relay.http.openapi import AGUI_OPENAPI
 from relay.http.parts import RelayParts
 from relay.http.requests import read_json_object
@@ -115,6 +116,9 @@ def agui_router(
         user: User | None,
     ) -> Response:
         turn_id = turn_id_for(thread_id, run_id)
+        # LangGraph's Auth: threads.create (a new thread), then threads.create_run
+        run_kwargs = {"input": {"message": message}}
+        await authorize_chat(relay, request, agent.name, thread_id, turn_id, run_kwargs)
         # one check-and-start at a time for this run and thread, shared with /chat
         async with starting.hold(StartLocks.keys(turn=turn_id, thread=thread_id)):
             existing = await known_turn(
@@ -177,6 +181,16 @@ def agui_router(
                 raise ApiError(404, "unknown_thread", f"Thread {thread_id} has no run to resume.")
             record = latest[0]
             check_graph(record, agent)
+            await authorize_run(  # LangGraph's Auth: a resume is threads.create_run
+                relay.langgraph_auth,
+                request,
+                agent.name,
+                record,
+                record.thread_id,
+                record.turn_id,
+                {"command": {"resume": wire}},
+                ApiError(404, "unknown_thread", f"Thread {thread_id} has no run to resume."),
+            )
             thread_id = record.thread_id  # the thread's own spelling
             if relay.runs.running(record.turn_id):
                 # a run that has just paused: its record can already say "paused" while

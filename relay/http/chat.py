@@ -35,6 +35,7 @@ from relay.http.chat_input import (
 )
 from relay.http.client_tools import ClientTools
 from relay.http.identity import may_see, user_of
+from relay.http.langgraph_auth import authorize_chat, authorize_run
 from relay.http.openapi import CHAT_OPENAPI, RESUME_OPENAPI
 from relay.http.parts import RelayParts
 from relay.http.requests import read_json_object
@@ -59,10 +60,11 @@ def configurable_of(
     agent: GraphAgent, request: Request, user: User | None = None
 ) -> dict[str, Any]:
     """The agent's request-specific ``configurable`` (its ``config_of`` hook), and the user
-    the run acts for (``configurable["user"]``: ``{"id", "claims"}``), when there is one."""
+    the run acts for (``configurable["user"]``: ``{"id", "claims"}``; with LangGraph's
+    ``Auth``, ``langgraph_auth_user`` too), when there is one."""
     configurable = agent.request_config(request.headers)
     if user is not None:
-        configurable["user"] = user.as_config()
+        configurable.update(user.configurable())
     return configurable
 
 
@@ -223,6 +225,9 @@ def chat_router(
             if graph_input is None
             else {"input": graph_input, "thread_id": thread_key}
         )
+        # LangGraph's Auth: threads.create (a new thread), then threads.create_run
+        run_kwargs = {"input": graph_input if graph_input is not None else {"message": message}}
+        await authorize_chat(relay, request, agent.name, thread_id, client_turn_id, run_kwargs)
         # one check-and-start at a time for this turn and thread: duplicates attach, never
         # rerun; requests that name neither the same turn nor the same thread do not wait
         async with starting.hold(StartLocks.keys(turn=client_turn_id, thread=thread_id)):
@@ -313,6 +318,16 @@ def chat_router(
             ):
                 raise ApiError(404, "unknown_turn", "There is no such turn in that thread.")
             check_graph(record, agent)
+            await authorize_run(  # LangGraph's Auth: a resume is threads.create_run
+                relay.langgraph_auth,
+                request,
+                agent.name,
+                record,
+                record.thread_id,
+                record.turn_id,
+                {"command": {"resume": body["resume"]}},
+                ApiError(404, "unknown_turn", "There is no such turn in that thread."),
+            )
             if record.resume_hash == request_hash and record.status != PAUSED:
                 # the same resume again: attach to that run (running or over), never rerun
                 return await respond(request, record, record.run_after_seq, media)

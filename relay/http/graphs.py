@@ -9,18 +9,22 @@ at ``/chat``, ``/chat/resume`` and ``/agui``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from relay.errors import ApiError
 from relay.http.agui import agui_router
 from relay.http.chat import chat_router
 from relay.http.client_tools import ClientTools
 from relay.http.errors import error_responses
+from relay.http.langgraph_auth import authorize_graph, graph_filter
 from relay.http.parts import RelayParts
 from relay.langgraph.agent import GraphAgent
 from relay.turns.starting import StartLocks
+
+if TYPE_CHECKING:
+    from relay.auth.langgraph_auth import LangGraphAuth
 
 
 def routes_of(name: str) -> dict[str, str]:
@@ -29,16 +33,22 @@ def routes_of(name: str) -> dict[str, str]:
 
 
 def add_graph_routes(
-    router: APIRouter, agents: Mapping[str, GraphAgent], auth: Sequence[Any]
+    router: APIRouter,
+    agents: Mapping[str, GraphAgent],
+    auth: Sequence[Any],
+    langgraph_auth: LangGraphAuth | None = None,
 ) -> None:
     """``GET /graphs`` and ``GET /graphs/{name}`` over ``agents`` (read at each request:
-    agents mounted after the router was made are listed too)."""
+    agents mounted after the router was made are listed too); with LangGraph's ``Auth``,
+    as its ``assistants.search`` and ``assistants.read`` handlers allow."""
 
     @router.get("/graphs", dependencies=list(auth), tags=["graph"], responses=error_responses(401))
-    async def graphs() -> dict[str, Any]:
+    async def graphs(request: Request) -> dict[str, Any]:
+        allowed = await graph_filter(langgraph_auth, request, len(agents))
         listed = [
             {"name": a.name, "title": a.title, "graph_id": a.graph_id, "routes": routes_of(a.name)}
             for a in agents.values()
+            if allowed(a.name)
         ]
         return {"graphs": listed, "default": listed[0]["name"] if listed else None}
 
@@ -48,8 +58,9 @@ def add_graph_routes(
         tags=["graph"],
         responses=error_responses(401, 404),
     )
-    async def graph_of(name: str) -> dict[str, Any]:
+    async def graph_of(request: Request, name: str) -> dict[str, Any]:
         agent = agents.get(name)
+        missing = ApiError(404, "unknown_graph", f"No graph named {name!r} is served here.")
         if agent is None:
             raise ApiError(
                 404,
@@ -57,6 +68,7 @@ def add_graph_routes(
                 f"No graph named {name!r} is served here"
                 f"{'; try ' + ', '.join(agents) if agents else ''}.",
             )
+        await authorize_graph(langgraph_auth, request, agent.name, missing)
         return agent.describe(routes_of(agent.name))
 
 

@@ -30,9 +30,10 @@ def add_operation_routes(router: APIRouter, relay: RelayParts) -> None:
         return JSONResponse(
             {
                 "trace_url": relay.settings.trace_url,
-                # the SPA asks for a bearer token (the shared one, or a JWT)
-                "auth": relay.settings.auth,
-                "auth_required": relay.settings.auth in ("token", "jwt"),
+                # the SPA asks for a bearer token (the shared one, a JWT, or what
+                # LangGraph's @auth.authenticate reads)
+                "auth": relay.auth_mode,
+                "auth_required": relay.auth_mode in ("token", "jwt", "langgraph"),
             }
         )
 

@@ -24,6 +24,7 @@ from relay.turns.runs import RunManager
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    from relay.auth.langgraph_auth import LangGraphAuth
     from relay.bus.redis_cancels import CancelChannel
     from relay.ingest.receiver import OTLPReceiver
 
@@ -55,6 +56,10 @@ class RelayParts(Protocol):
     require_token: Callable[..., Awaitable[None]]
     #: the dependency of every other API route: the request's user (RELAY_AUTH), or None
     identify: Callable[..., Awaitable[User | None]]
+    #: LangGraph's ``Auth`` whose ``@auth.on`` handlers the routes ask, or None
+    langgraph_auth: LangGraphAuth | None
+    #: who may call, as GET /config says: RELAY_AUTH's mode, or ``langgraph``
+    auth_mode: str
     #: the run endpoints' rate limit (RELAY_RATE_LIMIT) and the shared bus being up
     rate_limit: Callable[..., Any]
     require_bus: Callable[..., Any]

@@ -27,6 +27,7 @@ from relay.http.errors import error_responses
 from relay.http.graphs import add_graph_routes
 from relay.http.identity import check_owner, may_see, user_key, user_of
 from relay.http.imports import import_response
+from relay.http.langgraph_auth import authorize, authorize_graph, authorize_thread, thread_filter
 from relay.http.operations import add_operation_routes
 from relay.http.otlp import add_receiver_routes
 from relay.http.parts import RelayParts
@@ -115,6 +116,14 @@ def build_router(relay: RelayParts) -> APIRouter:
         if record is not None:
             check_owner(user, record)
             turn_id = record.turn_id  # its own spelling: its key on the bus and in the store
+        await authorize_thread(
+            relay.langgraph_auth,
+            request,
+            "read",
+            record,
+            {"thread_id": record.thread_id if record else None, "run_id": turn_id},
+            ApiError(404, "unknown_turn", "There is no such turn."),
+        )
         # (no record: no user's turn, as a user's run records its turn before it starts; a
         # turn received over OTLP that has not settled, say: everyone's)
         if request.query_params.get("source") not in (None, "", "live"):  # ?source=spans
@@ -194,7 +203,16 @@ def build_router(relay: RelayParts) -> APIRouter:
             and await relay.runs.settle(record.turn_id)
         ):
             record = await relay.turns.get(turn_id)
-        return JSONResponse(check_owner(user, record).public())
+        record = check_owner(user, record)
+        await authorize_thread(
+            relay.langgraph_auth,
+            request,
+            "read",
+            record,
+            {"thread_id": record.thread_id, "run_id": record.turn_id},
+            ApiError(404, "unknown_turn", "There is no such turn."),
+        )
+        return JSONResponse(record.public())
 
     @router.get(
         "/turns",
@@ -223,17 +241,30 @@ def build_router(relay: RelayParts) -> APIRouter:
         the same list and then every change of a turn's status, live
         (relay/http/turn_feed.py)."""
         user = user_of(request)
+        # LangGraph's Auth: a thread's turns are threads.read, every turn threads.search
+        allowed = await thread_filter(
+            relay.langgraph_auth,
+            request,
+            "read" if thread_id else "search",
+            {"thread_id": thread_id, "run_id": None}
+            if thread_id
+            else {"metadata": {}, "status": None, "limit": limit, "offset": 0, "thread_id": None},
+        )
 
-        def listed() -> Any:
-            return relay.turns.list(
+        async def page() -> list[TurnRecord]:
+            return await relay.turns.list(
                 thread_id, limit, before, graph=graph or None, status=status, user_id=user_key(user)
             )
+
+        async def listed() -> list[TurnRecord]:
+            return [record for record in await page() if allowed(record)]
 
         if SSE in (request.headers.get("accept") or ""):
 
             def accepts(record: TurnRecord) -> bool:
                 return (
                     may_see(user, record)
+                    and allowed(record)
                     and (thread_id is None or record.thread_key == id_key(thread_id))
                     and (not graph or record.graph == graph)
                     and (status is None or record.status == status)
@@ -247,10 +278,12 @@ def build_router(relay: RelayParts) -> APIRouter:
                 retry_ms=relay.settings.retry_ms,
                 closing=relay.closing,
             )
-        records = await listed()
+        records = await page()
         return JSONResponse(
             {
-                "turns": [r.public() for r in records],
+                # a filter of LangGraph's Auth may leave a page short: the next one is
+                # where the unfiltered page ended
+                "turns": [r.public() for r in records if allowed(r)],
                 # the next page: ?before=next_before (None on the last page)
                 "next_before": records[-1].started_at if len(records) == limit else None,
             }
@@ -271,6 +304,8 @@ def build_router(relay: RelayParts) -> APIRouter:
     async def imports(request: Request) -> JSONResponse:
         """A trace file (OTLP JSON, Jaeger v2 API, Jaeger UI JSON) -> stored, replayable
         turns (relay/http/imports.py), the importer's."""
+        value: dict[str, Any] = {"thread_id": None, "metadata": {}, "if_exists": "raise"}
+        await authorize(relay.langgraph_auth, request, "threads", "create", value)
         return await import_response(relay, request, user_key(user_of(request)))
 
     @router.post(
@@ -281,6 +316,14 @@ def build_router(relay: RelayParts) -> APIRouter:
     )
     async def cancel(request: Request, turn_id: str) -> JSONResponse:
         record = check_owner(user_of(request), await relay.turns.get(turn_id))
+        await authorize_thread(
+            relay.langgraph_auth,
+            request,
+            "update",
+            record,
+            {"thread_id": record.thread_id, "action": "interrupt"},
+            ApiError(404, "unknown_turn", "There is no such turn."),
+        )
         cancelled = relay.runs.cancel(record.turn_id)
         if not cancelled and record.status == RUNNING and relay.cancels is not None:
             try:  # another instance runs it (a replica, a worker): its owner cancels it
@@ -335,18 +378,31 @@ def build_router(relay: RelayParts) -> APIRouter:
         if user is not None:  # whose answer it is: its turn's user
             message = await relay.messages.get(message_id)
             record = await relay.turns.get(message.turn_id) if message is not None else None
-            check_owner(user, record, "There is no such message.", "unknown_message")
+            record = check_owner(user, record, "There is no such message.", "unknown_message")
+            await authorize_thread(
+                relay.langgraph_auth,
+                request,
+                "update",
+                record,
+                {"thread_id": record.thread_id, "metadata": {}, "action": None},
+                ApiError(404, "unknown_message", "There is no such message."),
+            )
         if not await relay.messages.rate(message_id, rating, comment):
             raise ApiError(404, "unknown_message", "There is no such message.")
         return JSONResponse({"message_id": message_id, "rating": rating})
 
     @router.get("/graph", dependencies=auth, tags=["graph"], responses=error_responses(401, 404))
-    async def graph() -> JSONResponse:
+    async def graph(request: Request) -> JSONResponse:
+        missing = ApiError(404, "no_graph", "This relay serves no graph of its own.")
         if relay.topology is None:
-            raise ApiError(404, "no_graph", "This relay serves no graph of its own.")
+            raise missing
+        first = next(iter(relay.agents), "")
+        await authorize_graph(relay.langgraph_auth, request, first, missing)
         return JSONResponse(relay.topology)
 
-    add_graph_routes(router, relay.agents, auth)  # GET /graphs, GET /graphs/{name}
+    add_graph_routes(
+        router, relay.agents, auth, relay.langgraph_auth
+    )  # GET /graphs, GET /graphs/{name}
     add_operation_routes(router, relay)  # GET /config, /healthz, /readyz, /metrics
     # POST /v1/traces (RELAY_OTLP_HTTP): the receiver keeps its own credential
     add_receiver_routes(router, relay, [Depends(relay.require_token)])

@@ -21,6 +21,7 @@ the run's ``configurable`` (it may raise :class:`relay.ApiError` for a bad heade
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import secrets
@@ -45,6 +46,7 @@ from relay.langgraph.hooks import (
 )
 from relay.langgraph.instrument import AddEvent, GraphInstrumentation
 from relay.langgraph.spans import RunSpan, run_span
+from relay.langgraph.thread_ttl import ThreadGate
 from relay.langgraph.topology import topology
 from relay.turns.messages import Message, MessageStore
 from relay.turns.records import TurnRecord, TurnStore
@@ -71,6 +73,8 @@ class _Binding:
     add_event: AddEvent | None
     turn_timeout_s: float
     tool_timeout_s: float | None = None
+    #: the relay's per-process exclusion of a thread's runs and its deletion (thread_ttl.py)
+    threads: ThreadGate | None = None
 
 
 class GraphAgent:
@@ -92,11 +96,11 @@ class GraphAgent:
     adds entries to the run's ``configurable`` from the request's headers.
 
     The app's lifespan (``Relay.lifespan``) gives the agent the relay's parts
-    (:meth:`bind`: the tracer, the turn and message stores, a checkpointer when the
-    graph has none); after that each :meth:`chat` or :meth:`resume` is one run's
-    coroutine, which the routes hand to the relay's ``RunManager``: it opens the run's
-    root span, runs the graph under :class:`GraphInstrumentation` and returns the
-    :class:`ChatResponse`.
+    (:meth:`bind`: the tracer, the turn and message stores, a checkpointer and a
+    LangGraph store when the graph has none); after that each :meth:`chat` or
+    :meth:`resume` is one run's coroutine, which the routes hand to the relay's
+    ``RunManager``: it opens the run's root span, runs the graph under
+    :class:`GraphInstrumentation` and returns the :class:`ChatResponse`.
     """
 
     def __init__(
@@ -154,12 +158,21 @@ class GraphAgent:
         turn_timeout_s: float,
         checkpointer: Any = None,
         tool_timeout_s: float | None = None,
+        store: Any = None,
+        threads: ThreadGate | None = None,
     ) -> None:
         """Give the agent the relay's parts; a graph compiled without a checkpointer gets
-        the relay's (interrupts and resumes need one)."""
+        the relay's (interrupts and resumes need one), and one compiled without a store
+        the relay's LangGraph store (long-term memory: relay/langgraph/store.py).
+        ``threads``: each run holds its thread there, so that the checkpointer's TTL
+        sweeper (relay/langgraph/thread_ttl.py) never deletes a thread in use."""
         if checkpointer is not None and getattr(self.graph, "checkpointer", None) is None:
             self.graph = self.graph.copy(update={"checkpointer": checkpointer})
-        self._bound = _Binding(tracer, turns, messages, add_event, turn_timeout_s, tool_timeout_s)
+        if store is not None and getattr(self.graph, "store", None) is None:
+            self.graph = self.graph.copy(update={"store": store})
+        self._bound = _Binding(
+            tracer, turns, messages, add_event, turn_timeout_s, tool_timeout_s, threads
+        )
 
     @property
     def bound(self) -> _Binding:
@@ -273,7 +286,7 @@ class GraphAgent:
             "callbacks": [spans],
         }
         try:
-            async with asyncio.timeout(bound.turn_timeout_s):
+            async with asyncio.timeout(bound.turn_timeout_s), self._holding(record.thread_id):
                 values, limit = await run_graph(self.graph, graph_input, config)
         except TimeoutError:
             spans.close("cancelled")
@@ -298,6 +311,11 @@ class GraphAgent:
         if limit is not None:  # a client-tool limit stopped the graph (client_tools.py)
             return self._failed(record, run, limit.code, limit.message)
         return self._finished(record, run, values)
+
+    def _holding(self, thread_id: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """The thread, held for the run against its deletion (thread_ttl.ThreadGate)."""
+        gate = self.bound.threads
+        return gate.using(thread_id) if gate is not None else contextlib.nullcontext()
 
     def _finished(self, record: TurnRecord, run: RunSpan, values: Any) -> ChatResponse:
         pending = values.get("__interrupt__", []) if isinstance(values, Mapping) else []

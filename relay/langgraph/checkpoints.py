@@ -48,14 +48,20 @@ def checkpointer_url(settings: RelaySettings, env: Mapping[str, str]) -> str | N
 
 
 @asynccontextmanager
-async def open_checkpointer(settings: RelaySettings, env: Mapping[str, str]) -> AsyncIterator[Any]:
+async def open_checkpointer(
+    settings: RelaySettings, env: Mapping[str, str], serde: Any = None
+) -> AsyncIterator[Any]:
+    """The checkpointer, set up, for the life of the block. ``serde``: the serializer
+    it reads and writes with (langgraph.json's ``checkpointer.serde``,
+    relay/langgraph/checkpointer_config.py); None: LangGraph's default."""
     url = checkpointer_url(settings, env)
     if url is None:
+        import aiosqlite
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-        async with AsyncSqliteSaver.from_conn_string(
-            str(settings.data_dir / "checkpoints.db")
-        ) as sqlite_saver:
+        # AsyncSqliteSaver.from_conn_string, with the serializer it does not take
+        async with aiosqlite.connect(str(settings.data_dir / "checkpoints.db")) as conn:
+            sqlite_saver = AsyncSqliteSaver(conn, serde=serde)
             await sqlite_saver.setup()  # WAL (LangGraph's own setup), then:
             # WAL + synchronous=NORMAL, as the turn records and the span store: a commit
             # no longer waits for the disk (an fsync per checkpoint under every running
@@ -87,7 +93,7 @@ async def open_checkpointer(settings: RelaySettings, env: Mapping[str, str]) -> 
     await (await psycopg.AsyncConnection.connect(url, **pg_pool.connection_kwargs())).close()
     await pool.open(wait=True, timeout=pg_pool.CONNECT_TIMEOUT_S + pg_pool.POOL_TIMEOUT_S)
     try:
-        saver = AsyncPostgresSaver(pool)
+        saver = AsyncPostgresSaver(pool, serde=serde)
         # instances that start together must not run the migrations at the same time.
         # Polled, never waited for in a statement: the migrations CREATE INDEX
         # CONCURRENTLY, which waits for every statement in progress, and one waiting for

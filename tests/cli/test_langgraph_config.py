@@ -100,7 +100,7 @@ def test_one_warning_line_names_every_key_not_honoured(tmp_path: Path) -> None:
         )
     )
     assert config.warning() == (
-        "langgraph.json: not honoured here: store, checkpointer, ui, webhooks, "
+        "langgraph.json: not honoured here: ui, webhooks, "
         "http.mount_prefix, http.disable_runs; unknown keys: "
         "grpahs, http.colour (see README, 'span-relay serve --config')"
     )
@@ -131,7 +131,6 @@ def test_build_keys_are_silent(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("extra", "words"),
     [
-        ({"auth": {"path": "./auth.py:auth"}}, "'auth' is not honoured by span-relay"),
         ({"encryption": {"path": "./enc.py:enc"}}, "span-relay stores checkpoints"),
         ({"http": {"disable_runs": True}}, "http.disable_runs: true"),
         ({"http": {"disable_threads": True}}, "turn API"),
@@ -147,15 +146,18 @@ def test_what_would_open_what_the_user_closed_refuses_to_start(
         read_config(write(tmp_path, {"graphs": {"agent": "./agent.py:graph"}, **extra}))
 
 
-def test_a_refused_key_starts_once_honoured(
+def test_a_refused_key_refuses_unless_honoured(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The hook for the code that honours ``auth``: adding it to HONOURED."""
-    monkeypatch.setattr(langgraph_config, "HONOURED", {*langgraph_config.HONOURED, "auth"})
+    """``auth`` is honoured (relay/cli/langgraph_auth.py loads it); were it not, the
+    server would refuse to start rather than serve the graphs open."""
     config = read_config(
         write(tmp_path, {"graphs": {"agent": "./agent.py:graph"}, "auth": {"path": "a.py:x"}})
     )
     assert config.auth == {"path": "a.py:x"} and config.warning() is None
+    monkeypatch.setattr(langgraph_config, "HONOURED", langgraph_config.HONOURED - {"auth"})
+    with pytest.raises(ConfigError, match="'auth' is not honoured by span-relay"):
+        read_config(tmp_path / "langgraph.json")
 
 
 DOTENV = """\

@@ -1,0 +1,52 @@
+"""LangGraph's filter dicts (what an ``@auth.on`` handler may return), matched against the
+metadata the relay keeps: exact values, ``$eq``, ``$contains`` (one element, or a subset),
+several keys as AND. A filter the relay cannot check (a key it does not keep, an operator
+LangGraph does not define) is :class:`UnsupportedFilter`: its caller fails closed, never
+open. No LangGraph import: the routes use it whatever the auth mode."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: the thread metadata the relay keeps, and so the keys a filter on threads may name
+KEPT_METADATA = ("owner", "graph_id", "assistant_id")
+
+
+class UnsupportedFilter(Exception):
+    """A filter the relay cannot check (a key it does not keep, an unknown operator)."""
+
+
+def matches(
+    filters: Mapping[str, Any],
+    metadata: Mapping[str, Any],
+    keys: Sequence[str] | None = None,
+) -> bool:
+    """Whether a thread's ``metadata`` passes a LangGraph filter (``{"key": value}``,
+    ``{"key": {"$eq": value}}``, ``{"key": {"$contains": value or [values]}}``; several
+    keys: all of them). :class:`UnsupportedFilter` for a key the relay does not keep
+    (``keys``, by default :data:`KEPT_METADATA`) or an operator LangGraph does not define:
+    the caller fails closed."""
+    kept = KEPT_METADATA if keys is None else tuple(keys)
+    for key, wanted in filters.items():
+        if key not in kept:
+            raise UnsupportedFilter(
+                f"a filter on metadata {key!r}: the relay keeps only {', '.join(kept)}"
+            )
+        have = metadata.get(key)
+        if isinstance(wanted, Mapping):
+            for operator, operand in wanted.items():
+                if operator == "$eq":
+                    if have != operand:
+                        return False
+                elif operator == "$contains":
+                    if not isinstance(have, list | tuple):
+                        return False
+                    needed = operand if isinstance(operand, list) else [operand]
+                    if not all(item in have for item in needed):
+                        return False
+                else:
+                    raise UnsupportedFilter(f"a filter operator {operator!r} on {key!r}")
+        elif have != wanted:
+            return False
+    return True
