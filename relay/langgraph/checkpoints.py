@@ -12,6 +12,12 @@ numbers are those of relay/store/pool.py). LangGraph needs ``autocommit``,
 ``prepare_threshold=0`` and ``dict_row`` on its connections.
 :func:`check_checkpointer` is the app's readiness check (``Relay.add_readiness_check``),
 and :func:`read_checkpoints` bounds a request's read and answers 503 while it is away.
+
+LangGraph's tables (``checkpoints``, ``checkpoint_blobs``, ``checkpoint_writes``,
+``checkpoint_migrations``) land in the deployment's schema (relay/store/schema.py:
+``RELAY_PG_SCHEMA``, created if missing, or the connection's current schema): it is first
+on each pooled connection's ``search_path``, so LangGraph's unqualified statements find
+and create them there, and the setup lock's key is that schema's own.
 """
 
 from __future__ import annotations
@@ -31,8 +37,6 @@ T = TypeVar("T")
 READ_TIMEOUT_S = 6.0
 
 _POSTGRES = ("postgresql://", "postgres://")
-#: pg_advisory_lock key for the checkpointer's migrations ("lg-ckpts")
-_SETUP_LOCK = 0x6C672D636B707473
 
 
 def checkpointer_url(settings: RelaySettings, env: Mapping[str, str]) -> str | None:
@@ -76,7 +80,13 @@ async def open_checkpointer(
     from psycopg_pool import AsyncConnectionPool
 
     from relay.store import pool as pg_pool
+    from relay.store import schema as pg_schema
 
+    # the driver's own reason if PostgreSQL is not there at start-up (see pg_pool.open_pool),
+    # and the schema the checkpoints live in, found on that first connection
+    schema = await asyncio.to_thread(
+        pg_schema.find, url, settings.pg_schema, pg_pool.connection_kwargs()
+    )
     kwargs = {**pg_pool.connection_kwargs(), "prepare_threshold": 0, "row_factory": dict_row}
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         url,
@@ -86,11 +96,10 @@ async def open_checkpointer(
         max_size=pg_pool.MAX_CONNECTIONS,
         open=False,
         check=AsyncConnectionPool.check_connection,
+        configure=pg_schema.apin(schema),
         timeout=pg_pool.POOL_TIMEOUT_S,
         reconnect_timeout=pg_pool.RECONNECT_TIMEOUT_S,
     )
-    # the driver's own reason if PostgreSQL is not there at start-up (see pg_pool.open_pool)
-    await (await psycopg.AsyncConnection.connect(url, **pg_pool.connection_kwargs())).close()
     await pool.open(wait=True, timeout=pg_pool.CONNECT_TIMEOUT_S + pg_pool.POOL_TIMEOUT_S)
     try:
         saver = AsyncPostgresSaver(pool, serde=serde)
@@ -99,10 +108,11 @@ async def open_checkpointer(
         # CONCURRENTLY, which waits for every statement in progress, and one waiting for
         # this lock would wait for the holder in turn (a deadlock PostgreSQL cannot see:
         # the holder waits for its own CREATE INDEX on another connection)
+        setup_lock = pg_schema.lock_key(schema, "checkpoints")
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as lock:
             for _ in itertools.count():
                 row = await (
-                    await lock.execute("SELECT pg_try_advisory_lock(%s)", (_SETUP_LOCK,))
+                    await lock.execute("SELECT pg_try_advisory_lock(%s)", (setup_lock,))
                 ).fetchone()
                 if row and row[0]:
                     break
@@ -110,7 +120,7 @@ async def open_checkpointer(
             try:
                 await saver.setup()
             finally:
-                await lock.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
+                await lock.execute("SELECT pg_advisory_unlock(%s)", (setup_lock,))
         yield saver
     finally:
         await pool.close()
