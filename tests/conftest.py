@@ -479,14 +479,17 @@ def drop_database(name: str) -> None:
 @pytest.fixture(scope="session")
 def postgres_database() -> Iterator[str]:
     """The PostgreSQL database this test process works in: ``RELAY_TEST_POSTGRES`` itself,
-    or, under xdist, a database of the worker's own (``relay_test_gw0``...), made afresh
-    for the session and dropped after it. Advisory locks (a thread's lock, a migration's)
-    are per database, so workers never wait on each other's."""
+    or, under xdist, a database of the worker's own (``relay_test_{run}_gw0``...), made
+    afresh for the session and dropped after it. Advisory locks (a thread's lock, a
+    migration's) are per database, so workers never wait on each other's. ``{run}`` is
+    the session's (xdist's test run id): two sessions on one machine (two checkouts, two
+    people) never drop or share each other's databases."""
     worker = xdist_worker()
     if worker is None:
         yield POSTGRES_URL
         return
-    name = f"relay_test_gw{worker}"
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:8] or f"p{os.getppid()}"
+    name = f"relay_test_{run}_gw{worker}"
     url = create_database(name)
     try:
         yield url

@@ -8,7 +8,7 @@ PostgreSQL: the saver works on a psycopg_pool ``AsyncConnectionPool`` (LangGraph
 one as its ``conn``), never on a single connection: a single connection dies with the
 server and every later turn fails on it, while the pool checks each connection before use
 and replaces a dead one, so turns work again as soon as PostgreSQL is back (the pool's
-numbers are those of relay/store/pool.py). LangGraph needs ``autocommit``,
+numbers are those of relay/store/pool.py, which opens it). LangGraph needs ``autocommit``,
 ``prepare_threshold=0`` and ``dict_row`` on its connections.
 :func:`check_checkpointer` is the app's readiness check (``Relay.add_readiness_check``),
 and :func:`read_checkpoints` bounds a request's read and answers 503 while it is away.
@@ -77,30 +77,19 @@ async def open_checkpointer(
     import psycopg
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from psycopg.rows import dict_row
-    from psycopg_pool import AsyncConnectionPool
 
-    from relay.store import pool as pg_pool
-    from relay.store import schema as pg_schema
+    from relay.store.pool import open_async_pool
+    from relay.store.schema import lock_key
 
-    # the driver's own reason if PostgreSQL is not there at start-up (see pg_pool.open_pool),
-    # and the schema the checkpoints live in, found on that first connection
-    schema = await asyncio.to_thread(
-        pg_schema.find, url, settings.pg_schema, pg_pool.connection_kwargs()
-    )
-    kwargs = {**pg_pool.connection_kwargs(), "prepare_threshold": 0, "row_factory": dict_row}
-    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+    # the driver's own reason if PostgreSQL is not there at start-up (see open_pool), and
+    # the schema the checkpoints live in, first on every pooled connection's search_path
+    pool, schema = await open_async_pool(
         url,
         name="relay-checkpoints",
-        kwargs=kwargs,
-        min_size=1,
-        max_size=pg_pool.MAX_CONNECTIONS,
-        open=False,
-        check=AsyncConnectionPool.check_connection,
-        configure=pg_schema.apin(schema),
-        timeout=pg_pool.POOL_TIMEOUT_S,
-        reconnect_timeout=pg_pool.RECONNECT_TIMEOUT_S,
+        schema=settings.pg_schema,
+        prepare_threshold=0,
+        row_factory=dict_row,
     )
-    await pool.open(wait=True, timeout=pg_pool.CONNECT_TIMEOUT_S + pg_pool.POOL_TIMEOUT_S)
     try:
         saver = AsyncPostgresSaver(pool, serde=serde)
         # instances that start together must not run the migrations at the same time.
@@ -108,7 +97,7 @@ async def open_checkpointer(
         # CONCURRENTLY, which waits for every statement in progress, and one waiting for
         # this lock would wait for the holder in turn (a deadlock PostgreSQL cannot see:
         # the holder waits for its own CREATE INDEX on another connection)
-        setup_lock = pg_schema.lock_key(schema, "checkpoints")
+        setup_lock = lock_key(schema, "checkpoints")
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as lock:
             for _ in itertools.count():
                 row = await (

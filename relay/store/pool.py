@@ -27,6 +27,7 @@ connection's current schema) and each pooled connection has it first on its
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator
 from typing import Any
@@ -36,7 +37,7 @@ from relay.store import schema as pg_schema
 
 try:  # the 'postgres' extra; without it only unavailable_as is used here (SQLite's checkpointer)
     import psycopg
-    from psycopg_pool import ConnectionPool, PoolTimeout
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
     _UNAVAILABLE: tuple[type[Exception], ...] = (psycopg.OperationalError,)
 except ImportError:  # pragma: no cover - no driver: no driver errors to translate
@@ -90,6 +91,31 @@ def open_pool(
     )
     pool.open(wait=True, timeout=connect_timeout_s + POOL_TIMEOUT_S)
     return pool
+
+
+async def open_async_pool(
+    url: str, *, name: str, schema: str | None = None, **extra: Any
+) -> tuple[AsyncConnectionPool[Any], str]:
+    """:func:`open_pool` for asyncio users of PostgreSQL (LangGraph's checkpointer and
+    store): an open, checked ``AsyncConnectionPool`` with the same numbers, its
+    connections opened with :func:`connection_kwargs` and ``extra`` (LangGraph needs
+    ``prepare_threshold=0`` and ``row_factory=dict_row``), each working in the
+    deployment's schema first; and that schema's name."""
+    resolved = await asyncio.to_thread(pg_schema.find, url, schema, connection_kwargs())
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        url,
+        name=name,
+        kwargs={**connection_kwargs(), **extra},
+        min_size=1,
+        max_size=MAX_CONNECTIONS,
+        open=False,
+        check=AsyncConnectionPool.check_connection,
+        configure=pg_schema.apin(resolved),
+        timeout=POOL_TIMEOUT_S,
+        reconnect_timeout=RECONNECT_TIMEOUT_S,
+    )
+    await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S + POOL_TIMEOUT_S)
+    return pool, resolved
 
 
 def pool_schema(pool: ConnectionPool) -> str:
