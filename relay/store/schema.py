@@ -45,12 +45,16 @@ def resolve(conn: Any, named: str | None) -> str:
 
     if named:
         check_schema_name("RELAY_PG_SCHEMA", named)
-        exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (named,))
-        if exists.fetchone() is None:
-            # only when missing: CREATE SCHEMA IF NOT EXISTS checks the right to create
-            # schemas in the database even when the schema is there, and a role that was
-            # given its schema (USAGE, CREATE on it) need not have that right
-            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(named)))
+        # instances that start together take turns: two concurrent CREATE SCHEMA IF NOT
+        # EXISTS of one name can both find it missing, and the second fails
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(named, "schema"),))
+            exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (named,))
+            if exists.fetchone() is None:
+                # only when missing: CREATE SCHEMA IF NOT EXISTS checks the right to create
+                # schemas in the database even when the schema is there, and a role that
+                # was given its schema (USAGE, CREATE on it) need not have that right
+                conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(named)))
         return named
     row = conn.execute("SELECT current_schema()").fetchone()
     if row is None or row[0] is None:

@@ -310,3 +310,40 @@ def test_a_schema_name_postgresql_would_cut_or_reserves_is_refused(
     with pytest.raises(ConfigError, match=problem):
         RelaySettings.from_env({"RELAY_PG_SCHEMA": value})
     assert RelaySettings.from_env({"RELAY_PG_SCHEMA": "Team A"}).pg_schema == "Team A"
+
+
+async def test_instances_starting_together_create_the_schema_once(schemas: Schemas) -> None:
+    """Replicas (or workers) that start together with a schema that is not there yet take
+    turns creating it: while one holds the schema's creation lock, the others wait for it
+    (seen in pg_locks), then find the schema there and start, all of them."""
+    from relay.store.schema import find
+
+    mine = schemas.name("together")
+    url = schemas.url()
+    key = lock_key(mine, "schema")
+    starts: list[asyncio.Task[str]] = []
+    with postgres_admin(schemas.database) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (key,))
+        for _ in range(3):
+            starts.append(
+                asyncio.create_task(asyncio.to_thread(find, url, mine, {"autocommit": True}))
+            )
+        async with asyncio.timeout(30):  # a bound on a failure (nobody ever waits)
+            while True:
+                waiting = schemas.admin.execute(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                    "AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = %s",
+                    (key,),
+                ).fetchone()[0]
+                if waiting == 3:
+                    break
+                await asyncio.sleep(0.05)
+        assert mine not in {
+            row[0] for row in schemas.admin.execute("SELECT nspname FROM pg_namespace")
+        }
+        holder.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        assert await asyncio.gather(*starts) == [mine, mine, mine]
+    assert schemas.tables(mine) == set()  # there, and empty
+    assert schemas.admin.execute(
+        "SELECT 1 FROM pg_namespace WHERE nspname = %s", (mine,)
+    ).fetchone() == (1,)
