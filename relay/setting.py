@@ -109,7 +109,7 @@ def check_schema_name(name: str, value: str) -> None:
             f"{name}={value!r} is longer than {MAX_IDENTIFIER_BYTES} bytes "
             "(PostgreSQL would cut it): choose a shorter name"
         )
-    if value.lower().startswith("pg_") or "\x00" in value:
+    if value.lower().startswith("pg_"):
         raise ConfigError(f"{name}={value!r}: names starting with pg_ are PostgreSQL's own")
 
 

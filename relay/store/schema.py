@@ -5,8 +5,9 @@ Every PostgreSQL store of the relay (turn records, thread locks, saved answers, 
 LangGraph checkpointer and long-term store) works in one schema: the one named by
 ``RELAY_PG_SCHEMA``, created here if it is missing, or else the connection's current
 schema (``current_schema()``: the first schema of its ``search_path`` that exists, as set
-by the URL's ``options=-csearch_path=...``, the role or the database). :func:`resolve`
-finds it once, on a plain connection at start-up; :func:`pin` (and :func:`apin` for an
+by the URL's ``options=-csearch_path=...``, the role or the database). :func:`find`
+(:func:`resolve` on a connection of its own) finds it once, on a plain connection at
+start-up, creating a named schema that is missing; :func:`pin` (and :func:`apin` for an
 async pool) puts it first on every pooled connection's ``search_path``, so that each
 unqualified ``CREATE TABLE``, ``ALTER TABLE`` and query, the relay's and LangGraph's,
 lands in it and finds its own table before any same-named one further down the path. The
@@ -17,6 +18,9 @@ A question to the catalog (``information_schema``, ``pg_catalog``) filters on
 ``current_schema()``, never on a table's name alone; an advisory lock's key is derived from
 the schema too (:func:`lock_key`): advisory locks are per database, and two deployments in
 two schemas must neither wait on each other's migrations nor hold each other's threads.
+
+The pin is a session setting, as the thread locks are session locks: behind a pooler
+(PgBouncer) the relay needs session mode (deploy/RUNBOOK.md §13.2).
 """
 
 from __future__ import annotations
