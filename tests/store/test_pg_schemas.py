@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx
 import pytest
 
 from relay.settings import ConfigError, RelaySettings
@@ -26,6 +27,8 @@ from relay.store.schema import lock_key
 from relay.turns.records import TurnRecord
 from tests.conftest import postgres_admin
 from tests.stale_tables import STALE_TABLES, plant, snapshot
+from tests.store.conftest import Launcher
+from tests.store.support import replayed_events, run_turn
 from tests.store.test_store import turn_spans
 
 #: what the relay's stores and LangGraph's checkpointer make in their schema
@@ -347,3 +350,27 @@ async def test_instances_starting_together_create_the_schema_once(schemas: Schem
     assert schemas.admin.execute(
         "SELECT 1 FROM pg_namespace WHERE nspname = %s", (mine,)
     ).fetchone() == (1,)
+
+
+@pytest.mark.slow
+def test_span_relay_serve_starts_in_its_schema_of_a_shared_database(
+    schemas: Schemas, launcher: Launcher
+) -> None:
+    """The report, end to end: ``span-relay serve`` with ``RELAY_STORE`` on a database
+    whose current schema holds another span-relay's older tables, and
+    ``RELAY_PG_SCHEMA`` naming its own. It starts, runs a turn that pauses and resumes
+    (turn records, thread lock, checkpoints), lists it and replays it from the span
+    store; the other schema is as it was."""
+    other = schemas.name("other")
+    plant(schemas.admin, other)
+    before = snapshot(schemas.admin, other)
+    mine = schemas.name("served")
+    server = launcher.start(RELAY_STORE=schemas.url(other), RELAY_PG_SCHEMA=mine)
+    turn_id = run_turn(server.url, "paused")  # paused, then resumed
+    record = httpx.get(f"{server.url}/turns/{turn_id}").json()
+    assert record["status"] == "answered", record
+    replayed = replayed_events(server.url, turn_id, speed=0)
+    assert "turn_completed" in [event["type"] for event in replayed], replayed
+    server.stop()
+    assert snapshot(schemas.admin, other) == before
+    assert OWN_TABLES <= schemas.tables(mine)
