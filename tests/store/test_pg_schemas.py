@@ -1,7 +1,7 @@
 """A database shared with others: every PostgreSQL store of the relay (turn records,
-thread locks, saved answers, spans, LangGraph's checkpointer) creates, inspects and
-migrates its tables in its own schema only (relay/store/schema.py), on the real
-PostgreSQL (with CI=true a missing one fails the test).
+thread locks, saved answers, spans, LangGraph's checkpointer and the graphs' store)
+creates, inspects and migrates its tables in its own schema only (relay/store/schema.py),
+on the real PostgreSQL (with CI=true a missing one fails the test).
 
 Another span-relay's tables of older shapes (tests/stale_tables.py) sit in a second
 schema on the search_path, after the relay's own, as a shared database's ``public``
@@ -43,6 +43,8 @@ OWN_TABLES = {
     "checkpoint_blobs",
     "checkpoint_writes",
     "checkpoint_migrations",
+    "store",
+    "store_migrations",
 }
 
 
@@ -112,10 +114,12 @@ def close_stores(stores: Opened) -> None:
 
 async def use_the_stores(stores: Opened, settings: RelaySettings) -> None:
     """A turn recorded and read back, a thread locked, an answer saved and rated, spans
-    written and read, a graph's checkpoints written and read."""
+    written and read, a graph's checkpoints written and read, a memory put in the graphs'
+    store and read back."""
     from langgraph.graph import END, START, StateGraph
 
     from relay.langgraph.checkpoints import open_checkpointer
+    from relay.langgraph.store import open_store as open_memory_store
     from relay.turns.messages import Message
 
     turns = stores["turns"]
@@ -154,6 +158,11 @@ async def use_the_stores(stores: Opened, settings: RelaySettings) -> None:
         config = {"configurable": {"thread_id": "thread-1"}}
         assert await graph.ainvoke({"n": 1}, config) == {"n": 2}
         assert (await graph.aget_state(config)).values == {"n": 2}
+
+    async with open_memory_store(settings) as memory:
+        await memory.aput(("users", "u"), "likes", {"text": "tea"})
+        item = await memory.aget(("users", "u"), "likes")
+        assert item is not None and item.value == {"text": "tea"}
 
 
 @pytest.mark.parametrize("named", [False, True], ids=["current-schema", "RELAY_PG_SCHEMA"])
@@ -240,8 +249,10 @@ async def test_a_deployments_migrations_do_not_wait_for_another_schemas(
     """While deployment a's migration locks are held (as while its instances migrate),
     deployment b's stores and checkpointer start and migrate. Should b wait for a's locks,
     its statements fail at ``lock_timeout`` (a bound on the failure, not a measurement);
-    the checkpointer's lock is polled, so its wait is bounded here the same way."""
+    the checkpointer's and the graphs' store's locks are polled, so their wait is bounded
+    here the same way."""
     from relay.langgraph.checkpoints import open_checkpointer
+    from relay.langgraph.store import open_store as open_memory_store
 
     a, b = schemas.name("a"), schemas.name("b")
     url = schemas.url(lock_timeout="10s")
@@ -249,12 +260,12 @@ async def test_a_deployments_migrations_do_not_wait_for_another_schemas(
     # session locks, held outside a transaction: a transaction left open would hold up
     # LangGraph's CREATE INDEX CONCURRENTLY anywhere in the database, locks or not
     with postgres_admin(postgres_database) as holder:
-        for purpose in ("turns", "messages", "spans", "checkpoints"):
+        for purpose in ("turns", "messages", "spans", "checkpoints", "store"):
             holder.execute("SELECT pg_advisory_lock(%s)", (lock_key(a, purpose),))
         stores = open_stores(settings_b)
         try:
             async with asyncio.timeout(60):
-                async with open_checkpointer(settings_b, {}):
+                async with open_checkpointer(settings_b, {}), open_memory_store(settings_b):
                     pass
         finally:
             close_stores(stores)
