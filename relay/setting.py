@@ -97,6 +97,31 @@ def index(env: Mapping[str, str], name: str, default: int | None) -> int | None:
     return int(raw) if raw.isdigit() else default
 
 
+#: PostgreSQL's longest identifier (NAMEDATALEN - 1 bytes): it cuts a longer name silently
+MAX_IDENTIFIER_BYTES = 63
+
+
+def check_schema_name(name: str, value: str) -> None:
+    """Refuse (ConfigError) a PostgreSQL schema name that PostgreSQL would cut (two
+    deployments could end up in one schema) or that it reserves for itself."""
+    if len(value.encode()) > MAX_IDENTIFIER_BYTES:
+        raise ConfigError(
+            f"{name}={value!r} is longer than {MAX_IDENTIFIER_BYTES} bytes "
+            "(PostgreSQL would cut it): choose a shorter name"
+        )
+    if value.lower().startswith("pg_"):
+        raise ConfigError(f"{name}={value!r}: names starting with pg_ are PostgreSQL's own")
+
+
+def schema_name(env: Mapping[str, str], name: str, default: str | None) -> str | None:
+    """A PostgreSQL schema's name, as it is (any case, any characters: it is quoted);
+    unset or empty: the default."""
+    value = env.get(name) or default
+    if value is not None:
+        check_schema_name(name, value)
+    return value
+
+
 def auth_mode(env: Mapping[str, str], name: str, default: str) -> str:
     """RELAY_AUTH; unset or empty: ``token`` when RELAY_API_TOKEN is set, else the default."""
     mode = env.get(name) or ("token" if env.get("RELAY_API_TOKEN") else default)

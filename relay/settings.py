@@ -35,6 +35,7 @@ from relay.setting import (
     int_value,
     optional_path,
     path,
+    schema_name,
     setting,
     text,
     word,
@@ -94,6 +95,15 @@ class RelaySettings:
         as_is,
         "`postgresql://...`: spans, turn records, saved answers, checkpoints and the graphs' "
         "store shared by replicas",
+    )
+    pg_schema: str | None = setting(
+        "RELAY_PG_SCHEMA",
+        None,
+        schema_name,
+        "the PostgreSQL schema every table of this deployment lives in (turns, spans, saved "
+        "answers, checkpoints, the graphs' store), created if missing and first on each "
+        "connection's `search_path`: deployments in one database each set their own",
+        shown="the connection's current schema",
     )
     capture_content: bool = setting(
         "RELAY_CAPTURE_CONTENT",

@@ -460,40 +460,76 @@ def postgres_admin(url: str) -> Any:
         service_missing(f"PostgreSQL at {url} ({' '.join(str(exc).split())[:120]})", POSTGRES_HOW)
 
 
+def create_database(name: str) -> str:
+    """A new, empty database ``name`` beside ``RELAY_TEST_POSTGRES``'s (dropped first if it
+    is left from an earlier run); its URL. Made from ``template0``: whatever the machine's
+    ``template1`` holds (another install's tables) is not copied into it."""
+    with postgres_admin(POSTGRES_URL) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {name} TEMPLATE template0")
+    base, _, _ = POSTGRES_URL.rpartition("/")
+    return f"{base}/{name}"
+
+
+def drop_database(name: str) -> None:
+    with postgres_admin(POSTGRES_URL) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 @pytest.fixture(scope="session")
 def postgres_database() -> Iterator[str]:
     """The PostgreSQL database this test process works in: ``RELAY_TEST_POSTGRES`` itself,
-    or, under xdist, a database of the worker's own (``relay_test_gw0``...), made afresh
-    for the session and dropped after it. Advisory locks (a thread's lock, a migration's)
-    are per database, so workers never wait on each other's."""
+    or, under xdist, a database of the worker's own (``relay_test_{run}_gw0``...), made
+    afresh for the session and dropped after it. Advisory locks (a thread's lock, a
+    migration's) are per database, so workers never wait on each other's. ``{run}`` is
+    the session's (xdist's test run id): two sessions on one machine (two checkouts, two
+    people) never drop or share each other's databases."""
     worker = xdist_worker()
     if worker is None:
         yield POSTGRES_URL
         return
-    name = f"relay_test_gw{worker}"
-    base, _, _ = POSTGRES_URL.rpartition("/")
-    with postgres_admin(POSTGRES_URL) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {name}")
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:8] or f"p{os.getppid()}"
+    name = f"relay_test_{run}_gw{worker}"
+    url = create_database(name)
     try:
-        yield f"{base}/{name}"
+        yield url
     finally:
-        with postgres_admin(POSTGRES_URL) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def stale_schema(postgres_database: str) -> Iterator[str]:
+    """A schema of this session's own in its database, holding another span-relay's
+    tables of older shapes (tests/stale_tables.py), dropped after the session. Every
+    ``postgres_url`` puts it on the search_path after the test's own schema, as a shared
+    database's ``public`` would be: each test that uses PostgreSQL proves that the relay's
+    stores and LangGraph's work in their own schema only."""
+    from tests.stale_tables import plant
+
+    schema = f"relay_stale_{uuid.uuid4().hex[:12]}"
+    with postgres_admin(postgres_database) as admin:
+        plant(admin, schema)
+    try:
+        yield schema
+    finally:
+        with postgres_admin(postgres_database) as admin:
+            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @pytest.fixture
-def postgres_url(postgres_database: str) -> Iterator[str]:
+def postgres_url(postgres_database: str, stale_schema: str) -> Iterator[str]:
     """A fresh schema in the real PostgreSQL (``RELAY_TEST_POSTGRES``, default
     ``postgresql://postgres@127.0.0.1:5432/test``; under xdist the worker's own database),
-    dropped afterwards. PostgreSQL (or psycopg) missing: the test skips saying how to
-    enable it, except under CI=true, where it fails. The replicas suite overrides it with
-    a database of its own per test (tests/replicas/conftest.py)."""
+    dropped afterwards. Its search_path is that schema, then :func:`stale_schema` (never
+    ``public``: what the shared database holds there is no test's business). PostgreSQL
+    (or psycopg) missing: the test skips saying how to enable it, except under CI=true,
+    where it fails. The replicas suite overrides it with a database of its own per test
+    (tests/replicas/conftest.py)."""
     schema = f"relay_test_{uuid.uuid4().hex[:12]}"
     with postgres_admin(postgres_database) as admin:
         admin.execute(f'CREATE SCHEMA "{schema}"')
         sep = "&" if "?" in postgres_database else "?"
         try:
-            yield f"{postgres_database}{sep}options=-csearch_path%3D{schema}"
+            yield f"{postgres_database}{sep}options=-csearch_path%3D{schema}%2C{stale_schema}"
         finally:
             admin.execute(f'DROP SCHEMA "{schema}" CASCADE')

@@ -2,11 +2,15 @@
 
 ``POST /turns/{id}/cancel`` lands on any instance (a replica, or a worker of
 ``serve --workers N``), and only the instance that runs the turn can cancel its run. An
-instance that does not run it publishes the turn id on the ``relay:cancel`` channel;
-every instance listens there and cancels the run if it is its own (what a cancel on the
-owner itself does). Pub/sub is fire-and-forget: a request while the owner's listener is
-reconnecting is lost, so the answer says ``cancelling`` and the turn's stream and record
-say what happened.
+instance that does not run it publishes the turn id on the ``relay:cancel:{db}`` channel
+(``{db}``: the database number of ``RELAY_BUS``); every instance listens there and
+cancels the run if it is its own (what a cancel on the owner itself does). Redis's
+channels belong to the whole server, not to a database: the number in the name keeps
+deployments that share one Redis on different databases (and test workers) from hearing,
+and counting, each other's listeners.
+
+Pub/sub is fire-and-forget: a request while the owner's listener is reconnecting is lost,
+so the answer says ``cancelling`` and the turn's stream and record say what happened.
 """
 
 from __future__ import annotations
@@ -27,15 +31,23 @@ log = logging.getLogger("relay.bus.redis")
 CHANNEL = "relay:cancel"
 
 
+def channel_of(url: str) -> str:
+    """The cancel channel of the deployment whose bus is ``url``: ``relay:cancel:{db}``."""
+    from redis.connection import parse_url
+
+    return f"{CHANNEL}:{parse_url(url).get('db', 0)}"
+
+
 class CancelChannel:
     """Listens for cancel requests (``on_cancel(turn_id)``) and publishes them."""
 
     def __init__(
-        self, url: str, on_cancel: Callable[[str], object], channel: str = CHANNEL
+        self, url: str, on_cancel: Callable[[str], object], channel: str | None = None
     ) -> None:
+        """``channel``: the one to listen and publish on; None: :func:`channel_of` ``url``."""
         self.url = url
         self.on_cancel = on_cancel
-        self.channel = channel
+        self.channel = channel if channel is not None else channel_of(url)
         self.client: aioredis.Redis | None = None
         #: set while the listener is subscribed (tests wait on it)
         self.listening = asyncio.Event()

@@ -8,10 +8,16 @@ PostgreSQL: the saver works on a psycopg_pool ``AsyncConnectionPool`` (LangGraph
 one as its ``conn``), never on a single connection: a single connection dies with the
 server and every later turn fails on it, while the pool checks each connection before use
 and replaces a dead one, so turns work again as soon as PostgreSQL is back (the pool's
-numbers are those of relay/store/pool.py). LangGraph needs ``autocommit``,
+numbers are those of relay/store/pool.py, which opens it). LangGraph needs ``autocommit``,
 ``prepare_threshold=0`` and ``dict_row`` on its connections.
 :func:`check_checkpointer` is the app's readiness check (``Relay.add_readiness_check``),
 and :func:`read_checkpoints` bounds a request's read and answers 503 while it is away.
+
+LangGraph's tables (``checkpoints``, ``checkpoint_blobs``, ``checkpoint_writes``,
+``checkpoint_migrations``) land in the deployment's schema (relay/store/schema.py:
+``RELAY_PG_SCHEMA``, created if missing, or the connection's current schema): it is first
+on each pooled connection's ``search_path``, so LangGraph's unqualified statements find
+and create them there, and the setup lock's key is that schema's own.
 """
 
 from __future__ import annotations
@@ -31,8 +37,6 @@ T = TypeVar("T")
 READ_TIMEOUT_S = 6.0
 
 _POSTGRES = ("postgresql://", "postgres://")
-#: pg_advisory_lock key for the checkpointer's migrations ("lg-ckpts")
-_SETUP_LOCK = 0x6C672D636B707473
 
 
 def checkpointer_url(settings: RelaySettings, env: Mapping[str, str]) -> str | None:
@@ -73,25 +77,19 @@ async def open_checkpointer(
     import psycopg
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from psycopg.rows import dict_row
-    from psycopg_pool import AsyncConnectionPool
 
-    from relay.store import pool as pg_pool
+    from relay.store.pool import open_async_pool
+    from relay.store.schema import lock_key
 
-    kwargs = {**pg_pool.connection_kwargs(), "prepare_threshold": 0, "row_factory": dict_row}
-    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+    # the driver's own reason if PostgreSQL is not there at start-up (see open_pool), and
+    # the schema the checkpoints live in, first on every pooled connection's search_path
+    pool, schema = await open_async_pool(
         url,
         name="relay-checkpoints",
-        kwargs=kwargs,
-        min_size=1,
-        max_size=pg_pool.MAX_CONNECTIONS,
-        open=False,
-        check=AsyncConnectionPool.check_connection,
-        timeout=pg_pool.POOL_TIMEOUT_S,
-        reconnect_timeout=pg_pool.RECONNECT_TIMEOUT_S,
+        schema=settings.pg_schema,
+        prepare_threshold=0,
+        row_factory=dict_row,
     )
-    # the driver's own reason if PostgreSQL is not there at start-up (see pg_pool.open_pool)
-    await (await psycopg.AsyncConnection.connect(url, **pg_pool.connection_kwargs())).close()
-    await pool.open(wait=True, timeout=pg_pool.CONNECT_TIMEOUT_S + pg_pool.POOL_TIMEOUT_S)
     try:
         saver = AsyncPostgresSaver(pool, serde=serde)
         # instances that start together must not run the migrations at the same time.
@@ -99,10 +97,11 @@ async def open_checkpointer(
         # CONCURRENTLY, which waits for every statement in progress, and one waiting for
         # this lock would wait for the holder in turn (a deadlock PostgreSQL cannot see:
         # the holder waits for its own CREATE INDEX on another connection)
+        setup_lock = lock_key(schema, "checkpoints")
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as lock:
             for _ in itertools.count():
                 row = await (
-                    await lock.execute("SELECT pg_try_advisory_lock(%s)", (_SETUP_LOCK,))
+                    await lock.execute("SELECT pg_try_advisory_lock(%s)", (setup_lock,))
                 ).fetchone()
                 if row and row[0]:
                     break
@@ -110,7 +109,7 @@ async def open_checkpointer(
             try:
                 await saver.setup()
             finally:
-                await lock.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
+                await lock.execute("SELECT pg_advisory_unlock(%s)", (setup_lock,))
         yield saver
     finally:
         await pool.close()

@@ -12,8 +12,10 @@ and so does the relay: a graph compiled without a store gets this one
   with RELAY_STORE itself and the numbers of relay/store/pool.py, as the checkpointer.
   LangGraph names its tables without a schema (``store``, ``store_migrations``, and with
   ``index`` ``store_vectors``, ``vector_migrations``), so they land in the first schema
-  of the connection's ``search_path``: the one RELAY_STORE's ``options=-csearch_path=...``
-  names, as for the relay's other tables.
+  of the connection's ``search_path``: the deployment's (relay/store/schema.py:
+  ``RELAY_PG_SCHEMA``, or the connection's current schema), which the pool puts first on
+  each connection, as for the relay's other tables; the setup lock's key is that
+  schema's own.
 
 It is opened once per process by ``Relay.lifespan``, its ``setup()`` (LangGraph's
 migrations) run, and closed at shutdown. :func:`store_options` reads langgraph.json's
@@ -41,8 +43,6 @@ from relay.settings import ConfigError, RelaySettings
 
 log = logging.getLogger("relay.store")
 _POSTGRES = ("postgresql://", "postgres://")
-#: pg_advisory_lock key for the store's migrations ("lg-store")
-_SETUP_LOCK = 0x6C672D73746F7265
 #: the store's file under RELAY_DATA_DIR (SQLite)
 SQLITE_FILE = "store.db"
 _INDEX_KEYS = ("dims", "embed", "fields")
@@ -138,7 +138,7 @@ async def open_store(
             async with _sweeping(sqlite_store, ttl):
                 yield sqlite_store
         return
-    async with _postgres_store(url, options, ttl) as pg_store:
+    async with _postgres_store(url, settings.pg_schema, options, ttl) as pg_store:
         _opened("PostgreSQL (RELAY_STORE)", options)
         async with _sweeping(pg_store, ttl):
             yield pg_store
@@ -165,30 +165,25 @@ async def check_store(store: Any) -> None:
 
 @asynccontextmanager
 async def _postgres_store(
-    url: str, options: StoreOptions, ttl: dict[str, Any] | None
+    url: str, schema: str | None, options: StoreOptions, ttl: dict[str, Any] | None
 ) -> AsyncIterator[Any]:
     import psycopg
     from langgraph.store.postgres.aio import AsyncPostgresStore
     from psycopg.rows import dict_row
-    from psycopg_pool import AsyncConnectionPool
 
-    from relay.store import pool as pg_pool
+    from relay.store.pool import open_async_pool
+    from relay.store.schema import lock_key
 
-    kwargs = {**pg_pool.connection_kwargs(), "prepare_threshold": 0, "row_factory": dict_row}
-    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+    # the driver's own reason if PostgreSQL is not there at start-up (see open_pool), and
+    # the deployment's schema, first on every pooled connection's search_path
+    pool, resolved = await open_async_pool(
         url,
         name="relay-memory-store",
-        kwargs=kwargs,
-        min_size=1,
-        max_size=pg_pool.MAX_CONNECTIONS,
-        open=False,
-        check=AsyncConnectionPool.check_connection,
-        timeout=pg_pool.POOL_TIMEOUT_S,
-        reconnect_timeout=pg_pool.RECONNECT_TIMEOUT_S,
+        schema=schema,
+        prepare_threshold=0,
+        row_factory=dict_row,
     )
-    # the driver's own reason if PostgreSQL is not there at start-up (see pg_pool.open_pool)
-    await (await psycopg.AsyncConnection.connect(url, **pg_pool.connection_kwargs())).close()
-    await pool.open(wait=True, timeout=pg_pool.CONNECT_TIMEOUT_S + pg_pool.POOL_TIMEOUT_S)
+    setup_lock = lock_key(resolved, "store")
     try:
         index = dict(options.index) if options.index is not None else None
         store = AsyncPostgresStore(pool, index=index, ttl=ttl)  # type: ignore[arg-type]
@@ -198,7 +193,7 @@ async def _postgres_store(
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as lock:
             for _ in itertools.count():
                 row = await (
-                    await lock.execute("SELECT pg_try_advisory_lock(%s)", (_SETUP_LOCK,))
+                    await lock.execute("SELECT pg_try_advisory_lock(%s)", (setup_lock,))
                 ).fetchone()
                 if row and row[0]:
                     break
@@ -212,7 +207,7 @@ async def _postgres_store(
                     "pgvector, or remove 'index' from langgraph.json's store section"
                 ) from None
             finally:
-                await lock.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
+                await lock.execute("SELECT pg_advisory_unlock(%s)", (setup_lock,))
         yield store
     finally:
         await pool.close()

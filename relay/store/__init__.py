@@ -103,7 +103,12 @@ def open_store(settings: RelaySettings) -> SpanStore:
     if settings.store.startswith(("postgresql://", "postgres://")):
         from relay.store.postgres import PostgresSpanStore
 
-        return PostgresSpanStore(settings.store, retention_s=retention_s, max_turns=max_turns)
+        return PostgresSpanStore(
+            settings.store,
+            retention_s=retention_s,
+            max_turns=max_turns,
+            schema=settings.pg_schema,
+        )
     from relay.store.sqlite import SQLiteSpanStore
 
     return SQLiteSpanStore(

@@ -18,19 +18,26 @@ one), becomes :class:`relay.errors.StoreUnavailable` (``503 store_unavailable`` 
 exponential backoff (psycopg_pool's default is 5 minutes, whose late retries are a minute
 or more apart): with a short bound the pool gives up early and the next checkout starts a
 fresh attempt at once, so a database that is back is found within seconds.
+
+Every pool works in its deployment's schema (relay/store/schema.py): :func:`open_pool`
+finds it on its first, plain connection (``RELAY_PG_SCHEMA``, created if missing, or the
+connection's current schema) and each pooled connection has it first on its
+``search_path``; :func:`pool_schema` says which it is.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator
 from typing import Any
 
 from relay.errors import StoreUnavailable
+from relay.store import schema as pg_schema
 
 try:  # the 'postgres' extra; without it only unavailable_as is used here (SQLite's checkpointer)
     import psycopg
-    from psycopg_pool import ConnectionPool, PoolTimeout
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
     _UNAVAILABLE: tuple[type[Exception], ...] = (psycopg.OperationalError,)
 except ImportError:  # pragma: no cover - no driver: no driver errors to translate
@@ -59,18 +66,22 @@ def open_pool(
     name: str,
     max_size: int = MAX_CONNECTIONS,
     connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    schema: str | None = None,
 ) -> ConnectionPool:
-    """An open, checked pool of autocommit connections to ``url`` (one kept warm).
+    """An open, checked pool of autocommit connections to ``url`` (one kept warm), each
+    working in the deployment's schema: ``schema`` (``RELAY_PG_SCHEMA``, created if
+    missing) or, when None, the current schema of ``url``'s connections.
 
     One plain connection first: if the database cannot be reached at start-up, the
     process refuses to start with the driver's own reason ("connection refused", "no such
-    database"), not the pool's "initialization incomplete"."""
+    database"), not the pool's "initialization incomplete"; the schema is found on it."""
     kwargs = connection_kwargs(connect_timeout_s)
-    psycopg.connect(url, **kwargs).close()
+    resolved = pg_schema.find(url, schema, kwargs)
     pool: ConnectionPool = ConnectionPool(
         url,
         name=name,
         kwargs=kwargs,
+        configure=pg_schema.pin(resolved),
         min_size=1,
         max_size=max_size,
         open=False,
@@ -80,6 +91,40 @@ def open_pool(
     )
     pool.open(wait=True, timeout=connect_timeout_s + POOL_TIMEOUT_S)
     return pool
+
+
+async def open_async_pool(
+    url: str, *, name: str, schema: str | None = None, **extra: Any
+) -> tuple[AsyncConnectionPool[Any], str]:
+    """:func:`open_pool` for asyncio users of PostgreSQL (LangGraph's checkpointer and
+    store): an open, checked ``AsyncConnectionPool`` with the same numbers, its
+    connections opened with :func:`connection_kwargs` and ``extra`` (LangGraph needs
+    ``prepare_threshold=0`` and ``row_factory=dict_row``), each working in the
+    deployment's schema first; and that schema's name."""
+    resolved = await asyncio.to_thread(pg_schema.find, url, schema, connection_kwargs())
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        url,
+        name=name,
+        kwargs={**connection_kwargs(), **extra},
+        min_size=1,
+        max_size=MAX_CONNECTIONS,
+        open=False,
+        check=AsyncConnectionPool.check_connection,
+        configure=pg_schema.apin(resolved),
+        timeout=POOL_TIMEOUT_S,
+        reconnect_timeout=RECONNECT_TIMEOUT_S,
+    )
+    await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S + POOL_TIMEOUT_S)
+    return pool, resolved
+
+
+def pool_schema(pool: ConnectionPool) -> str:
+    """The schema ``pool``'s connections work in (the first on their search_path)."""
+    with pool.connection() as conn:
+        row = conn.execute("SELECT current_schema()").fetchone()
+    if row is None or row[0] is None:  # the schema was dropped under the pool
+        raise RuntimeError("the pool's connections have no current schema")
+    return str(row[0])
 
 
 def describe(exc: BaseException) -> str:

@@ -8,6 +8,11 @@ through ``asyncio.to_thread``. A connection that died with the server is replace
 store works again as soon as PostgreSQL is back; while it is away every call raises
 StoreUnavailable (503 on the API; a dropped batch for the exporter, which logs it).
 Migrations run under an advisory lock, so instances starting together migrate once.
+
+The tables, their indexes and the version table live in the deployment's schema
+(relay/store/schema.py: ``RELAY_PG_SCHEMA``, or the connection's current schema), and the
+migration lock's key is that schema's own: another deployment in another schema of the
+same database keeps its own tables and versions, and never waits on this one.
 """
 
 from __future__ import annotations
@@ -24,12 +29,17 @@ from relay.store.sql import SQLSpanStore
 try:  # optional at import time: only RELAY_STORE=postgresql://... needs it
     import psycopg
 
-    from relay.store.pool import open_pool, ping, transaction_cursor, unavailable_as
+    from relay.store.pool import (
+        open_pool,
+        ping,
+        pool_schema,
+        transaction_cursor,
+        unavailable_as,
+    )
 except ImportError:  # pragma: no cover - reported when the store is constructed
     psycopg = None  # type: ignore[assignment]
 
-#: pg_advisory_xact_lock key for migrations ("span-rly" as an int)
-_MIGRATION_LOCK = 0x7370616E2D726C79
+from relay.store.schema import lock_key
 
 MIGRATIONS: list[list[str]] = [
     # version 1
@@ -98,7 +108,10 @@ class PostgresSpanStore(SQLSpanStore):
         max_turns: int,
         clock: Callable[[], int] = time.time_ns,
         connect_timeout_s: float = 10.0,
+        schema: str | None = None,
     ) -> None:
+        """``schema``: the deployment's schema (``RELAY_PG_SCHEMA``, created if missing);
+        None: the current schema of ``url``'s connections."""
         if psycopg is None:
             raise RuntimeError(
                 "RELAY_STORE=postgresql://... needs psycopg 3: pip install 'psycopg[binary]>=3.2'"
@@ -107,8 +120,12 @@ class PostgresSpanStore(SQLSpanStore):
         self.url = url
         self.connect_timeout_s = connect_timeout_s
         self._write_lock = threading.Lock()
-        self._pool = open_pool(url, name="relay-spans", connect_timeout_s=connect_timeout_s)
+        self._pool = open_pool(
+            url, name="relay-spans", connect_timeout_s=connect_timeout_s, schema=schema
+        )
         try:
+            #: the schema the tables live in
+            self.schema = pool_schema(self._pool)
             self._migrate()
             self.expire()
         except BaseException:
@@ -117,7 +134,7 @@ class PostgresSpanStore(SQLSpanStore):
 
     def _migrate(self) -> None:
         with self._write_cursor() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(self.schema, "spans"),))
             cur.execute("CREATE TABLE IF NOT EXISTS span_schema_version (version INTEGER)")
             cur.execute("SELECT MAX(version) FROM span_schema_version")
             current = cur.fetchone()[0] or 0

@@ -34,10 +34,21 @@ MAX_HELD = 64
 
 class AdvisoryLocks:
     def __init__(
-        self, url: str, *, max_held: int = MAX_HELD, connect_timeout_s: float = 5.0
+        self,
+        url: str,
+        *,
+        max_held: int = MAX_HELD,
+        connect_timeout_s: float = 5.0,
+        schema: str | None = None,
     ) -> None:
+        """``schema``: the deployment's (relay/store/schema.py); the keys a caller locks
+        are derived from it (:func:`relay.store.schema.lock_key`)."""
         self._pool = open_pool(
-            url, name="relay-thread-locks", max_size=max_held, connect_timeout_s=connect_timeout_s
+            url,
+            name="relay-thread-locks",
+            max_size=max_held,
+            connect_timeout_s=connect_timeout_s,
+            schema=schema,
         )
 
     def try_lock(self, key: int, label: str) -> ThreadLock | None:

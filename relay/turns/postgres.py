@@ -18,13 +18,19 @@ and while it is away every call raises StoreUnavailable (503). The thread locks 
 connections of their own, from a second pool (relay/turns/locks.py). Columns missing from
 an older table (a field added to TurnRecord) are added at start-up, under an advisory
 lock so that instances starting together migrate once.
+
+The table, its indexes and its migrations live in the deployment's schema only
+(relay/store/schema.py: ``RELAY_PG_SCHEMA``, or the connection's current schema): the
+columns are read from the catalog for that schema's ``relay_turns``, never for every table
+of that name the user can see, and the migration's and the threads' advisory-lock keys are
+the schema's own, so another deployment (another schema of the same database) neither
+changes this one's turns nor waits on its locks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import socket
 import time
 import types
@@ -43,7 +49,6 @@ from relay.turns.records import (
 )
 
 _COLUMNS = [f.name for f in fields(TurnRecord)]
-_LOCK_KEY = 0x7475726E732D7067  # "turns-pg"
 
 if TYPE_CHECKING:
     from relay.turns.locks import ThreadLock
@@ -69,8 +74,14 @@ def _sql_type(annotation: Any) -> str:
 
 class PostgresTurnStore(ThreadedTurnAPI):
     def __init__(
-        self, url: str, instance_id: str | None = None, connect_timeout_s: float = 5.0
+        self,
+        url: str,
+        instance_id: str | None = None,
+        connect_timeout_s: float = 5.0,
+        schema: str | None = None,
     ) -> None:
+        """``schema``: the deployment's schema (``RELAY_PG_SCHEMA``, created if missing);
+        None: the current schema of ``url``'s connections."""
         try:
             import psycopg  # noqa: F401
         except ImportError:  # pragma: no cover
@@ -80,13 +91,19 @@ class PostgresTurnStore(ThreadedTurnAPI):
         self.url = url
         self.instance_id = instance_id or socket.gethostname()
         self.connect_timeout_s = connect_timeout_s
-        from relay.store.pool import open_pool
+        from relay.store.pool import open_pool, pool_schema
         from relay.turns.locks import AdvisoryLocks
 
-        self._pool = open_pool(url, name="relay-turns", connect_timeout_s=connect_timeout_s)
+        self._pool = open_pool(
+            url, name="relay-turns", connect_timeout_s=connect_timeout_s, schema=schema
+        )
         self._opened: list[Any] = [self._pool]  # what close() closes, newest first
         try:
-            self._locks = AdvisoryLocks(url, connect_timeout_s=connect_timeout_s)
+            #: the schema the table lives in (the one ``schema`` named, or the current one)
+            self.schema = pool_schema(self._pool)
+            self._locks = AdvisoryLocks(
+                url, connect_timeout_s=connect_timeout_s, schema=self.schema
+            )
             self._opened.insert(0, self._locks)
             self._migrate()
         except BaseException:
@@ -113,8 +130,10 @@ class PostgresTurnStore(ThreadedTurnAPI):
         self._locks.ping()
 
     def _migrate(self) -> None:
+        from relay.store.schema import lock_key
+
         with self._cursor() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(self.schema, "turns"),))
             cur.execute("""CREATE TABLE IF NOT EXISTS relay_turns (
                 turn_id TEXT PRIMARY KEY,
                 thread_id TEXT NOT NULL,
@@ -122,9 +141,9 @@ class PostgresTurnStore(ThreadedTurnAPI):
                 started_at DOUBLE PRECISION NOT NULL DEFAULT 0,
                 owner TEXT NOT NULL DEFAULT ''
             )""")
-            cur.execute(
+            cur.execute(  # this schema's table only (another deployment's is not ours)
                 "SELECT column_name FROM information_schema.columns "
-                "WHERE table_name = 'relay_turns'"
+                "WHERE table_schema = current_schema() AND table_name = 'relay_turns'"
             )
             present = {row[0] for row in cur.fetchall()}
             for name in _COLUMNS:
@@ -236,9 +255,9 @@ class PostgresTurnStore(ThreadedTurnAPI):
         return await asyncio.to_thread(self._lock_thread, thread_id)
 
     def _lock_thread(self, thread_id: str) -> ThreadLock | None:
-        key = int.from_bytes(
-            hashlib.sha256(f"thread:{thread_id}".encode()).digest()[:8], "big", signed=True
-        )
+        from relay.store.schema import lock_key
+
+        key = lock_key(self.schema, f"thread:{thread_id}")
         return self._locks.try_lock(key, f"thread {thread_id}")
 
     def close(self) -> None:
@@ -265,7 +284,9 @@ _NOT_NULL_DEFAULTS = {
 def open_turn_store(settings: Any) -> Any:
     """The turn store ``RELAY_STORE`` implies: SQLite under RELAY_DATA_DIR, or Postgres."""
     if settings.store.startswith(("postgresql://", "postgres://")):
-        return PostgresTurnStore(settings.store, instance_id=settings.instance_id)
+        return PostgresTurnStore(
+            settings.store, instance_id=settings.instance_id, schema=settings.pg_schema
+        )
     from relay.turns.records import SQLiteTurnStore
 
     return SQLiteTurnStore(settings.data_dir / "turns.db")

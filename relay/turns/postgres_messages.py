@@ -6,6 +6,10 @@ saved by the instance that ran its turn is rated on any other
 psycopg 3 from a checked pool (relay/store/pool.py): while the database is away every call
 raises StoreUnavailable (a 503 on the feedback route; a failed save only means no
 ``message_saved``, as with SQLite), and the next call after it is back works.
+
+The table lives in the deployment's schema (relay/store/schema.py: ``RELAY_PG_SCHEMA``, or
+the connection's current schema), created under an advisory lock whose key is that
+schema's own.
 """
 
 from __future__ import annotations
@@ -22,17 +26,25 @@ from relay.turns.messages import (
     ThreadedMessageAPI,
 )
 
-_LOCK_KEY = 0x6D7367732D7067  # "msgs-pg": one migration at a time
-
 
 class PostgresMessageStore(ThreadedMessageAPI):
-    def __init__(self, url: str, connect_timeout_s: float = 5.0) -> None:
-        from relay.store.pool import open_pool
+    def __init__(self, url: str, connect_timeout_s: float = 5.0, schema: str | None = None) -> None:
+        """``schema``: the deployment's schema (``RELAY_PG_SCHEMA``, created if missing);
+        None: the current schema of ``url``'s connections."""
+        from relay.store.pool import open_pool, pool_schema
+        from relay.store.schema import lock_key
 
-        self._pool = open_pool(url, name="relay-messages", connect_timeout_s=connect_timeout_s)
+        self._pool = open_pool(
+            url, name="relay-messages", connect_timeout_s=connect_timeout_s, schema=schema
+        )
         try:
+            #: the schema the table lives in
+            self.schema = pool_schema(self._pool)
             with self._cursor() as cur:
-                cur.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+                # one migration at a time, per schema
+                cur.execute(
+                    "SELECT pg_advisory_xact_lock(%s)", (lock_key(self.schema, "messages"),)
+                )
                 cur.execute(
                     "CREATE TABLE IF NOT EXISTS relay_messages (message_id TEXT PRIMARY KEY, "
                     "turn_id TEXT NOT NULL, thread_id TEXT NOT NULL, text TEXT NOT NULL, "
@@ -95,5 +107,5 @@ class PostgresMessageStore(ThreadedMessageAPI):
 def open_message_store(settings: Any) -> MessageStore:
     """The message store ``RELAY_STORE`` implies: SQLite under RELAY_DATA_DIR, or Postgres."""
     if settings.store.startswith(("postgresql://", "postgres://")):
-        return PostgresMessageStore(settings.store)
+        return PostgresMessageStore(settings.store, schema=settings.pg_schema)
     return SQLiteMessageStore(settings.data_dir / "messages.db")

@@ -62,7 +62,7 @@ def database() -> Iterator[str]:
 
     name = f"relay_bench_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(POSTGRES, autocommit=True, connect_timeout=3) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE template0")  # not template1's tables
     try:
         yield f"{POSTGRES.rpartition('/')[0]}/{name}"
     finally:

@@ -151,15 +151,20 @@ def test_a_node_remembers_across_threads_on_postgres(
     server = serve(live_servers, {**app_env, "RELAY_STORE": postgres_url}, memory_graph())
     remembers_across_threads(server, client)
     assert type(server.relay.graph_store).__name__ == "AsyncPostgresStore"
-    schema = unquote(postgres_url).rpartition("search_path=")[2]
+    # the URL's search_path: the test's schema, then another span-relay's older tables
+    # (tests/conftest.py, stale_schema), among them a `store` of its own
+    schema, stale = unquote(postgres_url).rpartition("search_path=")[2].split(",")
     base = postgres_url.partition("?")[0]
     with postgres_admin(base) as admin:
         rows = admin.execute(
             "SELECT table_schema FROM information_schema.tables WHERE table_name = 'store'"
         ).fetchall()
         count = admin.execute(f'SELECT count(*) FROM "{schema}".store').fetchone()
-    assert [r[0] for r in rows] == [schema]  # in the URL's schema, and nowhere else
+        untouched = admin.execute(f'SELECT count(*) FROM "{stale}".store').fetchone()
+    # in the URL's first schema; the other's older table is still there, still empty
+    assert sorted(r[0] for r in rows) == sorted([schema, stale])
     assert count is not None and count[0] == 3
+    assert untouched == (0,)
 
 
 INDEX = {"dims": len(VOCAB), "embed": embed, "fields": ["text"]}

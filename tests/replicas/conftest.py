@@ -18,15 +18,17 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import (
-    POSTGRES_URL,
     LiveServer,
     LiveServers,
+    create_database,
+    drop_database,
     free_port,
     postgres_admin,
     redis_test_url,
     service_missing,
 )
 from tests.replicas.private_postgres import MissingPostgres, PrivatePostgres
+from tests.stale_tables import plant
 
 
 @pytest.fixture(scope="session")
@@ -45,14 +47,17 @@ def redis_url() -> str:
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A fresh database per test (the instances share it; nothing leaks between tests:
-    advisory locks and instance ids are per database)."""
+    advisory locks and instance ids are per database), made from ``template0``. The
+    instances work in its ``public`` (no RELAY_PG_SCHEMA: the current schema), with a
+    schema of another span-relay's older tables after it on the database's search_path
+    (tests/stale_tables.py), which they must leave alone."""
     name = f"relay_{uuid.uuid4().hex[:12]}"
-    with postgres_admin(POSTGRES_URL) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    base, _, _ = POSTGRES_URL.rpartition("/")
-    yield f"{base}/{name}"
-    with postgres_admin(POSTGRES_URL) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    url = create_database(name)
+    with postgres_admin(url) as admin:
+        plant(admin, "relay_stale")
+        admin.execute(f'ALTER DATABASE {name} SET search_path = "$user", public, relay_stale')
+    yield url
+    drop_database(name)
 
 
 class RedisProcess:

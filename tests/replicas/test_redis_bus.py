@@ -7,6 +7,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -255,3 +256,44 @@ def test_a_turn_whose_log_began_again_is_written_from_its_new_seqs() -> None:
     bus._written[turn] = 5  # a mark past its log (the state the old writer spun on)
     assert bus._next_batch() == []
     assert turn not in bus._unwritten  # dropped, so the writer waits instead of spinning
+
+
+async def test_cancel_requests_stay_in_their_redis_database(redis_url: str) -> None:
+    """Redis's channels are the whole server's, not a database's: deployments (and test
+    workers) on different databases of one Redis each have a cancel channel of their own,
+    so neither hears, nor counts as a listener of, the other's requests. Messages reach a
+    subscriber in the order they were published: b hears its own request after a's was
+    published, so a's would have reached b first had b listened on a's channel."""
+    from relay.bus.redis_cancels import CancelChannel
+
+    base, _, db = redis_url.rpartition("/")
+    other_url = f"{base}/{(int(db or 0) + 8) % 16}"
+    heard: dict[str, list[str]] = {"a": [], "b": []}
+    arrived = {"a": asyncio.Event(), "b": asyncio.Event()}
+    mine = {"a": f"turn-a-{uuid.uuid4().hex}", "b": f"turn-b-{uuid.uuid4().hex}"}
+
+    def listener(name: str) -> Any:
+        def on_cancel(turn_id: str) -> None:
+            heard[name].append(turn_id)
+            if turn_id == mine[name]:
+                arrived[name].set()
+
+        return on_cancel
+
+    a = CancelChannel(redis_url, listener("a"))
+    b = CancelChannel(other_url, listener("b"))
+    assert a.channel != b.channel
+    await a.start()
+    await b.start()
+    try:
+        async with asyncio.timeout(30):  # a bound on a failure (a request never heard)
+            await a.listening.wait()
+            await b.listening.wait()
+            assert await a.request(mine["a"]) >= 1
+            await arrived["a"].wait()
+            assert await b.request(mine["b"]) >= 1
+            await arrived["b"].wait()
+        assert mine["a"] not in heard["b"] and mine["b"] not in heard["a"]
+    finally:
+        await a.stop()
+        await b.stop()
