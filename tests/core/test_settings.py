@@ -246,3 +246,12 @@ def test_client_tool_limits_are_read_and_checked() -> None:
 def test_bad_client_tool_limits_refuse_to_start(env: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         RelaySettings.from_env(env)
+
+
+def test_a_postgresql_schema_without_a_postgresql_store_refuses_to_start() -> None:
+    with pytest.raises(ConfigError, match="RELAY_STORE is SQLite"):
+        RelaySettings.from_env({"RELAY_PG_SCHEMA": "relay_prod"})
+    settings = RelaySettings.from_env(
+        {"RELAY_PG_SCHEMA": "relay_prod", "RELAY_STORE": "postgresql://db/relay"}
+    )
+    assert settings.pg_schema == "relay_prod"
