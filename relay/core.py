@@ -40,7 +40,6 @@ from relay.events import GRAPH_TOPOLOGY, RUN_TERMINAL, TURN_TERMINAL, Event
 from relay.export.metrics import CountingExporter, RelayMetrics, prometheus_provider
 from relay.export.otlp import add_otlp_export
 from relay.ingest.processor import RelaySpanProcessor
-from relay.langgraph.agent import GraphAgent
 from relay.langgraph.checkpointer_config import CheckpointerOptions, checkpointer_options
 from relay.langgraph.checkpoints import check_checkpointer, open_checkpointer
 from relay.langgraph.store import StoreOptions, check_store, store_options
@@ -65,6 +64,7 @@ if TYPE_CHECKING:
     from relay.bus.redis_cancels import CancelChannel
     from relay.ingest.grpc import GrpcReceiver
     from relay.ingest.receiver import OTLPReceiver
+    from relay.langgraph.agent import GraphAgent
 
 log = logging.getLogger("relay")
 
@@ -255,6 +255,7 @@ class Relay:
         at ``/chat``, ``/chat/resume``, ``/agui``; and, on the first call, the turn API,
         ``GET /graphs``, the SPA and the error answers (:meth:`install`)."""
         from relay.http.graphs import mount_agents
+        from relay.langgraph.agent import GraphAgent
 
         for agent in agents:
             if not isinstance(agent, GraphAgent):
