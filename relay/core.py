@@ -358,13 +358,17 @@ class Relay:
         """What the relay's routes rely on, on ``app``: the error answers (``{"error":
         {"code", "message"}}``; ``503 store_unavailable`` with ``Retry-After`` for every
         route, the app's own included, that needs a database while it is away),
-        ``X-Content-Type-Options: nosniff`` on every answer, and CORS when
-        RELAY_CORS_ORIGINS lists origins (off by default)."""
+        ``X-Content-Type-Options: nosniff`` on every answer, CORS when
+        RELAY_CORS_ORIGINS lists origins (off by default), and ``/docs`` and ``/redoc``
+        that work offline: the app's own pages (its ``docs_url``, ``redoc_url``) are
+        replaced by ones whose assets the relay serves (relay/http/docs.py)."""
+        from relay.http.docs import install_docs
         from relay.http.errors import install_error_handlers
         from relay.http.middleware import install_middleware
 
         install_error_handlers(app)
         install_middleware(app, self.settings)
+        install_docs(app)
 
     def add_otlp_export(
         self, provider: TracerProvider, environ: Mapping[str, str] | None = None
