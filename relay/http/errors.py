@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import exception_handlers as fastapi_defaults
@@ -100,16 +101,9 @@ async def validation_error_handler(request: Request, exc: Exception) -> JSONResp
     return error_response(422, "invalid_request", message)
 
 
-#: the codes of Starlette's HTTPException by status (others: the status phrase, in words)
-_HTTP_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    413: "body_too_large",
-    415: "unsupported_media_type",
-}
+#: the code of a Starlette HTTPException is its status's phrase (``not_found``,
+#: ``method_not_allowed``, ``gone``), but where the relay has its own word for it
+_HTTP_CODES = {413: "body_too_large"}
 _GRAPH_ROUTE = re.compile(r"^/graphs/([A-Za-z0-9_-]{1,64})/")
 
 
@@ -124,6 +118,14 @@ def _unknown_graph(request: Request) -> str | None:
     return f"No graph named {match.group(1)!r} is served here{'; try ' + served if served else ''}."
 
 
+def _phrase_code(status: int) -> str:
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:  # a status Python does not name
+        return "http_error"
+    return re.sub(r"\W+", "_", phrase.lower()).strip("_")
+
+
 async def http_error_handler(request: Request, exc: Exception) -> Response:
     """Starlette's HTTPException (an unknown route, a wrong method, an app's own
     ``raise HTTPException(...)``) in our error shape; its headers (``Allow``) kept."""
@@ -131,7 +133,7 @@ async def http_error_handler(request: Request, exc: Exception) -> Response:
     status = exc.status_code
     if not is_body_allowed_for_status_code(status):
         return Response(status_code=status, headers=exc.headers)
-    code = _HTTP_CODES.get(status, re.sub(r"\W+", "_", str(exc.detail).lower()).strip("_"))
+    code = _HTTP_CODES.get(status) or _phrase_code(status)
     message = str(exc.detail)
     if status == 404 and message == "Not Found":
         graph = _unknown_graph(request)
@@ -150,7 +152,7 @@ async def http_error_handler(request: Request, exc: Exception) -> Response:
     if not message.endswith((".", "?", "!")):
         message += "."
     headers = dict(exc.headers) if exc.headers else None
-    return error_response(status, code or "http_error", message, headers)
+    return error_response(status, code, message, headers)
 
 
 async def internal_error_handler(request: Request, exc: Exception) -> JSONResponse:

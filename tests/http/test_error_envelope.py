@@ -88,7 +88,7 @@ def test_a_users_app_gets_the_envelope_too(
 ) -> None:
     _, start = _users_app(app_env, live_servers)
     url = start().url
-    message = _error(httpx.get(f"{url}/acme/orders/gone"), 410, "that_order_was_archived")
+    message = _error(httpx.get(f"{url}/acme/orders/gone"), 410, "gone")
     assert message == "That order was archived."
     assert "size" in _error(httpx.get(f"{url}/acme/orders/1?size=x"), 422, "invalid_request")
     _error(httpx.get(f"{url}/acme/nowhere"), 404, "not_found")
