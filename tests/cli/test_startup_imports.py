@@ -1,7 +1,7 @@
 """Start-up cost: LangGraph and LangChain (with LangSmith, half a second and more) are
 imported only where a graph is served. ``import relay``, ``span-relay --help`` and the
-``--relay-only`` app (made, and its OpenAPI document built) import none of them; serving
-a graph does (the control that the check can see them at all).
+``--relay-only`` app (made, its OpenAPI document built, started and stopped) import none
+of them; serving a graph does (the control that the check can see them at all).
 
 Each case runs in a fresh interpreter (a subprocess): this test process has long imported
 them all."""
@@ -35,10 +35,15 @@ CASES = {
         "    main(['serve', '--help'])\n"
     ),
     "--relay-only app": (
+        "import asyncio\n"
         "from relay.cli import RELAY_ONLY_APP\n"
         "from uvicorn.importer import import_from_string\n"
         "app = import_from_string(RELAY_ONLY_APP)()\n"
         "assert app.openapi()['paths']\n"
+        "async def started_and_stopped():\n"
+        "    async with app.router.lifespan_context(app):\n"
+        "        assert app.state.relay.receiver is not None\n"
+        "asyncio.run(started_and_stopped())\n"
     ),
 }
 
