@@ -23,7 +23,15 @@ The public surface, curated: what an app that serves its own graph writes agains
   without a store gets it; ``Relay(..., store={"index": ..., "ttl": ...})`` as
   langgraph.json's ``store`` section).
 - the event contract: :mod:`relay.events`; span attribute names: :mod:`relay.conventions`.
+
+The graph-only names (:class:`GraphAgent`, :class:`PendingInterrupt`, the client-tool
+helpers, :class:`GraphInstrumentation`, the span helpers) are imported on first use, by
+the module's ``__getattr__``: they need LangGraph and LangChain (with LangSmith, half a
+second and more), which a process that serves no graph (``span-relay serve
+--relay-only``, ``span-relay --help``) never imports.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from relay import conventions, events
 from relay.core import Relay
@@ -33,11 +41,7 @@ from relay.errors import ApiError, StoreUnavailable
 from relay.events import RUN_TERMINAL, TURN_TERMINAL, Event
 from relay.http.requests import read_json_object
 from relay.ingest.processor import RelaySpanProcessor
-from relay.langgraph.agent import GraphAgent, PendingInterrupt
 from relay.langgraph.checkpoints import check_checkpointer, open_checkpointer, read_checkpoints
-from relay.langgraph.client_tools import ClientTool, client_tool, client_tools_of
-from relay.langgraph.instrument import GraphInstrumentation
-from relay.langgraph.spans import child_span, run_span, traced_node
 from relay.langgraph.store import StoreOptions, open_store
 from relay.langgraph.topology import topology_metadata
 from relay.settings import ConfigError, RelaySettings
@@ -45,6 +49,12 @@ from relay.turns.messages import Message, SQLiteMessageStore
 from relay.turns.records import PAUSED, RUNNING, TurnRecord, TurnStore, id_key
 from relay.turns.response import ChatResponse
 from relay.turns.runs import RunManager, ThreadBusy
+
+if TYPE_CHECKING:
+    from relay.langgraph.agent import GraphAgent, PendingInterrupt
+    from relay.langgraph.client_tools import ClientTool, client_tool, client_tools_of
+    from relay.langgraph.instrument import GraphInstrumentation
+    from relay.langgraph.spans import child_span, run_span, traced_node
 
 __all__ = [
     "JSON",
@@ -91,3 +101,32 @@ __all__ = [
     "topology_metadata",
     "traced_node",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The graph-only names, imported on first use (``from relay import GraphAgent``)."""
+    value: Any
+    if name in ("GraphAgent", "PendingInterrupt"):
+        from relay.langgraph import agent
+
+        value = getattr(agent, name)
+    elif name in ("ClientTool", "client_tool", "client_tools_of"):
+        from relay.langgraph import client_tools
+
+        value = getattr(client_tools, name)
+    elif name == "GraphInstrumentation":
+        from relay.langgraph import instrument
+
+        value = instrument.GraphInstrumentation
+    elif name in ("child_span", "run_span", "traced_node"):
+        from relay.langgraph import spans
+
+        value = getattr(spans, name)
+    else:
+        raise AttributeError(f"module 'relay' has no attribute {name!r}")
+    globals()[name] = value  # the next lookup is an ordinary one
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

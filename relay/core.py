@@ -40,7 +40,6 @@ from relay.events import GRAPH_TOPOLOGY, RUN_TERMINAL, TURN_TERMINAL, Event
 from relay.export.metrics import CountingExporter, RelayMetrics, prometheus_provider
 from relay.export.otlp import add_otlp_export
 from relay.ingest.processor import RelaySpanProcessor
-from relay.langgraph.agent import GraphAgent
 from relay.langgraph.checkpointer_config import CheckpointerOptions, checkpointer_options
 from relay.langgraph.checkpoints import check_checkpointer, open_checkpointer
 from relay.langgraph.store import StoreOptions, check_store, store_options
@@ -65,6 +64,7 @@ if TYPE_CHECKING:
     from relay.bus.redis_cancels import CancelChannel
     from relay.ingest.grpc import GrpcReceiver
     from relay.ingest.receiver import OTLPReceiver
+    from relay.langgraph.agent import GraphAgent
 
 log = logging.getLogger("relay")
 
@@ -266,6 +266,7 @@ class Relay:
         at ``/chat``, ``/chat/resume``, ``/agui``; and, on the first call, the turn API,
         ``GET /graphs``, the SPA and the error answers (:meth:`install`)."""
         from relay.http.graphs import mount_agents
+        from relay.langgraph.agent import GraphAgent
 
         for agent in agents:
             if not isinstance(agent, GraphAgent):
@@ -368,13 +369,18 @@ class Relay:
         """What the relay's routes rely on, on ``app``: the error answers (``{"error":
         {"code", "message"}}``; ``503 store_unavailable`` with ``Retry-After`` for every
         route, the app's own included, that needs a database while it is away),
-        ``X-Content-Type-Options: nosniff`` on every answer, and CORS when
-        RELAY_CORS_ORIGINS lists origins (off by default) or :attr:`cors` is set."""
+        ``X-Content-Type-Options: nosniff`` on every answer, CORS when
+        RELAY_CORS_ORIGINS lists origins (off by default) or :attr:`cors` is set, and
+        ``/docs`` and ``/redoc`` that work offline: the app's own pages (its ``docs_url``,
+        ``redoc_url``) are replaced by ones whose assets the relay serves
+        (relay/http/docs.py)."""
+        from relay.http.docs import install_docs
         from relay.http.errors import install_error_handlers
         from relay.http.middleware import install_middleware
 
         install_error_handlers(app)
         install_middleware(app, self.settings, self.cors)
+        install_docs(app)
 
     def add_otlp_export(
         self, provider: TracerProvider, environ: Mapping[str, str] | None = None

@@ -28,8 +28,11 @@ from relay.delivery.negotiation import JSON, NotAcceptable, negotiate
 from relay.errors import ApiError
 from relay.events import RUN_TERMINAL
 from relay.http.chat_input import (
+    CHAT_FIELDS,
+    RESUME_FIELDS,
     digest,
     id_field,
+    known_fields,
     message_or_input,
     turn_id_field,
 )
@@ -215,7 +218,11 @@ def chat_router(
         user = user_of(request)
         media = media_of(request)
         body = await read_json_object(request, settings.max_body_bytes)
+        known_fields(body, CHAT_FIELDS, "/chat")
         message, graph_input = message_or_input(body)
+        refusal = agent.message_refusal() if graph_input is None else None
+        if refusal is not None:
+            raise ApiError(422, "input_required", refusal)
         thread_id = id_field(body, "thread_id")
         client_turn_id = turn_id_field(body)
         configurable = tools.configure(configurable_of(agent, request, user))
@@ -293,6 +300,7 @@ def chat_router(
         user = user_of(request)
         media = media_of(request)
         body = await read_json_object(request, settings.max_body_bytes)
+        known_fields(body, RESUME_FIELDS, "/chat/resume")
         thread_id = id_field(body, "thread_id", required=True)
         turn_id = id_field(body, "turn_id", required=True)
         if "resume" not in body:

@@ -1,21 +1,58 @@
-"""What a run request says, checked: ids, the message or the graph's own input, the
-resume answers against the thread's pending interrupts, the idempotency fingerprint.
-Every bad field is a 422 with a message that names it (DESIGN.md §5)."""
+"""What a run request says, checked: its fields (an unknown one, a ``threadId`` typo say,
+is refused, not ignored), ids, the message or the graph's own input, the resume answers
+against the thread's pending interrupts, the idempotency fingerprint. Every bad field is
+a 422 with a message that names it (DESIGN.md §5)."""
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relay.errors import ApiError
-from relay.langgraph.agent import PendingInterrupt
+
+if TYPE_CHECKING:
+    from relay.langgraph.agent import PendingInterrupt
 
 ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _DECISIONS = ("approve", "edit", "reject")
+#: the fields of a ``/chat`` body and of a ``/chat/resume`` body
+CHAT_FIELDS = ("message", "input", "thread_id", "turn_id")
+RESUME_FIELDS = ("thread_id", "turn_id", "resume")
+
+
+def known_fields(body: Mapping[str, Any], known: Sequence[str], route: str) -> None:
+    """``422 unknown_field`` naming every field of ``body`` that is not one of ``known``
+    (and the field each was probably meant to be): a misspelt ``threadId`` would
+    otherwise start a new thread without a word."""
+    unknown = sorted(set(body) - set(known))
+    if not unknown:
+        return
+    named = []
+    for name in unknown:
+        guess = _guess(name, known)
+        named.append(f"{name!r} (did you mean {guess!r}?)" if guess else repr(name))
+    raise ApiError(
+        422,
+        "unknown_field",
+        f"Unknown field{'s' if len(unknown) > 1 else ''} in the {route} body: {', '.join(named)}. "
+        f"It takes {', '.join(repr(k) for k in known)}.",
+    )
+
+
+def _guess(name: str, known: Sequence[str]) -> str | None:
+    """The known field ``name`` was probably meant to be: the same letters in another
+    case or separator (``threadId``, ``thread-id``), else a close spelling."""
+    squeezed = {k.replace("_", ""): k for k in known}
+    same = squeezed.get(name.lower().replace("_", "").replace("-", ""))
+    if same is not None:
+        return same
+    close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def digest(value: Any) -> str:

@@ -1,17 +1,25 @@
 """The error answers of the HTTP surface: every :class:`~relay.errors.ApiError` as
-``{"error": {"code", "message"}}``, FastAPI's validation errors in the same shape, and a
-database that went away as ``503 store_unavailable`` with ``Retry-After``, never a bare
-500. :func:`install_error_handlers` registers them all on an app."""
+``{"error": {"code", "message"}}``, and everything else in the same shape: FastAPI's
+validation errors, Starlette's ``HTTPException`` (the 404 of an unknown route, or of an
+unknown graph's ``/graphs/{name}/...``; the 405 of a wrong method, with its ``Allow``),
+an unhandled exception (``500 internal_error``), and a database that went away
+(``503 store_unavailable`` with ``Retry-After``, never a bare 500).
+:func:`install_error_handlers` registers them all on an app."""
 
 from __future__ import annotations
 
 import logging
+import re
+from http import HTTPStatus
 from typing import Any
 
+from fastapi import exception_handlers as fastapi_defaults
 from fastapi.exceptions import RequestValidationError
+from fastapi.utils import is_body_allowed_for_status_code
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 from relay.errors import ApiError, StoreUnavailable
 
@@ -70,6 +78,7 @@ _REASONS = {
     409: "Conflict",
     410: "No longer retained",
     413: "Body too large",
+    415: "Not JSON (send Content-Type: application/json)",
     422: "Invalid field",
     429: "Rate limited",
     503: "Not ready",
@@ -88,16 +97,99 @@ async def validation_error_handler(request: Request, exc: Exception) -> JSONResp
     assert isinstance(exc, RequestValidationError)
     first = exc.errors()[0] if exc.errors() else {}
     where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("query", "path"))
-    message = f"{where}: {first.get('msg', 'invalid value')}" if where else "invalid request"
+    message = f"{where}: {first.get('msg', 'invalid value')}." if where else "Invalid request."
     return error_response(422, "invalid_request", message)
 
 
+#: the code of a Starlette HTTPException is its status's phrase (``not_found``,
+#: ``method_not_allowed``, ``gone``), but where the relay has its own word for it
+_HTTP_CODES = {413: "body_too_large"}
+_GRAPH_ROUTE = re.compile(r"^/graphs/([A-Za-z0-9_-]{1,64})/")
+
+
+def _unknown_graph(request: Request) -> str | None:
+    """The graph an unknown ``/graphs/{name}/...`` route names, when no such graph is
+    served by the relay on this app."""
+    match = _GRAPH_ROUTE.match(request.url.path)
+    relay = getattr(request.app.state, "relay", None)
+    if match is None or relay is None or match.group(1) in relay.agents:
+        return None
+    served = ", ".join(relay.agents)
+    return f"No graph named {match.group(1)!r} is served here{'; try ' + served if served else ''}."
+
+
+def _phrase_code(status: int) -> str:
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:  # a status Python does not name
+        return "http_error"
+    return re.sub(r"\W+", "_", phrase.lower()).strip("_")
+
+
+async def http_error_handler(request: Request, exc: Exception) -> Response:
+    """Starlette's HTTPException (an unknown route, a wrong method, an app's own
+    ``raise HTTPException(...)``) in our error shape; its headers (``Allow``) kept."""
+    assert isinstance(exc, HTTPException)
+    status = exc.status_code
+    if not is_body_allowed_for_status_code(status):
+        return Response(status_code=status, headers=exc.headers)
+    code = _HTTP_CODES.get(status) or _phrase_code(status)
+    message = str(exc.detail)
+    if status == 404 and message == "Not Found":
+        graph = _unknown_graph(request)
+        if graph is not None:
+            return error_response(404, "unknown_graph", graph)
+        # the path is not repeated: an answer never reflects what a request wrote
+        spec = getattr(request.app, "openapi_url", None)
+        message = "There is no such route here" + (
+            f" (they are listed at {spec})." if spec else "."
+        )
+    elif status == 405 and message == "Method Not Allowed":
+        allowed = (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow")
+        message = f"This route does not take {request.method}" + (
+            f"; use {allowed}." if allowed else "."
+        )
+    if not message.endswith((".", "?", "!")):
+        message += "."
+    headers = dict(exc.headers) if exc.headers else None
+    return error_response(status, code, message, headers)
+
+
+async def internal_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    """An exception no handler took: ``500 internal_error`` in our error shape (Starlette
+    logs it with its traceback after this answer); the message says nothing of it."""
+    return error_response(
+        500,
+        "internal_error",
+        "The request failed on the server; the server's log says why.",
+    )
+
+
+#: (exception class, our handler, FastAPI's default for it): our handler replaces
+#: FastAPI's, never one the app set itself
+_HANDLERS: tuple[tuple[Any, Any, Any], ...] = (
+    (ApiError, api_error_handler, None),
+    (
+        RequestValidationError,
+        validation_error_handler,
+        fastapi_defaults.request_validation_exception_handler,
+    ),
+    (HTTPException, http_error_handler, fastapi_defaults.http_exception_handler),
+    (Exception, internal_error_handler, None),
+    (StoreUnavailable, store_unavailable_handler, None),
+)
+
+
 def install_error_handlers(app: Any) -> None:
-    """Our error shape for every route of ``app``: API errors, validation errors, and a
-    database that is away (also a driver error no store translated)."""
-    app.add_exception_handler(ApiError, api_error_handler)
-    app.add_exception_handler(RequestValidationError, validation_error_handler)
-    app.add_exception_handler(StoreUnavailable, store_unavailable_handler)
+    """Our error shape for every route of ``app``: API errors, validation errors,
+    Starlette's HTTPException (404, 405), an unhandled exception (500), and a database
+    that is away (also a driver error no store translated). A handler the app set itself
+    (for HTTPException, validation errors or Exception) is kept: only FastAPI's defaults
+    are replaced."""
+    for kind, handler, default in _HANDLERS:
+        current = app.exception_handlers.get(kind)
+        if current is None or current is default or kind in (ApiError, StoreUnavailable):
+            app.add_exception_handler(kind, handler)
     try:
         import psycopg
     except ImportError:  # pragma: no cover - the embedded default has no PostgreSQL

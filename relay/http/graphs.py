@@ -14,17 +14,14 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Request
 
 from relay.errors import ApiError
-from relay.http.agui import agui_router
-from relay.http.chat import chat_router
-from relay.http.client_tools import ClientTools
 from relay.http.errors import error_responses
 from relay.http.langgraph_auth import authorize_graph, graph_filter
 from relay.http.parts import RelayParts
-from relay.langgraph.agent import GraphAgent
 from relay.turns.starting import StartLocks
 
 if TYPE_CHECKING:
     from relay.auth.langgraph_auth import LangGraphAuth
+    from relay.langgraph.agent import GraphAgent
 
 
 def routes_of(name: str) -> dict[str, str]:
@@ -76,7 +73,13 @@ def mount_agents(
     app: Any, relay: RelayParts, agents: Sequence[GraphAgent], starting: StartLocks, first: bool
 ) -> None:
     """The run routes of ``agents`` on ``app``; ``first``: the first of them is also the
-    app's ``/chat``, ``/chat/resume`` and ``/agui``."""
+    app's ``/chat``, ``/chat/resume`` and ``/agui``. The run routes' modules are imported
+    here, where a graph is served: a relay that serves none (``--relay-only``) never
+    imports LangGraph or LangChain (``span-relay --help`` and ``import relay`` neither)."""
+    from relay.http.agui import agui_router
+    from relay.http.chat import chat_router
+    from relay.http.client_tools import ClientTools
+
     dependencies = [relay.identify, relay.rate_limit, relay.require_bus]
     for index, agent in enumerate(agents):
         # client-executed tools: one per graph, shared by its routes (their timers, the

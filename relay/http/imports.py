@@ -1,5 +1,6 @@
 """``POST /imports``: a trace file (OTLP JSON, Jaeger v2 API, Jaeger UI JSON) stored as
-replayable turns, listed in ``GET /turns``."""
+replayable turns, listed in ``GET /turns``. The file comes as ``application/json`` (or
+``application/x-ndjson``, one object a line); another type is ``415``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from starlette.responses import JSONResponse
 from relay import conventions as c
 from relay.errors import ApiError
 from relay.http.parts import RelayParts
-from relay.http.requests import read_body
+from relay.http.requests import is_json, read_body, require_media_type
 from relay.ingest.tracefile import TraceFileError, parse_trace_file
 from relay.mapping.feed import TurnSpans, group_turns
 from relay.store import RunIndex
@@ -34,12 +35,23 @@ def _turn_summary(turn: TurnSpans, runs: list[RunIndex]) -> dict[str, Any]:
     }
 
 
+def _trace_file_type(media_type: str) -> bool:
+    """A trace file's types: JSON, or JSON lines (the Collector's file exporter)."""
+    return is_json(media_type) or media_type in ("application/x-ndjson", "application/jsonl")
+
+
 async def import_response(
     relay: RelayParts, request: Request, user_id: str | None = None
 ) -> JSONResponse:
     """``POST /imports``: store a trace file's turns; each can then be replayed, by the
     importer (``user_id``, when requests have users) only. A file that holds a turn
     another user can see here is refused whole: its spans would join that turn's."""
+    require_media_type(
+        request,
+        "a trace file sent as JSON (Content-Type: application/json, or "
+        "application/x-ndjson for one object a line)",
+        _trace_file_type,
+    )
     limit = relay.settings.import_max_bytes
     body = await read_body(
         request,

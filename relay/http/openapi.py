@@ -73,7 +73,8 @@ def _responses() -> dict[str, Any]:
                 ("406", "Unacceptable Accept"),
                 ("409", "Conflict with the turn's or thread's state"),
                 ("413", "Body too large"),
-                ("422", "Invalid field"),
+                ("415", "Not JSON (send Content-Type: application/json)"),
+                ("422", "Invalid or unknown field"),
                 ("429", "Rate limited"),
             )
         },
@@ -87,6 +88,7 @@ CHAT_OPENAPI: dict[str, Any] = {
             "application/json": {
                 "schema": {
                     "type": "object",
+                    "additionalProperties": False,
                     "oneOf": [
                         {"required": ["message"], "not": {"required": ["input"]}},
                         {"required": ["input"], "not": {"required": ["message"]}},
@@ -127,6 +129,7 @@ RESUME_OPENAPI: dict[str, Any] = {
             "application/json": {
                 "schema": {
                     "type": "object",
+                    "additionalProperties": False,
                     "required": ["thread_id", "turn_id", "resume"],
                     "properties": {
                         "thread_id": _ID,
@@ -218,6 +221,7 @@ AGUI_OPENAPI: dict[str, Any] = {
                 ("406", "Unacceptable Accept"),
                 ("409", "Conflict with the run's or thread's state"),
                 ("413", "Body too large"),
+                ("415", "Not JSON (send Content-Type: application/json)"),
                 ("422", "Invalid RunAgentInput"),
                 ("429", "Rate limited"),
                 ("503", "Bus unavailable"),

@@ -12,7 +12,6 @@ from relay.auth import User
 from relay.bus.base import Bus
 from relay.delivery.streams import Streams
 from relay.export.metrics import RelayMetrics
-from relay.langgraph.agent import GraphAgent
 from relay.lifecycle import Lifecycles
 from relay.settings import RelaySettings
 from relay.store import SpanStore
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
     from relay.auth.langgraph_auth import LangGraphAuth
     from relay.bus.redis_cancels import CancelChannel
     from relay.ingest.receiver import OTLPReceiver
+    from relay.langgraph.agent import GraphAgent
 
 
 class RelayParts(Protocol):

@@ -1,6 +1,12 @@
 """What the HTTP surface reads from a request: the body (the one size-limited reader, and
 the JSON object reader on it) and the reader's cursor (``Last-Event-ID`` / ``?after``).
-Who is asking is relay/http/identity.py's."""
+Who is asking is relay/http/identity.py's.
+
+A JSON body must say so: ``Content-Type: application/json`` (or ``application/*+json``,
+with or without a charset); any other type, ``text/plain`` and none included, is ``415
+unsupported_media_type``. A cross-site HTML form can only send ``text/plain``,
+``application/x-www-form-urlencoded`` or ``multipart/form-data`` without a CORS preflight,
+so no page of another origin can start a run with a form."""
 
 from __future__ import annotations
 
@@ -28,8 +34,35 @@ async def read_body(request: Request, limit: int, too_large: Callable[[], Except
     return bytes(body)
 
 
+def media_type_of(request: Request) -> str:
+    """The request's media type, lower case, without its parameters (``""`` for none)."""
+    return request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
+def is_json(media_type: str) -> bool:
+    """``application/json`` or a JSON-based ``application/*+json`` type."""
+    kind, _, subtype = media_type.partition("/")
+    return kind == "application" and (subtype == "json" or subtype.endswith("+json"))
+
+
+def require_media_type(request: Request, accepted: str, ok: Callable[[str], bool]) -> None:
+    """``415 unsupported_media_type`` unless ``ok(the request's media type)``;
+    ``accepted`` names what to send, for the message."""
+    media_type = media_type_of(request)
+    if not ok(media_type):
+        sent = f"Content-Type: {media_type}" if media_type else "no Content-Type"
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            f"The request body must be {accepted}; this request has {sent}.",
+        )
+
+
 async def read_json_object(request: Request, limit: int) -> dict[str, Any]:
-    """The body as a JSON object, or a 4xx that says what is wrong with it."""
+    """The body as a JSON object (sent as ``application/json``), or a 4xx that says what
+    is wrong with it: 415 for another content type, 413 over ``limit`` bytes, 400 for a
+    body that is not a JSON object."""
+    require_media_type(request, "JSON, sent with Content-Type: application/json", is_json)
     body = await read_body(
         request,
         limit,

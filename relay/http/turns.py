@@ -299,7 +299,7 @@ def build_router(relay: RelayParts) -> APIRouter:
                 "content": {"application/json": {"schema": {"type": "object", "minProperties": 1}}},
             }
         },
-        responses=error_responses(400, 401, 413, 422),
+        responses=error_responses(400, 401, 413, 415, 422),
     )
     async def imports(request: Request) -> JSONResponse:
         """A trace file (OTLP JSON, Jaeger v2 API, Jaeger UI JSON) -> stored, replayable
@@ -360,7 +360,7 @@ def build_router(relay: RelayParts) -> APIRouter:
                 },
             }
         },
-        responses=error_responses(400, 401, 404, 413, 422),
+        responses=error_responses(400, 401, 404, 413, 415, 422),
     )
     async def feedback(request: Request, message_id: str) -> JSONResponse:
         """Thumbs up or down on a saved answer (the id of its ``message_saved`` event), by

@@ -43,6 +43,7 @@ from relay.langgraph.hooks import (
     default_input,
     default_status,
     default_waiting,
+    input_keys,
 )
 from relay.langgraph.instrument import AddEvent, GraphInstrumentation
 from relay.langgraph.spans import RunSpan, run_span
@@ -143,6 +144,9 @@ class GraphAgent:
         self.status_of = status_of
         self.waiting_of = waiting_of
         self.config_of = config_of
+        #: the keys of the graph's input (its input JSON schema), None when unknown
+        self.input_keys = input_keys(graph)
+        self._default_input = input_of is default_input
         self.topology = topology(graph, self.graph_id)
         self._bound: _Binding | None = None
 
@@ -195,6 +199,19 @@ class GraphAgent:
             "topology": self.topology,
             "routes": dict(routes),
         }
+
+    def message_refusal(self) -> str | None:
+        """Why a bare ``message`` cannot be this graph's input, or None when it can: the
+        default ``input_of`` makes ``{"messages": [...]}``, which a graph whose input has
+        no ``messages`` drops (it would answer nothing). A graph given its own
+        ``input_of`` takes a message as the hook decides."""
+        if not self._default_input or self.input_keys is None or "messages" in self.input_keys:
+            return None
+        keys = ", ".join(repr(k) for k in self.input_keys) or "none"
+        return (
+            f"Graph {self.name} takes no 'message': its input has no 'messages' key. "
+            f"Send 'input', the graph's own input object (its keys: {keys}), instead."
+        )
 
     def request_config(self, headers: Mapping[str, str]) -> dict[str, Any]:
         """The run's extra ``configurable`` entries for a request (``config_of``)."""

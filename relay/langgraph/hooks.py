@@ -6,6 +6,10 @@
 - ``citations_of(values)``: the answer's sources, ``[{...}]``;
 - ``status_of(values)``: ``answered``, or ``refused`` for a graph that says so;
 - ``waiting_of(interrupts)``: what the answer says while the turn waits on a person.
+
+:func:`input_keys` reads a graph's input keys (its input JSON schema), so that a graph
+whose input has no ``messages`` is not handed the default ``input_of``'s
+``{"messages": [...]}`` (which it would drop, answering nothing).
 """
 
 from __future__ import annotations
@@ -16,6 +20,22 @@ from typing import Any
 
 def default_input(message: str, record: Any) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": message}]}
+
+
+def input_keys(graph: Any) -> list[str] | None:
+    """The keys of a compiled graph's input: the properties of its input JSON schema, else
+    the channels of its builder's input schema; None when the input is not an object or
+    cannot be read."""
+    try:
+        schema = graph.get_input_jsonschema()
+    except Exception:  # a schema pydantic cannot read (typing.TypedDict before 3.12)
+        schema = None
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    if isinstance(properties, Mapping):
+        return [str(key) for key in properties]
+    builder = getattr(graph, "builder", None)
+    channels = getattr(builder, "schemas", {}).get(getattr(builder, "input_schema", None))
+    return [str(key) for key in channels] if isinstance(channels, Mapping) else None
 
 
 def default_answer(values: Any) -> str:

@@ -3,9 +3,11 @@
 Runs the relay's benchmarks (GitHub issue 8, DESIGN.md §9) and prints a table; ``--json``
 prints the same figures as JSON instead. ``--quick`` is a smoke run of a few seconds at
 small sizes, with no thresholds. IDs: overhead, per_event, latency, idle, bus, ingest,
-replay, realistic; and, only when named with ``--only``, workers (``serve --workers 1``
-against 2 on Redis and PostgreSQL: tests/bench/bench_workers.py) and soak (20 waves of 150
-concurrent demo turns, RSS and what the retention holds per wave: tests/bench/bench_soak.py).
+replay, realistic, startup (``import relay`` and ``span-relay --help`` in fresh
+processes, beside ``import langgraph.graph``: tests/bench/bench_startup.py); and, only
+when named with ``--only``, workers (``serve --workers 1`` against 2 on Redis and
+PostgreSQL: tests/bench/bench_workers.py) and soak (20 waves of 150 concurrent demo
+turns, RSS and what the retention holds per wave: tests/bench/bench_soak.py).
 A full run takes a few minutes; the exit status is 0 whatever the figures say (a bench
 reports, the smoke test and the humans judge).
 """
@@ -21,13 +23,30 @@ from collections.abc import Callable
 
 from tests.bench.harness import EXPECTED_KEYS, SOAK_KEYS, Figure, as_json, machine, na, table
 
-IDS = ("overhead", "per_event", "latency", "idle", "bus", "ingest", "replay", "realistic")
+IDS = (
+    "overhead",
+    "per_event",
+    "latency",
+    "idle",
+    "bus",
+    "ingest",
+    "replay",
+    "realistic",
+    "startup",
+)
 #: run only when named (--only): they need services, or minutes of their own
 OPT_IN = ("workers", "soak")
 
 
 def _runners() -> dict[str, Callable[[bool], list[Figure]]]:
-    from tests.bench import bench_events, bench_http, bench_overhead, bench_soak, bench_workers
+    from tests.bench import (
+        bench_events,
+        bench_http,
+        bench_overhead,
+        bench_soak,
+        bench_startup,
+        bench_workers,
+    )
 
     return {
         "overhead": bench_overhead.run_overhead,
@@ -38,6 +57,7 @@ def _runners() -> dict[str, Callable[[bool], list[Figure]]]:
         "ingest": bench_http.run_ingest,
         "replay": bench_events.run_replay,
         "realistic": bench_overhead.run_realistic,
+        "startup": bench_startup.run_startup,
         "workers": bench_workers.run_workers,
         "soak": bench_soak.run_soak,
     }

@@ -76,6 +76,8 @@ EXPECTED_KEYS: tuple[str, ...] = (
     "replay.sqlite_list",
     "realistic.offline",
     "realistic.model_1s",
+    "startup.import_relay_s",
+    "startup.cli_help_s",
 )
 
 #: The soak's figures (``--only soak``: not in the default run; tests/bench/bench_soak.py).

@@ -189,20 +189,31 @@ def _expect(r: httpx.Response, status: int, code: str) -> str:
     return str(r.json()["error"]["message"])
 
 
+JSON = {"Content-Type": "application/json"}
+
+
 def test_imports_refuse_bad_files(importer: RelayProcess) -> None:
     url = f"{importer.url}/imports"
-    message = _expect(httpx.post(url, content=b"not json at all"), 400, "not_json")
+    message = _expect(httpx.post(url, content=b"not json at all", headers=JSON), 400, "not_json")
     assert "OTLP JSON" in message
     text = fixture_file("refund.jaeger-v2.json").read_text()
-    _expect(httpx.post(url, content=text[:5000]), 400, "truncated_file")
-    _expect(httpx.post(url, content=b'{"spans": []}'), 422, "unknown_format")
-    _expect(httpx.post(url, content=b""), 400, "empty_file")
+    _expect(httpx.post(url, content=text[:5000], headers=JSON), 400, "truncated_file")
+    _expect(httpx.post(url, content=b'{"spans": []}', headers=JSON), 422, "unknown_format")
+    _expect(httpx.post(url, content=b"", headers=JSON), 400, "empty_file")
     big = b" " * (64 * 1024 + 1)
-    message = _expect(httpx.post(url, content=big), 413, "import_too_large")
+    message = _expect(httpx.post(url, content=big, headers=JSON), 413, "import_too_large")
     assert "RELAY_IMPORT_MAX_BYTES" in message and str(64 * 1024) in message
     _expect(
-        httpx.post(url, content=iter([big[:40_000], big[40_000:]])), 413, "import_too_large"
+        httpx.post(url, content=iter([big[:40_000], big[40_000:]]), headers=JSON),
+        413,
+        "import_too_large",
     )  # chunked: no Content-Length, cut while reading
+    # a trace file is JSON and says so: a form (text/plain) or no type at all is a 415
+    for headers in ({"Content-Type": "text/plain"}, {}):
+        message = _expect(
+            httpx.post(url, content=text, headers=headers), 415, "unsupported_media_type"
+        )
+        assert "application/json" in message
 
     def without(*keys: str) -> dict[str, Any]:
         doc = json.loads(fixture_file("failed.otlp.jsonl").read_text().splitlines()[0])
@@ -232,9 +243,13 @@ def test_a_file_bad_halfway_imports_nothing(importer: RelayProcess) -> None:
     bad = json.loads(good[-1])
     bad["resourceSpans"][0]["scopeSpans"][0]["spans"][-1]["spanId"] = "not-hex"
     body = "\n".join([*good[:-1], json.dumps(bad)]) + "\n"
-    message = _expect(httpx.post(f"{importer.url}/imports", content=body), 422, "invalid_span")
+    ndjson = {"Content-Type": "application/x-ndjson"}
+    message = _expect(
+        httpx.post(f"{importer.url}/imports", content=body, headers=ndjson), 422, "invalid_span"
+    )
     assert "spanId" in message and "not-hex" in message
     r = httpx.get(f"{importer.url}/turns/{new_turn}/events", params={"source": "spans"})
     assert r.status_code == 404
-    assert httpx.post(f"{importer.url}/imports", content="\n".join(good)).status_code == 201
+    r = httpx.post(f"{importer.url}/imports", content="\n".join(good), headers=ndjson)
+    assert r.status_code == 201, r.text
     assert replayed_events(importer.url, new_turn)[-1]["type"] == "turn_completed"

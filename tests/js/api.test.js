@@ -29,12 +29,26 @@ test('streamRun posts with the SSE Accept and stops at the terminal event', asyn
   const r = await streamRun('/chat', { message: 'hi' }, { fetchImpl, headers: { 'X-Relay-Fault': 'generate=error' }, onEvent: (e) => events.push(e) });
   assert.equal(seen.init.method, 'POST');
   assert.equal(seen.init.headers.Accept, 'text/event-stream');
+  // the relay takes JSON bodies only as application/json (anything else is a 415)
+  assert.equal(seen.init.headers['Content-Type'], 'application/json');
   assert.equal(seen.init.headers['X-Relay-Fault'], 'generate=error');
   assert.deepEqual(JSON.parse(seen.init.body), { message: 'hi' });
   assert.equal(r.terminal.type, 'paused');
   assert.equal(events.at(-1).type, 'paused');
   assert.ok(!events.some((e) => e.type === 'after'), 'nothing read past the terminal event');
   assert.equal(r.retry, 2000);
+});
+
+test('postJson sends its body as application/json', async () => {
+  let seen;
+  const fetchImpl = async (url, init) => {
+    seen = init;
+    return new Response('{"status":"answered"}', { headers: { 'content-type': 'application/json' } });
+  };
+  assert.deepEqual(await postJson('/chat/resume', { resume: true }, { fetchImpl }), { status: 'answered' });
+  assert.equal(seen.method, 'POST');
+  assert.equal(seen.headers['Content-Type'], 'application/json');
+  assert.deepEqual(JSON.parse(seen.body), { resume: true });
 });
 
 test('a 4xx JSON error before the stream becomes an ApiError with its message', async () => {

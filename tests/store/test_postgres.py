@@ -41,7 +41,8 @@ def test_a_turn_run_on_one_instance_replays_on_another(
 
     # a Jaeger-exported file imported on one instance is there for all of them
     body = fixture_file("refund.otlp.jsonl").read_bytes()
-    assert httpx.post(f"{other.url}/imports", content=body).status_code == 201
+    ndjson = {"Content-Type": "application/x-ndjson"}
+    assert httpx.post(f"{other.url}/imports", content=body, headers=ndjson).status_code == 201
     imported = recorded("refund")
     third = launcher.start(RELAY_STORE=postgres_url)
     replayed = replayed_events(third.url, imported[0]["turn_id"], speed=0)
