@@ -20,6 +20,7 @@ The public surface, curated: what an app that serves its own graph writes agains
 - LangGraph's checkpointer of the embedded default (SQLite) or PostgreSQL:
   :func:`open_checkpointer`.
 - the event contract: :mod:`relay.events`; span attribute names: :mod:`relay.conventions`.
+- ``relay.__version__``: the installed distribution's version.
 """
 
 from relay import conventions, events
@@ -41,6 +42,7 @@ from relay.turns.messages import Message, SQLiteMessageStore
 from relay.turns.records import PAUSED, RUNNING, TurnRecord, TurnStore, id_key
 from relay.turns.response import ChatResponse
 from relay.turns.runs import RunManager, ThreadBusy
+from relay.version import __version__
 
 __all__ = [
     "JSON",
@@ -70,6 +72,7 @@ __all__ = [
     "ThreadBusy",
     "TurnRecord",
     "TurnStore",
+    "__version__",
     "check_checkpointer",
     "child_span",
     "client_tool",

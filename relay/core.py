@@ -44,6 +44,7 @@ from relay.langgraph.agent import GraphAgent
 from relay.langgraph.checkpoints import check_checkpointer, open_checkpointer
 from relay.lifecycle import Lifecycles
 from relay.settings import RelaySettings
+from relay.startup import ServedGraph, log_served
 from relay.store import SpanStore, open_store
 from relay.store.exporter import add_span_store
 from relay.turns.feed import TurnFeed, WatchedTurns
@@ -173,6 +174,8 @@ class Relay:
         self._readiness_checks: list[tuple[str, readiness.Check]] = []
         self._tasks: set[asyncio.Task[None]] = set()  # background work (_background)
         self.lifecycles = Lifecycles()  # what mounted routes keep beside their requests
+        #: the checkpointer :meth:`lifespan` opened for the mounted graphs (None before)
+        self.checkpointer: Any = None
 
     def resume_route(self, graph_id: str) -> str | None:
         """The resume route this server offers for a run of ``graph_id`` (what a
@@ -243,6 +246,7 @@ class Relay:
                 saver = await stack.enter_async_context(
                     open_checkpointer(self.settings, self.environ)
                 )
+                self.checkpointer = saver
                 # /readyz covers the checkpointer too: every /chat reads it first
                 self.add_readiness_check("checkpoints", lambda: check_checkpointer(saver))
                 tracer = self.tracer("span-relay")
@@ -345,6 +349,21 @@ class Relay:
                 died,
             )
         self.lifecycles.start()
+        log_served(self.settings, self.environ, self._served(), routes=self._router is not None)
+
+    def _served(self) -> list[ServedGraph]:
+        """The mounted graphs for the start-up log, each with its own checkpointer when it
+        keeps one (a graph compiled with one: :meth:`GraphAgent.bind` leaves it)."""
+        graphs = []
+        for agent in self.agents.values():
+            saver = agent.graph.checkpointer
+            if saver is not None and saver is self.checkpointer:
+                graphs.append(ServedGraph(agent.name))
+            elif saver:
+                graphs.append(ServedGraph(agent.name, f"its own {type(saver).__name__}"))
+            else:
+                graphs.append(ServedGraph(agent.name, "no checkpointer"))
+        return graphs
 
     def begin_shutdown(self) -> None:
         """The server is going down (SIGTERM): every open stream ends with a ``reconnect``

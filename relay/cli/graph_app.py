@@ -31,6 +31,7 @@ from fastapi import FastAPI
 from relay.core import Relay
 from relay.langgraph.agent import GraphAgent
 from relay.settings import ConfigError
+from relay.version import __version__
 
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
@@ -124,7 +125,7 @@ def create_graph_app(
         own = getattr(graph, "name", None)
         chosen = name or (own if own and own != "LangGraph" else graph_name(spec))
         agents.append(GraphAgent(graph, name=_NAME.sub("_", chosen)[:64] or "graph"))
-    app = FastAPI(title="span-relay", version="0.1.0", lifespan=relay.lifespan)
+    app = FastAPI(title="span-relay", version=__version__, lifespan=relay.lifespan)
     relay.mount(app, *agents)
     return app
 

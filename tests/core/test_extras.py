@@ -113,18 +113,22 @@ def test_each_extra_brings_its_packages() -> None:
     assert {"langchain-openai", "bm25s"} <= extras["demo"]
     assert "pyjwt" in extras["auth"]
     runtime = ("otlp", "metrics", "redis", "postgres", "demo", "auth")
-    for extra in ("all", "test"):  # every runtime extra, through span-relay[...]
-        spec = next(
-            r
-            for r in PYPROJECT["project"]["optional-dependencies"][extra]
-            if r.startswith("span-relay[")
-        )
-        assert set(spec[spec.index("[") + 1 : spec.index("]")].split(",")) == set(runtime)
+    spec = next(  # every runtime extra, through span-relay[...]
+        r
+        for r in PYPROJECT["project"]["optional-dependencies"]["all"]
+        if r.startswith("span-relay[")
+    )
+    assert set(spec[spec.index("[") + 1 : spec.index("]")].split(",")) == set(runtime)
+    # the tests' and benchmarks' tools are dependency groups (PEP 735), never published extras
+    assert set(extras) == {*runtime, "all"}
+    groups = {k: _names(v) for k, v in PYPROJECT["dependency-groups"].items()}
     assert {
         "openinference-instrumentation-langchain",
         "opentelemetry-instrumentation-langchain",
         "pytest",
-    } <= extras["test"]
+        "build",
+    } <= groups["test"]
+    assert {"pyinstrument", "py-spy"} <= groups["bench"]
 
 
 # -- the messages ---------------------------------------------------------------------------

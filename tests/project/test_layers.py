@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
         "relay.errors",
         "relay.logs",
         "relay.spans",
+        "relay.version",
     ),
     ("relay.bus", "relay.store", "relay.mapping"),
     (
@@ -46,6 +47,7 @@ LAYERS: list[tuple[str, ...]] = [
         "relay.readiness",
         "relay.auth",
         "relay.lifecycle",
+        "relay.startup",
     ),
     ("relay.http",),
     ("relay.core",),
