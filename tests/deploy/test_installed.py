@@ -155,6 +155,8 @@ def check_the_sdist_carries_the_spa_the_corpus_the_license_and_the_lock(
         "span_relay_demo/corpus/refund-policy.md",
         "docs/library.md",
         "deploy/RUNBOOK.md",
+        "deploy/Dockerfile",
+        "collector-config/collector.yaml",
     } <= names
     assert not any(name.startswith("tests/") for name in names)
 
