@@ -23,6 +23,7 @@ The public surface, curated: what an app that serves its own graph writes agains
   without a store gets it; ``Relay(..., store={"index": ..., "ttl": ...})`` as
   langgraph.json's ``store`` section).
 - the event contract: :mod:`relay.events`; span attribute names: :mod:`relay.conventions`.
+- ``relay.__version__``: the installed distribution's version.
 
 The graph-only names (:class:`GraphAgent`, :class:`PendingInterrupt`, the client-tool
 helpers, :class:`GraphInstrumentation`, the span helpers) are imported on first use, by
@@ -49,6 +50,7 @@ from relay.turns.messages import Message, SQLiteMessageStore
 from relay.turns.records import PAUSED, RUNNING, TurnRecord, TurnStore, id_key
 from relay.turns.response import ChatResponse
 from relay.turns.runs import RunManager, ThreadBusy
+from relay.version import __version__
 
 if TYPE_CHECKING:
     from relay.langgraph.agent import GraphAgent, PendingInterrupt
@@ -85,6 +87,7 @@ __all__ = [
     "ThreadBusy",
     "TurnRecord",
     "TurnStore",
+    "__version__",
     "check_checkpointer",
     "child_span",
     "client_tool",

@@ -48,6 +48,7 @@ from relay.langgraph.store import open_store as open_graph_store
 from relay.langgraph.thread_ttl import ThreadGate, ThreadSweeper
 from relay.lifecycle import Lifecycles
 from relay.settings import RelaySettings
+from relay.startup import ServedGraph, log_served
 from relay.store import SpanStore, open_store
 from relay.store.exporter import add_span_store
 from relay.turns.feed import TurnFeed, WatchedTurns
@@ -221,6 +222,8 @@ class Relay:
         #: the CORS policy :meth:`install` applies instead of RELAY_CORS_ORIGINS' own
         #: (langgraph.json's ``http.cors``: CORSMiddleware's keyword arguments), or None
         self.cors: Mapping[str, Any] | None = None
+        #: the checkpointer :meth:`lifespan` opened for the mounted graphs (None before)
+        self.checkpointer: Any = None
 
     def resume_route(self, graph_id: str) -> str | None:
         """The resume route this server offers for a run of ``graph_id`` (what a
@@ -320,6 +323,7 @@ class Relay:
                 saver = await stack.enter_async_context(
                     open_checkpointer(self.settings, self.environ, self.checkpointer_options.serde)
                 )
+                self.checkpointer = saver
                 # /readyz covers the checkpointer too: every /chat reads it first
                 self.add_readiness_check("checkpoints", lambda: check_checkpointer(saver))
                 if any(getattr(a.graph, "store", None) is None for a in self.agents.values()):
@@ -439,6 +443,21 @@ class Relay:
                 died,
             )
         self.lifecycles.start()
+        log_served(self.settings, self.environ, self._served(), routes=self._router is not None)
+
+    def _served(self) -> list[ServedGraph]:
+        """The mounted graphs for the start-up log, each with its own checkpointer when it
+        keeps one (a graph compiled with one: :meth:`GraphAgent.bind` leaves it)."""
+        graphs = []
+        for agent in self.agents.values():
+            saver = agent.graph.checkpointer
+            if saver is not None and saver is self.checkpointer:
+                graphs.append(ServedGraph(agent.name))
+            elif saver:
+                graphs.append(ServedGraph(agent.name, f"its own {type(saver).__name__}"))
+            else:
+                graphs.append(ServedGraph(agent.name, "no checkpointer"))
+        return graphs
 
     def begin_shutdown(self) -> None:
         """The server is going down (SIGTERM): every open stream ends with a ``reconnect``

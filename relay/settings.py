@@ -42,7 +42,17 @@ from relay.setting import (
     word_list,
 )
 
-__all__ = ["SETTINGS", "ConfigError", "RelaySettings", "configuration_table", "require_extras"]
+__all__ = [
+    "PACKAGE_SPA_DIR",
+    "SETTINGS",
+    "ConfigError",
+    "RelaySettings",
+    "configuration_table",
+    "require_extras",
+]
+
+#: the SPA the package carries (package data of the wheel), served unless RELAY_SPA_DIR
+PACKAGE_SPA_DIR = Path(__file__).resolve().parent / "spa"
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +186,8 @@ class RelaySettings:
         "RELAY_SPA_DIR",
         None,
         optional_path,
-        "where the SPA's files are",
+        "a folder with the SPA's files to serve instead of the package's own (without an "
+        "`index.html` the server refuses to start)",
         shown="the package's own (`relay/spa/`)",
     )
     cors_origins: tuple[str, ...] = setting(
@@ -438,6 +449,12 @@ class RelaySettings:
                 "use the token; list the allowed origins instead"
             )
         self._validate_client_tools()
+        if self.spa_dir is not None and not (self.spa_dir / "index.html").is_file():
+            raise ConfigError(
+                f"RELAY_SPA_DIR={str(self.spa_dir)!r}: the folder {self.spa_dir.resolve()} "
+                "holds no index.html; point it at a folder with the SPA's files, or unset "
+                "it to serve the package's own"
+            )
         if not self.tool_timeout_s < self.turn_timeout_s:
             raise ConfigError(
                 f"RELAY_TOOL_TIMEOUT_S ({self.tool_timeout_s:g}) must be shorter than "
@@ -547,7 +564,7 @@ class RelaySettings:
     def resolved_spa_dir(self) -> Path | None:
         """The SPA folder: RELAY_SPA_DIR, else the package's own (``relay/spa``, package data
         of the wheel); None when the chosen folder holds no ``index.html``."""
-        folder = self.spa_dir or Path(__file__).resolve().parent / "spa"
+        folder = self.spa_dir or PACKAGE_SPA_DIR
         return folder if (folder / "index.html").is_file() else None
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from relay import ApiError, GraphAgent, Relay
+from relay import ApiError, GraphAgent, Relay, __version__
 from span_relay_demo.faults import HEADER as FAULT_HEADER
 from span_relay_demo.faults import parse_faults
 from span_relay_demo.graph import GRAPH_ID, build_graph
@@ -70,7 +70,7 @@ def create_app(environ: Mapping[str, str] | None = None) -> FastAPI:
             finally:
                 ledger.close()
 
-    app = FastAPI(title="span-relay demo", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="span-relay demo", version=__version__, lifespan=lifespan)
     app.state.ledger = ledger
     relay.mount(app, agent)
     return app

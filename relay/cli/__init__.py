@@ -4,6 +4,7 @@
                      [--graph MODULE:ATTR] [--config langgraph.json] [--workers N]
     span-relay verify-stream URL [...]
     span-relay replay FILE [--turn ID] [--ndjson] [--speed S]
+    span-relay --version
 
 ``serve`` runs the demo agent's app by default (``span_relay_demo.app:create_app``, named by string
 so that the relay library itself never imports the demo); ``--graph`` (or RELAY_GRAPH)
@@ -223,7 +224,10 @@ def _verify_stream(argv: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from relay.version import __version__
+
     parser = argparse.ArgumentParser(prog="span-relay", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"span-relay {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the app (the demo agent, relay and SPA)")
     serve.add_argument("--host", default="127.0.0.1")

@@ -45,6 +45,7 @@ from relay.langgraph.agent import GraphAgent
 from relay.langgraph.checkpointer_config import checkpointer_options
 from relay.langgraph.store import store_options
 from relay.settings import ConfigError
+from relay.version import __version__
 
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
@@ -97,7 +98,7 @@ def create_graph_app(
                 state = await stack.enter_async_context(user_app.router.lifespan_context(user_app))
             yield state
 
-    app = FastAPI(title="span-relay", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="span-relay", version=__version__, lifespan=lifespan)
     if user_app is not None:
         app.state = user_app.state  # one state for both apps' routes
     relay.mount(app)  # the turn API, the SPA, the error answers, CORS; the graphs at start

@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from relay.core import Relay
+from relay.version import __version__
 
 
 def create_relay_app(environ: Mapping[str, str] | None = None) -> FastAPI:
@@ -35,7 +36,7 @@ def create_relay_app(environ: Mapping[str, str] | None = None) -> FastAPI:
         finally:
             await relay.stop()
 
-    app = FastAPI(title="span-relay", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="span-relay", version=__version__, lifespan=lifespan)
     app.state.relay = relay
     app.include_router(relay.router)
     relay.install(app)

@@ -187,7 +187,15 @@ def test_dockerignore_excludes(path):
 
 
 @pytest.mark.parametrize(
-    "path", ["pyproject.toml", "README.md", "relay", "span_relay_demo", "relay/spa"]
+    "path",
+    [
+        "pyproject.toml",
+        "README.md",
+        "LICENSE",
+        "relay",
+        "span_relay_demo",
+        "relay/spa",
+    ],
 )
 def test_dockerignore_keeps_what_the_image_needs(path):
     assert not is_ignored(path, dockerignore_patterns()), path

@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
         "relay.errors",
         "relay.logs",
         "relay.spans",
+        "relay.version",
     ),
     ("relay.bus", "relay.store", "relay.mapping"),
     (
@@ -47,6 +48,7 @@ LAYERS: list[tuple[str, ...]] = [
         "relay.readiness",
         "relay.auth",
         "relay.lifecycle",
+        "relay.startup",
     ),
     ("relay.http",),
     ("relay.core",),
