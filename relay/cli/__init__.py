@@ -4,10 +4,11 @@
                      [--graph MODULE:ATTR] [--config langgraph.json] [--workers N]
     span-relay verify-stream URL [...]
     span-relay replay FILE [--turn ID] [--ndjson] [--speed S]
+    span-relay collector-config [collector|loadbalancing]
     span-relay --version
 
-``serve`` runs the demo agent's app by default (``span_relay_demo.app:create_app``, named by string
-so that the relay library itself never imports the demo); ``--graph`` (or RELAY_GRAPH)
+``serve`` runs the demo agent's app by default (``span_relay_demo.app:create_app``, named
+by string so that the relay library itself never imports the demo); ``--graph`` (or RELAY_GRAPH)
 serves any compiled LangGraph graph, ``--config`` every graph of a LangGraph CLI
 ``langgraph.json`` (relay/cli/langgraph_config.py reads it, relay/cli/graph_app.py serves
 it); ``--app`` serves another ASGI app, or a factory that returns one
@@ -278,6 +279,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "verify-stream", add_help=False, help="check that a deployed instance streams incrementally"
     )
+    collector = sub.add_parser(
+        "collector-config", help="print an OpenTelemetry Collector config the wheel carries"
+    )
+    collector.add_argument(
+        "name",
+        nargs="?",
+        default="collector",
+        help="collector (default: OTLP in, to Jaeger and the relay) or loadbalancing "
+        "(in front of several relays, by trace id)",
+    )
     replay = sub.add_parser("replay", help="print a trace file's turns as events (SSE)")
     replay.add_argument("file", help="OTLP JSON, Jaeger v2 API or Jaeger UI JSON; - for stdin")
     replay.add_argument("--turn", help="only this turn id (default: every turn in the file)")
@@ -298,6 +309,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "collector-config":
+        from relay.cli.collector import print_config
+
+        return print_config(args.name)
     if args.command == "replay":
         from relay.cli.replay import replay_file
 

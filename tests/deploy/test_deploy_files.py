@@ -17,8 +17,8 @@ DOCKERIGNORE = REPO / ".dockerignore"
 COMPOSE = REPO / "deploy" / "compose.yaml"
 CLOUDRUN = REPO / "deploy" / "cloudrun.yaml"
 RUNBOOK = REPO / "deploy" / "RUNBOOK.md"
-COLLECTOR = REPO / "collector-config" / "collector.yaml"
-LOADBALANCING = REPO / "collector-config" / "loadbalancing.yaml"
+COLLECTOR = REPO / "relay" / "collector" / "collector.yaml"
+LOADBALANCING = REPO / "relay" / "collector" / "loadbalancing.yaml"
 
 SECRET_PATTERNS = (".env", ".env.*", "*.pem", "*.key", "secrets", "id_rsa*", ".netrc")
 # The slowest turn the relay lets run (RELAY_TURN_TIMEOUT_S default) and the server's

@@ -236,6 +236,7 @@ def test_the_wheel_holds_the_packages_the_spa_the_corpus_and_the_license(
     assert {p.name for p in (REPO / "relay" / "spa").iterdir() if p.is_file()} == spa
     assert len([n for n in names if n.startswith("span_relay_demo/corpus/")]) >= 30
     assert f"span_relay-{VERSION}.dist-info/licenses/LICENSE" in names
+    assert {"relay/collector/collector.yaml", "relay/collector/loadbalancing.yaml"} <= set(names)
     assert "License-Expression: Apache-2.0" in metadata
     assert "License-File: LICENSE" in metadata
     assert "Classifier: Programming Language :: Python :: 3.11" in metadata
@@ -256,7 +257,7 @@ def test_the_sdist_carries_the_spa_the_corpus_the_license_and_the_lock(
         "docs/library.md",
         "deploy/RUNBOOK.md",
         "deploy/Dockerfile",
-        "collector-config/collector.yaml",
+        "relay/collector/collector.yaml",
     } <= names
     assert not any(name.startswith("tests/") for name in names)
 
