@@ -146,12 +146,32 @@ def load_http_app(spec: str, base: Path | None) -> Any:
 
 def join_user_app(app: FastAPI, user_app: Any) -> None:
     """``user_app``'s routes before the relay's, its middleware outermost, its exception
-    handlers where the relay has none."""
-    app.router.routes[:0] = list(user_app.router.routes)
+    handlers where the relay has none. A FastAPI app's generated documentation routes
+    (its ``/openapi.json``, ``/docs``, ``/redoc``) are left out: the relay's document
+    covers the user's routes too, and its pages work offline (relay/http/docs.py), where
+    the user's would load Swagger UI from a CDN and describe only half the API."""
+    generated = _generated_docs_paths(user_app)
+    app.router.routes[:0] = [
+        route for route in user_app.router.routes if getattr(route, "path", None) not in generated
+    ]
     for middleware in reversed(user_app.user_middleware):
         app.user_middleware.insert(0, middleware)
     for key, handler in user_app.exception_handlers.items():
         app.exception_handlers.setdefault(key, handler)
+
+
+def _generated_docs_paths(user_app: Any) -> set[str]:
+    """The paths of the documentation routes FastAPI generated for ``user_app`` (none for
+    a Starlette app, or for a URL the app switched off)."""
+    if not isinstance(user_app, FastAPI):
+        return set()
+    urls = (
+        user_app.openapi_url,
+        user_app.docs_url,
+        user_app.redoc_url,
+        user_app.swagger_ui_oauth2_redirect_url if user_app.docs_url else None,
+    )
+    return {url for url in urls if url}
 
 
 class StartupErrors:

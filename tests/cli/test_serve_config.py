@@ -184,6 +184,11 @@ def test_a_template_project_with_env_http_app_and_cors(
         assert client.get("/hello").json() == {"hello": "world", "opened": "yes"}
         # its routes come first, as the Agent Server puts a custom app's before its own
         assert client.get("/config").json() == {"mine": True}
+        # one API document and offline pages: the user's app's own (CDN) docs left out
+        paths = client.get("/openapi.json").json()["paths"]
+        assert "/hello" in paths and "/chat" in paths
+        docs = client.get("/docs").text
+        assert "/docs-assets/" in docs and "cdn." not in docs
         listed = client.get("/graphs").json()
         assert [g["name"] for g in listed["graphs"]] == ["agent"]
         assert client.get("/graphs/agent").json()["description"] == "Greets."
