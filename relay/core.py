@@ -443,7 +443,14 @@ class Relay:
                 died,
             )
         self.lifecycles.start()
-        log_served(self.settings, self.environ, self._served(), routes=self._router is not None)
+        log_served(
+            self.settings,
+            self.environ,
+            self._served(),
+            routes=self._router is not None,
+            auth_mode=self.auth_mode,
+            memory_store=self.graph_store is not None,
+        )
 
     def _served(self) -> list[ServedGraph]:
         """The mounted graphs for the start-up log, each with its own checkpointer when it

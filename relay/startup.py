@@ -5,14 +5,14 @@ When a relay starts (:meth:`relay.core.Relay.start`) it lists, in one record of 
 ``/chat/resume`` and ``/agui``; the first graph also at ``/chat``, ``/chat/resume`` and
 ``/agui``), the OTLP receivers, the bus (in process, or the Redis host), the turn
 records, saved answers and span store (the SQLite files, or the PostgreSQL host and
-database), the LangGraph checkpointer, and whether the SPA is served and from which
-folder, or why not. A URL is shown by its host, port and database only: never a user
-name or a password.
+database), the LangGraph checkpointer and the graphs' long-term memory store, who may
+call (the auth mode), and whether the SPA is served and from which folder, or why not. A
+URL is shown by its host, port and database only: never a user name or a password.
 
 As text, the record is a block of lines; with ``RELAY_LOG_FORMAT=json`` (relay/logs.py)
 the same record is one JSON object whose ``message`` holds the block and whose fields
-``graphs``, ``receivers``, ``bus``, ``stores``, ``checkpointer`` and ``spa`` hold it as
-data.
+``graphs``, ``receivers``, ``bus``, ``stores``, ``checkpointer``, ``memory_store``,
+``callers`` and ``spa`` hold it as data.
 """
 
 from __future__ import annotations
@@ -24,12 +24,22 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from relay.langgraph.checkpoints import checkpointer_url
+from relay.langgraph.store import SQLITE_FILE as STORE_FILE
 from relay.settings import PACKAGE_SPA_DIR, RelaySettings
 from relay.version import __version__
 
 log = logging.getLogger("relay.startup")
 
 _POSTGRES = ("postgresql://", "postgres://")
+
+#: who may call, by auth mode (RELAY_AUTH, or "langgraph" for langgraph.json's auth)
+CALLERS = {
+    "none": "anyone (RELAY_AUTH=none: no credential asked)",
+    "token": "holders of RELAY_API_TOKEN (RELAY_AUTH=token)",
+    "jwt": "users with a JWT verified against RELAY_JWT_JWKS (RELAY_AUTH=jwt)",
+    "proxy": "users named by the fronting proxy (RELAY_AUTH=proxy)",
+    "langgraph": "users langgraph.json's auth authenticates (LangGraph's Auth)",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,9 +64,13 @@ def served(
     graphs: Sequence[ServedGraph],
     *,
     routes: bool,
+    auth_mode: str = "none",
+    memory_store: bool = False,
 ) -> dict[str, Any]:
     """What this process serves, as data: ``routes`` says whether the app includes the
-    relay's routes (:attr:`relay.core.Relay.router`: the turn API and the SPA)."""
+    relay's routes (:attr:`relay.core.Relay.router`: the turn API and the SPA),
+    ``memory_store`` whether the relay opened the graphs' store (a graph compiled without
+    one is served)."""
     return {
         "graphs": [
             {"name": graph.name, "routes": routes_of(graph.name, first=index == 0)}
@@ -66,6 +80,8 @@ def served(
         "bus": _bus(settings.bus),
         "stores": _stores(settings),
         "checkpointer": _checkpointer(settings, environ, graphs),
+        "memory_store": _memory_store(settings) if memory_store else None,
+        "callers": CALLERS.get(auth_mode, auth_mode),
         "spa": _spa(settings, routes),
     }
 
@@ -84,6 +100,9 @@ def listing(facts: Mapping[str, Any]) -> str:
     lines.append(f"  bus: {facts['bus']}")
     lines += [f"  {part}: {where}" for part, where in facts["stores"].items()]
     lines.append(f"  checkpointer: {facts['checkpointer']}")
+    if facts["memory_store"]:
+        lines.append(f"  graphs' store: {facts['memory_store']}")
+    lines.append(f"  who may call: {facts['callers']}")
     spa = facts["spa"]
     if spa["served"]:
         lines.append(f"  SPA: GET / from {spa['folder']} ({spa['source']})")
@@ -98,9 +117,13 @@ def log_served(
     graphs: Sequence[ServedGraph],
     *,
     routes: bool,
+    auth_mode: str = "none",
+    memory_store: bool = False,
 ) -> None:
     """Log the listing: one INFO record, its data as the record's fields."""
-    facts = served(settings, environ, graphs, routes=routes)
+    facts = served(
+        settings, environ, graphs, routes=routes, auth_mode=auth_mode, memory_store=memory_store
+    )
     log.info("%s", listing(facts), extra=facts)
 
 
@@ -144,6 +167,13 @@ def _checkpointer(
         where = _postgres(url)
     own = [f"graph {g.name}: {g.own_checkpointer}" for g in graphs if g.own_checkpointer]
     return "; ".join([where, *own])
+
+
+def _memory_store(settings: RelaySettings) -> str:
+    """Where the graphs' LangGraph store keeps its items (relay/langgraph/store.py)."""
+    if settings.store.startswith(_POSTGRES):
+        return _postgres(settings.store)
+    return f"SQLite {settings.data_dir.resolve() / STORE_FILE}"
 
 
 def _spa(settings: RelaySettings, routes: bool) -> dict[str, Any]:

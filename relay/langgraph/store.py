@@ -134,7 +134,7 @@ async def open_store(
             await sqlite_store.conn.execute("PRAGMA journal_mode=WAL")
             await sqlite_store.conn.execute("PRAGMA synchronous=NORMAL")
             await sqlite_store.setup()
-            _opened(f"SQLite {path}", options)
+            _opened(f"SQLite {settings.data_dir.resolve() / SQLITE_FILE}", options)
             async with _sweeping(sqlite_store, ttl):
                 yield sqlite_store
         return

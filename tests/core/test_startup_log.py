@@ -77,10 +77,12 @@ async def test_it_lists_the_graphs_routes_stores_checkpointer_and_spa(
         f"  saved answers: SQLite {data / 'messages.db'}",
         f"  span store: SQLite {data / 'spans.db'}",
         f"  checkpointer: SQLite {data / 'checkpoints.db'}; graph memo: its own InMemorySaver",
+        f"  graphs' store: SQLite {data / 'store.db'}",
+        "  who may call: anyone (RELAY_AUTH=none: no credential asked)",
         f"  SPA: GET / from {PACKAGE_SPA_DIR} (the package's own)",
     ]
     # the files it names are the ones the relay opened
-    for name in ("turns.db", "messages.db", "spans.db", "checkpoints.db"):
+    for name in ("turns.db", "messages.db", "spans.db", "checkpoints.db", "store.db"):
         assert (data / name).is_file(), name
     # the same facts as the record's fields (RELAY_LOG_FORMAT=json shows them as data)
     fields: Any = record.__dict__

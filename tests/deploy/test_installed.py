@@ -312,6 +312,9 @@ def test_the_projects_own_app_is_served_beside_the_relay(installed: Installed) -
         assert json.loads(answer.read()) == {"hello": "from the project's own app"}
     log = installed.server.output()
     assert "not honoured" not in log, log  # auth, store and http.app are all honoured
+    data = (installed.server.data_dir).resolve()
+    assert f"  graphs' store: SQLite {data / 'store.db'}" in log.splitlines(), log
+    assert "  who may call: users langgraph.json's auth authenticates" in log, log
 
 
 def test_the_users_agent_package_is_the_one_imported(installed: Installed) -> None:
