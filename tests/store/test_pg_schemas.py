@@ -321,9 +321,10 @@ def test_a_search_path_without_an_existing_schema_refuses_to_start(schemas: Sche
 def test_a_schema_name_postgresql_would_cut_or_reserves_is_refused(
     value: str, problem: str
 ) -> None:
+    store = {"RELAY_STORE": "postgresql://db.example/relay"}  # the setting needs one
     with pytest.raises(ConfigError, match=problem):
-        RelaySettings.from_env({"RELAY_PG_SCHEMA": value})
-    assert RelaySettings.from_env({"RELAY_PG_SCHEMA": "Team A"}).pg_schema == "Team A"
+        RelaySettings.from_env({**store, "RELAY_PG_SCHEMA": value})
+    assert RelaySettings.from_env({**store, "RELAY_PG_SCHEMA": "Team A"}).pg_schema == "Team A"
 
 
 async def test_instances_starting_together_create_the_schema_once(schemas: Schemas) -> None:
