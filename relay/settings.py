@@ -413,6 +413,15 @@ class RelaySettings:
         env = os.environ if environ is None else environ
         settings = cls(**{row.field: row.read(env) for row in SETTINGS})
         settings.validate()
+        checkpointer = env.get("RELAY_CHECKPOINTER", "")
+        if settings.pg_schema and not any(
+            url.startswith(("postgresql://", "postgres://"))
+            for url in (settings.store, checkpointer)
+        ):
+            raise ConfigError(
+                f"RELAY_PG_SCHEMA={settings.pg_schema!r} names a PostgreSQL schema, but neither "
+                "RELAY_STORE nor RELAY_CHECKPOINTER is a postgresql:// URL: set one, or unset it"
+            )
         require_extras(settings, env)
         return settings
 
@@ -427,11 +436,6 @@ class RelaySettings:
         self._validate_auth()
         if self.store != "sqlite" and not self.store.startswith(("postgresql://", "postgres://")):
             raise ConfigError(f"RELAY_STORE={self.store!r}: use 'sqlite' or a postgresql:// URL")
-        if self.pg_schema and self.store == "sqlite":
-            raise ConfigError(
-                f"RELAY_PG_SCHEMA={self.pg_schema!r} names a PostgreSQL schema, but "
-                "RELAY_STORE is SQLite: set RELAY_STORE=postgresql://..., or unset RELAY_PG_SCHEMA"
-            )
         if not 0 < self.store_retention_s < float("inf"):  # also refuses nan
             raise ConfigError(
                 "RELAY_STORE_RETENTION_S must be a number > 0 (seconds a turn's spans are kept)"

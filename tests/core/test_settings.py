@@ -249,9 +249,11 @@ def test_bad_client_tool_limits_refuse_to_start(env: dict[str, str], named: str)
 
 
 def test_a_postgresql_schema_without_a_postgresql_store_refuses_to_start() -> None:
-    with pytest.raises(ConfigError, match="RELAY_STORE is SQLite"):
+    with pytest.raises(ConfigError, match="neither RELAY_STORE nor RELAY_CHECKPOINTER"):
         RelaySettings.from_env({"RELAY_PG_SCHEMA": "relay_prod"})
-    settings = RelaySettings.from_env(
-        {"RELAY_PG_SCHEMA": "relay_prod", "RELAY_STORE": "postgresql://db/relay"}
-    )
-    assert settings.pg_schema == "relay_prod"
+    for postgres in (
+        {"RELAY_STORE": "postgresql://db/relay"},
+        {"RELAY_CHECKPOINTER": "postgres://db/lg"},
+    ):
+        settings = RelaySettings.from_env({"RELAY_PG_SCHEMA": "relay_prod", **postgres})
+        assert settings.pg_schema == "relay_prod"
