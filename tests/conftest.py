@@ -28,8 +28,14 @@ from tests.spanrec import RecordingProcessor, Tracing
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """How ``make test`` shares the suite out (``pytest -n 4 --dist loadgroup``).
+
+    ``tryfirst``: xdist's own hook of the same name (in each worker) turns a test's
+    ``xdist_group`` mark into the suffix of its node id that ``loadgroup`` schedules by;
+    a mark added after it has run is never seen, and the group's tests are spread over
+    every worker (each setting the module's fixture up again).
 
     The tests of a module that sets up a module-scoped fixture (a server, recorded turns)
     are one xdist group, run by one worker: the fixture is set up once, not once a
