@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -119,3 +120,49 @@ def test_the_receivers_credential_cannot_take_a_thread_on_postgresql(
         RELAY_STORE=postgres_url,
     )
     takeover_refused(server, issuer, caplog)
+
+
+def test_an_imported_turn_takes_no_thread(
+    make_server: Callable[..., LiveServer], issuer: Issuer, tmp_path: Path
+) -> None:
+    """``POST /imports`` by bob of a trace file whose turn names alice's thread (and
+    starts a day in the future): imported, his, kept apart from her thread."""
+    server = make_server(**issuer.env(issuer.write_jwks(tmp_path / "jwks.json")))
+    alice = bearer(issuer.token("alice"))
+    bob = bearer(issuer.token("bob"))
+    with httpx.Client(timeout=60) as client:
+        first = client.post(
+            f"{server.url}/chat", headers=alice, json={"message": "How do refunds work?"}
+        )
+        thread, own = first.json()["thread_id"], first.json()["turn_id"]
+        start = time.time_ns() + DAY_NS
+        trace_id = "ab" * 16
+
+        def attrs(**values: str) -> list[dict[str, Any]]:
+            return [{"key": k, "value": {"stringValue": v}} for k, v in values.items()]
+
+        span = {
+            "traceId": trace_id,
+            "spanId": "cd" * 8,
+            "name": "invoke_agent helper",
+            "startTimeUnixNano": str(start),
+            "endTimeUnixNano": str(start + 3000),
+            "attributes": attrs(
+                **{
+                    "gen_ai.operation.name": "invoke_agent",
+                    "gen_ai.agent.name": "helper",
+                    "gen_ai.conversation.id": thread,
+                }
+            ),
+        }
+        body = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": [span]}]}]}
+        imported = client.post(f"{server.url}/imports", headers=bob, json=body)
+        assert imported.status_code == 201, imported.text
+        record = client.get(f"{server.url}/turns/{trace_id}", headers=bob)
+        assert record.status_code == 200 and record.json()["thread_id"] != thread
+        assert listed(client, server.url, alice, thread_id=thread) == {own}
+        assert listed(client, server.url, bob, thread_id=thread) == set()
+        taken = client.post(
+            f"{server.url}/chat", headers=bob, json={"message": "hi", "thread_id": thread}
+        )
+        assert taken.status_code == 404, taken.text
