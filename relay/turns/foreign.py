@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
@@ -61,11 +62,12 @@ async def placed(
         "another user in enduser.id" if record.user_id else "no user (no enduser.id)",
         record.thread_id,
     )
-    record.thread_id = apart_thread(record.turn_id)
-    record.thread_key = ""
-    record.__post_init__()  # the new thread's key
-    record.user_id = apart_user(owner, record.user_id)
-    return record
+    return dataclasses.replace(
+        record,
+        thread_id=apart_thread(record.turn_id),
+        thread_key="",  # the new thread's key, made from its id
+        user_id=apart_user(owner, record.user_id),
+    )
 
 
 async def record_received_events(
