@@ -46,7 +46,7 @@ from relay.http.chat import (
 )
 from relay.http.chat_input import ID, digest
 from relay.http.client_tools import ClientTools
-from relay.http.identity import may_see, user_of
+from relay.http.identity import may_see, may_use, user_of
 from relay.http.langgraph_auth import authorize_chat, authorize_run
 from relay.http.openapi import AGUI_OPENAPI
 from relay.http.parts import RelayParts
@@ -177,7 +177,8 @@ def agui_router(
         wire = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in entries]
         async with starting.hold(StartLocks.keys(thread=thread_id)):
             latest = await relay.turns.list(thread_id, 1)
-            if not latest or not may_see(user, latest[0]):
+            owner = await relay.turns.thread_owner(thread_id)
+            if not latest or not may_see(user, latest[0]) or not may_use(user, owner):
                 raise ApiError(404, "unknown_thread", f"Thread {thread_id} has no run to resume.")
             record = latest[0]
             check_graph(record, agent)

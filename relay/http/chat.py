@@ -37,7 +37,7 @@ from relay.http.chat_input import (
     turn_id_field,
 )
 from relay.http.client_tools import ClientTools
-from relay.http.identity import may_see, user_of
+from relay.http.identity import may_see, may_use, user_of
 from relay.http.langgraph_auth import authorize_chat, authorize_run
 from relay.http.openapi import CHAT_OPENAPI, RESUME_OPENAPI
 from relay.http.parts import RelayParts
@@ -78,11 +78,13 @@ async def thread_spelling(
     hyphens, any case): its turns run under the spelling it began with, which is the key
     of its checkpoints and of its lock. A thread belongs to the graph it began on (the
     checkpoints of one graph are not another's state): elsewhere it is a 409. It belongs
-    to the user whose turn is its latest: for another user it does not exist (404)."""
+    to the user of its first turn, for good (relay/turns/threads.py; a thread with no turn
+    yet is claimed here for the asker): for another user it does not exist (404)."""
     if thread_id is None:
         return None
+    owner = await relay.turns.claim_thread(thread_id, user.id if user is not None else "")
     latest = await relay.turns.list(thread_id, 1)
-    if latest and not may_see(user, latest[0]):
+    if not may_use(user, owner):
         raise ApiError(
             404,
             "unknown_thread",

@@ -34,7 +34,7 @@ from typing import Any
 from relay.auth import User
 from relay.errors import ApiError
 from relay.http.chat_input import match_interrupts
-from relay.http.identity import may_see
+from relay.http.identity import may_see, may_use
 from relay.http.parts import RelayParts
 from relay.langgraph.agent import GraphAgent, PendingInterrupt
 from relay.langgraph.client_tools import (
@@ -302,7 +302,9 @@ class ClientTools:
         if not results:
             return None
         latest = await self.relay.turns.list(thread_id, 1)
-        record = latest[0] if latest and may_see(user, latest[0]) else None  # else: 404
+        owner = await self.relay.turns.thread_owner(thread_id)
+        mine = latest and may_see(user, latest[0]) and may_use(user, owner)
+        record = latest[0] if mine else None  # else: 404
         pending: list[tuple[str, Any]] = []
         if record is not None and record.status == PAUSED:
             pending = [

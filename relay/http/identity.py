@@ -5,7 +5,9 @@ credential is ``401`` with ``WWW-Authenticate``. Its user (None when RELAY_AUTH 
 users) is what the routes hand to :func:`check_owner`: a turn that belongs to another user
 is answered exactly as a turn that does not exist (``404``, never ``403``: whether it
 exists is not the asker's to learn). A turn of no user (recorded before RELAY_AUTH had
-users, or received over OTLP without ``enduser.id``) is everyone's.
+users, or received over OTLP without ``enduser.id`` on a thread of no user) is everyone's.
+A thread is its owner's (the user of its first turn, relay/turns/threads.py): another
+user's thread is answered as a thread that does not exist (:func:`may_use`).
 """
 
 from __future__ import annotations
@@ -71,6 +73,12 @@ def user_key(user: User | None) -> str | None:
 
 def may_see(user: User | None, record: TurnRecord) -> bool:
     return user is None or not record.user_id or record.user_id == user.id
+
+
+def may_use(user: User | None, owner: str | None) -> bool:
+    """Whether ``user`` may read and run turns on a thread of ``owner`` (None: a thread
+    with no turn yet; '': a thread of no user, everyone's)."""
+    return user is None or not owner or owner == user.id
 
 
 def check_owner(

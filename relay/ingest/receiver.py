@@ -116,7 +116,6 @@ class OTLPReceiver:
         self._counts: OrderedDict[str, int] = OrderedDict()  # spans received, per trace
         self._finished: OrderedDict[str, None] = OrderedDict()  # traces whose run ended
         self._noted = NotedRuns(max_turns)  # what the mapping noted: messages, the index
-        self._records = RecordWriter(turns, self._noted.messages, self._noted.users)
         self.pending_spans = pending_spans
         self.pending_s = pending_s
         self.max_turns = max_turns
@@ -139,7 +138,11 @@ class OTLPReceiver:
             "store_failures": 0,
             "mapping_failures": 0,
             "late": 0,
+            # received turns that named another user than their thread's owner, or none
+            # on a thread that has one: kept apart (relay/turns/threads.py)
+            "kept_apart": 0,
         }
+        self._records = RecordWriter(turns, self._noted.messages, self._noted.users, self.stats)
         self._writer = StoreWriter(store, store_backlog, self.stats)
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -404,4 +407,6 @@ class OTLPReceiver:
 
     async def remember(self, events: Sequence[Event]) -> None:
         """Keep GET /turns/{id} in step with received turns."""
-        await record_received_events(self.turns, events, self._noted.messages, self._noted.users)
+        await record_received_events(
+            self.turns, events, self._noted.messages, self._noted.users, self.stats
+        )

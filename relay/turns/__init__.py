@@ -1,4 +1,5 @@
 """Turns: the runs (:mod:`relay.turns.runs`), their records (:mod:`relay.turns.records`,
 :mod:`relay.turns.postgres`), what a run answers (:mod:`relay.turns.response`), how a
-turn whose log is gone says how it ended (:mod:`relay.turns.recovery`), saved answers
-(:mod:`relay.turns.messages`) and the thread locks of replicas (:mod:`relay.turns.locks`)."""
+turn whose log is gone says how it ended (:mod:`relay.turns.recovery`), who a thread
+belongs to (:mod:`relay.turns.threads`), saved answers (:mod:`relay.turns.messages`) and
+the thread locks of replicas (:mod:`relay.turns.locks`)."""

@@ -123,6 +123,12 @@ class WatchedTurns:
     async def mark_interrupted(self) -> int:
         return await self.inner.mark_interrupted()
 
+    async def claim_thread(self, thread_id: str, user_id: str) -> str:
+        return await self.inner.claim_thread(thread_id, user_id)
+
+    async def thread_owner(self, thread_id: str) -> str | None:
+        return await self.inner.thread_owner(thread_id)
+
     async def lock_thread(self, thread_id: str) -> HeldThread | None:
         return await self.inner.lock_thread(thread_id)
 

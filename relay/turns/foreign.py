@@ -3,8 +3,13 @@ event, :meth:`relay.ingest.receiver.OTLPReceiver.remember`) and turns of importe
 files (a whole turn at once, :mod:`relay.http.imports`). The runs this relay starts write
 their own (:mod:`relay.turns.run_end`).
 
-Both create a record only for a turn the store does not know yet
-(:func:`record_received_turn`); a create that loses a race to another writer is no error.
+Both create a record only for a turn the store does not know yet; a create that loses a
+race to another writer is no error.
+Neither lets what the spans say decide who owns what (relay/turns/threads.py): a new turn
+joins its thread only as the thread's owner, else it is kept apart (:func:`placed`,
+counted in ``stats["kept_apart"]`` and logged at WARNING with its turn and thread), and a
+received run of a turn the store knows changes its record only when it names that turn's
+user (or the turn has none).
 :class:`NotedRuns` reads what the mapping noted of the runs it mapped (their messages,
 the store's index of foreign runs), :class:`RecordWriter` writes the records in order.
 """
@@ -13,10 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
+import dataclasses
 import logging
 from collections import OrderedDict, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from relay import conventions as c
@@ -29,21 +34,40 @@ from relay.spans import SpanRecord
 from relay.store import RunIndex
 from relay.turns.records import PAUSED, RUNNING, TurnExists, TurnRecord, TurnStore
 from relay.turns.response import STATUSES
+from relay.turns.threads import apart_thread, apart_user, joins
 
 log = logging.getLogger("relay.receiver")
 
 
-async def record_received_turn(
-    turns: TurnStore, turn_id: str, build: Callable[[], TurnRecord]
-) -> TurnRecord | None:
-    """Create the record ``build()`` makes, unless the store knows the turn: then nothing
-    is written and its record is returned (None otherwise)."""
-    known = await turns.get(turn_id)
-    if known is not None:
-        return known
-    with contextlib.suppress(TurnExists):
-        await turns.create(build())
-    return None
+async def placed(
+    turns: TurnStore,
+    record: TurnRecord,
+    stats: dict[str, int] | None = None,
+    what: str = "received",
+) -> TurnRecord:
+    """``record`` (a turn this relay did not run, of the user it names, '' for none) as
+    its thread's owner lets it be recorded: on its thread when it joins it (claiming a new
+    thread for its user), else kept apart (relay/turns/threads.py), counted in
+    ``stats["kept_apart"]`` and logged (the turn and the thread, never the turn's words)."""
+    owner = await turns.claim_thread(record.thread_id, record.user_id)
+    if joins(owner, record.user_id):
+        return record
+    if stats is not None:
+        stats["kept_apart"] = stats.get("kept_apart", 0) + 1
+    log.warning(
+        "relay: %s turn %s names %s, not the owner of thread %s: kept apart on a thread of "
+        "its own (a credential that sends spans cannot add turns to a user's thread)",
+        what,
+        record.turn_id,
+        "another user in enduser.id" if record.user_id else "no user (no enduser.id)",
+        record.thread_id,
+    )
+    return dataclasses.replace(
+        record,
+        thread_id=apart_thread(record.turn_id),
+        thread_key="",  # the new thread's key, made from its id
+        user_id=apart_user(owner, record.user_id),
+    )
 
 
 async def record_received_events(
@@ -51,22 +75,24 @@ async def record_received_events(
     events: Sequence[Event],
     messages: Mapping[str, str] | None = None,
     users: Mapping[str, str] | None = None,
+    stats: dict[str, int] | None = None,
 ) -> None:
     """Keep GET /turns/{id} in step with turns received over OTLP: a run's start (its
     topology) creates or reopens the record, its terminal event ends it. ``messages``:
     the user's message of a turn whose spans carry no ``relay.turn.message`` (another
     instrumentation's, read from its input by the mapping); ``users``: the user a turn's
-    root named in ``enduser.id``, whose turn it then is (README "Security")."""
+    root named in ``enduser.id``, whose turn it then is, on a thread of that user or of
+    none (:func:`placed`; README "Security"). ``stats``: where kept-apart turns are
+    counted (the receiver's)."""
     messages = messages or {}
     users = users or {}
     for event in events:
         try:
             if event.type == ev.GRAPH_TOPOLOGY:
-                known = await record_received_turn(
-                    turns,
-                    event.turn_id,
-                    functools.partial(
-                        TurnRecord,
+                user = users.get(event.turn_id, "")
+                known = await turns.get(event.turn_id)
+                if known is None:
+                    record = TurnRecord(
                         turn_id=event.turn_id,
                         thread_id=event.thread_id,
                         status=RUNNING,
@@ -74,14 +100,27 @@ async def record_received_events(
                         last_seq=event.seq,
                         root_trace_id=event.trace_id,
                         message=messages.get(event.turn_id, ""),
-                        user_id=users.get(event.turn_id, ""),
-                    ),
-                )
-                if known is not None:
+                        user_id=user,
+                    )
+                    with contextlib.suppress(TurnExists):  # another writer won the race
+                        await turns.create(await placed(turns, record, stats))
+                elif not _may_change(known, user):
+                    if stats is not None:
+                        stats["kept_apart"] = stats.get("kept_apart", 0) + 1
+                    log.warning(
+                        "relay: received run of turn %s (thread %s) names another user than "
+                        "its own, or it is a turn this relay ran: its record is left as it was",
+                        known.turn_id,
+                        known.thread_id,
+                    )
+                else:
                     await turns.update(
                         event.turn_id, status=RUNNING, ended_at=None, root_trace_id=event.trace_id
                     )
             elif event.is_run_terminal:
+                known = await turns.get(event.turn_id)
+                if known is None or not _may_change(known, users.get(event.turn_id, "")):
+                    continue  # refused at its start (counted and logged there)
                 changes: dict[str, Any] = {"last_seq": event.seq}
                 if messages.get(event.turn_id):  # known only at its root, maybe
                     changes["message"] = messages[event.turn_id]
@@ -102,16 +141,25 @@ async def record_received_events(
             log.exception("relay: could not record received turn %s", event.turn_id)
 
 
+def _may_change(known: TurnRecord, user: str) -> bool:
+    """Whether a received run naming ``user`` may change the record of a turn the store
+    knows: a turn this relay did not run itself, of no user or of that user, or one kept
+    apart already (on a thread of its own, nobody else's)."""
+    return not known.graph and (
+        joins(known.user_id, user) or known.thread_id == apart_thread(known.turn_id)
+    )
+
+
 async def record_imported_turn(turns: TurnStore, turn: TurnSpans, user_id: str = "") -> None:
     """List an imported turn in GET /turns (past turns), unless this relay knows it; the
-    importer's (``user_id``) when requests have users."""
-
-    def build() -> TurnRecord:
-        record = _imported_record(turn)
-        record.user_id = user_id
-        return record
-
-    await record_received_turn(turns, turn.turn_id, build)
+    importer's (``user_id``) when requests have users, on its thread only when that
+    thread is the importer's or no user's (else kept apart: :func:`placed`)."""
+    if await turns.get(turn.turn_id) is not None:
+        return
+    record = _imported_record(turn)
+    record.user_id = user_id
+    with contextlib.suppress(TurnExists):  # another writer won the race
+        await turns.create(await placed(turns, record, what="imported"))
 
 
 def imported_runs(turn: TurnSpans) -> list[RunIndex]:
@@ -245,11 +293,16 @@ class RecordWriter:
     task: a run's start before its end, whatever the loop does meanwhile."""
 
     def __init__(
-        self, turns: TurnStore, messages: Mapping[str, str], users: Mapping[str, str] | None = None
+        self,
+        turns: TurnStore,
+        messages: Mapping[str, str],
+        users: Mapping[str, str] | None = None,
+        stats: dict[str, int] | None = None,
     ) -> None:
         self.turns = turns
         self.messages = messages
         self.users = users
+        self.stats = stats
         self._queue: deque[Sequence[Event]] = deque()
         self.task: asyncio.Task[None] | None = None
 
@@ -264,7 +317,7 @@ class RecordWriter:
         try:
             while self._queue:
                 await record_received_events(
-                    self.turns, self._queue.popleft(), self.messages, self.users
+                    self.turns, self._queue.popleft(), self.messages, self.users, self.stats
                 )
         finally:
             self.task = None

@@ -5,7 +5,10 @@ turn started on A is ``GET /turns/{id}`` on B, resumable on B, and a second
 ``POST /chat`` with its turn id on B is refused as on A.
 
 The table has one column per :class:`~relay.turns.records.TurnRecord` field plus ``owner``, the
-instance (``RELAY_INSTANCE_ID``, default the host name) that last ran the turn. At
+instance (``RELAY_INSTANCE_ID``, default the host name) that last ran the turn. Who
+each thread belongs to is in ``relay_threads`` (relay/turns/threads.py): claimed by its
+first turn with an insert that does nothing when the thread has an owner, so the owner is
+the same on every replica and never moves. At
 start-up an instance marks as ``interrupted`` only the running turns *it* owned: a
 replica that starts never touches the turns its peers are running. Give each replica a
 stable, unique ``RELAY_INSTANCE_ID`` (a pod name) so that a restarted one cleans up
@@ -49,6 +52,24 @@ from relay.turns.records import (
 )
 
 _COLUMNS = [f.name for f in fields(TurnRecord)]
+
+#: who each thread belongs to (relay/turns/threads.py), in this deployment's schema
+_THREADS_TABLE = (
+    "CREATE TABLE relay_threads (thread_key TEXT PRIMARY KEY, owner TEXT NOT NULL DEFAULT '')"
+)
+#: the owner of each thread recorded before the table: its first turn's user, preferring
+#: the turns the relay ran itself (their start time is its own clock, not a sender's)
+_THREADS_BACKFILL = (
+    "INSERT INTO relay_threads (thread_key, owner) "
+    "SELECT DISTINCT ON (thread_key) thread_key, COALESCE(user_id, '') FROM relay_turns "
+    "ORDER BY thread_key, COALESCE(graph, '') = '', started_at "
+    "ON CONFLICT (thread_key) DO NOTHING"
+)
+_CLAIM = (
+    "INSERT INTO relay_threads (thread_key, owner) VALUES (%s, %s) "
+    "ON CONFLICT (thread_key) DO NOTHING"
+)
+_OWNER = "SELECT owner FROM relay_threads WHERE thread_key = %s"
 
 if TYPE_CHECKING:
     from relay.turns.locks import ThreadLock
@@ -174,6 +195,13 @@ class PostgresTurnStore(ThreadedTurnAPI):
                 "CREATE INDEX IF NOT EXISTS relay_turns_user "
                 "ON relay_turns (user_id, started_at DESC)"
             )
+            cur.execute(
+                "SELECT 1 FROM information_schema.tables "
+                "WHERE table_schema = current_schema() AND table_name = 'relay_threads'"
+            )
+            if cur.fetchone() is None:
+                cur.execute(_THREADS_TABLE)
+                cur.execute(_THREADS_BACKFILL)
 
     # -- sync core (worker threads) -------------------------------------------------------
 
@@ -189,6 +217,8 @@ class PostgresTurnStore(ThreadedTurnAPI):
                     f"VALUES ({', '.join('%s' for _ in columns)})",
                     values,
                 )
+                # the first turn of a thread makes it its user's (a later one: no change)
+                cur.execute(_CLAIM, (record.thread_key, record.user_id))
         except psycopg.errors.UniqueViolation:
             raise TurnExists(record.turn_id) from None
 
@@ -243,6 +273,20 @@ class PostgresTurnStore(ThreadedTurnAPI):
                 (time.time() * 1000, RUNNING, self.instance_id),
             )
             return cur.rowcount
+
+    def _claim_thread(self, thread_id: str, user_id: str) -> str:
+        key = id_key(thread_id)
+        with self._cursor() as cur:  # a concurrent claim's insert commits first, or waits
+            cur.execute(_CLAIM, (key, user_id))
+            cur.execute(_OWNER, (key,))
+            row = cur.fetchone()
+        return str(row[0])
+
+    def _thread_owner(self, thread_id: str) -> str | None:
+        with self._cursor() as cur:
+            cur.execute(_OWNER, (id_key(thread_id),))
+            row = cur.fetchone()
+        return str(row[0]) if row else None
 
     # -- the thread lock (the async API comes from ThreadedTurnAPI) ---------------------
 

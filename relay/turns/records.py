@@ -22,6 +22,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from relay.turns import threads
+
 T = TypeVar("T")
 
 RUNNING = "running"
@@ -85,6 +87,11 @@ _MIGRATIONS = [
     # version 6: the client-tool rounds of a turn, across all its runs
     """
     ALTER TABLE turns ADD COLUMN client_tool_round INTEGER NOT NULL DEFAULT 0;
+    """,
+    # version 7: who each thread belongs to, fixed by its first turn (relay/turns/threads.py)
+    f"""
+    {threads.SQLITE_TABLE};
+    {threads.SQLITE_BACKFILL};
     """,
 ]
 
@@ -233,6 +240,16 @@ class TurnStore(Protocol):
 
     async def mark_interrupted(self) -> int: ...
 
+    async def claim_thread(self, thread_id: str, user_id: str) -> str:
+        """The owner of the thread (any spelling): the one it has, or, when it has none
+        yet, ``user_id`` ('' for none), which it has from now on (relay/turns/threads.py)."""
+        ...
+
+    async def thread_owner(self, thread_id: str) -> str | None:
+        """The owner of the thread ('' for none, everyone's), or None for a thread with
+        no turn yet."""
+        ...
+
     async def lock_thread(self, thread_id: str) -> HeldThread | None:
         """Hold the thread for one run across every instance that shares these records;
         None when another instance holds it. A store of one instance holds nothing
@@ -297,6 +314,14 @@ class ThreadedTurnAPI(ABC):
         """Make the turns left running by a dead process (with shared records, this
         instance's) ``interrupted``; how many."""
 
+    @abstractmethod
+    def _claim_thread(self, thread_id: str, user_id: str) -> str:
+        """Claim the thread for ``user_id`` unless it has an owner; its owner."""
+
+    @abstractmethod
+    def _thread_owner(self, thread_id: str) -> str | None:
+        """The thread's owner, or None when it has none yet."""
+
     # -- the async API ------------------------------------------------------------------
 
     def _in_thread(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
@@ -337,6 +362,12 @@ class ThreadedTurnAPI(ABC):
         with shared records) become ``interrupted``."""
         return await self._in_thread(self._mark_interrupted)
 
+    async def claim_thread(self, thread_id: str, user_id: str) -> str:
+        return await self._in_thread(self._claim_thread, thread_id, user_id)
+
+    async def thread_owner(self, thread_id: str) -> str | None:
+        return await self._in_thread(self._thread_owner, thread_id)
+
 
 class SQLiteTurnStore(ThreadedTurnAPI):
     def __init__(self, path: Path) -> None:
@@ -373,13 +404,21 @@ class SQLiteTurnStore(ThreadedTurnAPI):
     def _create(self, record: TurnRecord) -> None:
         placeholders = ", ".join("?" for _ in _COLUMNS)
         with self._lock:
+            self._db.execute("BEGIN")
             try:
                 self._db.execute(
                     f"INSERT INTO turns ({', '.join(_COLUMNS)}) VALUES ({placeholders})",
                     [getattr(record, c) for c in _COLUMNS],
                 )
+                # the first turn of a thread makes it its user's (a later one: no change)
+                self._db.execute(threads.SQLITE_CLAIM, (record.thread_key, record.user_id))
             except sqlite3.IntegrityError:
+                self._db.execute("ROLLBACK")
                 raise TurnExists(record.turn_id) from None
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def _get(self, turn_id: str) -> TurnRecord | None:
         with self._lock:
@@ -424,6 +463,18 @@ class SQLiteTurnStore(ThreadedTurnAPI):
                 (now, RUNNING),
             )
             return cur.rowcount
+
+    def _claim_thread(self, thread_id: str, user_id: str) -> str:
+        key = id_key(thread_id)
+        with self._lock:  # one connection, one lock: the insert and the read are one step
+            self._db.execute(threads.SQLITE_CLAIM, (key, user_id))
+            row = self._db.execute(threads.SQLITE_OWNER, (key,)).fetchone()
+        return str(row[0])
+
+    def _thread_owner(self, thread_id: str) -> str | None:
+        with self._lock:
+            row = self._db.execute(threads.SQLITE_OWNER, (id_key(thread_id),)).fetchone()
+        return str(row[0]) if row else None
 
     async def lock_thread(self, thread_id: str) -> HeldThread | None:
         """One instance uses this file: no other instance to hold the thread against."""
