@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -77,7 +76,7 @@ def test_the_schema_needs_the_apis_credential(
 
 
 def test_the_schema_is_open_without_auth(
-    served: Callable[[str], Any], app_env: dict[str, str], live_servers: LiveServers
+    app_env: dict[str, str], live_servers: LiveServers
 ) -> None:
     from span_relay_demo.app import create_app
 
