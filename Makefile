@@ -10,8 +10,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-HOST ?= 127.0.0.1
-PORT ?= 8000
+# make run's address: names no shell or CI sets (zsh and tcsh set HOST to the machine's
+# name, PaaS and CI images set PORT, and `?=` would take them from the environment)
+RELAY_HOST ?= 127.0.0.1
+RELAY_PORT ?= 8000
 LOCK := requirements/lock.txt
 # `make lock` takes the newest versions pyproject.toml's ranges allow; LOCK_FLAGS= keeps
 # the current pins and changes only what a changed pyproject.toml needs
@@ -41,7 +43,7 @@ setup-run: $(VENV)/.installed-run
 setup: $(VENV)/.installed-test
 
 run: setup-run
-	$(BIN)/span-relay serve --host $(HOST) --port $(PORT)
+	$(BIN)/span-relay serve --host $(RELAY_HOST) --port $(RELAY_PORT)
 
 # Debian packages the tests drive for real: Chromium (browser tests), nginx (proxy tests).
 system-deps:

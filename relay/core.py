@@ -376,15 +376,15 @@ class Relay:
         ``X-Content-Type-Options: nosniff`` on every answer, CORS when
         RELAY_CORS_ORIGINS lists origins (off by default) or :attr:`cors` is set, and
         ``/docs`` and ``/redoc`` that work offline: the app's own pages (its ``docs_url``,
-        ``redoc_url``) are replaced by ones whose assets the relay serves
-        (relay/http/docs.py)."""
+        ``redoc_url``) are replaced by ones whose assets the relay serves, and its
+        ``/openapi.json`` by one behind the API's credential (relay/http/docs.py)."""
         from relay.http.docs import install_docs
         from relay.http.errors import install_error_handlers
         from relay.http.middleware import install_middleware
 
         install_error_handlers(app)
         install_middleware(app, self.settings, self.cors)
-        install_docs(app)
+        install_docs(app, self.identify)
 
     def add_otlp_export(
         self, provider: TracerProvider, environ: Mapping[str, str] | None = None

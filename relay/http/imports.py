@@ -66,6 +66,8 @@ async def import_response(
         fmt, records = parse_trace_file(body)
     except TraceFileError as exc:
         raise ApiError(exc.status, exc.code, str(exc)) from None
+    finally:
+        del body  # up to RELAY_IMPORT_MAX_BYTES: not held while the spans are stored
     turns = group_turns(records)
     if not turns:
         raise ApiError(

@@ -1,6 +1,7 @@
 """Middleware and dependencies the relay's routes rely on: ``nosniff`` on every answer
 (and, in a worker of ``serve --workers N``, ``X-Relay-Worker``: which one answered),
-CORS, and a 503 while the shared bus is down.
+CORS, memory given back after a large body (relay/http/memory.py), and a 503 while the
+shared bus is down.
 
 CORS is one middleware with one policy (:func:`cors_policy`): langgraph.json's
 ``http.cors`` when ``serve --config`` has one (Starlette's ``CORSMiddleware`` keyword
@@ -17,6 +18,7 @@ from typing import Any
 from starlette.middleware.cors import CORSMiddleware
 
 from relay.errors import ApiError
+from relay.http.memory import GiveBack
 from relay.settings import ConfigError, RelaySettings
 
 #: http.cors's keys (langgraph-cli's CorsConfig) and the type each must have
@@ -37,6 +39,7 @@ _KIND_WORDS = {list: "a list", bool: "true or false", str: "a string", int: "a w
 def install_middleware(
     app: Any, settings: RelaySettings, cors: Mapping[str, Any] | None = None
 ) -> None:
+    app.add_middleware(GiveBack)  # memory back to the system after a large body
     app.add_middleware(NoSniff, worker=settings.worker)
     policy = cors_policy(settings, cors)
     if policy is not None:

@@ -134,6 +134,8 @@ async def receive_traces(relay: RelayParts, request: Request) -> Response:
         decoded = decode_protobuf(body) if media == PROTOBUF else decode_json(body)
     except PayloadError as exc:
         return _status(media, 400, INVALID_ARGUMENT, f"Unreadable OTLP payload: {exc}.")
+    finally:
+        del body  # up to RELAY_OTLP_MAX_BYTES: not held while the spans are mapped
     if receiver.busy(len(decoded.records)):
         return _status(
             media,

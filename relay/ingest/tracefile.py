@@ -51,6 +51,10 @@ _JAEGER_SPECIAL = {
 }
 
 
+#: the whitespace JSON allows between values (a line of only these is blank)
+_JSON_SPACE = " \t\r\n"
+
+
 class TraceFileError(ValueError):
     """A trace file that cannot be read; ``code`` and the message say why."""
 
@@ -95,13 +99,18 @@ def parse_trace_file(data: bytes | str) -> tuple[str, list[SpanRecord]]:
 
 
 def _documents(text: str) -> Iterator[tuple[int, Any]]:
-    """One JSON document, or one per line (the file exporter and Jaeger's stream)."""
+    """One JSON document, or one per line (the file exporter and Jaeger's stream).
+
+    Lines end at a line feed only, as JSON lines are defined (a carriage return before
+    it is JSON whitespace): ``str.splitlines()`` would also split inside strings that
+    hold U+2028, U+2029 or U+0085, which JSON writers (the relay's own included) leave
+    unescaped."""
     try:
         yield 1, json.loads(text)
         return
     except json.JSONDecodeError as whole:
         first_error = whole
-    lines = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
+    lines = [(i, line) for i, line in enumerate(text.split("\n"), 1) if line.strip(_JSON_SPACE)]
     if len(lines) < 2:
         raise _json_error(first_error, text, None)
     docs = []

@@ -307,7 +307,8 @@ def test_the_entrys_openapi_and_disable_studio_auth(
     graphs = read_config(config).graphs
     app = create_graph_app(graphs, app_env, base=config.parent, auth=load_project_auth(config))
     url = live_servers.start(app).url
-    document = client.get(f"{url}/openapi.json").json()
+    assert client.get(f"{url}/openapi.json").status_code == 401  # behind the API's auth
+    document = client.get(f"{url}/openapi.json", headers=bearer("alice-token")).json()
     assert document["components"]["securitySchemes"] == scheme
     assert document["security"] == [{"BearerAuth": []}]
     assert client.post(f"{url}/chat", json={"message": "hi"}).status_code == 401

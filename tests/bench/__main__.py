@@ -6,8 +6,10 @@ small sizes, with no thresholds. IDs: overhead, per_event, latency, idle, bus, i
 replay, realistic, startup (``import relay`` and ``span-relay --help`` in fresh
 processes, beside ``import langgraph.graph``: tests/bench/bench_startup.py); and, only
 when named with ``--only``, workers (``serve --workers 1`` against 2 on Redis and
-PostgreSQL: tests/bench/bench_workers.py) and soak (20 waves of 150 concurrent demo
-turns, RSS and what the retention holds per wave: tests/bench/bench_soak.py).
+PostgreSQL: tests/bench/bench_workers.py), soak (20 waves of 150 concurrent demo
+turns, RSS and what the retention holds per wave: tests/bench/bench_soak.py) and memory
+(``span-relay serve``'s RSS before, at its peak during and after a burst of maximum-size
+bodies: tests/bench/bench_memory.py).
 A full run takes a few minutes; the exit status is 0 whatever the figures say (a bench
 reports, the smoke test and the humans judge).
 """
@@ -21,7 +23,16 @@ import time
 import traceback
 from collections.abc import Callable
 
-from tests.bench.harness import EXPECTED_KEYS, SOAK_KEYS, Figure, as_json, machine, na, table
+from tests.bench.harness import (
+    EXPECTED_KEYS,
+    MEMORY_KEYS,
+    SOAK_KEYS,
+    Figure,
+    as_json,
+    machine,
+    na,
+    table,
+)
 
 IDS = (
     "overhead",
@@ -35,13 +46,14 @@ IDS = (
     "startup",
 )
 #: run only when named (--only): they need services, or minutes of their own
-OPT_IN = ("workers", "soak")
+OPT_IN = ("workers", "soak", "memory")
 
 
 def _runners() -> dict[str, Callable[[bool], list[Figure]]]:
     from tests.bench import (
         bench_events,
         bench_http,
+        bench_memory,
         bench_overhead,
         bench_soak,
         bench_startup,
@@ -60,6 +72,7 @@ def _runners() -> dict[str, Callable[[bool], list[Figure]]]:
         "startup": bench_startup.run_startup,
         "workers": bench_workers.run_workers,
         "soak": bench_soak.run_soak,
+        "memory": bench_memory.run_memory,
     }
 
 
@@ -95,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             figures.extend(runners[bench_id](args.quick))
         except Exception as exc:  # one broken bench must not hide the others
             traceback.print_exc(file=sys.stderr)
-            for key in EXPECTED_KEYS + SOAK_KEYS:
+            for key in EXPECTED_KEYS + SOAK_KEYS + MEMORY_KEYS:
                 if key.split(".", 1)[0] == bench_id:
                     figures.append(na(key, key, "", f"failed: {type(exc).__name__}: {exc}"))
         timings[bench_id] = round(time.monotonic() - t0, 1)

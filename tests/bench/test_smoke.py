@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.bench.__main__ import IDS
-from tests.bench.harness import EXPECTED_KEYS, MAY_BE_NA, SOAK_KEYS
+from tests.bench.harness import EXPECTED_KEYS, MAY_BE_NA, MEMORY_KEYS, SOAK_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,3 +76,22 @@ def test_quick_soak_reports_every_wave() -> None:
     assert [w["wave"] for w in waves] == [0, 1, 2]  # the start, then 2 waves of 5 turns
     assert all(w["rss_mib"] > 0 and "bus_finished" in w for w in waves)
     assert "soak wave  2:" in done.stderr  # one line per wave as it is measured
+
+
+@pytest.mark.slow
+def test_quick_memory_bench_reports_rss_before_peak_after() -> None:
+    """Against a real ``span-relay serve``: every body of the burst answered with a 4xx
+    or a 2xx (never a 5xx), and the three RSS numbers side by side."""
+    done = quick_bench("memory")
+    assert done.returncode == 0, done.stderr[-4000:]
+    figures = {f["key"]: f for f in json.loads(done.stdout)["figures"]}
+    assert sorted(figures) == sorted(MEMORY_KEYS)
+    figure = figures["memory.oversized_rss_mb"]
+    assert figure["status"] == "measured", figure["note"]
+    params = figure["params"]
+    assert 0 < params["before_mib"] <= params["peak_mib"]
+    assert 0 < params["after_mib"] <= params["peak_mib"]
+    assert figure["value"] == pytest.approx(params["after_mib"], abs=0.1)
+    statuses = {int(k): n for k, n in params["statuses"].items()}
+    assert statuses and all(s < 500 for s in statuses), statuses
+    assert "before" in figure["note"] and "peak" in figure["note"] and "after" in figure["note"]

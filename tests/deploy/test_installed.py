@@ -237,6 +237,8 @@ def test_the_wheel_holds_the_packages_the_spa_the_corpus_and_the_license(
     assert len([n for n in names if n.startswith("span_relay_demo/corpus/")]) >= 30
     assert f"span_relay-{VERSION}.dist-info/licenses/LICENSE" in names
     assert {"relay/collector/collector.yaml", "relay/collector/loadbalancing.yaml"} <= set(names)
+    docs = {"relay/http/docs_assets/relay-docs.js", "relay/http/docs_assets/relay-docs.css"}
+    assert docs <= set(names)  # /docs' own start-up script and styles
     assert "License-Expression: Apache-2.0" in metadata
     assert "License-File: LICENSE" in metadata
     assert "Classifier: Programming Language :: Python :: 3.11" in metadata

@@ -122,8 +122,17 @@ def test_the_docs_pages_load_nothing_from_elsewhere(
     _, start = _users_app(app_env, live_servers)
     url = start().url
     for page, assets in (
-        ("/docs", ["swagger-ui-bundle.js", "swagger-ui.css", "favicon.png"]),
-        ("/redoc", ["redoc.standalone.js", "favicon.png"]),
+        (
+            "/docs",
+            [
+                "swagger-ui-bundle.js",
+                "swagger-ui.css",
+                "favicon.png",
+                "relay-docs.js",
+                "relay-docs.css",
+            ],
+        ),
+        ("/redoc", ["redoc.standalone.js", "favicon.png", "relay-docs.js", "relay-docs.css"]),
     ):
         r = httpx.get(f"{url}{page}")
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
@@ -135,8 +144,13 @@ def test_the_docs_pages_load_nothing_from_elsewhere(
         csp = r.headers["content-security-policy"]
         assert "default-src 'none'" in csp and "connect-src 'self'" in csp
         assert "script-src 'self'" in csp and "'unsafe-eval'" not in csp
-    # the assets, from the installed fastapi-offline package
+    # the assets, from the installed fastapi-offline package (and the relay's own two)
     from importlib import resources
+
+    own = resources.files("relay.http") / "docs_assets"
+    for name in ("relay-docs.js", "relay-docs.css"):
+        r = httpx.get(f"{url}/docs-assets/{name}")
+        assert r.status_code == 200 and r.content == (own / name).read_bytes()
 
     shipped = resources.files("fastapi_offline") / "static"
     for name, kind in (
