@@ -79,6 +79,9 @@ def start_derivation(
             post(derived.finish)
         except UnmappableSpans as exc:
             log.warning("replay: a stored turn's spans cannot be mapped", exc_info=exc.__cause__)
+            if exc.before:
+                post(derived.add, exc.before)
+                last = exc.before[-1]
             if last is None:  # before its first event: the answer says so (422)
                 post(derived.fail, exc)
             else:  # its stream ends as the live one did: error unmappable_spans

@@ -154,9 +154,16 @@ def iter_replay_events(
     seq = 0
 
     def derive(phases: list[Phase]) -> list[Event]:
-        nonlocal seq
         events: list[Event] = []
-        feed(state, phases, events.append, read=None, on_failure=unmappable)
+        try:
+            feed(state, phases, events.append, read=None, on_failure=unmappable)
+        except UnmappableSpans as exc:  # the events before the span it stopped at go too
+            exc.before = number(events)
+            raise
+        return number(events)
+
+    def number(events: list[Event]) -> list[Event]:
+        nonlocal seq
         # fresh from a state of its own: numbered in place, as Event.stamped numbers a
         # fresh event (no copy, and no call per event); one numbered already is copied
         for k, event in enumerate(events):

@@ -39,11 +39,14 @@ def why(span_name: str, exc: BaseException) -> str:
 
 
 class UnmappableSpans(ValueError):
-    """A replay stopped at a span it cannot map; ``record`` is that span, when known."""
+    """A replay stopped at a span it cannot map; ``record`` is that span, when known.
+    The cause is chained (``__cause__``)."""
 
     def __init__(self, span_name: str, exc: BaseException, record: Any = None) -> None:
         super().__init__(why(span_name, exc))
         self.record = record if isinstance(record, SpanRecord) else None
+        #: the events derived before it in the batch it stopped (numbered), if any
+        self.before: list[Event] = []
 
 
 def error_fields(message: str) -> dict[str, Any]:
