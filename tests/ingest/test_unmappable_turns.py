@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,6 +46,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
             "RELAY_DATA_DIR": str(data),
             "OTEL_TRACES_EXPORTER": "none",
             "RELAY_OTLP_HTTP": "1",
+            "RELAY_HEARTBEAT_S": "1",
         }
     )
     server = LiveServer(create_app(env)).start()
@@ -79,11 +81,13 @@ def read_to_end(server: LiveServer, turn_id: str) -> list[dict[str, Any]]:
     """The turn's events until its terminal one; the timeout bounds a failure (a stream
     that never ends), it measures nothing."""
     events = []
+    deadline = time.monotonic() + 30  # (heartbeats keep a stream that never ends alive)
     with httpx.stream(
         "GET", f"{server.url}/turns/{turn_id}/events", params={"wait": 20}, timeout=30
     ) as r:
         assert r.status_code == 200, r.read()
         for frame in iter_frames(r):
+            assert time.monotonic() < deadline, f"the stream did not end: {events}"
             if frame.data is None:
                 continue
             event = json.loads(frame.data)
