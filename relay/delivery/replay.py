@@ -6,7 +6,9 @@ through long gaps.
 The derivation (read the spans in start order, decode, order, map) runs in a worker
 thread, chunk by chunk, and hands each batch of events to the loop as soon as it exists:
 the first event goes out after the first chunk, not after the whole turn, and the loop
-never runs a whole turn's mapping in one go."""
+never runs a whole turn's mapping in one go. Spans it cannot map
+(:mod:`relay.mapping.unmappable`) fail it before its first event (``422
+unmappable_spans``), or end it with an ``error`` ``unmappable_spans`` after."""
 
 from __future__ import annotations
 
@@ -16,9 +18,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from relay.bus.static import Derived, DerivedReader, gap_s
 from relay.delivery.streaming import Encoder, EventStream
-from relay.events import Event
+from relay.events import ERROR, Event
 from relay.mapping.feed import iter_replay_events
 from relay.mapping.lookups import SpanLookups
+from relay.mapping.state import ms
+from relay.mapping.unmappable import UnmappableSpans, error_fields
 from relay.spans import SpanRecord
 
 #: the largest speed factor the API accepts (0 means "no pacing at all")
@@ -65,12 +69,24 @@ def start_derivation(
             pass
 
     def work() -> None:
+        last: Event | None = None
         try:
             for batch in iter_replay_events(chunks, lookups=lookups, resume_route=resume_route):
                 post(derived.add, batch)
+                last = batch[-1]
                 if derived.cancelled:
                     return
             post(derived.finish)
+        except UnmappableSpans as exc:
+            log.warning("replay: a stored turn's spans cannot be mapped", exc_info=exc.__cause__)
+            if exc.before:
+                post(derived.add, exc.before)
+                last = exc.before[-1]
+            if last is None:  # before its first event: the answer says so (422)
+                post(derived.fail, exc)
+            else:  # its stream ends as the live one did: error unmappable_spans
+                post(derived.add, [unmappable_end(last, exc)])
+                post(derived.finish)
         except Exception as exc:
             log.exception("replay: the derivation of a stored turn failed")
             post(derived.fail, exc)
@@ -80,6 +96,17 @@ def start_derivation(
 
     loop.run_in_executor(None, work)
     return derived
+
+
+def unmappable_end(last: Event, exc: UnmappableSpans) -> Event:
+    """The terminal event of a replay that stopped at a span it cannot map, after
+    ``last`` (the last event derived)."""
+    record = exc.record
+    trace_id = record.trace_id if record is not None else last.trace_id
+    ts = ms(record.end_ns or record.start_ns) if record is not None else last.ts
+    event = Event(ERROR, last.thread_id, last.turn_id, trace_id, ts, error_fields(str(exc)))
+    event.seq = last.seq + 1
+    return event
 
 
 def replay_stream(

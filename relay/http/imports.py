@@ -1,6 +1,8 @@
 """``POST /imports``: a trace file (OTLP JSON, Jaeger v2 API, Jaeger UI JSON) stored as
 replayable turns, listed in ``GET /turns``. The file comes as ``application/json`` (or
-``application/x-ndjson``, one object a line); another type is ``415``."""
+``application/x-ndjson``, one object a line); another type is ``415``. A file whose
+spans cannot be mapped to events (relay/mapping/unmappable.py) is ``422
+unmappable_spans``, refused whole before anything is stored."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from relay.errors import ApiError
 from relay.http.parts import RelayParts
 from relay.http.requests import is_json, read_body, require_media_type
 from relay.ingest.tracefile import TraceFileError, parse_trace_file
-from relay.mapping.feed import TurnSpans, group_turns
+from relay.mapping.feed import TurnSpans, group_turns, replay_events
+from relay.mapping.unmappable import UNMAPPABLE_SPANS, UnmappableSpans
 from relay.store import RunIndex
 from relay.turns.foreign import imported_runs, record_imported_turn
 
@@ -68,7 +71,11 @@ async def import_response(
         raise ApiError(exc.status, exc.code, str(exc)) from None
     finally:
         del body  # up to RELAY_IMPORT_MAX_BYTES: not held while the spans are stored
-    turns = group_turns(records)
+    try:  # every turn mapped (our turns' replays counted) before anything is stored
+        turns = group_turns(records)
+        seqs = {t.turn_id: len(replay_events(t.spans)) for t in turns if not t.foreign}
+    except UnmappableSpans as exc:
+        raise ApiError(422, UNMAPPABLE_SPANS, f"The file cannot be imported: {exc}") from None
     if not turns:
         raise ApiError(
             422,
@@ -95,7 +102,7 @@ async def import_response(
     if foreign:
         await asyncio.to_thread(relay.store.index_runs, foreign, source="import")
     for turn in turns:
-        await record_imported_turn(relay.turns, turn, user_id or "")
+        await record_imported_turn(relay.turns, turn, user_id or "", seqs.get(turn.turn_id))
     return JSONResponse(
         {
             "format": fmt,

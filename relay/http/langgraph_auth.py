@@ -15,7 +15,6 @@ here is a no-op.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -28,6 +27,7 @@ from relay.errors import ApiError
 from relay.http.identity import user_of
 from relay.http.parts import RelayParts
 from relay.http.requests import read_body
+from relay.json_depth import loads
 from relay.turns.records import TurnRecord
 
 if TYPE_CHECKING:  # loaded (with langgraph_sdk) only where an Auth is given
@@ -57,7 +57,7 @@ def langgraph_identity(adapter: LangGraphAuth, max_body_bytes: int) -> Any:
             # Starlette's own cache of a read body: the route's reader gets these bytes
             request._body = raw
             try:
-                body = json.loads(raw) if raw else None
+                body = loads(raw) if raw else None  # (too deep: a ValueError)
             except (UnicodeDecodeError, ValueError):
                 body = None
         facts = RequestFacts(

@@ -5,7 +5,8 @@ live path's mapping and sent by the live stream's writer, at its original pace
 The events are sent while they are derived (relay/delivery/replay.py): the answer waits
 only until the event after the cursor exists, so a turn of any size starts at once; the
 cursor checks (``400`` past the end, ``204`` at it) wait for the derivation to reach the
-cursor, not for the whole turn."""
+cursor, not for the whole turn. A turn whose spans cannot be mapped is ``422
+unmappable_spans`` (relay/mapping/unmappable.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from relay.delivery.replay import MAX_SPEED, replay_stream, start_derivation
 from relay.delivery.streaming import NDJSONEncoder, SSEEncoder
 from relay.errors import ApiError
 from relay.http.parts import RelayParts
+from relay.mapping.unmappable import UNMAPPABLE_SPANS, UnmappableSpans
 
 
 def parse_speed(raw: str | None) -> float:
@@ -119,6 +121,8 @@ async def replay_response(
         raise
     events = derived.events
     if len(events) <= cursor:  # the derivation ended there
+        if isinstance(derived.failure, UnmappableSpans):
+            raise ApiError(422, UNMAPPABLE_SPANS, str(derived.failure))
         if derived.failure is not None:
             raise derived.failure  # (a 500, as before the first byte of any replay)
         if cursor > len(events):

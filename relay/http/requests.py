@@ -10,13 +10,18 @@ so no page of another origin can start a run with a form."""
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Callable
 from typing import Any
 
 from fastapi import Request
 
 from relay.errors import ApiError
+from relay.json_depth import MAX_DEPTH, TooDeep, loads
+
+#: an event id: plain ASCII digits, at most 18 (below 2**63)
+_EVENT_ID = re.compile(r"[0-9]{1,18}")
+MAX_EVENT_ID = 10**18 - 1
 
 
 async def read_body(request: Request, limit: int, too_large: Callable[[], Exception]) -> bytes:
@@ -61,7 +66,8 @@ def require_media_type(request: Request, accepted: str, ok: Callable[[str], bool
 async def read_json_object(request: Request, limit: int) -> dict[str, Any]:
     """The body as a JSON object (sent as ``application/json``), or a 4xx that says what
     is wrong with it: 415 for another content type, 413 over ``limit`` bytes, 400 for a
-    body that is not a JSON object."""
+    body that is not a JSON object (``json_too_deep``: nested deeper than
+    ``relay.json_depth.MAX_DEPTH`` levels)."""
     require_media_type(request, "JSON, sent with Content-Type: application/json", is_json)
     body = await read_body(
         request,
@@ -71,7 +77,13 @@ async def read_json_object(request: Request, limit: int) -> dict[str, Any]:
     if not body:
         raise ApiError(400, "invalid_json", "The request body is empty; send a JSON object.")
     try:
-        value = json.loads(body)
+        value = loads(body)
+    except TooDeep:
+        raise ApiError(
+            400,
+            "json_too_deep",
+            f"The request body nests deeper than {MAX_DEPTH} levels; the relay reads no deeper.",
+        ) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise ApiError(400, "invalid_json", f"The request body is not valid JSON: {exc}.") from None
     if not isinstance(value, dict):
@@ -79,16 +91,27 @@ async def read_json_object(request: Request, limit: int) -> dict[str, Any]:
     return value
 
 
-def parse_cursor(request: Request, after: int | None) -> int:
-    """The reader's cursor: ``Last-Event-ID`` wins over ``?after``; both non-negative ints."""
+def parse_cursor(request: Request) -> int:
+    """The reader's cursor: ``Last-Event-ID`` wins over ``?after``; each an event id of
+    plain ASCII digits (``[0-9]``, at most 18 of them), else ``400 invalid_cursor`` naming
+    it (``str.isdigit`` would take ``²`` and ``¹¹``, which ``int`` refuses, and ``int``
+    refuses more than 4,300 digits)."""
     raw = request.headers.get("last-event-id")
     if raw is not None:
-        raw = raw.strip()
-        if not raw.isdigit():
-            raise ApiError(
-                400, "invalid_cursor", f"Last-Event-ID {raw!r} is not a non-negative event number."
-            )
-        return int(raw)
-    if after is not None and after < 0:
-        raise ApiError(400, "invalid_cursor", "after must be a non-negative event number.")
-    return after or 0
+        return _event_id(raw.strip(), "Last-Event-ID")
+    after = request.query_params.get("after")
+    if after is not None:
+        return _event_id(after, "after")
+    return 0
+
+
+def _event_id(raw: str, name: str) -> int:
+    if not _EVENT_ID.fullmatch(raw):
+        shown = raw if len(raw) <= 40 else raw[:37] + "..."
+        raise ApiError(
+            400,
+            "invalid_cursor",
+            f"{name} {shown!r} is not an event id (a non-negative number of at most 18 "
+            "ASCII digits).",
+        )
+    return int(raw)

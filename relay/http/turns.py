@@ -32,7 +32,7 @@ from relay.http.operations import add_operation_routes
 from relay.http.otlp import add_receiver_routes
 from relay.http.parts import RelayParts
 from relay.http.replay import replay_response
-from relay.http.requests import parse_cursor, read_json_object
+from relay.http.requests import MAX_EVENT_ID, parse_cursor, read_json_object
 from relay.http.spa import add_spa_routes
 from relay.http.turn_feed import feed_response
 from relay.turns.messages import RATINGS
@@ -94,11 +94,11 @@ def build_router(relay: RelayParts) -> APIRouter:
     async def turn_events(
         request: Request,
         turn_id: str,
-        after: int | None = Query(default=None, ge=0),
+        after: int | None = Query(default=None, ge=0, le=MAX_EVENT_ID),
         wait: float = Query(default=0, ge=0, le=MAX_WAIT_S),
     ) -> Response:
         user = user_of(request)
-        cursor = parse_cursor(request, after)
+        cursor = parse_cursor(request)  # (after, as sent: plain digits only)
         agui = agui_query(request)  # ?format=agui: AG-UI 1.0 events (relay/delivery/agui.py)
         if wait:  # ?wait=S: a turn that has not arrived yet (its spans are on their way)
             await turn_arrival(relay, turn_id, wait)

@@ -8,6 +8,11 @@ of the wrong length or all zeros, a missing start time): those are *rejected* on
 and counted, and the rest are accepted; the answer's ``partial_success`` says how many
 were rejected and why (the first reason).
 
+Nesting is bounded: an OTLP/JSON body nested deeper than ``relay.json_depth.MAX_DEPTH``
+levels is a :class:`PayloadError`, and an attribute value (an AnyValue: arrays and
+key-value lists inside each other, in protobuf or JSON) nested deeper than
+:data:`MAX_VALUE_DEPTH` levels rejects its span.
+
 OTLP/JSON differs from the protobuf JSON mapping in one place that matters: trace and
 span ids are hex strings, not base64. Enums may be numbers or names; 64-bit integers may
 be strings; field names may be lowerCamelCase or snake_case.
@@ -26,7 +31,11 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from relay.json_depth import TooDeep, loads
 from relay.spans import SpanRecord
+
+#: the deepest an attribute value (an AnyValue in arrays and key-value lists) may nest
+MAX_VALUE_DEPTH = 32
 
 _KINDS = {0: "internal", 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
 _STATUS = {0: "unset", 1: "ok", 2: "error"}
@@ -77,14 +86,20 @@ def decode_protobuf(body: bytes) -> Decoded:
 def from_request(request: ExportTraceServiceRequest) -> Decoded:
     out = Decoded()
     for rs in request.resource_spans:
-        resource = _pb_attributes(rs.resource.attributes)
+        try:
+            resource = _pb_attributes(rs.resource.attributes)
+        except SpanRejected as exc:
+            raise PayloadError(f"the resource's {exc}") from None
         for ss in rs.scope_spans:
             for span in ss.spans:
                 problem = _pb_problem(span)
                 if problem:
                     out.reject(problem)
                     continue
-                out.records.append(_pb_span(span, resource))
+                try:
+                    out.records.append(_pb_span(span, resource))
+                except SpanRejected as exc:
+                    out.reject(str(exc))
     return out
 
 
@@ -145,17 +160,28 @@ def _pb_attributes(items: Any) -> dict[str, Any]:
     return {kv.key: _pb_value(kv.value) for kv in items}
 
 
-def _pb_value(value: AnyValue) -> Any:
+def _pb_value(value: AnyValue, depth: int = 1) -> Any:
     kind = value.WhichOneof("value")
     if kind == "string_value":  # most attributes: one lookup fewer
         return value.string_value
     if kind is None:
         return None
     if kind == "array_value":
-        return tuple(_pb_value(v) for v in value.array_value.values)
+        _check_depth(depth)
+        return tuple(_pb_value(v, depth + 1) for v in value.array_value.values)
     if kind == "kvlist_value":
-        return {kv.key: _pb_value(kv.value) for kv in value.kvlist_value.values}
+        _check_depth(depth)
+        return {kv.key: _pb_value(kv.value, depth + 1) for kv in value.kvlist_value.values}
     return getattr(value, kind)
+
+
+def _check_depth(depth: int) -> None:
+    """:class:`SpanRejected` for an attribute value nested past MAX_VALUE_DEPTH levels."""
+    if depth > MAX_VALUE_DEPTH:
+        raise SpanRejected(
+            f"an attribute value nests deeper than {MAX_VALUE_DEPTH} levels "
+            "(arrays and key-value lists inside each other)"
+        )
 
 
 # -- OTLP/JSON: the receiver's bodies (decode_json) and trace files (json_spans, json_span)
@@ -166,7 +192,9 @@ Where = tuple[int, int, int]
 
 def decode_json(body: bytes) -> Decoded:
     try:
-        doc = json.loads(body)
+        doc = loads(body, what="the body")
+    except TooDeep as exc:
+        raise PayloadError(str(exc)) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise PayloadError(f"the body is not JSON: {exc}") from None
     if not isinstance(doc, dict):
@@ -359,7 +387,7 @@ def _json_attributes(items: Any) -> dict[str, Any]:
     return out
 
 
-def _json_value(value: Any) -> Any:
+def _json_value(value: Any, depth: int = 1) -> Any:
     if not isinstance(value, dict):
         raise SpanRejected("an attribute value is not an AnyValue object")
     if not value:
@@ -377,10 +405,12 @@ def _json_value(value: Any) -> Any:
         except (TypeError, ValueError):
             raise SpanRejected(f"a doubleValue {_show(v)} is not a number") from None
     if kind in ("arrayValue", "array_value"):
-        return tuple(_json_value(x) for x in _values(v, kind))
+        _check_depth(depth)
+        return tuple(_json_value(x, depth + 1) for x in _values(v, kind))
     if kind in ("kvlistValue", "kvlist_value"):
+        _check_depth(depth)
         return {
-            kv["key"]: _json_value(kv.get("value") or {})
+            kv["key"]: _json_value(kv.get("value") or {}, depth + 1)
             for kv in _values(v, kind)
             if isinstance(kv, dict) and "key" in kv
         }

@@ -54,6 +54,7 @@ from relay.ingest.bounded import Seen, bounded_add
 from relay.ingest.store_writer import StoreWriter
 from relay.mapping import MappingState, can_start_run
 from relay.mapping.feed import END, Phase, feed, ordered_phases
+from relay.mapping.unmappable import end_unmappable
 from relay.spans import SpanRecord
 from relay.turns.foreign import NotedRuns, RecordWriter, record_received_events
 
@@ -324,14 +325,21 @@ class OTLPReceiver:
 
     def _mapped(self, phases: Iterable[Phase]) -> list[Event]:
         """The events of these phases; a phase that fails is counted and logged, and the
-        others still map (a bad span must not cost its trace's other events)."""
+        others still map (a bad span must not cost its trace's other events). The run of
+        a span that fails ends there, ``unmappable_spans`` (its readers get a terminal
+        event, its record is saved): :func:`relay.mapping.unmappable.end_unmappable`."""
         out: list[Event] = []
-        feed(self.state, phases, out.append, read=None, on_failure=self._failed)
-        return out
 
-    def _failed(self, record: SpanRecord, exc: Exception) -> None:
-        self.stats["mapping_failures"] += 1
-        log.exception("relay: mapping received span %r failed", record.name)
+        def failed(record: SpanRecord, exc: Exception) -> None:
+            self.stats["mapping_failures"] += 1
+            log.exception("relay: mapping received span %r failed", record.name)
+            try:
+                out.extend(end_unmappable(self.state, record, exc))
+            except Exception:  # (a record the state cannot even read: nothing to end)
+                log.exception("relay: ending the run of span %r failed", record.name)
+
+        feed(self.state, phases, out.append, read=None, on_failure=failed)
+        return out
 
     def _held_back(self, phases: Iterable[Phase]) -> Iterator[Phase]:
         """The phases, but a run root's end that comes while spans it announced (start

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from relay.ingest.otlp import PayloadError, SpanRejected, hex_id, integer, json_span, json_spans
+from relay.json_depth import MAX_DEPTH, TooDeep, loads
 from relay.spans import SpanRecord
 
 OTLP_JSON = "otlp_json"
@@ -106,7 +107,7 @@ def _documents(text: str) -> Iterator[tuple[int, Any]]:
     hold U+2028, U+2029 or U+0085, which JSON writers (the relay's own included) leave
     unescaped."""
     try:
-        yield 1, json.loads(text)
+        yield 1, _loads(text)
         return
     except json.JSONDecodeError as whole:
         first_error = whole
@@ -116,12 +117,27 @@ def _documents(text: str) -> Iterator[tuple[int, Any]]:
     docs = []
     for i, line in lines:
         try:
-            docs.append((i, json.loads(line)))
+            docs.append((i, _loads(line, i)))
         except json.JSONDecodeError as exc:
             if i == lines[0][0]:  # not JSON lines either: report the whole-file error
                 raise _json_error(first_error, text, None) from None
             raise _json_error(exc, line, i) from None
     yield from docs
+
+
+def _loads(text: str, line: int | None = None) -> Any:
+    """One JSON document, or :class:`TraceFileError` (``json_too_deep``) for one nested
+    deeper than ``relay.json_depth.MAX_DEPTH`` levels."""
+    try:
+        return loads(text)
+    except TooDeep:
+        where = f" (line {line})" if line is not None else ""
+        raise TraceFileError(
+            "json_too_deep",
+            f"The file's JSON{where} nests deeper than {MAX_DEPTH} levels; the relay "
+            "reads no deeper.",
+            400,
+        ) from None
 
 
 def _json_error(exc: json.JSONDecodeError, text: str, line: int | None) -> TraceFileError:

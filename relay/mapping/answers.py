@@ -12,13 +12,13 @@ from its nodes (noted as they end) and the output its root span reports (OpenInf
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from relay import conventions as c
 from relay import events as ev
 from relay.events import Event
+from relay.json_depth import loads as json_loads  # too deep: a ValueError, as unreadable
 from relay.mapping.attributes import json_attr
 from relay.mapping.discovery import discovered
 from relay.mapping.foreign_attributes import (
@@ -262,7 +262,7 @@ def message_of(attrs: Mapping[str, Any]) -> str:
         if not isinstance(raw, str) or raw[:1] not in "{[":
             continue
         try:
-            value = json.loads(raw)
+            value = json_loads(raw)
         except ValueError:
             continue
         if isinstance(value, dict) and isinstance(value.get("inputs"), dict):
@@ -295,7 +295,7 @@ def answer_of(attrs: Mapping[str, Any]) -> str:
         if raw is None:
             continue
         try:
-            value: Any = json.loads(raw) if isinstance(raw, str) else raw
+            value: Any = json_loads(raw) if isinstance(raw, str) else raw
         except ValueError:
             return str(raw)
         found = _answer_in(value)

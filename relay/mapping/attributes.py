@@ -9,6 +9,8 @@ import json
 from typing import Any
 
 from relay import conventions as c
+from relay.json_depth import MAX_DEPTH, TooDeep, too_deep
+from relay.json_depth import loads as json_loads
 from relay.spans import SpanRecord
 
 #: ``json.loads``' own scanner (C), called without the three Python frames and two regex
@@ -20,11 +22,16 @@ def json_attr(attrs: Any, key: str, default: Any) -> tuple[Any, bool]:
     """A JSON-valued attribute; ``ok`` is False when it is present but cut or malformed.
     Read as ``json.loads`` reads it: a text that starts and ends with its value goes
     through the scanner ``json.loads`` uses; any other (whitespace around it, not a str,
-    malformed, extra data) through ``json.loads`` itself."""
+    malformed, extra data) through ``json.loads`` itself. One nested deeper than
+    ``relay.json_depth.MAX_DEPTH`` levels is :class:`~relay.json_depth.TooDeep`, raised:
+    a span the mapping cannot read (its run ends ``unmappable_spans``,
+    :mod:`relay.mapping.unmappable`)."""
     raw = attrs.get(key)
     if raw is None:
         return default, True
     if type(raw) is str:
+        if too_deep(raw):
+            raise TooDeep(MAX_DEPTH, f"the span attribute {key}")
         try:
             value, end = _SCAN(raw, 0)
         except (StopIteration, ValueError, RecursionError):
@@ -33,7 +40,9 @@ def json_attr(attrs: Any, key: str, default: Any) -> tuple[Any, bool]:
             if end == len(raw):
                 return value, True
     try:
-        return json.loads(raw), True
+        return json_loads(raw), True
+    except TooDeep:
+        raise
     except (TypeError, ValueError):
         return default, False
 
@@ -70,7 +79,7 @@ def marker_attributes(record: SpanRecord) -> dict[str, Any] | None:
     """The start attributes a start marker (``relay.start_of``) carries for its span."""
     raw = record.attributes.get(c.START_ATTRIBUTES, "{}")
     try:
-        value = json.loads(raw) if isinstance(raw, str) else None
+        value = json_loads(raw) if isinstance(raw, str) else None
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

@@ -91,8 +91,9 @@ def map_span(state: MappingState, record: SpanRecord, ended: bool) -> list[Event
         return _unknown_trace(state, record, ended)
     if ended and attrs.get(c.TURN_ID) == run.turn_id:
         held = release_all(run)
-        state.forget_run(run.trace_id)
-        return held + discovery_end(state, run, record) + root_end(run, record)
+        events = held + discovery_end(state, run, record) + root_end(run, record)
+        state.forget_run(run.trace_id)  # (after: a root that cannot be mapped keeps its run)
+        return events
     if not ended:
         return _span_started(state, run, record)
     return _span_ended(state, run, record)
@@ -117,6 +118,8 @@ def _marker_started(state: MappingState, marker: SpanRecord) -> list[Event]:
 
 def _root_started(state: MappingState, record: SpanRecord) -> list[Event]:
     attrs = record.attributes
+    if record.trace_id in state.ended:  # its run ended already (unmappable spans)
+        return []
     if record.trace_id in state.tentative:  # some of its spans came first: start over
         state.forget_run(record.trace_id)
     run = Run(
@@ -155,6 +158,7 @@ def _root_started(state: MappingState, record: SpanRecord) -> list[Event]:
         fields.update(nodes=shape["nodes"], edges=shape["edges"], discovered=True)
     if not ok:
         fields["truncated"] = True
+    run.begun = True
     return [run.event(ev.GRAPH_TOPOLOGY, record.start_ns, fields)]
 
 
@@ -232,6 +236,7 @@ def _activate(state: MappingState, run: Run, record: SpanRecord, facts: Facts) -
         fields.update(nodes=topology["nodes"], edges=topology["edges"])
     fields["run_kind"] = run.kind
     state.note("start", run, record)
+    run.begun = True
     return [run.event(ev.GRAPH_TOPOLOGY, start, fields)]
 
 

@@ -44,6 +44,7 @@ from relay.mapping.order import (
 from relay.mapping.own import CHILD_OPERATIONS, child_leaf
 from relay.mapping.state import MappingState
 from relay.mapping.stream_order import PhaseOrderer
+from relay.mapping.unmappable import UnmappableSpans
 from relay.spans import SpanRecord
 
 S = TypeVar("S")  # what a phase carries: a SpanRecord, or the live processor's SDK span
@@ -127,8 +128,9 @@ def replay_events(
     records: Sequence[SpanRecord], resume_route: Callable[[str], str | None] | None = None
 ) -> list[Event]:
     """The events of these spans (one turn's), numbered from 1: :func:`stream_replay_events`
-    joined. A mapping failure propagates: a replay that cannot be derived is an error,
-    not a shorter turn. ``resume_route``: the serving process's
+    joined. A mapping failure propagates (as :class:`~relay.mapping.unmappable.
+    UnmappableSpans`): a replay that cannot be derived is an error, not a shorter turn.
+    ``resume_route``: the serving process's
     (:attr:`MappingState.resume_route`), so that a ``paused`` event's hint is the live
     one. (Streamed even here: the phases of a chunk at a time, not of the whole turn, are
     alive at once; the tests hold it to :func:`ordered_phases` fed whole.)"""
@@ -152,9 +154,16 @@ def iter_replay_events(
     seq = 0
 
     def derive(phases: list[Phase]) -> list[Event]:
-        nonlocal seq
         events: list[Event] = []
-        feed(state, phases, events.append, read=None)
+        try:
+            feed(state, phases, events.append, read=None, on_failure=unmappable)
+        except UnmappableSpans as exc:  # the events before the span it stopped at go too
+            exc.before = number(events)
+            raise
+        return number(events)
+
+    def number(events: list[Event]) -> list[Event]:
+        nonlocal seq
         # fresh from a state of its own: numbered in place, as Event.stamped numbers a
         # fresh event (no copy, and no call per event); one numbered already is copied
         for k, event in enumerate(events):
@@ -172,6 +181,12 @@ def iter_replay_events(
     batch = derive(orderer.finish())
     if batch:
         yield batch
+
+
+def unmappable(span: Any, exc: Exception) -> None:
+    """A replay's phase that fails: :class:`~relay.mapping.unmappable.UnmappableSpans`
+    (the replay stops there; the cause is chained)."""
+    raise UnmappableSpans(str(getattr(span, "name", "?")), exc, span) from exc
 
 
 def chunked(
@@ -262,7 +277,7 @@ def _foreign_turns(
 ) -> None:
     """The foreign turns among ``records``, as the mapping keys them, into ``turns``."""
     events: list[Event] = []
-    feed(MappingState(), ordered_phases(records), events.append, read=None)
+    feed(MappingState(), ordered_phases(records), events.append, read=None, on_failure=unmappable)
     for event in events:
         turn = turns.get(event.turn_id)
         if turn is None:

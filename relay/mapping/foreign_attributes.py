@@ -14,11 +14,11 @@ retrieval's documents (:func:`oi_documents`) and OpenLLMetry's workflow
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from relay import conventions as c
+from relay.json_depth import loads as json_loads  # too deep: a ValueError, as unreadable
 from relay.mapping.attributes import str_or_none, task_id_of
 from relay.mapping.facts import NODE, Facts
 
@@ -88,7 +88,7 @@ def declared_topology(attrs: Mapping[str, Any]) -> tuple[dict[str, Any] | None, 
         if raw is None:
             continue
         try:
-            value = json.loads(raw) if isinstance(raw, str) else raw
+            value = json_loads(raw) if isinstance(raw, str) else raw
         except ValueError:
             return None, None
         if isinstance(value, dict) and isinstance(value.get("nodes"), list):
@@ -111,7 +111,7 @@ def oi_metadata(attrs: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(raw, str):
         return {}
     try:
-        value = json.loads(raw)
+        value = json_loads(raw)
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}

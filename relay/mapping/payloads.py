@@ -8,13 +8,13 @@ nodes' names, outermost first); a node's status comes from
 
 from __future__ import annotations
 
-import json
 from operator import itemgetter
 from typing import Any
 
 from relay import conventions as c
 from relay import events as ev
 from relay.events import Event
+from relay.json_depth import loads as json_loads  # too deep: a ValueError, as unreadable
 from relay.mapping.answers import foreign_node_ended
 from relay.mapping.attributes import suffix
 from relay.mapping.facts import Facts
@@ -87,7 +87,7 @@ def tool_fields(record: SpanRecord, facts: Facts) -> dict[str, Any]:
     if record.attributes.get(c.TOOL_CLIENT):  # a client-executed tool: what it is asked
         fields["client"] = True
         try:
-            fields["args"] = json.loads(str(record.attributes.get(c.TOOL_CALL_ARGUMENTS)))
+            fields["args"] = json_loads(str(record.attributes.get(c.TOOL_CALL_ARGUMENTS)))
         except ValueError:
             fields["args"] = {}
     return fields

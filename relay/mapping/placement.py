@@ -21,12 +21,12 @@ and go out, in their order, with their node's name, once it is settled (:func:`r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from relay import conventions as c
 from relay.events import Event
+from relay.json_depth import loads as json_loads  # too deep: a ValueError, as unreadable
 from relay.mapping import state as bounds
 from relay.mapping.attributes import task_id_of
 from relay.mapping.facts import NODE, ROOT, Facts
@@ -84,7 +84,7 @@ def namespace_attr(attrs: Mapping[str, Any]) -> list[str] | None:
     raw = attrs.get(c.NODE_NAMESPACE)
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw) if raw.strip() else []
+            raw = json_loads(raw) if raw.strip() else []
         except ValueError:
             return None
     if isinstance(raw, list | tuple) and all(isinstance(x, str) for x in raw):

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from relay import conventions as c
 from relay.events import Event
 from relay.mapping.attributes import json_attr
 from relay.mapping.discovery import Discovery
@@ -65,6 +66,7 @@ class Run:
     started_ns: int = 0
     paused_ns: int | None = None  # a resume: when the turn it resumes paused
     active: bool = True  # False: a tentative run (a trace no rule recognised yet)
+    begun: bool = False  # its graph_topology is out
     span_ids: set[str] = field(default_factory=set)  # its open spans, in MappingState.spans
     held: list[Held] = field(default_factory=list)  # events waiting for their node
     #: LangGraph task -> the parent of the (foreign) node span that took it
@@ -169,12 +171,13 @@ class MappingState:
         reads (as every reader shares an event: an event is never changed once made).
         Bounded: past MAX_TOPOLOGIES texts the memo starts over."""
         if type(raw) is not str:
-            return json_attr({"": raw}, "", {"nodes": [], "edges": []})
+            return json_attr({c.GRAPH_TOPOLOGY: raw}, c.GRAPH_TOPOLOGY, {"nodes": [], "edges": []})
         read = self.topologies.get(raw)
         if read is None:
             if len(self.topologies) >= MAX_TOPOLOGIES:
                 self.topologies.clear()
-            read = self.topologies[raw] = json_attr({"": raw}, "", {"nodes": [], "edges": []})
+            read = json_attr({c.GRAPH_TOPOLOGY: raw}, c.GRAPH_TOPOLOGY, {"nodes": [], "edges": []})
+            self.topologies[raw] = read
         return read
 
     def pause(self, thread_id: str, turn: PausedTurn) -> None:

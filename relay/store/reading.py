@@ -101,8 +101,11 @@ class SpanStream:
                     if not batch:
                         return
                     yield [replay_record(t, row) for t, row in batch]
-        finally:
+        except BaseException:  # left early (GeneratorExit), or failed
             self.close()
+            raise
+        # read to the end: still open, as the mapping's lookups (``coarse``) may still read
+        # it (a turn of one span is ordered only at the end); its owner closes it
 
     def coarse(self, trace_id: str) -> bool:
         self._cur.execute(

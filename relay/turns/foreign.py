@@ -150,13 +150,16 @@ def _may_change(known: TurnRecord, user: str) -> bool:
     )
 
 
-async def record_imported_turn(turns: TurnStore, turn: TurnSpans, user_id: str = "") -> None:
+async def record_imported_turn(
+    turns: TurnStore, turn: TurnSpans, user_id: str = "", last_seq: int | None = None
+) -> None:
     """List an imported turn in GET /turns (past turns), unless this relay knows it; the
     importer's (``user_id``) when requests have users, on its thread only when that
-    thread is the importer's or no user's (else kept apart: :func:`placed`)."""
+    thread is the importer's or no user's (else kept apart: :func:`placed`).
+    ``last_seq``: the number of its replay's events, when the caller has derived them."""
     if await turns.get(turn.turn_id) is not None:
         return
-    record = _imported_record(turn)
+    record = _imported_record(turn, last_seq)
     record.user_id = user_id
     with contextlib.suppress(TurnExists):  # another writer won the race
         await turns.create(await placed(turns, record, what="imported"))
@@ -196,7 +199,7 @@ def _outcome(event: Event) -> str:
     return "cancelled" if event.fields.get("code") == "cancelled" else "error"
 
 
-def _imported_record(turn: TurnSpans) -> TurnRecord:
+def _imported_record(turn: TurnSpans, last_seq: int | None = None) -> TurnRecord:
     if turn.foreign:
         return _imported_foreign(turn)
     chat = next(
@@ -219,7 +222,8 @@ def _imported_record(turn: TurnSpans) -> TurnRecord:
         response=response if isinstance(response, str) else None,
         root_trace_id=last.trace_id,
         root_span_id=last.span_id,
-        last_seq=len(replay_events(turn.spans)),  # the replay's seqs, 1..last_seq
+        # the replay's seqs, 1..last_seq
+        last_seq=len(replay_events(turn.spans)) if last_seq is None else last_seq,
     )
 
 

@@ -37,6 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
         "relay.logs",
         "relay.spans",
         "relay.version",
+        "relay.json_depth",
     ),
     ("relay.bus", "relay.store", "relay.mapping"),
     (

@@ -481,6 +481,11 @@ def test_streamed_read_gives_what_the_mapping_reads_in_start_order(
     state, stream = store.turn_span_stream("turn-8")
     assert state == STORED and stream is not None
     read = [r for chunk in stream for r in chunk]
+    # read to the end, it still answers the mapping's lookups (the replay's ordering asks
+    # them at its end: a turn of one span), until its owner closes it
+    assert not stream.closed
+    assert stream.coarse(chat[0].trace_id) in (True, False)
+    stream.close()
     assert stream.closed
     expected = sorted(chat + resume, key=lambda r: r.start_ns)
     assert [r.start_ns for r in read] == [r.start_ns for r in expected]
