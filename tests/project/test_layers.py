@@ -71,11 +71,26 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+def _parsed(path: Path) -> ast.Module:
+    """The module's syntax tree. CPython 3.11 keeps the AST constructor's recursion depth
+    in state every thread shares (python/cpython#106905): while another thread of this
+    worker parses (a server a fixture left running maps an interrupt), a parse may fail
+    with a spurious ``SystemError``; it is tried again (relay/mapping/interrupts.py does
+    the same)."""
+    text = path.read_text(encoding="utf-8")
+    for _ in range(5):
+        try:
+            return ast.parse(text)
+        except SystemError:
+            continue
+    return ast.parse(text)
+
+
 def _imports(name: str, path: Path) -> list[tuple[str, int]]:
     """Every module ``name`` imports (anywhere in the file), with its line."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: list[tuple[str, int]] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_parsed(path)):
         if isinstance(node, ast.Import):
             out += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
