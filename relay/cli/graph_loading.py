@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from relay.settings import ConfigError
+from relay.sourcefile import import_file
 
 log = logging.getLogger("relay.cli")
 
@@ -233,20 +234,10 @@ def import_source(where: str, base: Path, label: str) -> Any:
         path = (base / where).resolve()
         if not path.is_file():
             raise ConfigError(f"{label}: the file {path} does not exist")
-        module_name = f"span_relay_graph_{abs(hash(str(path)))}"
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            raise ConfigError(f"{label}: cannot import {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        if str(path.parent) not in sys.path:
-            sys.path.insert(0, str(path.parent))
         try:
-            spec.loader.exec_module(module)
+            return import_file(path, "span_relay_graph")
         except Exception as exc:
-            sys.modules.pop(module_name, None)
             raise _load_error(label, where, exc) from None
-        return module
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
     try:

@@ -20,13 +20,13 @@ import importlib
 import importlib.util
 import json
 import logging
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from relay.settings import ConfigError
+from relay.sourcefile import import_file
 
 log = logging.getLogger("relay")
 
@@ -110,16 +110,7 @@ def _import(where: str, base: Path, source: str) -> Any:
         path = (base / where).resolve()
         if not path.is_file():
             raise ConfigError(f"{source}: the file {path} does not exist")
-        name = f"span_relay_auth_{abs(hash(str(path)))}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ConfigError(f"{source}: cannot import {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        if str(path.parent) not in sys.path:
-            sys.path.insert(0, str(path.parent))
-        spec.loader.exec_module(module)
-        return module
+        return import_file(path, "span_relay_auth")
     try:
         return importlib.import_module(where)
     except ModuleNotFoundError as exc:

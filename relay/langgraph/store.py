@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from relay.settings import ConfigError, RelaySettings
+from relay.sourcefile import import_file
 
 log = logging.getLogger("relay.store")
 _POSTGRES = ("postgresql://", "postgres://")
@@ -342,16 +343,9 @@ def _provider(embed: str) -> Any:
 def _from_file(embed: str, path: Path) -> Any:
     if not path.is_file():
         raise ConfigError(f"store.index.embed {embed!r}: {path} does not exist")
-    name = f"span_relay_embed_{abs(hash(str(path)))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"store.index.embed {embed!r}: cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        module = import_file(path, "span_relay_embed")
     except Exception as exc:
-        sys.modules.pop(name, None)
         raise ConfigError(
             f"store.index.embed {embed!r}: importing {path} failed: "
             f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"

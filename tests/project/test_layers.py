@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
         "relay.spans",
         "relay.version",
         "relay.json_depth",
+        "relay.sourcefile",
     ),
     ("relay.bus", "relay.store", "relay.mapping"),
     (
