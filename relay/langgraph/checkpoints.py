@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -74,12 +73,11 @@ async def open_checkpointer(
             await sqlite_saver.conn.execute("PRAGMA synchronous=NORMAL")
             yield sqlite_saver
         return
-    import psycopg
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from psycopg.rows import dict_row
 
     from relay.store.pool import open_async_pool
-    from relay.store.schema import lock_key
+    from relay.store.schema import lock_key, migrating
 
     # the driver's own reason if PostgreSQL is not there at start-up (see open_pool), and
     # the schema the checkpoints live in, first on every pooled connection's search_path
@@ -92,24 +90,9 @@ async def open_checkpointer(
     )
     try:
         saver = AsyncPostgresSaver(pool, serde=serde)
-        # instances that start together must not run the migrations at the same time.
-        # Polled, never waited for in a statement: the migrations CREATE INDEX
-        # CONCURRENTLY, which waits for every statement in progress, and one waiting for
-        # this lock would wait for the holder in turn (a deadlock PostgreSQL cannot see:
-        # the holder waits for its own CREATE INDEX on another connection)
-        setup_lock = lock_key(schema, "checkpoints")
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as lock:
-            for _ in itertools.count():
-                row = await (
-                    await lock.execute("SELECT pg_try_advisory_lock(%s)", (setup_lock,))
-                ).fetchone()
-                if row and row[0]:
-                    break
-                await asyncio.sleep(0.1)
-            try:
-                await saver.setup()
-            finally:
-                await lock.execute("SELECT pg_advisory_unlock(%s)", (setup_lock,))
+        # instances that start together must not run the migrations at the same time
+        async with migrating(url, lock_key(schema, "checkpoints")):
+            await saver.setup()
         yield saver
     finally:
         await pool.close()

@@ -27,10 +27,8 @@ store's own sweeper runs while the app does, when an interval is given).
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import importlib.util
-import itertools
 import logging
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -173,7 +171,7 @@ async def _postgres_store(
     from psycopg.rows import dict_row
 
     from relay.store.pool import open_async_pool
-    from relay.store.schema import lock_key
+    from relay.store.schema import lock_key, migrating
 
     # the driver's own reason if PostgreSQL is not there at start-up (see open_pool), and
     # the deployment's schema, first on every pooled connection's search_path
@@ -188,17 +186,8 @@ async def _postgres_store(
     try:
         index = dict(options.index) if options.index is not None else None
         store = AsyncPostgresStore(pool, index=index, ttl=ttl)  # type: ignore[arg-type]
-        # instances that start together must not run the migrations at the same time;
-        # polled, as the checkpointer's (relay/langgraph/checkpoints.py): they CREATE
-        # INDEX CONCURRENTLY, which waits for every statement in progress
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as lock:
-            for _ in itertools.count():
-                row = await (
-                    await lock.execute("SELECT pg_try_advisory_lock(%s)", (setup_lock,))
-                ).fetchone()
-                if row and row[0]:
-                    break
-                await asyncio.sleep(0.1)
+        # instances that start together must not run the migrations at the same time
+        async with migrating(url, setup_lock):
             try:
                 await store.setup()
             except psycopg.errors.FeatureNotSupported as exc:  # no pgvector
@@ -207,8 +196,6 @@ async def _postgres_store(
                     f"server does not have ({' '.join(str(exc).split())[:160]}): install "
                     "pgvector, or remove 'index' from langgraph.json's store section"
                 ) from None
-            finally:
-                await lock.execute("SELECT pg_advisory_unlock(%s)", (setup_lock,))
         yield store
     finally:
         await pool.close()

@@ -25,8 +25,10 @@ The pin is a session setting, as the thread locks are session locks: behind a po
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 from relay.setting import ConfigError, check_schema_name
@@ -105,3 +107,25 @@ def lock_key(schema: str, purpose: str) -> int:
     unique to ``schema``: deployments in two schemas of one database never share one."""
     digest = hashlib.sha256(f"{schema}\x00{purpose}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
+
+
+@asynccontextmanager
+async def migrating(url: str, key: int) -> AsyncIterator[None]:
+    """Hold advisory lock ``key`` (:func:`lock_key`) on a connection of its own while the
+    body runs a store's migrations, so that instances starting together run them one at a
+    time. Polled, never waited for in a statement: LangGraph's migrations CREATE INDEX
+    CONCURRENTLY, which waits for every statement in progress, and one waiting for this
+    lock would wait for the holder in turn (a deadlock PostgreSQL cannot see: the holder
+    waits for its own CREATE INDEX on another connection)."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as lock:
+        while True:
+            row = await (await lock.execute("SELECT pg_try_advisory_lock(%s)", (key,))).fetchone()
+            if row and row[0]:
+                break
+            await asyncio.sleep(0.1)
+        try:
+            yield
+        finally:
+            await lock.execute("SELECT pg_advisory_unlock(%s)", (key,))
