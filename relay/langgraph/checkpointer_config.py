@@ -70,15 +70,21 @@ def checkpointer_options(section: Any) -> CheckpointerOptions:
     )
 
 
-def _ttl(ttl: Any) -> ThreadTTL:
-    if not isinstance(ttl, Mapping):
-        raise ConfigError(f"checkpointer.ttl: expected an object, not {type(ttl).__name__}")
-    unknown = sorted(str(k) for k in ttl if k not in _TTL_KEYS)
+def _section(value: Any, name: str, keys: Any) -> Mapping[str, Any]:
+    """``value`` as the object ``checkpointer.{name}`` must be, holding only ``keys``."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"checkpointer.{name}: expected an object, not {type(value).__name__}")
+    unknown = sorted(str(k) for k in value if k not in keys)
     if unknown:
         raise ConfigError(
-            f"checkpointer.ttl: unknown key(s) {', '.join(map(repr, unknown))} (it takes "
-            f"{', '.join(map(repr, _TTL_KEYS))})"
+            f"checkpointer.{name}: unknown key(s) {', '.join(map(repr, unknown))} (it takes "
+            f"{', '.join(map(repr, keys))})"
         )
+    return value
+
+
+def _ttl(value: Any) -> ThreadTTL:
+    ttl = _section(value, "ttl", _TTL_KEYS)
     strategy = ttl.get("strategy", "delete")
     if strategy == "keep_latest":
         raise ConfigError(
@@ -113,15 +119,8 @@ def _whole(ttl: Mapping[str, Any], key: str, default: int) -> int:
     return value
 
 
-def _serde(serde: Any) -> Any:
-    if not isinstance(serde, Mapping):
-        raise ConfigError(f"checkpointer.serde: expected an object, not {type(serde).__name__}")
-    unknown = sorted(str(k) for k in serde if k not in _SERDE_KEYS)
-    if unknown:
-        raise ConfigError(
-            f"checkpointer.serde: unknown key(s) {', '.join(map(repr, unknown))} (it "
-            f"takes {', '.join(map(repr, _SERDE_KEYS))})"
-        )
+def _serde(value: Any) -> Any:
+    serde = _section(value, "serde", _SERDE_KEYS)
     pickle_fallback = serde.get("pickle_fallback", True)
     if not isinstance(pickle_fallback, bool):
         raise ConfigError(
