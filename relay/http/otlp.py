@@ -146,8 +146,7 @@ async def receive_traces(relay: RelayParts, request: Request) -> Response:
         )
     receiver.stats["rejected"] += decoded.rejected
     events = receiver.accept(decoded.records)
-    if events:
-        await receiver.remember(events)
+    await receiver.deliver(events)
     if media == PROTOBUF:
         return Response(response_protobuf(decoded.rejected, decoded.reason), media_type=PROTOBUF)
     return Response(response_json(decoded.rejected, decoded.reason), media_type=JSON)

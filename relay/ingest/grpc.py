@@ -57,8 +57,7 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
             )
         receiver.stats["rejected"] += decoded.rejected
         events = receiver.accept(decoded.records)
-        if events:
-            await receiver.remember(events)
+        await receiver.deliver(events)
         response = trace_service_pb2.ExportTraceServiceResponse()
         if decoded.rejected:
             response.partial_success.rejected_spans = decoded.rejected

@@ -22,6 +22,13 @@ markers").
 - A turn that this relay runs itself (the in-process processor publishes it) is never
   published again from received spans: an agent that exports its spans to the relay
   that also runs it in-process would otherwise stream every event twice.
+- A received run that names a turn the store knows (``relay.turn.id``) is published only
+  when it may change that turn's record (:func:`relay.turns.foreign.may_change`: it
+  names the turn's user, and the turn is not one this relay ran); else its events are
+  dropped from the live path (its spans are stored), counted in ``stats["kept_apart"]``
+  and logged. Decided once per turn, before its first event goes out, by
+  :meth:`OTLPReceiver._admit` on the outbox's task (:mod:`relay.ingest.outbox`: a
+  record lookup is I/O, never on the span path).
 - Settle window (``settle_s``, RELAY_OTLP_SETTLE_MS): exporters race (one request per
   span, sent concurrently, as the Node.js SDK's ``SimpleSpanProcessor`` does), so spans
   of a trace wait ``settle_s`` from the first one's arrival and are then fed together in
@@ -48,15 +55,18 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from relay import conventions as c
-from relay import events as ev
 from relay.events import Event
 from relay.ingest.bounded import Seen, bounded_add
+from relay.ingest.outbox import Batch, Outbox
 from relay.ingest.store_writer import StoreWriter
 from relay.mapping import MappingState, can_start_run
 from relay.mapping.feed import END, Phase, feed, ordered_phases
 from relay.mapping.unmappable import end_unmappable
 from relay.spans import SpanRecord
-from relay.turns.foreign import NotedRuns, RecordWriter, record_received_events
+from relay.store import RunIndex
+from relay.store.sql import our_run
+from relay.turns.foreign import NotedRuns, RecordWriter, may_change
+from relay.turns.threads import joins
 
 if TYPE_CHECKING:
     from relay.bus.base import Bus
@@ -127,7 +137,10 @@ class OTLPReceiver:
         self._deferred: dict[str, tuple[float, SpanRecord]] = {}  # trace -> its root's end
         self._sweeper: asyncio.Task[None] | None = None
         self._owned: OrderedDict[str, None] = OrderedDict()  # turns published from here
-        self._ignored: OrderedDict[str, None] = OrderedDict()  # traces of turns run here
+        self._ignored: OrderedDict[str, None] = OrderedDict()  # traces not published
+        self._admitted: OrderedDict[str, None] = OrderedDict()  # traces _admit let go out
+        self._turn_users: OrderedDict[str, str] = OrderedDict()  # a new turn's first user
+        self._runs_out: list[RunIndex] = []  # index entries for the next batch out
         self.stats = {
             "received": 0,
             "accepted": 0,
@@ -145,6 +158,7 @@ class OTLPReceiver:
         }
         self._records = RecordWriter(turns, self._noted.messages, self._noted.users, self.stats)
         self._writer = StoreWriter(store, store_backlog, self.stats)
+        self._outbox = Outbox(self._admit, self._send)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -155,9 +169,7 @@ class OTLPReceiver:
     async def _sweep_loop(self) -> None:
         while True:
             await asyncio.sleep(1.0)
-            events = self.sweep()
-            if events:
-                await self.remember(self._publish(events))
+            self._outbox.put(self._batch(self.sweep()))
 
     async def stop(self, timeout: float = 5.0) -> None:
         if not self._writer.started:
@@ -170,7 +182,8 @@ class OTLPReceiver:
         for trace_id in list(self._windows):  # what waits out its window goes out now
             self._flush(trace_id)
         deadline = time.monotonic() + timeout
-        await self._records.drain(timeout)  # the turn records of what went out
+        await self._outbox.drain(timeout)  # what went out of a window, published
+        await self._records.drain(max(0.0, deadline - time.monotonic()))  # and recorded
         await self._writer.stop(max(0.0, deadline - time.monotonic()))
 
     # -- admission ------------------------------------------------------------------------
@@ -188,7 +201,9 @@ class OTLPReceiver:
     # -- the work (on the event loop, no I/O) ---------------------------------------------
 
     def accept(self, records: Sequence[SpanRecord]) -> list[Event]:
-        """Take finished spans: store them, map them, publish their events."""
+        """Take finished spans: store them and map them. The events mapped now (without a
+        settle window; else they go out when their window closes) are answered, for
+        :meth:`deliver`."""
         self.stats["received"] += len(records)
         fresh: list[SpanRecord] = []
         for record in records:
@@ -198,6 +213,8 @@ class OTLPReceiver:
                 continue
             self._seen.add(key)
             fresh.append(record)
+            if c.TURN_ID in record.attributes:  # our run root (or its start marker)
+                self._runs_out.append(our_run(record))
         if not fresh:
             return []
         self.stats["accepted"] += len(fresh)
@@ -212,7 +229,7 @@ class OTLPReceiver:
                     continue
             by_trace.setdefault(record.trace_id, []).append(record)
         if self.settle_s <= 0:
-            return self._publish(self._take(by_trace) + self.sweep())
+            return self._take(by_trace) + self.sweep()
         now = time.monotonic()
         for trace_id, spans in by_trace.items():
             if trace_id in self._ignored:
@@ -261,7 +278,7 @@ class OTLPReceiver:
         if window.timer is not None:
             window.timer.cancel()
         try:
-            published = self._publish(self._take({trace_id: window.spans}) + self.sweep())
+            self._outbox.put(self._batch(self._take({trace_id: window.spans}) + self.sweep()))
         except Exception:  # a timer's callback: nobody above it to answer (they are stored)
             self.stats["mapping_failures"] += len(window.spans)
             log.exception(
@@ -270,7 +287,6 @@ class OTLPReceiver:
                 trace_id,
             )
             return
-        self._records.put(published)
 
     def _take(self, by_trace: dict[str, list[SpanRecord]]) -> list[Event]:
         """Map spans, trace by trace: fed when their trace's run is followed, else kept
@@ -309,10 +325,14 @@ class OTLPReceiver:
         return events
 
     def _index_noted(self) -> None:
-        """The foreign runs the mapping began or ended: into the store's index queue."""
+        """The foreign runs the mapping began or ended: their index entries go out with
+        the next batch (once admitted)."""
         if self.state.notes:
-            for entry in self._noted.take(self.state.notes):
-                self._writer.index(entry)
+            self._runs_out += self._noted.take(self.state.notes)
+
+    def _batch(self, events: list[Event]) -> Batch:
+        runs, self._runs_out = self._runs_out, []
+        return Batch(events, runs)
 
     def _feed(self, spans: list[SpanRecord]) -> list[Event]:
         trace_id = spans[0].trace_id if spans else ""
@@ -389,20 +409,82 @@ class OTLPReceiver:
             )
         return events
 
-    def _publish(self, events: list[Event]) -> list[Event]:
+    async def _admit(self, batch: Batch) -> None:
+        """Before anything of a received run goes out, once per trace: when the store
+        knows the turn it names, the run is admitted only if it may change that turn's
+        record (it names the turn's user: :func:`relay.turns.foreign.may_change`); a turn
+        published from here whose record is not written yet takes runs of its first
+        run's user alone. A refused run's trace is ignored from here on (its spans are
+        still stored, under no turn), counted and logged with its ids alone. A turn this
+        relay ran itself is the in-process double of what it published
+        (:meth:`_ignore_own`). Runs on the outbox's task (a record lookup is I/O)."""
+        pairs = [(e.turn_id, e.trace_id) for e in batch.events]
+        pairs += [(r.turn_id, r.trace_id) for r in batch.runs]
+        for turn_id, trace_id in dict.fromkeys(pairs):
+            if trace_id in self._admitted or trace_id in self._ignored:
+                continue
+            user = self._noted.users.get(trace_id, "")
+            try:
+                known = await self.turns.get(turn_id)
+            except Exception:  # fail closed: whose turn it is cannot be told
+                log.exception(
+                    "relay: could not read the record of received turn %s; trace %s is "
+                    "not published (its spans are stored)",
+                    turn_id,
+                    trace_id,
+                )
+                bounded_add(self._ignored, trace_id, self.max_turns)
+                continue
+            if known is not None and known.graph:
+                self._ignore_own(turn_id, trace_id)
+            elif (known is not None and not may_change(known, user)) or (
+                known is None
+                and turn_id in self._owned
+                and not joins(self._turn_users.get(turn_id), user)
+            ):
+                self.stats["kept_apart"] += 1
+                log.warning(
+                    "relay: received run (trace %s) of turn %s names another user than "
+                    "the turn's own, or none: not published into its stream nor indexed "
+                    "under it, its record left as it was (its spans are stored)",
+                    trace_id,
+                    turn_id,
+                )
+                bounded_add(self._ignored, trace_id, self.max_turns)
+            else:
+                bounded_add(self._admitted, trace_id, self.max_turns)
+                if known is None and turn_id not in self._turn_users:
+                    self._turn_users[turn_id] = user
+                    while len(self._turn_users) > self.max_turns:
+                        self._turn_users.popitem(last=False)
+
+    def _ignore_own(self, turn_id: str, trace_id: str) -> None:
+        log.warning(
+            "relay: received spans of turn %s, which this relay runs itself; not published twice",
+            turn_id,
+        )
+        bounded_add(self._ignored, trace_id, self.max_turns)
+
+    def _send(self, batch: Batch) -> None:
+        """An admitted batch out: its events to the bus, its runs to the store's index,
+        the published events to the turn records."""
+        published = self._publish(batch.events)
+        for run in batch.runs:
+            if run.trace_id not in self._ignored:
+                self._writer.index(run)
+        self._records.put(published)
+
+    def _publish(self, events: Sequence[Event]) -> list[Event]:
+        """Publish admitted events; a turn not yet published from here is first checked
+        against the turns this relay runs (live here, or on the shared bus)."""
         bus = self.bus
         published: list[Event] = []
         for event in events:
             if event.trace_id in self._ignored:
                 continue
-            if event.type == ev.GRAPH_TOPOLOGY and event.turn_id not in self._owned:
+            if event.turn_id not in self._owned:
                 if self.running(event.turn_id) or bus.has_turn(event.turn_id):
-                    log.warning(
-                        "relay: received spans of turn %s, which this relay runs "
-                        "itself; not published twice",
-                        event.turn_id,
-                    )
-                    bounded_add(self._ignored, event.trace_id, self.max_turns)
+                    self._ignore_own(event.turn_id, event.trace_id)
                     continue
                 bounded_add(self._owned, event.turn_id, self.max_turns)
             if event.is_run_terminal:
@@ -411,10 +493,14 @@ class OTLPReceiver:
         self.stats["events"] += len(published)
         return published
 
-    # -- turn records (async: the turn store does I/O) -------------------------------------
+    # -- out of the request (async: admission and the turn records do I/O) -----------------
 
-    async def remember(self, events: Sequence[Event]) -> None:
-        """Keep GET /turns/{id} in step with received turns."""
-        await record_received_events(
-            self.turns, events, self._noted.messages, self._noted.users, self.stats
-        )
+    async def deliver(self, events: Sequence[Event], timeout: float = 30.0) -> None:
+        """Publish what :meth:`accept` answered (once admitted) and keep ``GET
+        /turns/{id}`` in step: by the time this returns (or ``timeout`` passed), the
+        turn's record says what its events said."""
+        batch = self._batch(list(events))
+        if not batch:
+            return
+        await self._outbox.put(batch)
+        await self._records.drain(timeout)

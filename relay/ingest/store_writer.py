@@ -4,8 +4,10 @@ Every span the receiver accepts goes to the store through :class:`StoreWriter`: 
 the event loop (no I/O there), written in batches of :data:`STORE_BATCH` in a worker
 thread, one batch at a time. A queue past ``backlog`` spans is back-pressure
 (:meth:`StoreWriter.busy`: HTTP 429, gRPC RESOURCE_EXHAUSTED; the exporter retries
-later). The index entries of foreign runs (:class:`relay.store.RunIndex`) go the same
-way, ahead of a long span backlog since they are small.
+later). Spans are stored unindexed: the index entries of the runs the receiver admits
+(:class:`relay.store.RunIndex`, ours and other instrumentations') go the same way, ahead
+of a long span backlog since they are small, so that a refused run is stored but never
+found under the turn it named.
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ class StoreWriter:
                 batch = [self._spans.popleft() for _ in range(min(STORE_BATCH, len(self._spans)))]
                 self._writing = len(batch)
                 try:
-                    await asyncio.to_thread(store.write, batch)
+                    await asyncio.to_thread(store.write, batch, index=False)
                     self.stats["stored"] += len(batch)
                 except Exception:
                     self.stats["store_failures"] += len(batch)

@@ -52,9 +52,13 @@ class RunIndex:
 
 
 class SpanStore(Protocol):
-    def write(self, records: Sequence[SpanRecord], *, source: str = "live") -> int:
+    def write(
+        self, records: Sequence[SpanRecord], *, source: str = "live", index: bool = True
+    ) -> int:
         """Store finished spans, all or nothing (one transaction). ``source``:
-        ``live`` (the exporter) or ``import`` (a trace file)."""
+        ``live`` (the exporter) or ``import`` (a trace file). ``index``: whether our run
+        roots among them (``relay.turn.id``) index their runs under their turns (the
+        OTLP receiver indexes only the runs it admits: :func:`relay.store.sql.our_run`)."""
         ...
 
     def turn_spans(self, turn_id: str) -> tuple[str, list[SpanRecord]]:

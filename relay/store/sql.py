@@ -78,12 +78,14 @@ class SQLSpanStore:
 
     # -- writing (the exporter's thread, or an import) ----------------------------------
 
-    def write(self, records: Sequence[SpanRecord], *, source: str = "live") -> int:
+    def write(
+        self, records: Sequence[SpanRecord], *, source: str = "live", index: bool = True
+    ) -> int:
         """Store finished spans in one transaction; returns how many were written."""
         if not records:
             return 0
         now = self.clock()
-        roots = [r for r in records if c.TURN_ID in r.attributes]
+        roots = [r for r in records if c.TURN_ID in r.attributes] if index else []
         columns = ", ".join((*COLUMNS, "stored_ns"))
         marks = ", ".join("?" for _ in range(len(COLUMNS) + 1))
         updates = ", ".join(f"{col} = excluded.{col}" for col in (*COLUMNS[2:], "stored_ns"))
@@ -94,7 +96,7 @@ class SQLSpanStore:
         with self._write_cursor() as cur:
             cur.executemany(span_sql, [(*to_row(r), now) for r in records])
             for root in roots:
-                self._index(cur, _our_run(root), now, source)
+                self._index(cur, our_run(root), now, source)
         if roots:
             self.expire()
         else:
@@ -318,7 +320,7 @@ class SQLSpanStore:
         return result
 
 
-def _our_run(root: SpanRecord) -> RunIndex:
+def our_run(root: SpanRecord) -> RunIndex:
     """The index entry of one of our run roots, from its attributes."""
     attrs = root.attributes
     outcome = attrs.get(c.TURN_OUTCOME)

@@ -1,5 +1,5 @@
 """Turn records for runs this relay did not start: turns received over OTLP (event by
-event, :meth:`relay.ingest.receiver.OTLPReceiver.remember`) and turns of imported trace
+event, :meth:`relay.ingest.receiver.OTLPReceiver.deliver`) and turns of imported trace
 files (a whole turn at once, :mod:`relay.http.imports`). The runs this relay starts write
 their own (:mod:`relay.turns.run_end`).
 
@@ -80,8 +80,8 @@ async def record_received_events(
     """Keep GET /turns/{id} in step with turns received over OTLP: a run's start (its
     topology) creates or reopens the record, its terminal event ends it. ``messages``:
     the user's message of a turn whose spans carry no ``relay.turn.message`` (another
-    instrumentation's, read from its input by the mapping); ``users``: the user a turn's
-    root named in ``enduser.id``, whose turn it then is, on a thread of that user or of
+    instrumentation's, read from its input by the mapping); ``users``: the user each run's
+    root named in ``enduser.id``, by trace id, whose turn it then is, on a thread of that user or of
     none (:func:`placed`; README "Security"). ``stats``: where kept-apart turns are
     counted (the receiver's)."""
     messages = messages or {}
@@ -89,7 +89,7 @@ async def record_received_events(
     for event in events:
         try:
             if event.type == ev.GRAPH_TOPOLOGY:
-                user = users.get(event.turn_id, "")
+                user = users.get(event.trace_id, "")
                 known = await turns.get(event.turn_id)
                 if known is None:
                     record = TurnRecord(
@@ -104,7 +104,7 @@ async def record_received_events(
                     )
                     with contextlib.suppress(TurnExists):  # another writer won the race
                         await turns.create(await placed(turns, record, stats))
-                elif not _may_change(known, user):
+                elif not may_change(known, user):
                     if stats is not None:
                         stats["kept_apart"] = stats.get("kept_apart", 0) + 1
                     log.warning(
@@ -119,7 +119,7 @@ async def record_received_events(
                     )
             elif event.is_run_terminal:
                 known = await turns.get(event.turn_id)
-                if known is None or not _may_change(known, users.get(event.turn_id, "")):
+                if known is None or not may_change(known, users.get(event.trace_id, "")):
                     continue  # refused at its start (counted and logged there)
                 changes: dict[str, Any] = {"last_seq": event.seq}
                 if messages.get(event.turn_id):  # known only at its root, maybe
@@ -141,7 +141,7 @@ async def record_received_events(
             log.exception("relay: could not record received turn %s", event.turn_id)
 
 
-def _may_change(known: TurnRecord, user: str) -> bool:
+def may_change(known: TurnRecord, user: str) -> bool:
     """Whether a received run naming ``user`` may change the record of a turn the store
     knows: a turn this relay did not run itself, of no user or of that user, or one kept
     apart already (on a thread of its own, nobody else's)."""
@@ -233,7 +233,8 @@ def _imported_record(turn: TurnSpans, last_seq: int | None = None) -> TurnRecord
 class NotedRuns:
     """What the mapping noted of the runs it began and ended (``MappingState.notes``),
     for the store's index and the turn records: the user's message of each turn, the user
-    its root names (``enduser.id``), the turns of other instrumentations (``foreign``),
+    each run's root names (``enduser.id``, by trace id: one turn's runs may come from
+    different senders), the turns of other instrumentations (``foreign``),
     and their :class:`RunIndex` entries. Bounded: past ``max_turns`` the oldest are
     forgotten.
 
@@ -259,7 +260,7 @@ class NotedRuns:
                 self._remember(self.messages, run.turn_id, run.message)
             user = record.attributes.get(c.ENDUSER_ID) if what == "start" else None
             if isinstance(user, str) and user:
-                self._remember(self.users, run.turn_id, user)
+                self._remember(self.users, run.trace_id, user)
             if not run.foreign:  # our roots say it themselves: indexed as they are stored
                 continue
             self._remember(self.foreign, run.turn_id, None)

@@ -167,16 +167,19 @@ async def test_a_received_run_changes_no_turn_of_another_user(turns: Any) -> Non
     stats: dict[str, int] = {}
     for turn_id, user in [("t-hers", "bob"), ("t-hers", "alice"), ("t-got", "bob"), ("t-got", "")]:
         await record_received_events(
-            turns, _run(turn_id, "th", 9e12), users={turn_id: user} if user else {}, stats=stats
+            turns,
+            _run(turn_id, "th", 9e12),
+            users={"trace-" + turn_id: user} if user else {},
+            stats=stats,
         )
     assert stats == {"kept_apart": 4}
     for turn_id in ("t-hers", "t-got"):
         record = await turns.get(turn_id)
         assert record.status == "answered" and record.response is None, record
-    await record_received_events(turns, _run("t-got", "th", 9e12), users={"t-got": "alice"})
+    await record_received_events(turns, _run("t-got", "th", 9e12), users={"trace-t-got": "alice"})
     assert (await turns.get("t-got")).response is not None  # her own sender's run
     await record_received_events(
-        turns, _run("t-new", "th", 9e12), users={"t-new": "bob"}, stats=stats
+        turns, _run("t-new", "th", 9e12), users={"trace-t-new": "bob"}, stats=stats
     )
     new = await turns.get("t-new")
     assert new.thread_id == apart_thread("t-new") and new.user_id == "bob"
