@@ -213,8 +213,6 @@ class OTLPReceiver:
                 continue
             self._seen.add(key)
             fresh.append(record)
-            if c.TURN_ID in record.attributes:  # our run root (or its start marker)
-                self._runs_out.append(our_run(record))
         if not fresh:
             return []
         self.stats["accepted"] += len(fresh)
@@ -295,6 +293,9 @@ class OTLPReceiver:
         for trace_id, spans in by_trace.items():
             if trace_id in self._ignored:
                 continue
+            # our run roots (and their start markers) index their runs once admitted, with
+            # the events of the same mapping step (the user their root names is noted then)
+            self._runs_out += [our_run(s) for s in spans if c.TURN_ID in s.attributes]
             if trace_id in self._finished or trace_id in self.state.ended:
                 late = [s for s in spans if s.attributes.get(c.OPERATION) != c.OP_SAVE_MESSAGE]
                 if late:

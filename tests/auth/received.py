@@ -21,10 +21,16 @@ DAY_NS = 86_400 * 10**9
 SECRET = "the sender's words, never logged"
 
 
-def send_run(server: LiveServer, thread_id: str, user: str | None, start_ns: int) -> str:
+def send_run(
+    server: LiveServer,
+    thread_id: str,
+    user: str | None,
+    start_ns: int,
+    turn_id: str | None = None,
+) -> str:
     """One run (a root and a tool span) on ``thread_id`` through the real OTLP exporter,
-    with the collector's credential; its turn id (another instrumentation's run: its
-    trace id)."""
+    with the collector's credential; its trace id, which is its turn id unless
+    ``turn_id`` names one (in ``relay.turn.id``, as our instrumentation's roots do)."""
     provider = provider_with(
         OTLPSpanExporter(
             endpoint=f"{server.url}/v1/traces", headers={"authorization": f"Bearer {COLLECTOR}"}
@@ -39,6 +45,8 @@ def send_run(server: LiveServer, thread_id: str, user: str | None, start_ns: int
     }
     if user is not None:
         attributes[c.ENDUSER_ID] = user
+    if turn_id is not None:
+        attributes.update({c.TURN_ID: turn_id, c.RUN_KIND: "chat", c.GRAPH_ID: "helper"})
     root = tracer.start_span("invoke_agent helper", attributes=attributes, start_time=start_ns)
     with trace.use_span(root, end_on_exit=False):
         tool = tracer.start_span(
