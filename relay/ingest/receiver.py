@@ -416,9 +416,10 @@ class OTLPReceiver:
         record (it names the turn's user: :func:`relay.turns.foreign.may_change`); a turn
         published from here whose record is not written yet takes runs of its first
         run's user alone. A refused run's trace is ignored from here on (its spans are
-        still stored, under no turn), counted and logged with its ids alone. A turn this
-        relay ran itself is the in-process double of what it published
-        (:meth:`_ignore_own`). Runs on the outbox's task (a record lookup is I/O)."""
+        still stored, under no turn), counted and logged with its ids alone. A run of a
+        turn this relay ran itself, naming that turn's user, is the in-process double of
+        what it published (:meth:`_ignore_own`); naming another, it is refused as above.
+        Runs on the outbox's task (a record lookup is I/O)."""
         pairs = [(e.turn_id, e.trace_id) for e in batch.events]
         pairs += [(r.turn_id, r.trace_id) for r in batch.runs]
         for turn_id, trace_id in dict.fromkeys(pairs):
@@ -436,8 +437,8 @@ class OTLPReceiver:
                 )
                 bounded_add(self._ignored, trace_id, self.max_turns)
                 continue
-            if known is not None and known.graph:
-                self._ignore_own(turn_id, trace_id)
+            if known is not None and known.graph and joins(known.user_id, user):
+                self._ignore_own(turn_id, trace_id)  # its own spans, exported here too
             elif (known is not None and not may_change(known, user)) or (
                 known is None
                 and turn_id in self._owned
@@ -461,7 +462,8 @@ class OTLPReceiver:
 
     def _ignore_own(self, turn_id: str, trace_id: str) -> None:
         log.warning(
-            "relay: received spans of turn %s, which this relay runs itself; not published twice",
+            "relay: received spans of turn %s, a turn this relay runs or ran itself (its "
+            "agent exports its spans here too?): not published again",
             turn_id,
         )
         bounded_add(self._ignored, trace_id, self.max_turns)
