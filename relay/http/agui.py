@@ -21,7 +21,6 @@ and not used.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -37,24 +36,21 @@ from relay.delivery.negotiation import SSE
 from relay.errors import ApiError
 from relay.events import RUN_TERMINAL
 from relay.http.chat import (
-    check_graph,
     configurable_of,
-    known_turn,
     on_disconnect_of,
-    start_run,
-    thread_spelling,
 )
 from relay.http.chat_input import ID, digest
 from relay.http.client_tools import ClientTools
-from relay.http.identity import may_see, may_use, user_of
+from relay.http.identity import user_of
 from relay.http.langgraph_auth import authorize_chat, authorize_run
 from relay.http.openapi import AGUI_OPENAPI
 from relay.http.parts import RelayParts
 from relay.http.requests import read_json_object
-from relay.langgraph.agent import GraphAgent, PendingInterrupt
-from relay.turns.records import PAUSED, TurnRecord, id_key
+from relay.langgraph.agent import GraphAgent
+from relay.turns.admission import Admission, NewTurn, Pending, Resume
+from relay.turns.records import TurnRecord, id_key
 from relay.turns.recovery import terminal_event
-from relay.turns.starting import StartLocks
+from relay.turns.refusals import Refused
 
 #: the namespace of turn ids derived from AG-UI (threadId, runId) pairs
 AGUI_NAMESPACE = uuid.UUID("5b0e7a52-6f3c-4c57-9d8e-2a41c0a9e6b1")
@@ -70,13 +66,14 @@ def turn_id_for(thread_id: str, run_id: str) -> str:
 def agui_router(
     relay: RelayParts,
     agent: GraphAgent,
-    starting: StartLocks,
+    admission: Admission,
     dependencies: list[Any],
     tools: ClientTools,
 ) -> APIRouter:
-    """The agent's ``POST /agui`` (include it with a prefix). ``starting`` is the lock
-    ``/chat`` holds while it checks and starts a run (so duplicates attach, never rerun);
-    ``tools``: the graph's client-executed tools (checks, limits), shared with ``/chat``."""
+    """The agent's ``POST /agui`` (include it with a prefix): ``RunAgentInput`` read, the
+    run admitted (``admission``, shared with ``/chat``: duplicates attach, never rerun),
+    AG-UI events out. ``tools``: the graph's client-executed tools (a run's limits, the
+    frontend tools' answers)."""
     router = APIRouter()
     settings = relay.settings
 
@@ -85,7 +82,7 @@ def agui_router(
         record: TurnRecord,
         after: int,
         run_id: str,
-        pending: list[PendingInterrupt] | None = None,
+        pending: Sequence[Pending] | None = None,
     ) -> Response:
         """The run's events as AG-UI: live from the bus, or its outcome when over."""
         interrupts = (
@@ -119,52 +116,24 @@ def agui_router(
         # LangGraph's Auth: threads.create (a new thread), then threads.create_run
         run_kwargs = {"input": {"message": message}}
         await authorize_chat(relay, request, agent.name, thread_id, turn_id, run_kwargs)
-        # one check-and-start at a time for this run and thread, shared with /chat
-        async with starting.hold(StartLocks.keys(turn=turn_id, thread=thread_id)):
-            existing = await known_turn(
-                relay,
-                turn_id,
-                request_hash,
-                agent,
-                ApiError(
-                    409,
+        admitted = await admission.chat(
+            NewTurn(
+                message=message,
+                request_hash=request_hash,
+                configurable=configurable,
+                user=user,
+                turn_id=turn_id,
+                thread_id=thread_id,
+                conflict=Refused(
+                    "conflict",
                     "run_conflict",
                     f"Run {run_id} of thread {thread_id} exists with a "
                     "different input; send a new runId for a new run.",
                 ),
-                user,
+                resume_hint="answer its interrupts with resume[] first",
             )
-            if existing is not None:
-                return await answer(request, existing, 0, run_id)
-            thread_id = await thread_spelling(relay, thread_id, agent, user) or thread_id
-            if await agent.pending_interrupts(thread_id):
-                raise ApiError(
-                    409,
-                    "thread_paused",
-                    f"Thread {thread_id} has a run waiting for its interrupts; "
-                    "answer them with resume[] first.",
-                )
-            record = TurnRecord(
-                turn_id=turn_id,
-                thread_id=thread_id,
-                status="running",
-                message=message,
-                request_hash=request_hash,
-                started_at=time.time() * 1000,
-                graph=agent.name,
-                user_id=user.id if user else "",
-            )
-            run_input = agent.input_of(message, record)
-            after = await start_run(
-                relay,
-                record,
-                "chat",
-                lambda: tools.watched(
-                    record, agent.chat(record, run_input, configurable), configurable
-                ),
-                create=True,
-            )
-        return await answer(request, record, after, run_id)
+        )
+        return await answer(request, admitted.record, admitted.after, run_id)
 
     async def resume(
         request: Request,
@@ -175,13 +144,8 @@ def agui_router(
         user: User | None,
     ) -> Response:
         wire = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in entries]
-        async with starting.hold(StartLocks.keys(thread=thread_id)):
-            latest = await relay.turns.list(thread_id, 1)
-            owner = await relay.turns.thread_owner(thread_id)
-            if not latest or not may_see(user, latest[0]) or not may_use(user, owner):
-                raise ApiError(404, "unknown_thread", f"Thread {thread_id} has no run to resume.")
-            record = latest[0]
-            check_graph(record, agent)
+
+        async def authorize(record: TurnRecord) -> None:
             await authorize_run(  # LangGraph's Auth: a resume is threads.create_run
                 relay.langgraph_auth,
                 request,
@@ -192,53 +156,29 @@ def agui_router(
                 {"command": {"resume": wire}},
                 ApiError(404, "unknown_thread", f"Thread {thread_id} has no run to resume."),
             )
-            thread_id = record.thread_id  # the thread's own spelling
-            if relay.runs.running(record.turn_id):
-                # a run that has just paused: its record can already say "paused" while
-                # its task still holds the thread; let it finish recording its end
-                await relay.runs.settle(record.turn_id)
-                record = await relay.turns.get(record.turn_id) or record
-            request_hash = digest(
+
+        def request_hash(record: TurnRecord) -> str:
+            return digest(
                 {
-                    "thread_id": id_key(thread_id),
+                    "thread_id": id_key(record.thread_id),
                     "turn_id": record.turn_key,
                     "agui_run_id": id_key(run_id),
                     "resume": wire,
                 }
             )
-            if record.resume_hash == request_hash and record.status != PAUSED:
-                # the same resume again: attach to that run (running or over), never rerun
-                return await answer(request, record, record.run_after_seq, run_id)
-            if relay.runs.running(record.turn_id):
-                raise ApiError(
-                    409, "turn_running", f"Thread {thread_id} is running a turn, not paused."
-                )
-            pending = await agent.pending_interrupts(thread_id)
-            if record.status != PAUSED or not pending:
-                raise ApiError(
-                    409,
-                    "not_paused",
-                    f"Thread {thread_id} has no paused run "
-                    "(or this resume[] was already sent with another body); "
-                    "nothing to resume.",
-                )
-            answers = await tools.answers(
-                record, _resume_answers(entries, pending), pending, configurable
+
+        admitted = await admission.resume(
+            Resume(
+                thread_id=thread_id,
+                turn_id=None,  # the thread's latest turn
+                answer=lambda pending: _resume_answers(entries, pending),
+                request_hash=request_hash,
+                configurable=configurable,
+                user=user,
+                authorize=authorize,
             )
-            configurable = tools.configure(
-                configurable, record=record, pending=pending, answers=answers
-            )
-            record.resume_hash = request_hash
-            await relay.turns.update(record.turn_id, resume_hash=request_hash)
-            after = await start_run(
-                relay,
-                record,
-                "resume",
-                lambda: tools.watched(
-                    record, agent.resume(record, answers, configurable), configurable
-                ),
-            )
-        return await answer(request, record, after, run_id, pending)
+        )
+        return await answer(request, admitted.record, admitted.after, run_id, admitted.pending)
 
     @router.post(
         "/agui",
@@ -342,7 +282,7 @@ def _last_user_message(messages: Sequence[Any]) -> str:
     )
 
 
-def _resume_answers(entries: Sequence[Any], pending: list[PendingInterrupt]) -> dict[str, Any]:
+def _resume_answers(entries: Sequence[Any], pending: Sequence[Pending]) -> dict[str, Any]:
     """AG-UI resume entries as our ``{interrupt_id: answer}``. A cancelled approval is a
     rejection; the answers are then checked as ``/chat/resume`` checks them."""
     known = {p.id: p.value for p in pending}

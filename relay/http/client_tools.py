@@ -34,7 +34,6 @@ from typing import Any
 from relay.auth import User
 from relay.errors import ApiError
 from relay.http.chat_input import match_interrupts
-from relay.http.identity import may_see, may_use
 from relay.http.parts import RelayParts
 from relay.langgraph.agent import GraphAgent, PendingInterrupt
 from relay.langgraph.client_tools import (
@@ -45,6 +44,7 @@ from relay.langgraph.client_tools import (
     is_client_tool_call,
     stop_answers,
 )
+from relay.turns.access import may_see, may_use
 from relay.turns.records import PAUSED, TurnRecord
 from relay.turns.response import ChatResponse, client_tool_calls, round_of
 from relay.turns.runs import ThreadBusy

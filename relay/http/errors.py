@@ -22,6 +22,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from relay.errors import ApiError, StoreUnavailable
+from relay.turns.refusals import STATUS as REFUSAL_STATUS
+from relay.turns.refusals import Refused
 
 log = logging.getLogger("relay.errors")
 
@@ -41,6 +43,13 @@ def error_response(
 async def api_error_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
     return error_response(exc.status, exc.code, exc.message, exc.headers)
+
+
+async def refused_handler(request: Request, exc: Exception) -> JSONResponse:
+    """A start or resume the turn's rules refused (relay/turns/admission.py): its kind's
+    status, its code and message."""
+    assert isinstance(exc, Refused)
+    return error_response(REFUSAL_STATUS[exc.kind], exc.code, exc.message)
 
 
 async def store_unavailable_handler(request: Request, exc: Exception) -> JSONResponse:
@@ -169,6 +178,7 @@ async def internal_error_handler(request: Request, exc: Exception) -> JSONRespon
 #: FastAPI's, never one the app set itself
 _HANDLERS: tuple[tuple[Any, Any, Any], ...] = (
     (ApiError, api_error_handler, None),
+    (Refused, refused_handler, None),
     (
         RequestValidationError,
         validation_error_handler,
@@ -188,7 +198,7 @@ def install_error_handlers(app: Any) -> None:
     are replaced."""
     for kind, handler, default in _HANDLERS:
         current = app.exception_handlers.get(kind)
-        if current is None or current is default or kind in (ApiError, StoreUnavailable):
+        if current is None or current is default or kind in (ApiError, Refused, StoreUnavailable):
             app.add_exception_handler(kind, handler)
     try:
         import psycopg

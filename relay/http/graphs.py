@@ -79,6 +79,7 @@ def mount_agents(
     from relay.http.agui import agui_router
     from relay.http.chat import chat_router
     from relay.http.client_tools import ClientTools
+    from relay.turns.admission import Admission
 
     dependencies = [relay.identify, relay.rate_limit, relay.require_bus]
     for index, agent in enumerate(agents):
@@ -86,17 +87,19 @@ def mount_agents(
         # start-up sweep of the turns a stopped instance left waiting on one)
         tools = ClientTools(relay, agent, starting)
         relay.lifecycles.add(tools.sweep, tools.close)
+        # what a request may start, and the start: one service for /chat and /agui
+        admission = Admission(agent, relay.turns, relay.runs, starting, tools)
         prefixes = [f"/graphs/{agent.name}"] + ([""] if first and index == 0 else [])
         for prefix in prefixes:
             # the OpenAPI document lists each graph once: the first at /chat
             listed = prefix == "" or not (first and index == 0)
             app.include_router(
-                chat_router(relay, agent, starting, dependencies, tools),
+                chat_router(relay, agent, admission, dependencies, tools),
                 prefix=prefix,
                 include_in_schema=listed,
             )
             app.include_router(
-                agui_router(relay, agent, starting, dependencies, tools),
+                agui_router(relay, agent, admission, dependencies, tools),
                 prefix=prefix,
                 include_in_schema=listed,
             )

@@ -19,6 +19,7 @@ from fastapi import Request
 from relay.auth import Authenticator, Unauthenticated, User
 from relay.auth.token import SharedToken
 from relay.errors import ApiError
+from relay.turns.access import may_see
 from relay.turns.records import TurnRecord
 
 Identify = Callable[[Request], Awaitable[User | None]]
@@ -69,16 +70,6 @@ def user_of(request: Request) -> User | None:
 def user_key(user: User | None) -> str | None:
     """What a listing is filtered by: the user's id, or None (no users: every turn)."""
     return user.id if user is not None else None
-
-
-def may_see(user: User | None, record: TurnRecord) -> bool:
-    return user is None or not record.user_id or record.user_id == user.id
-
-
-def may_use(user: User | None, owner: str | None) -> bool:
-    """Whether ``user`` may read and run turns on a thread of ``owner`` (None: a thread
-    with no turn yet; '': a thread of no user, everyone's)."""
-    return user is None or not owner or owner == user.id
 
 
 def check_owner(

@@ -25,7 +25,7 @@ from relay.errors import ApiError, StoreUnavailable
 from relay.events import TURN_TERMINAL
 from relay.http.errors import error_responses
 from relay.http.graphs import add_graph_routes
-from relay.http.identity import check_owner, may_see, user_key, user_of
+from relay.http.identity import check_owner, user_key, user_of
 from relay.http.imports import import_response
 from relay.http.langgraph_auth import authorize, authorize_graph, authorize_thread, thread_filter
 from relay.http.operations import add_operation_routes
@@ -35,6 +35,7 @@ from relay.http.replay import replay_response
 from relay.http.requests import MAX_EVENT_ID, parse_cursor, read_json_object
 from relay.http.spa import add_spa_routes
 from relay.http.turn_feed import feed_response
+from relay.turns.access import may_see
 from relay.turns.messages import RATINGS
 from relay.turns.records import PAUSED, RUNNING, TurnRecord, id_key
 from relay.turns.recovery import outcome_delivered, settle_outcome, terminal_event
