@@ -33,7 +33,7 @@ from opentelemetry.trace import Tracer
 
 from relay import readiness
 from relay.auth import open_authenticator, open_langgraph_auth
-from relay.bus import Bus, open_bus, open_cancels
+from relay.bus import Bus, open_bus, open_cancels, open_turn_changes
 from relay.delivery.streaming import Encoder, EventStream
 from relay.delivery.streams import Streams
 from relay.events import GRAPH_TOPOLOGY, RUN_TERMINAL, TURN_TERMINAL, Event
@@ -63,6 +63,7 @@ from relay.turns.starting import StartLocks
 if TYPE_CHECKING:
     from relay.auth.langgraph_auth import LangGraphAuth
     from relay.bus.redis_cancels import CancelChannel
+    from relay.bus.redis_turn_changes import TurnChanges
     from relay.ingest.grpc import GrpcReceiver
     from relay.ingest.receiver import OTLPReceiver
     from relay.langgraph.agent import GraphAgent
@@ -144,7 +145,12 @@ class Relay:
         )
         #: every change of a turn's status, for watchers (GET /turns as a stream, ?wait=)
         self.feed = TurnFeed()
-        self.turns: TurnStore = WatchedTurns(open_turn_store(settings), self.feed)
+        watched = WatchedTurns(open_turn_store(settings), self.feed)
+        self.turns: TurnStore = watched
+        #: the other instances' turn changes, for this one's watchers (a shared Redis bus)
+        self.turn_changes: TurnChanges | None = open_turn_changes(settings, watched.heard)
+        if self.turn_changes is not None:
+            watched.announce = self.turn_changes.announce
         self._foreign_records = RecordWriter(self.turns, self._noted.messages, self._noted.users)
         self.messages: MessageStore = open_message_store(settings)  # saved answers
         #: finished spans, for replay (RELAY_STORE); written by add_span_store's processor
@@ -509,6 +515,8 @@ class Relay:
         await self.bus.start()
         if self.cancels is not None:
             await self.cancels.start()
+        if self.turn_changes is not None:
+            await self.turn_changes.start()
         if self.receiver is not None:
             await self.receiver.start()
         if self.settings.otlp_grpc:
@@ -531,6 +539,8 @@ class Relay:
             await self.receiver.stop()
         if self.cancels is not None:
             await self.cancels.stop()
+        if self.turn_changes is not None:
+            await self.turn_changes.stop()
         await self.bus.stop()
 
     def bus_problem(self) -> str | None:

@@ -11,7 +11,7 @@ instance can serve any turn's stream (:mod:`relay.bus.redis`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from relay.bus.base import Bus, BusUnavailable, CursorExpired, LogReader, UnknownTurn
@@ -19,6 +19,7 @@ from relay.bus.memory import MemoryBus
 
 if TYPE_CHECKING:
     from relay.bus.redis_cancels import CancelChannel
+    from relay.bus.redis_turn_changes import TurnChanges
     from relay.settings import RelaySettings
 
 
@@ -51,6 +52,17 @@ def open_cancels(
     return None
 
 
+def open_turn_changes(
+    settings: RelaySettings, on_change: Callable[[str], Awaitable[None]]
+) -> TurnChanges | None:
+    """Turn changes between the instances sharing a Redis bus (None in process)."""
+    if settings.bus.startswith(("redis://", "rediss://")):
+        from relay.bus.redis_turn_changes import TurnChanges
+
+        return TurnChanges(settings.bus, on_change)
+    return None
+
+
 __all__ = [
     "Bus",
     "BusUnavailable",
@@ -60,4 +72,5 @@ __all__ = [
     "UnknownTurn",
     "open_bus",
     "open_cancels",
+    "open_turn_changes",
 ]

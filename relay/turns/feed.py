@@ -7,9 +7,11 @@ live list of turns; ``GET /turns/{id}/events?wait=S``, which waits for a turn to
 A store write costs nothing more while nobody watches.
 
 A watcher's queue is bounded (:data:`QUEUE`): one that stops reading loses the oldest
-changes and is told so (``overflowed``), never slowing a writer. The feed is this
-instance's: with several replicas a watcher sees the turns its own instance writes
-(runs it started, spans it received); docs/events.md ("The turn feed") says so.
+changes and is told so (``overflowed``), never slowing a writer. With several replicas
+sharing a Redis bus, each announces the turns whose status it writes (``announce``,
+:mod:`relay.bus.redis_turn_changes`) and hands the others' to its watchers
+(:meth:`WatchedTurns.heard`, their records read from the shared store): a watcher on
+any replica sees every replica's turns.
 """
 
 from __future__ import annotations
@@ -90,21 +92,38 @@ class WatchedTurns:
     def __init__(self, inner: TurnStore, feed: TurnFeed) -> None:
         self.inner = inner
         self.feed = feed
+        #: tells the other instances of a change (the wiring's, with a shared bus)
+        self.announce: Callable[[str], None] | None = None
+
+    async def heard(self, turn_id: str) -> None:
+        """Another instance changed ``turn_id``'s status: its record, as the shared store
+        has it, to this instance's watchers."""
+        if not self.feed.watched:
+            return
+        record = await self.inner.get(turn_id)
+        if record is not None:
+            self.feed.publish(record)
 
     async def create(self, record: TurnRecord) -> None:
         await self.inner.create(record)
         if self.feed.watched:
             self.feed.publish(record)
+        if self.announce is not None:
+            self.announce(record.turn_id)
 
     async def get(self, turn_id: str) -> TurnRecord | None:
         return await self.inner.get(turn_id)
 
     async def update(self, turn_id: str, **changes: Any) -> None:
         await self.inner.update(turn_id, **changes)
-        if self.feed.watched and ("status" in changes or "message" in changes):
+        if "status" not in changes and "message" not in changes:
+            return
+        if self.feed.watched:
             record = await self.inner.get(turn_id)
             if record is not None:
                 self.feed.publish(record)
+        if self.announce is not None:
+            self.announce(turn_id)
 
     async def list(
         self,
