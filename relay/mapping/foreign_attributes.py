@@ -1,15 +1,16 @@
 """The other instrumentations' attribute names, and the small readers of their attributes.
 
 OpenInference (``openinference.span.kind``, ``metadata``, ``session.id``, ...), OpenLLMetry
-(``traceloop.*``) and the older GenAI names (``gen_ai.usage.prompt_tokens``,
-``gen_ai.workflow.nodes``, ...) are written here once, as string literals on purpose (as
-for GenAI in :mod:`relay.conventions`). The rule table (:mod:`relay.mapping.rules`) reads
-them to decide what a span is; the engine, the answers, the summary, the links, the short
-paths and the phase order reuse the names and the readers: where a span runs in the graph
-(:func:`placement`), the topology an agent declared (:func:`declared_topology`),
-OpenInference's ``metadata`` (:func:`oi_metadata`), a span's thread (:func:`thread_of`), a
-retrieval's documents (:func:`oi_documents`) and OpenLLMetry's workflow
-(:func:`workflow_topology`). Pure functions; nothing here keeps state.
+(``traceloop.*``), Logfire (``logfire.span_type``, its pending spans) and the older GenAI
+names (``gen_ai.usage.prompt_tokens``, ``gen_ai.workflow.nodes``, ...) are written here
+once, as string literals on purpose (as for GenAI in :mod:`relay.conventions`). The rule
+table (:mod:`relay.mapping.rules`) reads them to decide what a span is; the engine, the
+answers, the summary, the links, the short paths and the phase order reuse the names and
+the readers: where a span runs in the graph (:func:`placement`), the topology an agent
+declared (:func:`declared_topology`), OpenInference's ``metadata`` (:func:`oi_metadata`), a
+span's thread (:func:`thread_of`), a retrieval's documents (:func:`oi_documents`) and
+OpenLLMetry's workflow (:func:`workflow_topology`). Pure functions; nothing here keeps
+state.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ GENAI_WORKFLOW_NODES = "gen_ai.workflow.nodes"
 GENAI_WORKFLOW_EDGES = "gen_ai.workflow.edges"
 GENAI_OUTPUT_MESSAGES = "gen_ai.output.messages"
 GENAI_INPUT_MESSAGES = "gen_ai.input.messages"
+#: Logfire: a span it exports when a span starts (zero-length, a child of that span,
+#: with its start attributes), ``logfire.span_type = "pending_span"``
+LF_SPAN_TYPE = "logfire.span_type"
+LF_PENDING = "pending_span"
+LF_PENDING_PARENT = "logfire.pending_parent_id"  # the started span's parent (16 hex)
 
 
 def placement(attrs: Mapping[str, Any]) -> Facts | None:

@@ -21,7 +21,6 @@ from typing import Any
 from relay import conventions as c
 from relay.mapping.attributes import (
     int_or_none,
-    marker_attributes,
     str_or_none,
     suffix,
     task_id_of,
@@ -44,6 +43,7 @@ from relay.mapping.foreign_attributes import (
     thread_of,
     workflow_topology,
 )
+from relay.mapping.markers import is_marker, started_span
 from relay.spans import SpanRecord
 
 
@@ -387,12 +387,17 @@ def classify(record: SpanRecord) -> Facts | None:
 
 def can_start_run(record: SpanRecord) -> bool:
     """True when this span (all its attributes known) lets the mapping follow its trace:
-    our run root or its start marker, or a span that begins a foreign run."""
+    our run root or its start marker, or a span (or the start a marker or Logfire's
+    pending span stands for) that begins a foreign run."""
     attrs = record.attributes
     if c.TURN_ID in attrs:
         return True
-    if c.START_OF in attrs:
-        started = marker_attributes(record)
-        return started is not None and c.TURN_ID in started
+    if is_marker(attrs):
+        started = started_span(record)
+        if started is None:
+            return False
+        record = started
+        if c.TURN_ID in record.attributes:
+            return True
     facts = classify(record)
     return facts is not None and facts.activates
