@@ -61,7 +61,7 @@ from relay import conventions as c
 from relay.events import Event
 from relay.ingest.bounded import Seen, bounded_add
 from relay.ingest.outbox import Batch, Outbox
-from relay.ingest.settle import ROOT_WINDOWS, Window, can_go, is_root
+from relay.ingest.settle import ROOT_WINDOWS, Window, is_root, ready
 from relay.ingest.store_writer import StoreWriter
 from relay.mapping import MappingState, can_start_run
 from relay.mapping.feed import END, Phase, feed, ordered_phases
@@ -226,8 +226,8 @@ class OTLPReceiver:
 
     def _wait(self, trace_id: str, spans: list[SpanRecord], now: float) -> None:
         """Spans of a trace into its settle window; the window goes out at its deadline,
-        or at once when the root's span count is reached, or when none of its spans need
-        wait (:func:`relay.ingest.settle.can_go`: each hangs from a span already mapped)."""
+        or at once when the root's span count is reached; its spans that need not wait
+        (:func:`relay.ingest.settle.ready`: each hangs from a span already mapped) go now."""
         window = self._windows.get(trace_id)
         if window is None:
             window = self._windows[trace_id] = Window(now + self.settle_s)
@@ -248,11 +248,19 @@ class OTLPReceiver:
                 window.deadline,
                 min(now + self.settle_s, window.root_at + ROOT_WINDOWS * self.settle_s),
             )
-        if (window.expected is not None and received >= window.expected) or can_go(
-            self.state, window.spans
-        ):
+        if window.expected is not None and received >= window.expected:
             self._flush(trace_id)
             return
+        going = ready(self.state, window.spans)
+        if going:  # what hangs from a span already mapped goes now; the rest waits on
+            gone = {id(s) for s in going}
+            window.spans = [s for s in window.spans if id(s) not in gone]
+            self._send_now(trace_id, going)
+            if not window.spans:
+                self._windows.pop(trace_id, None)
+                if window.timer is not None:
+                    window.timer.cancel()
+                return
         if window.timer is not None:
             window.timer.cancel()
         loop = asyncio.get_running_loop()
@@ -267,16 +275,17 @@ class OTLPReceiver:
             return
         if window.timer is not None:
             window.timer.cancel()
+        self._send_now(trace_id, window.spans)
+
+    def _send_now(self, trace_id: str, spans: list[SpanRecord]) -> None:
+        """Spans of a trace mapped now, and published (through the outbox, in order)."""
         try:
-            self._outbox.put(self._batch(self._take({trace_id: window.spans}) + self.sweep()))
+            self._outbox.put(self._batch(self._take({trace_id: spans}) + self.sweep()))
         except Exception:  # a timer's callback: nobody above it to answer (they are stored)
-            self.stats["mapping_failures"] += len(window.spans)
+            self.stats["mapping_failures"] += len(spans)
             log.exception(
-                "relay: publishing %d received span(s) of trace %s failed",
-                len(window.spans),
-                trace_id,
+                "relay: publishing %d received span(s) of trace %s failed", len(spans), trace_id
             )
-            return
 
     def _take(self, by_trace: dict[str, list[SpanRecord]]) -> list[Event]:
         """Map spans, trace by trace: fed when their trace's run is followed, else kept

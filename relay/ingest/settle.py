@@ -5,10 +5,10 @@ Exporters race (one request per span, sent concurrently: the Node.js SDK's
 root before its last children. Spans of a trace therefore wait in a :class:`Window`
 (``settle_s`` from the first one's arrival; a run root's window is extended by each span
 that follows it, up to ``ROOT_WINDOWS`` windows) and are mapped together in the order they
-ran. But only what must wait does (:func:`can_go`): a window whose every span hangs from
-a span the mapping already knows goes out the moment it is complete, so an exporter that
-sends in order (a span after its parent's start: start markers, Logfire's pending spans)
-is streamed as it arrives.
+ran. But only what must wait does (:func:`ready`): a span that hangs from a span the
+mapping already knows goes out at once, and a span that waits for its parent goes the
+moment the parent comes; so an exporter that sends in order (a span after its parent's
+start: start markers, Logfire's pending spans) is streamed as it sends.
 """
 
 from __future__ import annotations
@@ -44,15 +44,15 @@ def is_root(record: SpanRecord) -> bool:
     )
 
 
-def can_go(state: MappingState, spans: list[SpanRecord]) -> bool:
-    """True when these spans (a trace's window) need not wait: none is a run's root (its
-    end waits for children still on their way), and each starts a run (a start marker or
-    pending span of a root) or hangs from a span the mapping knows: one open in the
-    trace's run (or its root), or one these spans bring that hangs so. Then nothing they
-    need can still be on its way, and nothing mapped before them is their sibling
-    overtaken (an exporter that sends in order sends a parent's start first)."""
+def ready(state: MappingState, spans: list[SpanRecord]) -> list[SpanRecord]:
+    """The spans of a trace's window that need not wait (in the order given): each starts
+    a run (a start marker or pending span of a run root) or hangs from a span the mapping
+    knows: one open in the trace's run (or its root), or one of these spans that hangs
+    so. Nothing they need can still be on their way, and an exporter that sends in order
+    sends a parent's start first. A run root (its end) is never ready: the run ends there,
+    and children may still be on their way; nor is a span under a parent not known yet."""
     if not spans:
-        return False
+        return []
     trace_id = spans[0].trace_id
     run = state.runs.get(trace_id)
     known: set[str] = set()
@@ -60,21 +60,24 @@ def can_go(state: MappingState, spans: list[SpanRecord]) -> bool:
         if run.root_span_id:
             known.add(run.root_span_id)
         known.update(run.span_ids)
-    waiting: list[tuple[str, str | None]] = []
-    for record in spans:
+    waiting: list[tuple[int, str, str]] = []
+    go: set[int] = set()
+    for i, record in enumerate(spans):
         if record.trace_id != trace_id or is_root(record):
-            return False
-        span_id, parent = announced(record)
-        if parent is None:
-            if not is_marker(record.attributes):
-                return False  # (a root: handled above)
-            known.add(span_id)  # a run root's start
             continue
-        waiting.append((span_id, parent))
-    while waiting:  # parents first: a span's own parent may come in the same window
-        rest = [(s, p) for s, p in waiting if p not in known]
+        span_id, parent = announced(record)
+        if parent is not None:
+            waiting.append((i, span_id, parent))
+        elif is_marker(record.attributes):  # a run root's start
+            known.add(span_id)
+            go.add(i)
+    while waiting:  # parents first: a span's parent may be among these spans
+        rest = [w for w in waiting if w[2] not in known]
         if len(rest) == len(waiting):
-            return False
-        known.update(s for s, p in waiting if p in known)
+            break
+        for i, span_id, parent in waiting:
+            if parent in known:
+                known.add(span_id)
+                go.add(i)
         waiting = rest
-    return True
+    return [record for i, record in enumerate(spans) if i in go]

@@ -5,9 +5,10 @@ roles of :mod:`relay.mapping.facts`), or none of them. One table, :data:`RULES`,
 docs/events.md ("Mapping rules") repeats it. Our own conventions come first
 (``relay.turn.id``, ``relay.node.name``, GenAI ``gen_ai.operation.name``), then OpenLLMetry
 (``traceloop.*``), OpenInference (``openinference.span.kind``, ``metadata.langgraph_*``)
-and the GenAI ``invoke_agent``. Each row's reader turns the span's attributes into
-:class:`~relay.mapping.facts.Facts`, with the other instrumentations' attribute names and
-readers of :mod:`relay.mapping.foreign_attributes`; :func:`classify` finds the row and
+and the GenAI ``invoke_agent`` and ``invoke_workflow`` (``invoke_node``: a node). Each
+row's reader turns the span's attributes into :class:`~relay.mapping.facts.Facts`, with the
+other instrumentations' attribute names and readers of
+:mod:`relay.mapping.foreign_attributes`; :func:`classify` finds the row and
 :func:`can_start_run` says whether a span lets the mapping follow its trace. Nothing here
 keeps state.
 """
@@ -107,6 +108,7 @@ def _tl_workflow(a: Mapping[str, Any], name: str) -> Facts | None:
         thread_id=thread_of(a, None),
         activates=True,
         graph_id=str_or_none(a.get(TL_WORKFLOW) or a.get(TL_ENTITY)),
+        topology=workflow_topology(a),
     )
 
 
@@ -213,6 +215,27 @@ def _oi_root(a: Mapping[str, Any], name: str) -> Facts | None:
     )
 
 
+def _genai_workflow(a: Mapping[str, Any], name: str) -> Facts | None:
+    if a.get(c.OPERATION) != c.OP_INVOKE_WORKFLOW:
+        return None
+    workflow = str_or_none(a.get(c.WORKFLOW_NAME)) or suffix(name)
+    return Facts(
+        ROOT,
+        "genai",
+        name=workflow,
+        thread_id=thread_of(a, None),
+        activates=True,
+        graph_id=workflow,
+        topology=workflow_topology(a),
+    )
+
+
+def _genai_node(a: Mapping[str, Any], name: str) -> Facts | None:
+    if a.get(c.OPERATION) != c.OP_INVOKE_NODE:
+        return None
+    return Facts(NODE, "genai", name=suffix(name), thread_id=thread_of(a, None), activates=True)
+
+
 def _genai_agent(a: Mapping[str, Any], name: str) -> Facts | None:
     if a.get(c.OPERATION) != c.OP_INVOKE_AGENT:
         return None
@@ -265,6 +288,14 @@ RULES: tuple[Rule, ...] = (
         _genai_op(c.OP_GUARDRAIL, GUARDRAIL),
         c.OPERATION,
         (c.OP_GUARDRAIL,),
+    ),
+    Rule(
+        "genai",
+        NODE,
+        "`gen_ai.operation.name=invoke_node` (the node: the span name after `invoke_node`)",
+        _genai_node,
+        c.OPERATION,
+        (c.OP_INVOKE_NODE,),
     ),
     Rule(
         "openllmetry",
@@ -333,6 +364,14 @@ RULES: tuple[Rule, ...] = (
         _genai_agent,
         c.OPERATION,
         (c.OP_INVOKE_AGENT,),
+    ),
+    Rule(
+        "genai",
+        ROOT,
+        "`gen_ai.operation.name=invoke_workflow` (the graph: `gen_ai.workflow.name`)",
+        _genai_workflow,
+        c.OPERATION,
+        (c.OP_INVOKE_WORKFLOW,),
     ),
 )
 

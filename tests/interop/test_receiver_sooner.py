@@ -80,3 +80,24 @@ def test_a_span_before_its_parent_waits_for_it_and_no_longer(make_relay) -> None
     assert reader.types() == ["graph_topology", "node_started", "tool_started", "tool_completed"]
     assert [e.get("node") for e in reader.events()[1:]] == ["act", "act", "act"]
     assert server.relay.receiver.stats["late"] == 0
+
+
+def test_a_batch_with_the_root_sends_the_rest_and_holds_the_root(make_relay) -> None:
+    """A BatchSpanProcessor sends the last node with the run's root: the node's events go
+    out when the batch comes; the root alone waits its window (children may still be on
+    their way: it names no span count)."""
+    server = make_relay(RELAY_OTLP_SETTLE_MS=MINUTE)
+    turn_id, spans = collected_with_markers()
+    reader = TurnReader(server.url, turn_id, timeout=90).start()
+    post(server.url, [spans["relay.start invoke_agent external"], spans["relay.start node act"]])
+    assert reader.wait_for("node_started", "act", timeout=20), reader.types()
+    root = spans["invoke_agent external"]
+    post(server.url, [spans["execute_tool lookup"], spans["node act"], root])
+    assert reader.wait_for("node_completed", "act", timeout=20), reader.types()
+    assert reader.types() == [
+        "graph_topology",
+        "node_started",
+        "tool_started",
+        "tool_completed",
+        "node_completed",
+    ]
