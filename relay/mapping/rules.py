@@ -290,14 +290,6 @@ RULES: tuple[Rule, ...] = (
         (c.OP_GUARDRAIL,),
     ),
     Rule(
-        "genai",
-        NODE,
-        "`gen_ai.operation.name=invoke_node` (the node: the span name after `invoke_node`)",
-        _genai_node,
-        c.OPERATION,
-        (c.OP_INVOKE_NODE,),
-    ),
-    Rule(
         "openllmetry",
         ROOT,
         "`traceloop.span.kind` `workflow` or `agent`",
@@ -372,6 +364,14 @@ RULES: tuple[Rule, ...] = (
         _genai_workflow,
         c.OPERATION,
         (c.OP_INVOKE_WORKFLOW,),
+    ),
+    Rule(
+        "genai",
+        NODE,
+        "`gen_ai.operation.name=invoke_node` (the node: the span name after `invoke_node`)",
+        _genai_node,
+        c.OPERATION,
+        (c.OP_INVOKE_NODE,),
     ),
 )
 
