@@ -25,6 +25,11 @@ OP_RETRIEVAL = "retrieval"
 OP_GUARDRAIL = "apply_guardrail"
 OP_TOOL = "execute_tool"
 OP_SAVE_MESSAGE = "save_message"
+#: a workflow (a graph) run, and the proposed span of one node in it (Google's ADK emits
+#: both: ``invoke_workflow {name}`` with ``gen_ai.workflow.name``, ``invoke_node {name}``)
+OP_INVOKE_WORKFLOW = "invoke_workflow"
+OP_INVOKE_NODE = "invoke_node"
+WORKFLOW_NAME = "gen_ai.workflow.name"
 
 # relay.* fills the gaps
 TURN_ID = "relay.turn.id"

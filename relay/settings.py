@@ -293,8 +293,9 @@ class RelaySettings:
         "RELAY_OTLP_SETTLE_MS",
         250.0,
         float_value,
-        "how long received spans of a trace (and a run's root, from its arrival) wait for "
-        "the spans racing them; 0: none (spans after their run's root are then late: "
+        "how long received spans that arrive before their parent (and a run's root, from "
+        "its arrival) wait for the spans racing them; a span whose parent the relay has "
+        "seen start goes at once; 0: none (spans after their run's root are then late: "
         '`relay.otlp.spans{outcome="late"}`)',
     )
     bus_max_events_per_turn: int = setting(
@@ -493,7 +494,8 @@ class RelaySettings:
         if not 0 <= self.otlp_settle_ms <= 60_000:
             raise ConfigError(
                 "RELAY_OTLP_SETTLE_MS must be between 0 and 60000 (how long "
-                "received spans wait for the spans racing them; 0: no wait)"
+                "received spans that arrive before their parent wait for the spans racing "
+                "them; 0: no wait)"
             )
 
     def _validate_auth(self) -> None:

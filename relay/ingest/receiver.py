@@ -6,7 +6,7 @@ facts, as the replay does), in the order the spans ran
 (:func:`relay.mapping.feed.ordered_phases` within a batch), through the one loop every
 path uses (:func:`relay.mapping.feed.feed`). A node's ``node_started`` therefore arrives
 with its ``node_completed``, unless the agent sends start markers (docs/events.md, "Start
-markers").
+markers") or Logfire's pending spans (:mod:`relay.mapping.markers`).
 
 - De-duplication: exporters retry, so a span (trace id, span id) seen before is dropped.
   The memory of seen spans is bounded (two generations of ``dedup_spans`` keys each).
@@ -29,15 +29,18 @@ markers").
   and logged. Decided once per turn, before its first event goes out, by
   :meth:`OTLPReceiver._admit` on the outbox's task (:mod:`relay.ingest.outbox`: a
   record lookup is I/O, never on the span path).
-- Settle window (``settle_s``, RELAY_OTLP_SETTLE_MS): exporters race (one request per
-  span, sent concurrently, as the Node.js SDK's ``SimpleSpanProcessor`` does), so spans
-  of a trace wait ``settle_s`` from the first one's arrival and are then fed together in
-  the order they ran. A run root also waits ``settle_s`` from its own arrival, and from
-  each span that follows it (up to ``ROOT_WINDOWS`` windows), for the children still on
-  their way, unless it says how many spans its trace has (``relay.run.span_count``) and
-  that many have come. Spans of a trace whose run has
-  ended are late: counted in ``stats["late"]`` (the ``relay.otlp.spans`` metric) and
-  logged; they are stored, and streamed no more.
+- Settle window (``settle_s``, RELAY_OTLP_SETTLE_MS, :mod:`relay.ingest.settle`):
+  exporters race (one request per span, sent concurrently, as the Node.js SDK's
+  ``SimpleSpanProcessor`` does), so spans that arrive before their parent wait
+  ``settle_s`` from the first one's arrival and are then fed together in the order they
+  ran. Spans that hang from a span the mapping knows (its run followed, their parent's
+  start mapped: a start marker, Logfire's pending span, an exporter that sends in order)
+  go at once, and so does a window the moment its last missing parent comes. A run root
+  waits ``settle_s`` from its own arrival, and from each span that follows it (up to
+  ``ROOT_WINDOWS`` windows), for the children still on their way, unless it says how many
+  spans its trace has (``relay.run.span_count``) and that many have come. Spans of a
+  trace whose run has ended are late: counted in ``stats["late"]`` (the
+  ``relay.otlp.spans`` metric) and logged; they are stored, and streamed no more.
 - Runs of other instrumentations are keyed by trace id (or continue the paused turn they
   resume, :mod:`relay.mapping.links`); the store indexes them as the mapping reports them
   (:meth:`relay.store.SpanStore.index_runs`), so replay and ``GET /turns`` find them.
@@ -58,9 +61,11 @@ from relay import conventions as c
 from relay.events import Event
 from relay.ingest.bounded import Seen, bounded_add
 from relay.ingest.outbox import Batch, Outbox
+from relay.ingest.settle import ROOT_WINDOWS, Window, is_root, ready
 from relay.ingest.store_writer import StoreWriter
 from relay.mapping import MappingState, can_start_run
 from relay.mapping.feed import END, Phase, feed, ordered_phases
+from relay.mapping.markers import announced, is_pending
 from relay.mapping.unmappable import end_unmappable
 from relay.spans import SpanRecord
 from relay.store import RunIndex
@@ -80,22 +85,6 @@ log = logging.getLogger("relay.receiver")
 class _Pending:
     since: float
     spans: list[SpanRecord] = dataclasses.field(default_factory=list)
-
-
-#: once a run's root has come, each later span of its trace extends the window, up to
-#: this many windows after the root (children racing their root come in a burst)
-ROOT_WINDOWS = 4
-
-
-@dataclasses.dataclass(slots=True)
-class _Window:
-    """Spans of one trace waiting out the settle window."""
-
-    deadline: float
-    spans: list[SpanRecord] = dataclasses.field(default_factory=list)
-    expected: int | None = None  # the root's relay.run.span_count
-    root_at: float | None = None  # when the run's root arrived
-    timer: asyncio.TimerHandle | None = None
 
 
 class OTLPReceiver:
@@ -123,7 +112,7 @@ class OTLPReceiver:
         self.state.resume_route = resume_route or (lambda graph_id: None)
         self.state.notes = []  # foreign runs begun and ended: the store's index
         self.settle_s = settle_s
-        self._windows: dict[str, _Window] = {}
+        self._windows: dict[str, Window] = {}
         self._counts: OrderedDict[str, int] = OrderedDict()  # spans received, per trace
         self._finished: OrderedDict[str, None] = OrderedDict()  # traces whose run ended
         self._noted = NotedRuns(max_turns)  # what the mapping noted: messages, the index
@@ -219,8 +208,8 @@ class OTLPReceiver:
         self._writer.put(fresh)
         by_trace: dict[str, list[SpanRecord]] = {}
         for record in fresh:
-            if c.START_OF in record.attributes:  # a marker after its span: nothing to add
-                started = str(record.attributes[c.START_OF]).lower()
+            started, _ = announced(record)
+            if started != record.span_id:  # a marker after its span: nothing to add
                 if record.trace_id + started in self._seen and not any(
                     r.span_id == started for r in fresh
                 ):
@@ -237,17 +226,18 @@ class OTLPReceiver:
 
     def _wait(self, trace_id: str, spans: list[SpanRecord], now: float) -> None:
         """Spans of a trace into its settle window; the window goes out at its deadline,
-        or at once when the root's span count is reached."""
+        or at once when the root's span count is reached; its spans that need not wait
+        (:func:`relay.ingest.settle.ready`: each hangs from a span already mapped) go now."""
         window = self._windows.get(trace_id)
         if window is None:
-            window = self._windows[trace_id] = _Window(now + self.settle_s)
+            window = self._windows[trace_id] = Window(now + self.settle_s)
         window.spans += spans
         received = self._counts.pop(trace_id, 0) + len(spans)
         self._counts[trace_id] = received
         while len(self._counts) > self.max_turns:
             self._counts.popitem(last=False)
         for record in spans:
-            if record.parent_span_id is None or c.TURN_ID in record.attributes:
+            if is_root(record):
                 window.root_at = now
                 count = record.attributes.get(c.RUN_SPAN_COUNT)
                 if isinstance(count, int) and not isinstance(count, bool) and count > 0:
@@ -261,6 +251,16 @@ class OTLPReceiver:
         if window.expected is not None and received >= window.expected:
             self._flush(trace_id)
             return
+        going = ready(self.state, window.spans)
+        if going:  # what hangs from a span already mapped goes now; the rest waits on
+            gone = {id(s) for s in going}
+            window.spans = [s for s in window.spans if id(s) not in gone]
+            self._send_now(trace_id, going)
+            if not window.spans:
+                self._windows.pop(trace_id, None)
+                if window.timer is not None:
+                    window.timer.cancel()
+                return
         if window.timer is not None:
             window.timer.cancel()
         loop = asyncio.get_running_loop()
@@ -275,16 +275,17 @@ class OTLPReceiver:
             return
         if window.timer is not None:
             window.timer.cancel()
+        self._send_now(trace_id, window.spans)
+
+    def _send_now(self, trace_id: str, spans: list[SpanRecord]) -> None:
+        """Spans of a trace mapped now, and published (through the outbox, in order)."""
         try:
-            self._outbox.put(self._batch(self._take({trace_id: window.spans}) + self.sweep()))
+            self._outbox.put(self._batch(self._take({trace_id: spans}) + self.sweep()))
         except Exception:  # a timer's callback: nobody above it to answer (they are stored)
-            self.stats["mapping_failures"] += len(window.spans)
+            self.stats["mapping_failures"] += len(spans)
             log.exception(
-                "relay: publishing %d received span(s) of trace %s failed",
-                len(window.spans),
-                trace_id,
+                "relay: publishing %d received span(s) of trace %s failed", len(spans), trace_id
             )
-            return
 
     def _take(self, by_trace: dict[str, list[SpanRecord]]) -> list[Event]:
         """Map spans, trace by trace: fed when their trace's run is followed, else kept
@@ -295,7 +296,11 @@ class OTLPReceiver:
                 continue
             # our run roots (and their start markers) index their runs once admitted, with
             # the events of the same mapping step (the user their root names is noted then)
-            self._runs_out += [our_run(s) for s in spans if c.TURN_ID in s.attributes]
+            self._runs_out += [
+                our_run(s)
+                for s in spans
+                if c.TURN_ID in s.attributes and not is_pending(s.attributes)
+            ]
             if trace_id in self._finished or trace_id in self.state.ended:
                 late = [s for s in spans if s.attributes.get(c.OPERATION) != c.OP_SAVE_MESSAGE]
                 if late:

@@ -1,17 +1,15 @@
 """Small readers of span attributes that the rule table and the engine share: a JSON
-attribute, the name after a span name's verb, a LangGraph task id, lenient str and int, a start
-marker's attributes and the start it stands for.
-Pure functions; nothing here knows an instrumentation (a start marker is ours)."""
+attribute, the name after a span name's verb, a LangGraph task id, lenient str and int.
+Pure functions; nothing here knows an instrumentation (start markers:
+:mod:`relay.mapping.markers`)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from relay import conventions as c
 from relay.json_depth import MAX_DEPTH, TooDeep, too_deep
 from relay.json_depth import loads as json_loads
-from relay.spans import SpanRecord
 
 #: ``json.loads``' own scanner (C), called without the three Python frames and two regex
 #: matches around it; read-only (its memo is cleared inside each call, under the GIL)
@@ -73,36 +71,3 @@ def task_id_of(ns: str | None) -> str | None:
         return None
     last = ns.split("|")[-1]
     return last.rsplit(":", 1)[-1] if ":" in last else None
-
-
-def marker_attributes(record: SpanRecord) -> dict[str, Any] | None:
-    """The start attributes a start marker (``relay.start_of``) carries for its span."""
-    raw = record.attributes.get(c.START_ATTRIBUTES, "{}")
-    try:
-        value = json_loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def marked_span(marker: SpanRecord) -> SpanRecord | None:
-    """The start of the span a start marker names, as that span's own start would read;
-    None when the marker is cut or malformed. A marker is a child of its span (then it
-    names the span's parent, if any, in ``relay.start.parent``) or a sibling (then its
-    own parent is the span's)."""
-    attributes = marker_attributes(marker)
-    span_id = str(marker.attributes.get(c.START_OF, "")).lower()
-    if attributes is None or len(span_id) != 16:
-        return None
-    parent = marker.attributes.get(c.START_PARENT)
-    if not parent and marker.parent_span_id != span_id:
-        parent = marker.parent_span_id
-    return SpanRecord(
-        trace_id=marker.trace_id,
-        span_id=span_id,
-        parent_span_id=str(parent).lower() if parent else None,
-        name=marker.name.removeprefix(c.START_PREFIX),
-        start_ns=marker.start_ns,
-        end_ns=None,
-        attributes=attributes,
-    )

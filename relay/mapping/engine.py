@@ -21,8 +21,9 @@ to, from :mod:`relay.mapping.summary`; how a run ends, from :mod:`relay.mapping.
   inside it (:mod:`relay.mapping.placement`): its ``node_started`` is then late (stamped
   with the span's own start), but still comes before anything inside it, whose events
   wait for it, and before its ``node_completed``.
-- A start marker (``relay.start_of``, see :mod:`relay.conventions`) stands for the start
-  of the span it names; that span's own start then yields nothing.
+- A start marker (``relay.start_of``, see :mod:`relay.conventions`) or Logfire's pending
+  span stands for the start of the span it names (:mod:`relay.mapping.markers`); that
+  span's own start then yields nothing.
 - Our own node spans in our runs, and the GenAI spans inside them, take a short path
   (:mod:`relay.mapping.own`).
 """
@@ -42,11 +43,11 @@ from relay.mapping.answers import (
     message_saved,
     root_end,
 )
-from relay.mapping.attributes import marked_span
 from relay.mapping.discovery import Discovery, node_discovered
 from relay.mapping.facts import NODE, ROLE_OPERATION, ROOT, TOOL, Facts
-from relay.mapping.foreign_attributes import declared_topology, placement
+from relay.mapping.foreign_attributes import LF_PENDING, LF_SPAN_TYPE, declared_topology, placement
 from relay.mapping.links import awaits_resume, link_resume
+from relay.mapping.markers import started_span
 from relay.mapping.own import CHILD_OPERATIONS, child_phase, node_phase
 from relay.mapping.payloads import node_completed, node_started, tool_completed_fields, tool_fields
 from relay.mapping.placement import (
@@ -69,6 +70,9 @@ from relay.spans import SpanRecord
 def map_span(state: MappingState, record: SpanRecord, ended: bool) -> list[Event]:
     """The events for one span start (``ended=False``) or end (``ended=True``)."""
     attrs = record.attributes
+    if c.START_OF in attrs or attrs.get(LF_SPAN_TYPE) == LF_PENDING:  # a span's start
+        # (our start marker, Logfire's pending span: relay/mapping/markers.py)
+        return [] if ended else _marker_started(state, record)
     if c.NODE_NAME in attrs and (events := node_phase(state, record, ended)) is not None:
         return events  # one of our node spans, on the short path (relay/mapping/own.py)
     operation = attrs.get(c.OPERATION)
@@ -79,8 +83,6 @@ def map_span(state: MappingState, record: SpanRecord, ended: bool) -> list[Event
         return events  # a GenAI span inside one of our nodes, on the short path
     if operation == c.OP_SAVE_MESSAGE:
         return message_saved(record) if ended else []
-    if c.START_OF in attrs:
-        return [] if ended else _marker_started(state, record)
     if not ended and c.TURN_ID in attrs:
         run = state.runs.get(record.trace_id)
         if run is not None and run.root_span_id == record.span_id:
@@ -103,8 +105,9 @@ def map_span(state: MappingState, record: SpanRecord, ended: bool) -> list[Event
 
 
 def _marker_started(state: MappingState, marker: SpanRecord) -> list[Event]:
-    """A start marker: the start of the span it names, unless that span started already."""
-    record = marked_span(marker)
+    """A start marker (or Logfire's pending span): the start of the span it names, unless
+    that span started already (:mod:`relay.mapping.markers`)."""
+    record = started_span(marker)
     if record is None:
         return []  # cut or malformed: the real span's end still gives a (late) start
     run = state.run_of(marker.trace_id)

@@ -1,15 +1,16 @@
 """The other instrumentations' attribute names, and the small readers of their attributes.
 
 OpenInference (``openinference.span.kind``, ``metadata``, ``session.id``, ...), OpenLLMetry
-(``traceloop.*``) and the older GenAI names (``gen_ai.usage.prompt_tokens``,
-``gen_ai.workflow.nodes``, ...) are written here once, as string literals on purpose (as
-for GenAI in :mod:`relay.conventions`). The rule table (:mod:`relay.mapping.rules`) reads
-them to decide what a span is; the engine, the answers, the summary, the links, the short
-paths and the phase order reuse the names and the readers: where a span runs in the graph
-(:func:`placement`), the topology an agent declared (:func:`declared_topology`),
-OpenInference's ``metadata`` (:func:`oi_metadata`), a span's thread (:func:`thread_of`), a
-retrieval's documents (:func:`oi_documents`) and OpenLLMetry's workflow
-(:func:`workflow_topology`). Pure functions; nothing here keeps state.
+(``traceloop.*``), Logfire (``logfire.span_type``, its pending spans) and the older GenAI
+names (``gen_ai.usage.prompt_tokens``, ``gen_ai.workflow.nodes``, ...) are written here
+once, as string literals on purpose (as for GenAI in :mod:`relay.conventions`). The rule
+table (:mod:`relay.mapping.rules`) reads them to decide what a span is; the engine, the
+answers, the summary, the links, the short paths and the phase order reuse the names and
+the readers: where a span runs in the graph (:func:`placement`), the topology an agent
+declared (:func:`declared_topology`), OpenInference's ``metadata`` (:func:`oi_metadata`), a
+span's thread (:func:`thread_of`), a retrieval's documents (:func:`oi_documents`) and
+OpenLLMetry's workflow (:func:`workflow_topology`). Pure functions; nothing here keeps
+state.
 """
 
 from __future__ import annotations
@@ -43,8 +44,16 @@ GENAI_PROMPT_TOKENS = "gen_ai.usage.prompt_tokens"  # older GenAI / OpenLLMetry 
 GENAI_COMPLETION_TOKENS = "gen_ai.usage.completion_tokens"
 GENAI_WORKFLOW_NODES = "gen_ai.workflow.nodes"
 GENAI_WORKFLOW_EDGES = "gen_ai.workflow.edges"
+#: OpenLLMetry's other form: one JSON object, ``{"nodes": [...], "edges": [[[sources],
+#: [targets]], ...]}``
+GENAI_WORKFLOW_STRUCTURE = "gen_ai.workflow.structure"
 GENAI_OUTPUT_MESSAGES = "gen_ai.output.messages"
 GENAI_INPUT_MESSAGES = "gen_ai.input.messages"
+#: Logfire: a span it exports when a span starts (zero-length, a child of that span,
+#: with its start attributes), ``logfire.span_type = "pending_span"``
+LF_SPAN_TYPE = "logfire.span_type"
+LF_PENDING = "pending_span"
+LF_PENDING_PARENT = "logfire.pending_parent_id"  # the started span's parent (16 hex)
 
 
 def placement(attrs: Mapping[str, Any]) -> Facts | None:
@@ -138,13 +147,45 @@ def oi_documents(attrs: Mapping[str, Any]) -> int | None:
 
 
 def workflow_topology(attrs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """OpenLLMetry's ``gen_ai.workflow.nodes`` / ``.edges`` ("a -> b") as a topology."""
-    nodes = attrs.get(GENAI_WORKFLOW_NODES)
-    if not isinstance(nodes, list | tuple) or not nodes:
+    """OpenLLMetry's LangGraph topology as a topology: ``gen_ai.workflow.structure`` (one
+    JSON object: ``nodes``, and ``edges`` as ``[[sources], [targets]]`` pairs), else
+    ``gen_ai.workflow.nodes`` / ``.edges`` ("a -> b"); None when neither is there or can
+    be read. Nodes an edge names that the list leaves out (``__start__``, ``__end__``) are
+    added, ``__start__`` first and the others last."""
+    pairs: list[tuple[str, str]] = []
+    raw = attrs.get(GENAI_WORKFLOW_STRUCTURE)
+    if raw is not None:
+        try:
+            value = json_loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            return None
+        if not isinstance(value, Mapping) or not isinstance(value.get("nodes"), list):
+            return None
+        nodes = [str(n) for n in value["nodes"]]
+        for edge in value.get("edges") or ():
+            if isinstance(edge, list | tuple) and len(edge) == 2:
+                sources, targets = (e if isinstance(e, list | tuple) else [e] for e in edge)
+                pairs += [(str(s), str(t)) for s in sources for t in targets]
+    else:
+        listed = attrs.get(GENAI_WORKFLOW_NODES)
+        if not isinstance(listed, list | tuple) or not listed:
+            return None
+        nodes = [str(n) for n in listed]
+        for text in attrs.get(GENAI_WORKFLOW_EDGES) or ():
+            source, sep, target = str(text).partition("->")
+            if sep:
+                pairs.append((source.strip(), target.strip()))
+    if not nodes:
         return None
-    edges = []
-    for raw in attrs.get(GENAI_WORKFLOW_EDGES) or ():
-        source, sep, target = str(raw).partition("->")
-        if sep:
-            edges.append({"source": source.strip(), "target": target.strip(), "conditional": False})
-    return {"nodes": [{"id": str(n), "label": str(n)} for n in nodes], "edges": edges}
+    for source, target in pairs:
+        for node in (source, target):
+            if node in nodes:
+                continue
+            if node == "__start__":
+                nodes.insert(0, node)
+            else:
+                nodes.append(node)
+    return {
+        "nodes": [{"id": n, "label": n} for n in nodes],
+        "edges": [{"source": s, "target": t, "conditional": False} for s, t in pairs],
+    }

@@ -39,7 +39,7 @@ from relay.events import Event
 from relay.mapping.attributes import suffix
 from relay.mapping.discovery import node_discovered
 from relay.mapping.facts import TOOL, Facts
-from relay.mapping.foreign_attributes import OI_KIND, TL_ASSOC, TL_KIND
+from relay.mapping.foreign_attributes import LF_SPAN_TYPE, OI_KIND, TL_ASSOC, TL_KIND
 from relay.mapping.payloads import node_completed, node_started, tool_completed_fields, tool_fields
 from relay.mapping.placement import namespace_attr, namespace_from_parents
 from relay.mapping.state import MappingState, Open, Run
@@ -105,8 +105,9 @@ def node_phase(state: MappingState, record: SpanRecord, ended: bool) -> list[Eve
 CHILD_OPERATIONS = frozenset({OP_CHAT, OP_RETRIEVAL, OP_GUARDRAIL, OP_TOOL})
 _TOOL_NODE = TL_ASSOC + "langgraph_node"  # (a tool's facts read it: the general path's)
 #: attributes that make a GenAI span something else: a node, a start marker, a root, or
-#: a span another instrumentation's rule reads (one C call checks them all)
-_NOT_A_CHILD = frozenset({NODE_NAME, START_OF, TURN_ID, TL_KIND, OI_KIND})
+#: a span another instrumentation's rule reads, or Logfire's (maybe a pending span: a
+#: start marker) (one C call checks them all)
+_NOT_A_CHILD = frozenset({NODE_NAME, START_OF, TURN_ID, TL_KIND, OI_KIND, LF_SPAN_TYPE})
 
 
 def _child_run(state: MappingState, record: SpanRecord, operation: str) -> Run | None:

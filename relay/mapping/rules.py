@@ -5,9 +5,10 @@ roles of :mod:`relay.mapping.facts`), or none of them. One table, :data:`RULES`,
 docs/events.md ("Mapping rules") repeats it. Our own conventions come first
 (``relay.turn.id``, ``relay.node.name``, GenAI ``gen_ai.operation.name``), then OpenLLMetry
 (``traceloop.*``), OpenInference (``openinference.span.kind``, ``metadata.langgraph_*``)
-and the GenAI ``invoke_agent``. Each row's reader turns the span's attributes into
-:class:`~relay.mapping.facts.Facts`, with the other instrumentations' attribute names and
-readers of :mod:`relay.mapping.foreign_attributes`; :func:`classify` finds the row and
+and the GenAI ``invoke_agent`` and ``invoke_workflow`` (``invoke_node``: a node). Each
+row's reader turns the span's attributes into :class:`~relay.mapping.facts.Facts`, with the
+other instrumentations' attribute names and readers of
+:mod:`relay.mapping.foreign_attributes`; :func:`classify` finds the row and
 :func:`can_start_run` says whether a span lets the mapping follow its trace. Nothing here
 keeps state.
 """
@@ -21,7 +22,6 @@ from typing import Any
 from relay import conventions as c
 from relay.mapping.attributes import (
     int_or_none,
-    marker_attributes,
     str_or_none,
     suffix,
     task_id_of,
@@ -44,6 +44,7 @@ from relay.mapping.foreign_attributes import (
     thread_of,
     workflow_topology,
 )
+from relay.mapping.markers import is_marker, started_span
 from relay.spans import SpanRecord
 
 
@@ -107,6 +108,7 @@ def _tl_workflow(a: Mapping[str, Any], name: str) -> Facts | None:
         thread_id=thread_of(a, None),
         activates=True,
         graph_id=str_or_none(a.get(TL_WORKFLOW) or a.get(TL_ENTITY)),
+        topology=workflow_topology(a),
     )
 
 
@@ -211,6 +213,27 @@ def _oi_root(a: Mapping[str, Any], name: str) -> Facts | None:
         activates=graphish,
         graph_id=name,
     )
+
+
+def _genai_workflow(a: Mapping[str, Any], name: str) -> Facts | None:
+    if a.get(c.OPERATION) != c.OP_INVOKE_WORKFLOW:
+        return None
+    workflow = str_or_none(a.get(c.WORKFLOW_NAME)) or suffix(name)
+    return Facts(
+        ROOT,
+        "genai",
+        name=workflow,
+        thread_id=thread_of(a, None),
+        activates=True,
+        graph_id=workflow,
+        topology=workflow_topology(a),
+    )
+
+
+def _genai_node(a: Mapping[str, Any], name: str) -> Facts | None:
+    if a.get(c.OPERATION) != c.OP_INVOKE_NODE:
+        return None
+    return Facts(NODE, "genai", name=suffix(name), thread_id=thread_of(a, None), activates=True)
 
 
 def _genai_agent(a: Mapping[str, Any], name: str) -> Facts | None:
@@ -334,6 +357,22 @@ RULES: tuple[Rule, ...] = (
         c.OPERATION,
         (c.OP_INVOKE_AGENT,),
     ),
+    Rule(
+        "genai",
+        ROOT,
+        "`gen_ai.operation.name=invoke_workflow` (the graph: `gen_ai.workflow.name`)",
+        _genai_workflow,
+        c.OPERATION,
+        (c.OP_INVOKE_WORKFLOW,),
+    ),
+    Rule(
+        "genai",
+        NODE,
+        "`gen_ai.operation.name=invoke_node` (the node: the span name after `invoke_node`)",
+        _genai_node,
+        c.OPERATION,
+        (c.OP_INVOKE_NODE,),
+    ),
 )
 
 
@@ -387,12 +426,17 @@ def classify(record: SpanRecord) -> Facts | None:
 
 def can_start_run(record: SpanRecord) -> bool:
     """True when this span (all its attributes known) lets the mapping follow its trace:
-    our run root or its start marker, or a span that begins a foreign run."""
+    our run root or its start marker, or a span (or the start a marker or Logfire's
+    pending span stands for) that begins a foreign run."""
     attrs = record.attributes
     if c.TURN_ID in attrs:
         return True
-    if c.START_OF in attrs:
-        started = marker_attributes(record)
-        return started is not None and c.TURN_ID in started
+    if is_marker(attrs):
+        started = started_span(record)
+        if started is None:
+            return False
+        record = started
+        if c.TURN_ID in record.attributes:
+            return True
     facts = classify(record)
     return facts is not None and facts.activates

@@ -7,7 +7,9 @@ default schedule delay (5000 ms), at ``OTEL_BSP_SCHEDULE_DELAY=100``, and
 ``SimpleSpanProcessor``; each with and without start markers. Printed per setting, the
 median over N runs of: node end -> its ``node_completed`` at a reader, and node start ->
 its ``node_started`` at a reader. The relay's settle window (RELAY_OTLP_SETTLE_MS,
-default 250) is part of every figure. Not part of ``make test``: it reports.
+default 250) is part of the figures without start markers (the run's spans wait for its
+root); with them, a span whose parent started goes out as it arrives. Not part of
+``make test``: it reports.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from collections import Counter
 from typing import Annotated, Any, TypedDict
 
 import httpx
+import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -256,6 +257,31 @@ def test_one_line_gives_the_real_topology(relay_server, instrumented) -> None:
         assert topology["graph_id"] == "support"
         assert (topology["nodes"], topology["edges"]) == (declared["nodes"], declared["edges"])
     assert {n["id"] for n in topology["nodes"]} >= {"triage", "answer", "refuse"}
+
+
+def test_openllmetrys_topology_is_the_graphs_own(relay_server, instrumented) -> None:
+    """OpenLLMetry writes the compiled graph's topology on its root (0.62:
+    ``gen_ai.workflow.nodes`` and ``gen_ai.workflow.edges``, without ``__start__`` and
+    ``__end__``): the run's graph_topology is that graph, as LangGraph's own
+    ``get_graph()`` gives it, not a discovered one."""
+    name, switch = instrumented
+    if name != "openllmetry":
+        pytest.skip("OpenInference writes no topology")
+    exporter = BatchSpanProcessor(
+        OTLPSpanExporter(endpoint=f"{relay_server.url}/v1/traces"), schedule_delay_millis=60_000
+    )
+    turn_id, thread = run_graph(switch, exporter, "Where is my order?")
+    exporter.shutdown()
+    events = read_turn(relay_server.url, turn_id)
+    check_answered(events, thread, turn_id)
+    topology = events[0]
+    own = build_graph().get_graph()
+    ends = ("__start__", "__end__")
+    assert "discovered" not in topology
+    assert [n["id"] for n in topology["nodes"]] == [n for n in own.nodes if n not in ends]
+    assert [(e["source"], e["target"]) for e in topology["edges"]] == [
+        (e.source, e.target) for e in own.edges if e.source not in ends and e.target not in ends
+    ]
 
 
 def test_a_trace_file_of_their_spans_imports_as_a_turn(make_relay, instrumented) -> None:

@@ -24,6 +24,8 @@ _VALUES: dict[str, list[Any]] = {
         c.OP_INVOKE_AGENT,
         "other",
         7,
+        c.OP_INVOKE_WORKFLOW,
+        c.OP_INVOKE_NODE,
     ],
     TL_KIND: ["workflow", "agent", "task", "tool", "unknown"],
     OI_KIND: ["LLM", "RETRIEVER", "TOOL", "GUARDRAIL", "CHAIN", "AGENT", "EMBEDDING"],
@@ -37,7 +39,7 @@ _VALUES: dict[str, list[Any]] = {
     c.TOOL_NAME: ["search"],
     "unrelated": [["a", "b"], 1.5],
 }
-_NAMES = ["plan", "LangGraph", "execute_tool search", "node plan"]
+_NAMES = ["plan", "LangGraph", "execute_tool search", "node plan", "invoke_node plan"]
 
 
 def _in_order(record: SpanRecord) -> Any:
@@ -56,7 +58,7 @@ def _in_order(record: SpanRecord) -> Any:
 @example({OI_KIND: 4, OI_METADATA: 0}, "plan")
 @example({TL_KIND: 0, OI_KIND: 5, c.OPERATION: 4}, "LangGraph")
 @given(
-    st.dictionaries(st.sampled_from(sorted(_VALUES)), st.integers(0, 6), max_size=5),
+    st.dictionaries(st.sampled_from(sorted(_VALUES)), st.integers(0, 8), max_size=5),
     st.sampled_from(_NAMES),
 )
 def test_keyed_dispatch_equals_the_table_in_order(picks: dict[str, int], name: str) -> None:
