@@ -1,0 +1,94 @@
+"""A graph written for the ``custom`` event tests (not the demo): nodes and a tool that
+report progress through LangGraph's stream writer and LangChain's custom callback events,
+a subgraph among them, sync and async code, a payload past the size limit.
+
+``prepare`` (async) writes two fractions; ``fetch`` (async) runs the tool ``fetch_rows``,
+which dispatches ``rows`` (``adispatch_custom_event``), then writes a message; ``sub`` is
+a compiled subgraph whose node ``inner`` (sync) writes a fraction and dispatches
+``inner_done`` (``dispatch_custom_event``); ``answer`` writes a plain string and a report
+past 8 KiB, and answers. :data:`WRITTEN` is what the stream writer gets, in order;
+:data:`DISPATCHED` the custom callback events, as ``(name, data, node)``.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any
+
+from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
+from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+BLOB = "x" * 20_000
+REPORT = {"stage": "report", "progress": 0.9, "blob": BLOB, "rows": [1, 2, 3]}
+#: every payload the stream writer gets, in order, with the node that sent it
+WRITTEN: list[tuple[str, tuple[str, ...], Any]] = [
+    ("prepare", (), {"stage": "prepare", "progress": 0.33}),
+    ("prepare", (), {"stage": "prepare", "progress": 0.66}),
+    ("fetch", (), {"message": "fetched 3 rows"}),
+    ("inner", ("sub",), {"stage": "inner", "progress": 1.0}),
+    ("answer", (), "writing the answer"),
+    ("answer", (), REPORT),
+]
+DISPATCHED: list[tuple[str, Any, str]] = [
+    ("rows", {"fetched": 3, "query": "sales"}, "fetch"),
+    ("inner_done", {"ok": True}, "inner"),
+]
+
+
+class State(MessagesState):
+    steps: Annotated[list[str], operator.add]
+
+
+@tool
+async def fetch_rows(query: str) -> str:
+    """Fetch the rows a query names."""
+    await adispatch_custom_event("rows", {"fetched": 3, "query": query})
+    return "3 rows"
+
+
+async def prepare(state: State) -> dict[str, Any]:
+    write = get_stream_writer()
+    write({"stage": "prepare", "progress": 0.33})
+    write({"stage": "prepare", "progress": 0.66})
+    return {"steps": ["prepare"]}
+
+
+async def fetch(state: State, config: RunnableConfig) -> dict[str, Any]:
+    await fetch_rows.ainvoke({"query": "sales"}, config)
+    get_stream_writer()({"message": "fetched 3 rows"})
+    return {"steps": ["fetch"]}
+
+
+def inner(state: State) -> dict[str, Any]:
+    get_stream_writer()({"stage": "inner", "progress": 1.0})
+    dispatch_custom_event("inner_done", {"ok": True})
+    return {"steps": ["inner"]}
+
+
+async def answer(state: State) -> dict[str, Any]:
+    write = get_stream_writer()
+    write("writing the answer")
+    write(REPORT)
+    return {"steps": ["answer"], "messages": [AIMessage("Done: 3 rows.")]}
+
+
+def build() -> Any:
+    sub = StateGraph(State)
+    sub.add_node("inner", inner)
+    sub.add_edge(START, "inner")
+    sub.add_edge("inner", END)
+    builder = StateGraph(State)
+    builder.add_node("prepare", prepare)
+    builder.add_node("fetch", fetch)
+    builder.add_node("sub", sub.compile())
+    builder.add_node("answer", answer)
+    builder.add_edge(START, "prepare")
+    builder.add_edge("prepare", "fetch")
+    builder.add_edge("fetch", "sub")
+    builder.add_edge("sub", "answer")
+    builder.add_edge("answer", END)
+    return builder.compile(name="progress")
