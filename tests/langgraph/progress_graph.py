@@ -12,7 +12,10 @@ past 8 KiB, and answers. :data:`WRITTEN` is what the stream writer gets, in orde
 
 from __future__ import annotations
 
+import asyncio
 import operator
+import os
+from pathlib import Path
 from typing import Annotated, Any
 
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
@@ -92,3 +95,40 @@ def build() -> Any:
     builder.add_edge("sub", "answer")
     builder.add_edge("answer", END)
     return builder.compile(name="progress")
+
+
+# -- a graph whose node waits between its reports (the browser test) ----------------------
+
+#: the folder the gated node waits in: it goes on past report k once ``go-k`` exists there
+GATE_ENV = "PROGRESS_GATE_DIR"
+GATED = [
+    {"stage": "prepare", "progress": 0.25},
+    {"stage": "prepare", "progress": 0.75},
+    {"message": "checking the rows"},
+]
+
+
+async def _wait_for(path: Path) -> None:
+    for _ in range(6000):  # at most a minute: a test that never opens the gate fails
+        if await asyncio.to_thread(path.exists):
+            return
+        await asyncio.sleep(0.01)
+    raise TimeoutError(f"{path} never appeared")
+
+
+async def gated(state: State) -> dict[str, Any]:
+    write = get_stream_writer()
+    gate = Path(os.environ[GATE_ENV])
+    for k, payload in enumerate(GATED, 1):
+        write(payload)
+        await _wait_for(gate / f"go-{k}")
+    return {"steps": ["gated"], "messages": [AIMessage("All rows checked.")]}
+
+
+def build_gated(checkpointer: Any = None) -> Any:
+    """``gated`` alone: it reports each of :data:`GATED`, then waits for its gate file."""
+    builder = StateGraph(State)
+    builder.add_node("gated", gated)
+    builder.add_edge(START, "gated")
+    builder.add_edge("gated", END)
+    return builder.compile(name="gated", checkpointer=checkpointer)
