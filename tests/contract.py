@@ -54,6 +54,7 @@ TYPE_FIELDS: dict[str, dict[str, Any]] = {
         "namespace": list,
         "name": (str, type(None)),
         "data": object,
+        "span_id": str,
     },
 }
 RESPONSE = {

@@ -18,7 +18,8 @@ close. The runs (their start, outcome and order) are this module's; what one run
 - ``tool_completed``: ``TOOL_CALL_RESULT`` (``{"tool", "status", "duration_ms"}`` as JSON);
 - ``text_delta``: ``TEXT_MESSAGE_START`` (a message's first delta), ``TEXT_MESSAGE_CONTENT``;
 - ``custom`` (a payload a node sent): ``CUSTOM`` named ``custom``, its value the event's
-  ``node``, ``namespace``, ``name``, ``data`` and ``truncated`` (nulls left out);
+  ``node``, ``namespace``, ``name``, ``data``, ``span_id`` and ``truncated`` (nulls left
+  out);
 - ``paused``: ``RUN_FINISHED`` with ``outcome {type: "interrupt", interrupts}``; a run
   paused only on client-executed tools (interrupts of type ``client_tool``) is a run that
   left frontend tool calls for the client: ``outcome {type: "success",
@@ -55,7 +56,7 @@ from relay.events import MESSAGE_SAVED, Event, dumps
 
 PROTOCOL_VERSION = "1.0"
 #: what ``CUSTOM custom`` carries of a ``custom`` event (a null among them is left out)
-_CUSTOM_FIELDS = ("node", "namespace", "name", "data", "truncated")
+_CUSTOM_FIELDS = ("node", "namespace", "name", "data", "span_id", "truncated")
 
 #: what an approval interrupt expects as its answer (AG-UI ``Interrupt.responseSchema``)
 APPROVAL_SCHEMA: dict[str, Any] = {

@@ -27,8 +27,9 @@ def map_custom_event(
 ) -> list[Event]:
     """The ``custom`` event for one ``relay.custom`` span event of an open span: its
     ``node`` and ``namespace``, the callback event's ``name`` (``null`` for a stream
-    writer's), the payload as ``data`` (``null`` where it is not JSON), ``truncated``
-    when it was cut."""
+    writer's), the payload as ``data`` (``null`` where it is not JSON), the ``span_id``
+    that carries it (the node's own, for a GraphAgent: which instance of a node sent it),
+    ``truncated`` when it was cut."""
     run = state.run_of(record.trace_id)
     if run is None:
         return []
@@ -40,6 +41,7 @@ def map_custom_event(
         "namespace": [],
         "name": name if isinstance(name, str) else None,
         "data": data if ok else None,
+        "span_id": record.span_id,
     }
     if attributes.get(c.CUSTOM_TRUNCATED) is True or not ok:
         fields["truncated"] = True

@@ -262,7 +262,7 @@ export class TurnModel {
   _custom(ev) {
     const ns = namespaceOf(ev);
     const mine = this.instances.filter((i) => i.node === ev.node && sameNamespace(i.namespace, ns));
-    const inst = mine.filter((i) => i.state === 'running').pop() || mine.pop();
+    const inst = (ev.span_id && this.bySpan.get(ev.span_id)) || mine.filter((i) => i.state === 'running').pop() || mine.pop();
     if (!inst) return false;
     inst.progress = progressOf(ev.data);
     return true;

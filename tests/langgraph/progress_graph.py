@@ -24,6 +24,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.types import Send
 
 BLOB = "x" * 20_000
 REPORT = {"stage": "report", "progress": 0.9, "blob": BLOB, "rows": [1, 2, 3]}
@@ -132,3 +133,26 @@ def build_gated(checkpointer: Any = None) -> Any:
     builder.add_edge(START, "gated")
     builder.add_edge("gated", END)
     return builder.compile(name="gated", checkpointer=checkpointer)
+
+
+# -- a fan-out: three instances of one node, side by side --------------------------------
+
+ITEMS = [0, 1, 2]
+
+
+async def work(task: dict[str, Any]) -> dict[str, Any]:
+    get_stream_writer()({"item": task["item"], "progress": 1.0})
+    return {"steps": [f"work {task['item']}"]}
+
+
+def fan_out(state: State) -> list[Send]:
+    return [Send("work", {"item": i}) for i in ITEMS]
+
+
+def build_fanout() -> Any:
+    """``work`` three times at once (``Send``), each reporting its item."""
+    builder = StateGraph(State)
+    builder.add_node("work", work)
+    builder.add_conditional_edges(START, fan_out, ["work"])
+    builder.add_edge("work", END)
+    return builder.compile(name="fanout")

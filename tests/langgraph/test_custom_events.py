@@ -34,6 +34,7 @@ def served(app_env: dict[str, str]) -> Iterator[LiveServer]:
     relay = Relay.from_env(app_env)
     app = FastAPI(lifespan=relay.lifespan)
     relay.mount(app, GraphAgent(progress_graph.build(), name="progress"))
+    relay.mount(app, GraphAgent(progress_graph.build_fanout(), name="fanout"))
     server = LiveServer(app).start()
     yield server
     server.stop()
@@ -107,8 +108,11 @@ def test_custom_events_match_langgraph_and_replay(served: LiveServer) -> None:
         # the custom callback events: LangChain's own, with their node
         assert [(e["name"], e["data"], e["node"]) for e in customs if e["name"]] == dispatched
         assert dispatched == progress_graph.DISPATCHED
-        # each inside its node: after its node_started, before its node_completed
+        # each inside its node: after its node_started, before its node_completed; on the
+        # node's own span
         for e in customs:
+            opened = [x for x in live if x["type"] == "node_started" and x["node"] == e["node"]]
+            assert [x["span_id"] for x in opened] == [e["span_id"]], e
             k = live.index(e)
             started = [
                 i
@@ -135,6 +139,37 @@ def test_custom_events_match_langgraph_and_replay(served: LiveServer) -> None:
             stream_get(client, f"{served.url}/turns/{turn}/events", {"source": "spans"})
         )
         assert [e for e in from_spans if e["type"] != "message_saved"] == without_trailer
+
+
+def test_each_instance_of_a_fanned_out_node_gets_its_own(served: LiveServer) -> None:
+    """Three ``Send`` instances of one node side by side: each payload lands on the
+    instance that sent it (its ``span_id``), as LangGraph's own stream has them."""
+
+    async def langgraph_payloads() -> list[Any]:
+        graph = progress_graph.build_fanout()
+        return [
+            chunk
+            async for ns, mode, chunk in graph.astream(
+                INPUT, stream_mode=["updates", "custom"], subgraphs=True
+            )
+            if mode == "custom"
+        ]
+
+    expected = asyncio.run(langgraph_payloads())
+    with httpx.Client(timeout=30) as client:
+        frames = stream_post(client, f"{served.url}/graphs/fanout/chat", {"message": "Go."})
+    live = events_of(frames)
+    customs = [e for e in live if e["type"] == "custom"]
+    key = lambda d: d["item"]  # noqa: E731 - parallel: the order among them is LangGraph's to pick
+    assert sorted((e["data"] for e in customs), key=key) == sorted(expected, key=key)
+    started = {e["span_id"]: e for e in live if e["type"] == "node_started" and e["node"] == "work"}
+    assert len(started) == 3 and {e["span_id"] for e in customs} == set(started)
+    for e in customs:
+        k = live.index(e)
+        done = [
+            x for x in live[:k] if x["type"] == "node_completed" and x["span_id"] == e["span_id"]
+        ]
+        assert e["node"] == "work" and not done
 
 
 def test_agui_sends_custom_events(served: LiveServer) -> None:
