@@ -8,6 +8,7 @@ sends them as ``CUSTOM``; a payload past the limit is cut and marked."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -17,10 +18,12 @@ import pytest
 from fastapi import FastAPI
 
 from relay import GraphAgent, Relay
+from relay import conventions as c
 from relay.langgraph.custom_events import MAX_KEPT_TEXT, CustomEvents, encode
 from tests.conftest import LiveServer, events_of, stream_get, stream_post
 from tests.contract import check_event
 from tests.delivery.agui_checks import post_agui
+from tests.export.test_otlp_export import attrs, start_collector
 from tests.langgraph import progress_graph
 from tests.zoo.reference import strip_task_ids
 
@@ -250,3 +253,40 @@ def test_capture_never_raises_into_the_node() -> None:
     CustomEvents(broken, lambda ns: span).record("n:1", {"ok": 1}, "x")  # no raise
     capture.write({"outside": "a graph"})  # no LangGraph config here: counted, not raised
     assert capture.failures == 2
+
+
+@pytest.mark.parametrize("capture", ["true", "false"])
+def test_the_node_spans_carry_them_over_otlp(app_env: dict[str, str], capture: str) -> None:
+    """Exported: each payload a ``relay.custom`` event of its node's span, as streamed;
+    RELAY_CAPTURE_CONTENT=false leaves them out of the export (the stream keeps them)."""
+    grpc_server, collector, port = start_collector()
+    env = {
+        **app_env,
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+        "OTEL_EXPORTER_OTLP_INSECURE": "true",
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+        "RELAY_CAPTURE_CONTENT": capture,
+    }
+    relay = Relay.from_env(env)
+    app = FastAPI(lifespan=relay.lifespan)
+    relay.mount(app, GraphAgent(progress_graph.build(), name="progress"))
+    server = LiveServer(app).start()
+    try:
+        with httpx.Client(timeout=30) as client:
+            live = chat(client, server.url)
+        spans = collector.wait_for(8)  # the root, 5 nodes (inner among them), the tool, save
+        while not any(s.name == "save_message" for s in spans):
+            spans = collector.wait_for(len(spans) + 1)
+    finally:
+        server.stop()
+        grpc_server.stop(0)
+    streamed = [(e["span_id"], e["data"]) for e in live if e["type"] == "custom"]
+    assert len(streamed) == 8
+    exported = [
+        (s.span_id.hex(), json.loads(attrs(ev)[c.CUSTOM_DATA].string_value))
+        for s in sorted(spans, key=lambda s: s.start_time_unix_nano)
+        for ev in s.events
+        if ev.name == c.CUSTOM_EVENT
+    ]
+    assert exported == (streamed if capture == "true" else [])
