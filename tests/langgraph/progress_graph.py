@@ -156,3 +156,23 @@ def build_fanout() -> Any:
     builder.add_conditional_edges(START, fan_out, ["work"])
     builder.add_edge("work", END)
     return builder.compile(name="fanout")
+
+
+# -- a node that reports more often than a span keeps events ----------------------------
+
+CHATTY = 150
+
+
+async def chatty(state: State) -> dict[str, Any]:
+    write = get_stream_writer()
+    for k in range(CHATTY):
+        write({"step": k, "progress": (k + 1) / CHATTY})
+    return {"steps": ["chatty"], "messages": [AIMessage("Counted.")]}
+
+
+def build_chatty() -> Any:
+    builder = StateGraph(State)
+    builder.add_node("chatty", chatty)
+    builder.add_edge(START, "chatty")
+    builder.add_edge("chatty", END)
+    return builder.compile(name="chatty")

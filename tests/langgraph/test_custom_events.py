@@ -19,7 +19,7 @@ from fastapi import FastAPI
 
 from relay import GraphAgent, Relay
 from relay import conventions as c
-from relay.langgraph.custom_events import MAX_KEPT_TEXT, CustomEvents, encode
+from relay.langgraph.custom_events import MAX_KEPT_TEXT, MAX_PER_NODE, CustomEvents, encode
 from tests.conftest import LiveServer, events_of, stream_get, stream_post
 from tests.contract import check_event
 from tests.delivery.agui_checks import post_agui
@@ -38,6 +38,7 @@ def served(app_env: dict[str, str]) -> Iterator[LiveServer]:
     app = FastAPI(lifespan=relay.lifespan)
     relay.mount(app, GraphAgent(progress_graph.build(), name="progress"))
     relay.mount(app, GraphAgent(progress_graph.build_fanout(), name="fanout"))
+    relay.mount(app, GraphAgent(progress_graph.build_chatty(), name="chatty"))
     server = LiveServer(app).start()
     yield server
     server.stop()
@@ -173,6 +174,22 @@ def test_each_instance_of_a_fanned_out_node_gets_its_own(served: LiveServer) -> 
             x for x in live[:k] if x["type"] == "node_completed" and x["span_id"] == e["span_id"]
         ]
         assert e["node"] == "work" and not done
+
+
+def test_past_the_per_node_cap_live_and_replay_agree(served: LiveServer) -> None:
+    """A node that sends more payloads than its span keeps events: the first
+    MAX_PER_NODE go, live and in the replay from the stored spans alike (past the SDK's
+    128 events a span, the stored span would have lost the first ones)."""
+    with httpx.Client(timeout=30) as client:
+        frames = stream_post(client, f"{served.url}/graphs/chatty/chat", {"message": "Count."})
+        live = [e for e in events_of(frames) if e["type"] != "message_saved"]
+        steps = [e["data"]["step"] for e in live if e["type"] == "custom"]
+        assert steps == list(range(MAX_PER_NODE)) and progress_graph.CHATTY > MAX_PER_NODE
+        turn = live[0]["turn_id"]
+        replayed = events_of(
+            stream_get(client, f"{served.url}/turns/{turn}/events", {"source": "spans"})
+        )
+    assert [e for e in replayed if e["type"] != "message_saved"] == live
 
 
 def test_agui_sends_custom_events(served: LiveServer) -> None:
