@@ -80,6 +80,13 @@ DELTA_EVENT = "gen_ai.content.delta"
 DELTA_TEXT = "relay.delta.text"
 DELTA_MESSAGE_ID = "relay.delta.message_id"
 
+# a payload sent from inside a node (LangGraph's stream writer, LangChain's custom callback
+# events): a span event on the node's span (relay/langgraph/custom_events.py)
+CUSTOM_EVENT = "relay.custom"
+CUSTOM_NAME = "relay.custom.name"  # the custom callback event's name; absent for a writer's
+CUSTOM_DATA = "relay.custom.data"  # the payload as JSON text (cut to the size limit)
+CUSTOM_TRUNCATED = "relay.custom.truncated"  # true when the payload was cut
+
 #: Attributes that hold content (prompts, answers, tool arguments). They always reach the
 #: relay; RELAY_CAPTURE_CONTENT=false strips them from what goes out over OTLP.
 CONTENT_ATTRIBUTES = frozenset(
@@ -93,10 +100,11 @@ CONTENT_ATTRIBUTES = frozenset(
         "gen_ai.system_instructions",
         "gen_ai.tool.call.result",
         DELTA_TEXT,
+        CUSTOM_DATA,
     }
 )
 #: Span events that hold content (dropped from OTLP export with the attributes above).
-CONTENT_EVENTS = frozenset({DELTA_EVENT})
+CONTENT_EVENTS = frozenset({DELTA_EVENT, CUSTOM_EVENT})
 
 # -- start markers (docs/events.md, "Start markers") -----------------------------------------
 #: A start marker is a zero-duration child span emitted when a span starts, so that a relay

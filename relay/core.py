@@ -351,6 +351,7 @@ class Relay:
                         add_event=self.span_processor.add_event,
                         turn_timeout_s=self.settings.turn_timeout_s,
                         tool_timeout_s=self.settings.tool_timeout_s,
+                        custom_max_bytes=self.settings.custom_event_max_bytes,
                         checkpointer=saver,
                         store=memory,
                         threads=self.threads,

@@ -27,6 +27,7 @@ ERROR = "error"
 TURN_COMPLETED = "turn_completed"
 TEXT_DELTA = "text_delta"
 MESSAGE_SAVED = "message_saved"
+CUSTOM = "custom"  # a payload a node sent: its stream writer, a custom callback event
 
 #: Events that end a run: the response to POST /chat or /chat/resume stops after one.
 RUN_TERMINAL = frozenset({TURN_COMPLETED, PAUSED, ERROR})

@@ -154,6 +154,16 @@ class RelaySettings:
         "event, code `tool_timeout`); a synchronous tool runs in a worker thread that "
         "nothing can stop, so only the turn timeout ends its turn",
     )
+    custom_event_max_bytes: int = setting(
+        "RELAY_CUSTOM_EVENT_MAX_BYTES",
+        8 * 1024,
+        int_value,
+        "the largest payload (its JSON) a node's stream writer or custom callback event "
+        "sends that a `custom` event carries whole; a larger one keeps its top-level "
+        "scalar fields and says `truncated: true`",
+        bound=">= 1",
+        unit="largest custom payload kept whole",
+    )
     turn_timeout_s: float = setting(
         "RELAY_TURN_TIMEOUT_S",
         120.0,

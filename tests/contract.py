@@ -49,6 +49,13 @@ TYPE_FIELDS: dict[str, dict[str, Any]] = {
     "turn_completed": {"response": dict},
     "text_delta": {"message_id": str, "delta": str, "node": (str, type(None)), "span_id": str},
     "message_saved": {"message_id": str},
+    "custom": {
+        "node": (str, type(None)),
+        "namespace": list,
+        "name": (str, type(None)),
+        "data": object,
+        "span_id": str,
+    },
 }
 RESPONSE = {
     "thread_id": str,

@@ -17,6 +17,9 @@ close. The runs (their start, outcome and order) are this module's; what one run
   event, else from the approval interrupt that proposed the call), ``TOOL_CALL_END``;
 - ``tool_completed``: ``TOOL_CALL_RESULT`` (``{"tool", "status", "duration_ms"}`` as JSON);
 - ``text_delta``: ``TEXT_MESSAGE_START`` (a message's first delta), ``TEXT_MESSAGE_CONTENT``;
+- ``custom`` (a payload a node sent): ``CUSTOM`` named ``custom``, its value the event's
+  ``node``, ``namespace``, ``name``, ``data``, ``span_id`` and ``truncated`` (nulls left
+  out);
 - ``paused``: ``RUN_FINISHED`` with ``outcome {type: "interrupt", interrupts}``; a run
   paused only on client-executed tools (interrupts of type ``client_tool``) is a run that
   left frontend tool calls for the client: ``outcome {type: "success",
@@ -52,6 +55,8 @@ from relay.delivery.negotiation import SSE
 from relay.events import MESSAGE_SAVED, Event, dumps
 
 PROTOCOL_VERSION = "1.0"
+#: what ``CUSTOM custom`` carries of a ``custom`` event (a null among them is left out)
+_CUSTOM_FIELDS = ("node", "namespace", "name", "data", "span_id", "truncated")
 
 #: what an approval interrupt expects as its answer (AG-UI ``Interrupt.responseSchema``)
 APPROVAL_SCHEMA: dict[str, Any] = {
@@ -213,6 +218,8 @@ class AGUIEncoder:
             out += run.node_completed(f, ts)
         elif t == ev.TEXT_DELTA:
             out += run.text_delta(f, ts)
+        elif t == ev.CUSTOM:
+            out.append(custom(t, ts, {k: f[k] for k in _CUSTOM_FIELDS if k in f}))
         elif t in (ev.TOOL_STARTED, ev.TOOL_COMPLETED) and f.get("call_id") in self._client_calls:
             pass  # a client-executed call of an earlier run: the client has it and its result
         elif t == ev.TOOL_STARTED:

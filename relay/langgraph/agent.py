@@ -37,6 +37,7 @@ from opentelemetry.trace import Status, StatusCode, Tracer
 from relay import conventions as c
 from relay.langgraph.checkpoints import read_checkpoints
 from relay.langgraph.client_tools import run_graph
+from relay.langgraph.custom_events import MAX_BYTES, CustomEvents, stream_writer_config
 from relay.langgraph.hooks import (
     default_answer,
     default_citations,
@@ -76,6 +77,8 @@ class _Binding:
     tool_timeout_s: float | None = None
     #: the relay's per-process exclusion of a thread's runs and its deletion (thread_ttl.py)
     threads: ThreadGate | None = None
+    #: the largest custom payload kept whole (RELAY_CUSTOM_EVENT_MAX_BYTES)
+    custom_max_bytes: int = MAX_BYTES
 
 
 class GraphAgent:
@@ -164,6 +167,7 @@ class GraphAgent:
         tool_timeout_s: float | None = None,
         store: Any = None,
         threads: ThreadGate | None = None,
+        custom_max_bytes: int = MAX_BYTES,
     ) -> None:
         """Give the agent the relay's parts; a graph compiled without a checkpointer gets
         the relay's (interrupts and resumes need one), and one compiled without a store
@@ -175,7 +179,14 @@ class GraphAgent:
         if store is not None and getattr(self.graph, "store", None) is None:
             self.graph = self.graph.copy(update={"store": store})
         self._bound = _Binding(
-            tracer, turns, messages, add_event, turn_timeout_s, tool_timeout_s, threads
+            tracer,
+            turns,
+            messages,
+            add_event,
+            turn_timeout_s,
+            tool_timeout_s,
+            threads,
+            custom_max_bytes,
         )
 
     @property
@@ -298,10 +309,13 @@ class GraphAgent:
             tool_timeout_s=bound.tool_timeout_s,
             user_id=record.user_id or None,
         )
-        config: dict[str, Any] = {
-            "configurable": {**(configurable or {}), "thread_id": record.thread_id},
-            "callbacks": [spans],
-        }
+        run_configurable = {**(configurable or {}), "thread_id": record.thread_id}
+        if bound.add_event is not None:  # payloads sent from inside nodes: custom events
+            spans.custom = CustomEvents(bound.add_event, spans.node_span, bound.custom_max_bytes)
+            run_configurable = stream_writer_config(
+                run_configurable, spans.custom.write, getattr(self.graph, "store", None)
+            )
+        config: dict[str, Any] = {"configurable": run_configurable, "callbacks": [spans]}
         try:
             async with asyncio.timeout(bound.turn_timeout_s), self._holding(record.thread_id):
                 values, limit = await run_graph(self.graph, graph_input, config)

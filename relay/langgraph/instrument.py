@@ -12,8 +12,11 @@ It opens, with their identifying attributes at start:
   inside the right node. The handler declares itself a streaming handler, so a model
   invoked with ``ainvoke`` streams too;
 - an ``execute_tool {tool}`` span for every tool call, a ``retrieval {name}`` span for
-  every retriever. An async tool still running after ``tool_timeout_s``
-  (RELAY_TOOL_TIMEOUT_S) is cancelled; the GraphAgent then ends the turn ``tool_timeout``.
+  every retriever. A payload a node sends (a custom callback event here, the stream
+  writer's through the GraphAgent) is a ``relay.custom`` event of its node's span
+  (:mod:`relay.langgraph.custom_events`). An async tool still running after
+  ``tool_timeout_s`` (RELAY_TOOL_TIMEOUT_S) is cancelled; the GraphAgent then ends the
+  turn ``tool_timeout``.
 
 An interrupt (``GraphInterrupt``) ends a node ``paused``; a handoff to the parent graph
 (``ParentCommand``) ends it ``ok``; a cancellation ``cancelled``; anything else raised
@@ -46,6 +49,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from relay import conventions as c
+from relay.langgraph.custom_events import CustomEvents
 from relay.langgraph.spans import NodeLog, outcome_of
 from relay.spans import to_ms
 
@@ -112,7 +116,10 @@ class GraphInstrumentation(BaseCallbackHandler):
         self.root = otel_context.get_current()  # the run's root span, where this is made
         self._parents: dict[UUID, UUID | None] = {}  # every run started, to its parent
         self._open: dict[UUID, _Open | None] = {}
-        self._tasks: set[str] = set()  # checkpoint namespaces with an open node span
+        #: checkpoint namespace -> its open node span (where a node's payloads go)
+        self._tasks: dict[str, Span] = {}
+        #: the run's custom payloads (custom_events.py); the GraphAgent sets it
+        self.custom: CustomEvents | None = None
         self._lock = threading.Lock()
 
     # -- streaming: models stream their tokens to on_llm_new_token when this is attached --
@@ -145,8 +152,6 @@ class GraphInstrumentation(BaseCallbackHandler):
             # runnables run one inside the other, never side by side
         if _current_is(c.NODE_NAME, node, c.NODE_TASK_ID, task_id):
             return  # the graph's own node span (traced_node) is already open
-        with self._lock:
-            self._tasks.add(ns)
         attributes: dict[str, Any] = {c.NODE_NAME: node, c.NODE_NAMESPACE: namespace}
         step = (metadata or {}).get("langgraph_step")
         if isinstance(step, int):
@@ -205,6 +210,13 @@ class GraphInstrumentation(BaseCallbackHandler):
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._finish(run_id, outcome_of(error), error)
+
+    # -- payloads sent from inside a node (custom_events.py) ------------------------------
+
+    def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
+        if self.custom is not None:
+            ns = (kwargs.get("metadata") or {}).get("langgraph_checkpoint_ns")
+            self.custom.record(ns if isinstance(ns, str) else None, data, name)
 
     # -- tools and retrievers -----------------------------------------------------------
 
@@ -352,6 +364,13 @@ class GraphInstrumentation(BaseCallbackHandler):
         )
         token = otel_context.attach(trace.set_span_in_context(span)) if current else None
         self._remember(run_id, _Open(kind, span, token, entry, task))
+        if task is not None:
+            with self._lock:
+                self._tasks[task] = span
+
+    def node_span(self, ns: str | None) -> Span | None:
+        """The open span of the node running as the task ``ns`` (checkpoint namespace)."""
+        return self._tasks.get(ns) if ns else None
 
     def _parent_context(self, run_id: UUID) -> otel_context.Context:
         """The context of the nearest enclosing run with a span of ours, else the root's."""
@@ -375,7 +394,7 @@ class GraphInstrumentation(BaseCallbackHandler):
             self._parents.pop(run_id, None)  # its children have all started
             opened = self._open.pop(run_id, None)
             if opened is not None and opened.task is not None:
-                self._tasks.discard(opened.task)
+                self._tasks.pop(opened.task, None)
         if opened is None:
             return
         span = opened.span

@@ -1,4 +1,5 @@
-"""Span events -> ``text_delta``: a model call's text as it is written.
+"""Span events -> ``text_delta``: a model call's text as it is written (and ``custom``,
+:mod:`relay.mapping.custom`).
 
 A processor never sees ``add_event``; the live path hands a ``gen_ai.content.delta``
 event over with :meth:`relay.ingest.processor.RelaySpanProcessor.add_event`, the replay
@@ -13,6 +14,7 @@ from typing import Any
 from relay import conventions as c
 from relay import events as ev
 from relay.events import Event
+from relay.mapping.custom import map_custom_event
 from relay.mapping.placement import emit_or_hold
 from relay.mapping.state import MappingState
 from relay.spans import SpanRecord
@@ -27,8 +29,12 @@ def map_span_event(
     the message it belongs to (one per model call unless the event names one), and the
     node the call runs in. A processor never sees ``add_event``; the live path hands the
     event over with :meth:`relay.ingest.processor.RelaySpanProcessor.add_event`, the
-    replay reads it from the stored span."""
-    if event.get("name") != c.DELTA_EVENT:
+    replay reads it from the stored span. A ``relay.custom`` event is a ``custom``
+    (:mod:`relay.mapping.custom`)."""
+    name = event.get("name")
+    if name == c.CUSTOM_EVENT:
+        return map_custom_event(state, record, event)
+    if name != c.DELTA_EVENT:
         return []
     run = state.run_of(record.trace_id)
     attributes = event.get("attributes") or {}

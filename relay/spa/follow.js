@@ -17,7 +17,7 @@ import { isTerminalEvent } from './turn.js';
 
 export const TURN_EVENT_TYPES = [
   'graph_topology', 'graph_discovered', 'node_started', 'node_completed', 'tool_started', 'tool_completed',
-  'text_delta', 'paused', 'error', 'turn_completed', 'message_saved',
+  'text_delta', 'paused', 'error', 'turn_completed', 'message_saved', 'custom',
 ];
 
 /** GET /turns/{id}/events[?wait=S]: `wait` seconds for a turn that has not arrived yet (0: none). */

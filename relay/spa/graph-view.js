@@ -222,7 +222,11 @@ export class GraphView {
       const last = inst[inst.length - 1];
       let statusText;
       const durations = inst.map((i) => i.durationMs).filter((d) => typeof d === 'number');
-      if (state === 'running') statusText = inst.length > 1 ? `running · ${inst.filter((i) => i.state === 'running').length} of ${inst.length}` : 'running…';
+      const progress = latestProgress(inst);
+      if (progress && state === 'running') rec.g.dataset.progress = progress.text;
+      else delete rec.g.dataset.progress;
+      if (state === 'running' && progress) statusText = progress.text;
+      else if (state === 'running') statusText = inst.length > 1 ? `running · ${inst.filter((i) => i.state === 'running').length} of ${inst.length}` : 'running…';
       else if (state === 'idle') statusText = 'waiting';
       else if (state === 'skipped') statusText = 'skipped';
       else if (inst.length > 1) statusText = `${STATE_TEXT[state]} · ${formatMs(Math.max(...durations))} max`;
@@ -239,6 +243,7 @@ export class GraphView {
       const aria = [`${label}: ${STATE_TEXT[state]}`];
       if (inst.length > 1) aria.push(`${inst.length} runs: ${inst.map((i) => `${STATE_TEXT[i.state]} ${formatMs(i.durationMs)}`).join(', ')}`);
       else if (last && typeof last.durationMs === 'number') aria.push(formatMs(last.durationMs));
+      if (progress) aria.push(`${state === 'running' ? 'progress' : 'last progress'}: ${progress.text}`);
       if (rec.layout.discovered) aria.push('not in the graph’s topology (seen in its events)');
       rec.g.setAttribute('aria-label', aria.join(', '));
       rec.title.textContent = label === id ? aria.join(', ') : `${id} — ${aria.join(', ')}`;
@@ -253,6 +258,11 @@ export class GraphView {
         const cls = i.state === 'running' ? 'lat-running' : bin >= 0 ? LATENCY_BINS[bin].cls : 'lat-none';
         const seg = el('rect', { class: `lat-seg ${cls}`, x: 10 + k * (segW + gap), y: rec.layout.headHeight - 11, width: Math.max(segW, 1), height: 5, rx: 2.5 }, rec.bars);
         seg.dataset.instanceState = i.state;
+        if (i.state === 'running' && i.progress && i.progress.fraction !== null) {
+          // the node's own progress: a bar filled to the fraction over its running segment
+          const bar = el('rect', { class: 'node-progress', x: 10 + k * (segW + gap), y: rec.layout.headHeight - 11, width: Math.max(segW * i.progress.fraction, 0), height: 5, rx: 2.5 }, rec.bars);
+          bar.dataset.fraction = String(i.progress.fraction);
+        }
         const t = el('title', {}, seg);
         t.textContent = `${label} #${k + 1}: ${STATE_TEXT[i.state]}${typeof i.durationMs === 'number' ? ' · ' + formatMs(i.durationMs) : ''}`;
       });
@@ -266,7 +276,8 @@ export class GraphView {
       rec.g.classList.toggle('selected', selected === key);
       const last = inst[inst.length - 1];
       const count = inst.length > 1 ? `×${inst.length} ` : '';
-      const status = state === 'running' ? `${count}running` : last && typeof last.durationMs === 'number' ? `${count}${formatMs(last.durationMs)}` : `${count}${STATE_TEXT[state]}`;
+      const progress = latestProgress(inst);
+      const status = state === 'running' && progress ? `${count}${progress.text}` : state === 'running' ? `${count}running` : last && typeof last.durationMs === 'number' ? `${count}${formatMs(last.durationMs)}` : `${count}${STATE_TEXT[state]}`;
       rec.status.textContent = status;
       const aria = `${pathLabel(rec.entry)}: ${STATE_TEXT[state]}${inst.length > 1 ? `, ${inst.length} runs` : ''}${last && typeof last.durationMs === 'number' ? `, ${formatMs(last.durationMs)}` : ''}`;
       rec.g.setAttribute('aria-label', aria);
@@ -280,4 +291,12 @@ export class GraphView {
       e.path.setAttribute('marker-end', taken ? 'url(#arrow-taken)' : 'url(#arrow-idle)');
     }
   }
+}
+
+/** The latest progress of a node's instances: the running one's, else the last one's. */
+function latestProgress(instances) {
+  const running = instances.filter((i) => i.state === 'running' && i.progress);
+  if (running.length) return running[running.length - 1].progress;
+  const any = instances.filter((i) => i.progress);
+  return any.length ? any[any.length - 1].progress : null;
 }

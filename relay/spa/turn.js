@@ -1,6 +1,8 @@
 // The state of one turn, built from the event stream (or, in degraded mode, from a
 // ChatResponse). Pure data, no DOM: the renderer reads it, the Node tests check it.
 
+import { progressOf } from './progress.js';
+
 export const NODE_STATES = ['idle', 'running', 'ok', 'error', 'paused', 'skipped', 'cancelled'];
 export const OUTCOMES = ['answered', 'refused', 'paused', 'error', 'cancelled', 'interrupted'];
 const TERMINAL_TYPES = new Set(['turn_completed', 'paused', 'error']);
@@ -113,6 +115,8 @@ export class TurnModel {
         return this._completed(ev);
       case 'text_delta':
         return this._textDelta(ev);
+      case 'custom':
+        return this._custom(ev);
       default:
         return false;
     }
@@ -184,6 +188,7 @@ export class TurnModel {
       durationMs: null,
       summary: null,
       children: [],
+      progress: null, // {fraction, text}: the latest custom event's (progress.js)
     };
     this.instances.push(inst);
     this.bySpan.set(key, inst);
@@ -250,6 +255,16 @@ export class TurnModel {
     m.text += ev.delta;
     m.deltas += 1;
     this.lastMessageId = id;
+    return true;
+  }
+
+  /** custom: a payload the node sent; its instance keeps the latest as `progress`. */
+  _custom(ev) {
+    const ns = namespaceOf(ev);
+    const mine = this.instances.filter((i) => i.node === ev.node && sameNamespace(i.namespace, ns));
+    const inst = (ev.span_id && this.bySpan.get(ev.span_id)) || mine.filter((i) => i.state === 'running').pop() || mine.pop();
+    if (!inst) return false;
+    inst.progress = progressOf(ev.data);
     return true;
   }
 

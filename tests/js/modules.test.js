@@ -8,7 +8,7 @@ const modules = [
   'sse.js', 'layout.js', 'turn.js', 'timeline.js', 'format.js', 'api.js', 'graph-view.js', 'timeline-view.js',
   'graphs.js', 'interrupts.js', 'interrupt-card.js', 'subgraphs.js', 'chat-log.js', 'graph-settings.js', 'history.js',
   'outcome.js', 'details.js', 'turn-feed.js', 'follow.js', 'dom.js', 'page-ui.js', 'token.js', 'turn-view.js', 'pause.js',
-  'runs.js', 'chat-send.js', 'graph-loading.js', 'turn-lists.js', 'replay.js',
+  'runs.js', 'chat-send.js', 'graph-loading.js', 'turn-lists.js', 'replay.js', 'progress.js',
 ];
 
 for (const m of modules) {
