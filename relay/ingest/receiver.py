@@ -23,12 +23,12 @@ markers") or Logfire's pending spans (:mod:`relay.mapping.markers`).
   published again from received spans: an agent that exports its spans to the relay
   that also runs it in-process would otherwise stream every event twice.
 - A received run that names a turn the store knows (``relay.turn.id``) is published only
-  when it may change that turn's record (:func:`relay.turns.foreign.may_change`: it
-  names the turn's user, and the turn is not one this relay ran); else its events are
-  dropped from the live path (its spans are stored), counted in ``stats["kept_apart"]``
-  and logged. Decided once per turn, before its first event goes out, by
-  :meth:`OTLPReceiver._admit` on the outbox's task (:mod:`relay.ingest.outbox`: a
-  record lookup is I/O, never on the span path).
+  when it may change that turn's record (it names the turn's user, and the turn is not
+  one this relay ran); else its events are dropped from the live path (its spans are
+  stored, under no turn), counted in ``stats["kept_apart"]`` and logged. Decided once
+  per trace, before anything of it goes out (:mod:`relay.ingest.received_turns`, on the
+  outbox's task: :mod:`relay.ingest.outbox`; a record lookup is I/O, never on the span
+  path).
 - Settle window (``settle_s``, RELAY_OTLP_SETTLE_MS, :mod:`relay.ingest.settle`):
   exporters race (one request per span, sent concurrently, as the Node.js SDK's
   ``SimpleSpanProcessor`` does), so spans that arrive before their parent wait
@@ -61,6 +61,7 @@ from relay import conventions as c
 from relay.events import Event
 from relay.ingest.bounded import Seen, bounded_add
 from relay.ingest.outbox import Batch, Outbox
+from relay.ingest.received_turns import ReceivedTurns
 from relay.ingest.settle import ROOT_WINDOWS, Window, is_root, ready
 from relay.ingest.store_writer import StoreWriter
 from relay.mapping import MappingState, can_start_run
@@ -70,8 +71,7 @@ from relay.mapping.unmappable import end_unmappable
 from relay.spans import SpanRecord
 from relay.store import RunIndex
 from relay.store.sql import our_run
-from relay.turns.foreign import NotedRuns, RecordWriter, may_change
-from relay.turns.threads import joins
+from relay.turns.foreign import NotedRuns, RecordWriter
 
 if TYPE_CHECKING:
     from relay.bus.base import Bus
@@ -125,10 +125,6 @@ class OTLPReceiver:
         self.root_wait_s = root_wait_s
         self._deferred: dict[str, tuple[float, SpanRecord]] = {}  # trace -> its root's end
         self._sweeper: asyncio.Task[None] | None = None
-        self._owned: OrderedDict[str, None] = OrderedDict()  # turns published from here
-        self._ignored: OrderedDict[str, None] = OrderedDict()  # traces not published
-        self._admitted: OrderedDict[str, None] = OrderedDict()  # traces _admit let go out
-        self._turn_users: OrderedDict[str, str] = OrderedDict()  # a new turn's first user
         self._runs_out: list[RunIndex] = []  # index entries for the next batch out
         self.stats = {
             "received": 0,
@@ -147,7 +143,11 @@ class OTLPReceiver:
         }
         self._records = RecordWriter(turns, self._noted.messages, self._noted.users, self.stats)
         self._writer = StoreWriter(store, store_backlog, self.stats)
-        self._outbox = Outbox(self._admit, self._send)
+        #: which turn a received run may go into (decided per trace, before it goes out)
+        self._received = ReceivedTurns(
+            turns, bus, running, self._noted.users, self.stats, max_turns
+        )
+        self._outbox = Outbox(self._received.admit, self._send)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -219,7 +219,7 @@ class OTLPReceiver:
             return self._take(by_trace) + self.sweep()
         now = time.monotonic()
         for trace_id, spans in by_trace.items():
-            if trace_id in self._ignored:
+            if self._received.ignores(trace_id):
                 continue
             self._wait(trace_id, spans, now)
         return []
@@ -292,7 +292,7 @@ class OTLPReceiver:
         until a span that starts a run arrives."""
         events: list[Event] = []
         for trace_id, spans in by_trace.items():
-            if trace_id in self._ignored:
+            if self._received.ignores(trace_id):
                 continue
             # our run roots (and their start markers) index their runs once admitted, with
             # the events of the same mapping step (the user their root names is noted then)
@@ -415,70 +415,12 @@ class OTLPReceiver:
             )
         return events
 
-    async def _admit(self, batch: Batch) -> None:
-        """Before anything of a received run goes out, once per trace: when the store
-        knows the turn it names, the run is admitted only if it may change that turn's
-        record (it names the turn's user: :func:`relay.turns.foreign.may_change`); a turn
-        published from here whose record is not written yet takes runs of its first
-        run's user alone. A refused run's trace is ignored from here on (its spans are
-        still stored, under no turn), counted and logged with its ids alone. A run of a
-        turn this relay ran itself, naming that turn's user, is the in-process double of
-        what it published (:meth:`_ignore_own`); naming another, it is refused as above.
-        Runs on the outbox's task (a record lookup is I/O)."""
-        pairs = [(e.turn_id, e.trace_id) for e in batch.events]
-        pairs += [(r.turn_id, r.trace_id) for r in batch.runs]
-        for turn_id, trace_id in dict.fromkeys(pairs):
-            if trace_id in self._admitted or trace_id in self._ignored:
-                continue
-            user = self._noted.users.get(trace_id, "")
-            try:
-                known = await self.turns.get(turn_id)
-            except Exception:  # fail closed: whose turn it is cannot be told
-                log.exception(
-                    "relay: could not read the record of received turn %s; trace %s is "
-                    "not published (its spans are stored)",
-                    turn_id,
-                    trace_id,
-                )
-                bounded_add(self._ignored, trace_id, self.max_turns)
-                continue
-            if known is not None and known.graph and joins(known.user_id, user):
-                self._ignore_own(turn_id, trace_id)  # its own spans, exported here too
-            elif (known is not None and not may_change(known, user)) or (
-                known is None
-                and turn_id in self._owned
-                and not joins(self._turn_users.get(turn_id), user)
-            ):
-                self.stats["kept_apart"] += 1
-                log.warning(
-                    "relay: received run (trace %s) of turn %s names another user than "
-                    "the turn's own, or none: not published into its stream nor indexed "
-                    "under it, its record left as it was (its spans are stored)",
-                    trace_id,
-                    turn_id,
-                )
-                bounded_add(self._ignored, trace_id, self.max_turns)
-            else:
-                bounded_add(self._admitted, trace_id, self.max_turns)
-                if known is None and turn_id not in self._turn_users:
-                    self._turn_users[turn_id] = user
-                    while len(self._turn_users) > self.max_turns:
-                        self._turn_users.popitem(last=False)
-
-    def _ignore_own(self, turn_id: str, trace_id: str) -> None:
-        log.warning(
-            "relay: received spans of turn %s, a turn this relay runs or ran itself (its "
-            "agent exports its spans here too?): not published again",
-            turn_id,
-        )
-        bounded_add(self._ignored, trace_id, self.max_turns)
-
     def _send(self, batch: Batch) -> None:
         """An admitted batch out: its events to the bus, its runs to the store's index,
         the published events to the turn records."""
         published = self._publish(batch.events)
         for run in batch.runs:
-            if run.trace_id not in self._ignored:
+            if not self._received.ignores(run.trace_id):
                 self._writer.index(run)
         self._records.put(published)
 
@@ -488,13 +430,8 @@ class OTLPReceiver:
         bus = self.bus
         published: list[Event] = []
         for event in events:
-            if event.trace_id in self._ignored:
+            if not self._received.may_publish(event):
                 continue
-            if event.turn_id not in self._owned:
-                if self.running(event.turn_id) or bus.has_turn(event.turn_id):
-                    self._ignore_own(event.turn_id, event.trace_id)
-                    continue
-                bounded_add(self._owned, event.turn_id, self.max_turns)
             if event.is_run_terminal:
                 bounded_add(self._finished, event.trace_id, self.max_turns)
             published.append(bus.publish(event))
