@@ -37,6 +37,7 @@ from opentelemetry.trace import Status, StatusCode, Tracer
 from relay import conventions as c
 from relay.langgraph.checkpoints import read_checkpoints
 from relay.langgraph.client_tools import run_graph
+from relay.langgraph.failures import failure_of
 from relay.langgraph.hooks import (
     default_answer,
     default_citations,
@@ -46,6 +47,7 @@ from relay.langgraph.hooks import (
     input_keys,
 )
 from relay.langgraph.instrument import AddEvent, GraphInstrumentation
+from relay.langgraph.retries import RetryPolicies
 from relay.langgraph.spans import RunSpan, run_span
 from relay.langgraph.thread_ttl import ThreadGate
 from relay.langgraph.topology import topology
@@ -148,6 +150,8 @@ class GraphAgent:
         self.input_keys = input_keys(graph)
         self._default_input = input_of is default_input
         self.topology = topology(graph, self.graph_id)
+        #: its nodes' RetryPolicies: an attempt LangGraph runs again is no failure
+        self.retry_policies = RetryPolicies(graph)
         self._bound: _Binding | None = None
 
     # -- set-up -------------------------------------------------------------------------
@@ -297,6 +301,7 @@ class GraphAgent:
             run.node_log,
             tool_timeout_s=bound.tool_timeout_s,
             user_id=record.user_id or None,
+            retry_policies=self.retry_policies,
         )
         config: dict[str, Any] = {
             "configurable": {**(configurable or {}), "thread_id": record.thread_id},
@@ -308,7 +313,11 @@ class GraphAgent:
         except TimeoutError:
             spans.close("cancelled")
             return self._failed(
-                record, run, "turn_timeout", "This took too long and was stopped. Please try again."
+                record,
+                run,
+                "turn_timeout",
+                "This took too long and was stopped. Please try again.",
+                True,
             )
         except asyncio.CancelledError:
             spans.close("cancelled")
@@ -318,15 +327,20 @@ class GraphAgent:
             if task is not None and task.cancelling():
                 task.uncancel()
             return self._tool_timed_out(record, run, spans.timed_out)
-        except Exception:
+        except Exception as exc:
             spans.close("error")
             if spans.timed_out is not None:  # LangGraph's NodeCancelledError of our cancel
                 return self._tool_timed_out(record, run, spans.timed_out)
             log.exception("turn %s: the graph raised", record.turn_id)
-            return self._failed(record, run, "node_failed", None)
+            failure = failure_of(exc, run.node_log.snapshot(), spans.failed_tool)
+            return self._failed(
+                record, run, failure.code, failure.message, failure.retryable, failure.node
+            )
         spans.close("cancelled")  # nothing is left open by a run that returned
         if limit is not None:  # a client-tool limit stopped the graph (client_tools.py)
-            return self._failed(record, run, limit.code, limit.message)
+            return self._failed(
+                record, run, limit.code, limit.message, limit.code == "client_tool_timeout"
+            )
         return self._finished(record, run, values)
 
     def _holding(self, thread_id: str) -> contextlib.AbstractAsyncContextManager[None]:
@@ -367,20 +381,20 @@ class GraphAgent:
             run,
             "tool_timeout",
             f"The tool {tool} took too long and was stopped. Please try again.",
+            True,
         )
 
     def _failed(
-        self, record: TurnRecord, run: RunSpan, code: str, message: str | None
+        self,
+        record: TurnRecord,
+        run: RunSpan,
+        code: str,
+        message: str,
+        retryable: bool,
+        node: str | None = None,
     ) -> ChatResponse:
+        """End the run with an ``error`` (codes: relay/langgraph/failures.py)."""
         nodes = run.node_log.snapshot()
-        failed = next((n["name"] for n in reversed(nodes) if n["status"] == "error"), None)
-        if code == "node_failed" and failed is None:
-            code = "turn_failed"
-        if message is None:
-            where = f" (in step {failed})" if failed else ""
-            message = (
-                f"Sorry, something went wrong while I worked on this{where}. Please try again."
-            )
         response = ChatResponse(
             thread_id=record.thread_id,
             turn_id=record.turn_id,
@@ -394,8 +408,8 @@ class GraphAgent:
             **{
                 c.ERROR_CODE: code,
                 c.ERROR_MESSAGE: message,
-                c.ERROR_NODE: failed,
-                c.ERROR_RETRYABLE: True,
+                c.ERROR_NODE: node,
+                c.ERROR_RETRYABLE: retryable,
                 c.TURN_RESPONSE: response.to_dict(),
             },
         )
