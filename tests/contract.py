@@ -60,7 +60,7 @@ RESPONSE = {
     "interrupts": list,
     "nodes": list,
 }
-NODE_STATUSES = {"ok", "error", "paused", "cancelled"}
+NODE_STATUSES = {"ok", "error", "paused", "cancelled", "retrying"}
 
 
 def _check(obj: dict[str, Any], spec: dict[str, Any], where: str) -> None:
@@ -83,6 +83,11 @@ def check_event(event: dict[str, Any]) -> None:
     _check(event, spec, event["type"])
     if event["type"] == "node_completed":
         assert event["status"] in NODE_STATUSES
+        if event["status"] == "retrying":  # an attempt LangGraph's RetryPolicy runs again
+            assert isinstance(event["attempt"], int) and event["attempt"] >= 1
+    if event["type"] == "tool_started":  # the call's arguments, or a word that they were cut
+        assert isinstance(event.get("args", {}), dict)
+        assert event.get("args_truncated", True) is True
     if event["type"] == "turn_completed":
         check_response(event["response"])
 

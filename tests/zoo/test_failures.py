@@ -34,6 +34,7 @@ from langgraph.types import RetryPolicy
 
 from relay import GraphAgent, Relay
 from relay.conventions import TOOL_ARGUMENTS_MAX_CHARS
+from tests import contract
 from tests.conftest import LiveServer, events_of, stream_get, stream_post
 from tests.delivery.agui_checks import check_stream, post_agui
 from tests.zoo.graphs import _react_agent
@@ -196,7 +197,9 @@ def _raised(build: Callable[..., Any], graph_input: Any) -> BaseException:
 
 
 def _turn(client: httpx.Client, url: str, name: str, body: dict[str, Any]) -> list[dict[str, Any]]:
-    return events_of(stream_post(client, f"{url}/graphs/{name}/chat", body))
+    events = events_of(stream_post(client, f"{url}/graphs/{name}/chat", body))
+    contract.check_stream(events)
+    return events
 
 
 def _replay_is_live(client: httpx.Client, url: str, turn_id: str) -> None:
