@@ -96,7 +96,9 @@ def check_response(response: dict[str, Any]) -> None:
     _check(response, RESPONSE, "ChatResponse")
     assert set(response) == set(RESPONSE), f"ChatResponse has extra fields: {set(response)}"
     for node in response["nodes"]:
-        assert set(node) == {"name", "status", "duration_ms"}
+        # a subgraph's node also says its enclosing nodes (its ``namespace``)
+        assert {"name", "status", "duration_ms"} <= set(node)
+        assert set(node) <= {"name", "status", "duration_ms", "namespace"}
 
 
 def check_stream(events: list[dict[str, Any]]) -> None:

@@ -139,6 +139,33 @@ def flaky_graph(failures: int, attempts: int) -> Callable[..., Any]:
     return build
 
 
+def nested_flaky_graph(checkpointer: Any = None) -> Any:
+    """The flaky node inside a compiled subgraph (added as node ``sub``)."""
+    inner = flaky_graph(failures=2, attempts=3)()
+    graph = StateGraph(Counter)
+    graph.add_node("sub", inner)
+    graph.add_edge(START, "sub")
+    graph.add_edge("sub", END)
+    return graph.compile(checkpointer=checkpointer)
+
+
+def picky_graph(calls: list[str]) -> Callable[..., Any]:
+    """A RetryPolicy whose default ``retry_on`` does not retry a ValueError."""
+
+    def build(checkpointer: Any = None) -> Any:
+        def judge(state: Counter) -> dict[str, Any]:
+            calls.append("judge")
+            raise ValueError("a bad input fails the same way every time")
+
+        graph = StateGraph(Counter)
+        graph.add_node("judge", judge, retry_policy=RetryPolicy(max_attempts=3))
+        graph.add_edge(START, "judge")
+        graph.add_edge("judge", END)
+        return graph.compile(checkpointer=checkpointer)
+
+    return build
+
+
 GRAPHS: dict[str, Callable[..., Any]] = {
     "tools": tools_agent,
     "tools_agui": tools_agent,  # a scripted model plays its script once: one per run
@@ -150,6 +177,8 @@ GRAPHS: dict[str, Callable[..., Any]] = {
     "hangup": raising_graph(ConnectionError),
     "flaky": flaky_graph(failures=1, attempts=3),
     "hopeless": flaky_graph(failures=5, attempts=2),
+    "nested": nested_flaky_graph,
+    "picky": picky_graph([]),
 }
 
 
@@ -363,3 +392,45 @@ def test_the_last_attempt_that_fails_is_the_nodes_failure(
     done = [(e["status"], e.get("attempt")) for e in events if e["type"] == "node_completed"]
     assert done == [("retrying", 1), ("error", 2)]
     _replay_is_live(client, served.url, end["turn_id"])
+
+
+def test_a_retried_attempt_in_a_subgraph(served: LiveServer, client: httpx.Client) -> None:
+    truth = asyncio.run(_updates(nested_flaky_graph(InMemorySaver()), {"q": "news"}))
+    events = _turn(client, served.url, "nested", {"input": {"q": "news"}})
+    end = events[-1]
+    assert end["type"] == "turn_completed", end
+    assert end["response"]["answer"] == "Fetched news."
+    done = [
+        (tuple(e["namespace"]), e["node"], e["status"], e.get("attempt"))
+        for e in events
+        if e["type"] == "node_completed"
+    ]
+    assert done == [
+        (("sub",), "fetch", "retrying", 1),
+        (("sub",), "fetch", "retrying", 2),
+        (("sub",), "fetch", "ok", 3),
+        (("sub",), "reply", "ok", None),
+        ((), "sub", "ok", None),
+    ]
+    ok = [(ns, node) for ns, node, status, _ in done if status == "ok"]
+    assert ok == [(ns, node) for ns, node, _ in truth]
+    assert "error" not in [n["status"] for n in end["response"]["nodes"]]
+    _replay_is_live(client, served.url, end["turn_id"])
+
+
+def test_an_error_the_policy_does_not_retry_is_the_nodes_at_once(
+    served: LiveServer, client: httpx.Client
+) -> None:
+    calls: list[str] = []
+    assert isinstance(_raised(picky_graph(calls), {"q": "x"}), ValueError)
+    assert calls == ["judge"]  # LangGraph ran it once
+    events = _turn(client, served.url, "picky", {"input": {"q": "x"}})
+    end = events[-1]
+    assert (end["type"], end["code"], end["node"], end["retryable"]) == (
+        "error",
+        "node_failed",
+        "judge",
+        False,
+    )
+    done = [e for e in events if e["type"] == "node_completed"]
+    assert [(e["status"], "attempt" in e) for e in done] == [("error", False)]
