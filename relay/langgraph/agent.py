@@ -37,7 +37,13 @@ from opentelemetry.trace import Status, StatusCode, Tracer
 from relay import conventions as c
 from relay.langgraph.checkpoints import read_checkpoints
 from relay.langgraph.client_tools import run_graph
-from relay.langgraph.failures import failure_of
+from relay.langgraph.failures import (
+    TURN_TIMEOUT,
+    Failure,
+    failure_of,
+    limit_failure,
+    tool_timeout,
+)
 from relay.langgraph.hooks import (
     default_answer,
     default_citations,
@@ -312,13 +318,7 @@ class GraphAgent:
                 values, limit = await run_graph(self.graph, graph_input, config)
         except TimeoutError:
             spans.close("cancelled")
-            return self._failed(
-                record,
-                run,
-                "turn_timeout",
-                "This took too long and was stopped. Please try again.",
-                True,
-            )
+            return self._failed(record, run, TURN_TIMEOUT)
         except asyncio.CancelledError:
             spans.close("cancelled")
             if spans.timed_out is None:
@@ -326,21 +326,17 @@ class GraphAgent:
             task = asyncio.current_task()  # the tool ran in this task: our cancel, not theirs
             if task is not None and task.cancelling():
                 task.uncancel()
-            return self._tool_timed_out(record, run, spans.timed_out)
+            return self._failed(record, run, tool_timeout(spans.timed_out))
         except Exception as exc:
             spans.close("error")
             if spans.timed_out is not None:  # LangGraph's NodeCancelledError of our cancel
-                return self._tool_timed_out(record, run, spans.timed_out)
+                return self._failed(record, run, tool_timeout(spans.timed_out))
             log.exception("turn %s: the graph raised", record.turn_id)
             failure = failure_of(exc, run.node_log.snapshot(), spans.failed_tool)
-            return self._failed(
-                record, run, failure.code, failure.message, failure.retryable, failure.node
-            )
+            return self._failed(record, run, failure)
         spans.close("cancelled")  # nothing is left open by a run that returned
         if limit is not None:  # a client-tool limit stopped the graph (client_tools.py)
-            return self._failed(
-                record, run, limit.code, limit.message, limit.code == "client_tool_timeout"
-            )
+            return self._failed(record, run, limit_failure(limit.code, limit.message))
         return self._finished(record, run, values)
 
     def _holding(self, thread_id: str) -> contextlib.AbstractAsyncContextManager[None]:
@@ -375,41 +371,23 @@ class GraphAgent:
         run.finish(status, **attributes)
         return response
 
-    def _tool_timed_out(self, record: TurnRecord, run: RunSpan, tool: str) -> ChatResponse:
-        return self._failed(
-            record,
-            run,
-            "tool_timeout",
-            f"The tool {tool} took too long and was stopped. Please try again.",
-            True,
-        )
-
-    def _failed(
-        self,
-        record: TurnRecord,
-        run: RunSpan,
-        code: str,
-        message: str,
-        retryable: bool,
-        node: str | None = None,
-    ) -> ChatResponse:
-        """End the run with an ``error`` (codes: relay/langgraph/failures.py)."""
-        nodes = run.node_log.snapshot()
+    def _failed(self, record: TurnRecord, run: RunSpan, failure: Failure) -> ChatResponse:
+        """End the run with an ``error`` (its codes: relay/langgraph/failures.py)."""
         response = ChatResponse(
             thread_id=record.thread_id,
             turn_id=record.turn_id,
             trace_id=run.trace_id,
             status="error",
-            answer=message,
-            nodes=nodes,
+            answer=failure.message,
+            nodes=run.node_log.snapshot(),
         )
         run.finish(
             "error",
             **{
-                c.ERROR_CODE: code,
-                c.ERROR_MESSAGE: message,
-                c.ERROR_NODE: node,
-                c.ERROR_RETRYABLE: retryable,
+                c.ERROR_CODE: failure.code,
+                c.ERROR_MESSAGE: failure.message,
+                c.ERROR_NODE: failure.node,
+                c.ERROR_RETRYABLE: failure.retryable,
                 c.TURN_RESPONSE: response.to_dict(),
             },
         )

@@ -8,7 +8,9 @@ the nodes' outcomes, the last tool that raised) into a :class:`Failure`:
 - ``tool_failed``: a tool raised and its error ended the run; ``node`` is the node the
   tool ran in;
 - ``node_failed``: a node raised; ``node`` names it;
-- ``turn_failed``: the run failed outside any node.
+- ``turn_failed``: the run failed outside any node;
+- ``turn_timeout``, ``tool_timeout`` (:data:`TURN_TIMEOUT`, :func:`tool_timeout`) and the
+  client-tool limits (:func:`limit_failure`).
 
 ``retryable`` is true only where sending the message again can help: the error (or one it
 was raised from) is a timeout or a connection failure (:func:`transient`), or the relay's
@@ -56,6 +58,28 @@ class Failure:
     message: str
     node: str | None
     retryable: bool
+
+
+#: the run outlived RELAY_TURN_TIMEOUT_S (the words of relay/turns/run_end.py's too)
+TURN_TIMEOUT = Failure(
+    "turn_timeout", "This took too long and was stopped. Please try again.", None, True
+)
+
+
+def tool_timeout(tool: str) -> Failure:
+    """An async tool ran longer than RELAY_TOOL_TIMEOUT_S."""
+    return Failure(
+        "tool_timeout",
+        f"The tool {tool} took too long and was stopped. Please try again.",
+        None,
+        True,
+    )
+
+
+def limit_failure(code: str, message: str) -> Failure:
+    """A client-tool limit ended the turn: a client that answers late may be in time
+    again; one more round than allowed is one more again."""
+    return Failure(code, message, None, code == "client_tool_timeout")
 
 
 def transient(error: BaseException | None) -> bool:
