@@ -23,6 +23,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.func import entrypoint
 from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.types import Command, interrupt
 from pydantic import BaseModel
 
 from relay import GraphAgent, Relay
@@ -84,6 +85,17 @@ def entry_dataclass(checkpointer: Any = None) -> Any:
         return Forecast(city=inputs["q"], days=["sun", "rain"])
 
     return forecast
+
+
+def entry_asks(checkpointer: Any = None) -> Any:
+    """An entrypoint that asks a person first, then answers in a string."""
+
+    @entrypoint(checkpointer=checkpointer)
+    async def confirm(inputs: dict[str, Any]) -> str:
+        said = interrupt({"type": "confirm", "question": f"Look up {inputs['q']}?"})
+        return f"You said {said}: looking up {inputs['q']}."
+
+    return confirm
 
 
 class Asked(TypedDict, total=False):
@@ -151,6 +163,7 @@ def served(app_env: dict[str, str]) -> Iterator[LiveServer]:
     relay = Relay.from_env(app_env)
     app = FastAPI(lifespan=relay.lifespan)
     agents = [GraphAgent(build(), name=name) for name, (build, _) in SHAPES.items()]
+    agents += [GraphAgent(entry_asks(), name="asks")]
     agents += [GraphAgent(review_graph(), name="review")]
     agents += [GraphAgent(streamed_graph(), name="streamed")]
     relay.mount(app, *agents)
@@ -253,3 +266,25 @@ def test_agui_sends_a_streamed_answer_once(served: LiveServer) -> None:
         check_stream(events)
         assert events[-1]["result"]["answer"] == "Cats sleep a lot."
         assert _texts(events) == ["Cats sleep a lot."]
+
+
+def test_an_entrypoint_that_pauses_answers_its_string_on_resume(served: LiveServer) -> None:
+    graph = entry_asks(InMemorySaver())
+    config = {"configurable": {"thread_id": "reference"}}
+    paused = asyncio.run(graph.ainvoke({"q": "cats"}, config))
+    want = asyncio.run(graph.ainvoke(Command(resume="yes"), config))
+    with httpx.Client(timeout=30) as client:
+        first = events_of(
+            stream_post(client, f"{served.url}/graphs/asks/chat", {"input": {"q": "cats"}})
+        )
+        assert first[-1]["type"] == "paused", first[-1]
+        [asked] = first[-1]["interrupts"]
+        assert asked["value"] == paused["__interrupt__"][0].value
+        body = {
+            "thread_id": first[-1]["thread_id"],
+            "turn_id": first[-1]["turn_id"],
+            "resume": "yes",
+        }
+        resumed = events_of(stream_post(client, f"{served.url}/graphs/asks/chat/resume", body))
+        assert resumed[-1]["type"] == "turn_completed", resumed[-1]
+        assert resumed[-1]["response"]["answer"] == want == "You said yes: looking up cats."
