@@ -168,7 +168,9 @@ class Run:
         if opened is not None:
             out.append(agui_event("STEP_FINISHED", ts, stepName=opened[0]))
         facts = {"step_name": opened[0] if opened else None, "node": node, "span_id": span_id}
-        facts.update({k: f[k] for k in ("status", "duration_ms", "summary", "children") if k in f})
+        facts.update(
+            {k: f[k] for k in ("status", "duration_ms", "summary", "children", "attempt") if k in f}
+        )
         out.append(custom("node_completed", ts, facts))
         return out
 

@@ -36,7 +36,7 @@ from relay import GraphAgent, Relay
 from relay.conventions import TOOL_ARGUMENTS_MAX_CHARS
 from tests import contract
 from tests.conftest import LiveServer, events_of, stream_get, stream_post
-from tests.delivery.agui_checks import check_stream, post_agui
+from tests.delivery.agui_checks import check_stream, get_agui, post_agui
 from tests.zoo.graphs import _react_agent
 from tests.zoo.models import call, scripted, text
 
@@ -379,6 +379,17 @@ def test_a_retried_attempt_is_no_error_of_the_turn(
     ] == [(ns, node) for ns, node, _ in truth]
     assert not [e for e in events if e["type"] == "error"]
     _replay_is_live(client, served.url, end["turn_id"])
+
+    # over AG-UI: a step per attempt, the retried one's node_completed saying so
+    agui = get_agui(client, f"{served.url}/turns/{end['turn_id']}/events?format=agui")
+    check_stream(agui)
+    assert agui[-1]["type"] == "RUN_FINISHED"
+    attempts = [
+        (e["value"]["node"], e["value"]["status"], e["value"].get("attempt"))
+        for e in agui
+        if e["type"] == "CUSTOM" and e["name"] == "node_completed"
+    ]
+    assert attempts == done
 
 
 def test_the_last_attempt_that_fails_is_the_nodes_failure(
