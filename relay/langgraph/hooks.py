@@ -49,7 +49,7 @@ def default_answer(values: Any) -> str:
       of its ``messages``;
     - a message (LangChain's, or its dict form): its text; a list of messages: the text
       of the last AI message;
-    - a pydantic model or a dataclass: its JSON;
+    - a pydantic model or a dataclass: its JSON (compact, as pydantic writes it);
     - anything else (None, a dict with neither key): ``""``.
     """
     if isinstance(values, str):
@@ -99,7 +99,9 @@ def _model_json(value: Any) -> str | None:
             return None
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         try:
-            return json.dumps(dataclasses.asdict(value), ensure_ascii=False, default=str)
+            return json.dumps(
+                dataclasses.asdict(value), ensure_ascii=False, separators=(",", ":"), default=str
+            )
         except Exception:
             return None
     return None

@@ -120,7 +120,10 @@ SHAPES: dict[str, tuple[Callable[..., Any], Callable[[Any], str]]] = {
     "message": (entry_message, lambda out: "About cats: yes."),
     "messages": (entry_messages, lambda out: out[1].content),
     "model": (entry_model, lambda out: out.model_dump_json()),
-    "dataclass": (entry_dataclass, lambda out: json.dumps(dataclasses.asdict(out))),
+    "dataclass": (
+        entry_dataclass,
+        lambda out: json.dumps(dataclasses.asdict(out), separators=(",", ":")),
+    ),
     "state": (state_answer, lambda out: out["answer"]),
 }
 
