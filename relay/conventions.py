@@ -64,6 +64,9 @@ NODE_STEP = "relay.node.step"
 NODE_TASK_ID = "relay.node.task_id"
 NODE_NAMESPACE = "relay.node.namespace"  # string array: the enclosing nodes, outermost first
 NODE_OUTCOME = "relay.node.outcome"
+#: the how-manieth attempt a node span is, set from the second on (LangGraph's RetryPolicy
+#: runs a failed node again; the failed attempt's outcome is ``retrying``)
+NODE_ATTEMPT = "relay.node.attempt"
 #: a child span's outcome when the span status cannot say it (``cancelled``)
 SPAN_OUTCOME = "relay.span.outcome"
 
@@ -74,6 +77,10 @@ GUARDRAIL_REASON = "relay.guardrail.reason"
 TOOL_LABEL = "relay.tool.label"
 #: a client-executed tool (relay.client_tool): its arguments are in TOOL_CALL_ARGUMENTS
 TOOL_CLIENT = "relay.tool.client"
+#: a server-side tool's TOOL_CALL_ARGUMENTS are cut at this many characters of JSON ...
+TOOL_ARGUMENTS_MAX_CHARS = 16_384
+#: ... and then this is true (``tool_started.args_truncated``)
+TOOL_ARGS_TRUNCATED = "relay.tool.args_truncated"
 
 # text as it is written: a span event on the model-call span, one per chunk
 DELTA_EVENT = "gen_ai.content.delta"

@@ -119,7 +119,8 @@ class RelaySettings:
         "RELAY_CAPTURE_CONTENT",
         True,
         bool_value,
-        "`false` strips prompts and answers from OTLP export",
+        "`false` strips prompts, answers and tool arguments from OTLP export (the relay, "
+        "its store and replays keep them)",
     )
     trace_url: str | None = setting(
         "RELAY_TRACE_URL", None, text, "trace viewer base URL for the SPA's links"

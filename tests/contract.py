@@ -67,7 +67,7 @@ RESPONSE = {
     "interrupts": list,
     "nodes": list,
 }
-NODE_STATUSES = {"ok", "error", "paused", "cancelled"}
+NODE_STATUSES = {"ok", "error", "paused", "cancelled", "retrying"}
 
 
 def _check(obj: dict[str, Any], spec: dict[str, Any], where: str) -> None:
@@ -90,6 +90,11 @@ def check_event(event: dict[str, Any]) -> None:
     _check(event, spec, event["type"])
     if event["type"] == "node_completed":
         assert event["status"] in NODE_STATUSES
+        if event["status"] == "retrying":  # an attempt LangGraph's RetryPolicy runs again
+            assert isinstance(event["attempt"], int) and event["attempt"] >= 1
+    if event["type"] == "tool_started":  # the call's arguments, or a word that they were cut
+        assert isinstance(event.get("args", {}), dict)
+        assert event.get("args_truncated", True) is True
     if event["type"] == "turn_completed":
         check_response(event["response"])
 
@@ -98,7 +103,9 @@ def check_response(response: dict[str, Any]) -> None:
     _check(response, RESPONSE, "ChatResponse")
     assert set(response) == set(RESPONSE), f"ChatResponse has extra fields: {set(response)}"
     for node in response["nodes"]:
-        assert set(node) == {"name", "status", "duration_ms"}
+        # a subgraph's node also says its enclosing nodes (its ``namespace``)
+        assert {"name", "status", "duration_ms"} <= set(node)
+        assert set(node) <= {"name", "status", "duration_ms", "namespace"}
 
 
 def check_stream(events: list[dict[str, Any]]) -> None:

@@ -39,8 +39,10 @@ run's terminal event, a run always ends with ``RUN_FINISHED`` or ``RUN_ERROR`` (
 ``null`` (optional fields are left out). A turn's stream that spans several runs (a chat,
 then its resume) is several AG-UI runs in a row, each opened by its own ``RUN_STARTED``.
 
-An answered or refused run that streamed no text (a refusal is not a model call) still
-gets its answer as one text message, so an AG-UI client's conversation holds it.
+An answered or refused run whose answer is not the text it streamed last (it streamed
+none: a refusal is not a model call; or a node other than the model wrote the answer
+after the model's text) gets its answer as one more text message, so an AG-UI client's
+conversation ends with it.
 """
 
 from __future__ import annotations
@@ -320,9 +322,9 @@ class AGUIEncoder:
         answer = response.get("answer")
         if (
             status in ("answered", "refused")
-            and not run.streamed
             and isinstance(answer, str)
             and answer
+            and answer != run.streamed_last()
         ):
             message_id = f"msg_{event.trace_id}"
             out += [

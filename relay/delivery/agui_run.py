@@ -86,13 +86,18 @@ class Run:
     trace_id: str | None
     steps: dict[str, tuple[str, str]] = field(default_factory=dict)  # span -> (step, node)
     messages: dict[str, Message] = field(default_factory=dict)  # open, by message id
-    streamed: bool = False  # a text message was streamed in this run
+    #: the text message that got this run's latest delta (the model's last words)
+    last_message: Message | None = None
     pending_results: dict[str, tuple[str, str]] = field(default_factory=dict)  # span -> call
     tool_calls: set[str] = field(default_factory=set)  # call ids started in this run
     #: results of tools that paused, held until the run's end: a client-executed tool
     #: gets none (its result is the client's to give: AG-UI's pendingToolCallIds)
     paused_results: dict[str, dict[str, Any]] = field(default_factory=dict)
     ordinal: int = 0
+
+    def streamed_last(self) -> str | None:
+        """The text of the message this run streamed last, None when it streamed none."""
+        return "".join(self.last_message.text) if self.last_message is not None else None
 
     def close_all(self, ts: float, status: str = "cancelled") -> list[dict[str, Any]]:
         """Close what the run left open: text messages, steps, tool calls without result."""
@@ -163,7 +168,9 @@ class Run:
         if opened is not None:
             out.append(agui_event("STEP_FINISHED", ts, stepName=opened[0]))
         facts = {"step_name": opened[0] if opened else None, "node": node, "span_id": span_id}
-        facts.update({k: f[k] for k in ("status", "duration_ms", "summary", "children") if k in f})
+        facts.update(
+            {k: f[k] for k in ("status", "duration_ms", "summary", "children", "attempt") if k in f}
+        )
         out.append(custom("node_completed", ts, facts))
         return out
 
@@ -180,9 +187,9 @@ class Run:
             message = self.messages[message_id] = Message(
                 message_id, str(node) if node else None, str(span) if span else None
             )
-            self.streamed = True
             out.append(agui_event("TEXT_MESSAGE_START", ts, messageId=message_id, role="assistant"))
         message.text.append(delta)
+        self.last_message = message
         out.append(agui_event("TEXT_MESSAGE_CONTENT", ts, messageId=message_id, delta=delta))
         return out
 
@@ -199,7 +206,14 @@ class Run:
         args = f.get("args")
         if args is None:
             args = known_args.get(tool, {})
-        metadata = clean({"label": f.get("label"), "node": f.get("node"), "span_id": span_id})
+        metadata = clean(
+            {
+                "label": f.get("label"),
+                "node": f.get("node"),
+                "span_id": span_id,
+                "args_truncated": f.get("args_truncated"),
+            }
+        )
         return [
             agui_event(
                 "TOOL_CALL_START",

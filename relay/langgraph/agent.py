@@ -38,6 +38,13 @@ from relay import conventions as c
 from relay.langgraph.checkpoints import read_checkpoints
 from relay.langgraph.client_tools import run_graph
 from relay.langgraph.custom_events import MAX_BYTES, CustomEvents, stream_writer_config
+from relay.langgraph.failures import (
+    TURN_TIMEOUT,
+    Failure,
+    failure_of,
+    limit_failure,
+    tool_timeout,
+)
 from relay.langgraph.hooks import (
     default_answer,
     default_citations,
@@ -47,6 +54,7 @@ from relay.langgraph.hooks import (
     input_keys,
 )
 from relay.langgraph.instrument import AddEvent, GraphInstrumentation
+from relay.langgraph.retries import RetryPolicies
 from relay.langgraph.spans import RunSpan, run_span
 from relay.langgraph.thread_ttl import ThreadGate
 from relay.langgraph.topology import topology
@@ -151,6 +159,8 @@ class GraphAgent:
         self.input_keys = input_keys(graph)
         self._default_input = input_of is default_input
         self.topology = topology(graph, self.graph_id)
+        #: its nodes' RetryPolicies: an attempt LangGraph runs again is no failure
+        self.retry_policies = RetryPolicies(graph)
         self._bound: _Binding | None = None
 
     # -- set-up -------------------------------------------------------------------------
@@ -308,6 +318,7 @@ class GraphAgent:
             run.node_log,
             tool_timeout_s=bound.tool_timeout_s,
             user_id=record.user_id or None,
+            retry_policies=self.retry_policies,
         )
         run_configurable = {**(configurable or {}), "thread_id": record.thread_id}
         if bound.add_event is not None:  # payloads sent from inside nodes: custom events
@@ -321,9 +332,7 @@ class GraphAgent:
                 values, limit = await run_graph(self.graph, graph_input, config)
         except TimeoutError:
             spans.close("cancelled")
-            return self._failed(
-                record, run, "turn_timeout", "This took too long and was stopped. Please try again."
-            )
+            return self._failed(record, run, TURN_TIMEOUT)
         except asyncio.CancelledError:
             spans.close("cancelled")
             if spans.timed_out is None:
@@ -331,16 +340,17 @@ class GraphAgent:
             task = asyncio.current_task()  # the tool ran in this task: our cancel, not theirs
             if task is not None and task.cancelling():
                 task.uncancel()
-            return self._tool_timed_out(record, run, spans.timed_out)
-        except Exception:
+            return self._failed(record, run, tool_timeout(spans.timed_out))
+        except Exception as exc:
             spans.close("error")
             if spans.timed_out is not None:  # LangGraph's NodeCancelledError of our cancel
-                return self._tool_timed_out(record, run, spans.timed_out)
+                return self._failed(record, run, tool_timeout(spans.timed_out))
             log.exception("turn %s: the graph raised", record.turn_id)
-            return self._failed(record, run, "node_failed", None)
+            failure = failure_of(exc, run.node_log.snapshot(), spans.failed_tool)
+            return self._failed(record, run, failure)
         spans.close("cancelled")  # nothing is left open by a run that returned
         if limit is not None:  # a client-tool limit stopped the graph (client_tools.py)
-            return self._failed(record, run, limit.code, limit.message)
+            return self._failed(record, run, limit_failure(limit.code, limit.message))
         return self._finished(record, run, values)
 
     def _holding(self, thread_id: str) -> contextlib.AbstractAsyncContextManager[None]:
@@ -375,41 +385,23 @@ class GraphAgent:
         run.finish(status, **attributes)
         return response
 
-    def _tool_timed_out(self, record: TurnRecord, run: RunSpan, tool: str) -> ChatResponse:
-        return self._failed(
-            record,
-            run,
-            "tool_timeout",
-            f"The tool {tool} took too long and was stopped. Please try again.",
-        )
-
-    def _failed(
-        self, record: TurnRecord, run: RunSpan, code: str, message: str | None
-    ) -> ChatResponse:
-        nodes = run.node_log.snapshot()
-        failed = next((n["name"] for n in reversed(nodes) if n["status"] == "error"), None)
-        if code == "node_failed" and failed is None:
-            code = "turn_failed"
-        if message is None:
-            where = f" (in step {failed})" if failed else ""
-            message = (
-                f"Sorry, something went wrong while I worked on this{where}. Please try again."
-            )
+    def _failed(self, record: TurnRecord, run: RunSpan, failure: Failure) -> ChatResponse:
+        """End the run with an ``error`` (its codes: relay/langgraph/failures.py)."""
         response = ChatResponse(
             thread_id=record.thread_id,
             turn_id=record.turn_id,
             trace_id=run.trace_id,
             status="error",
-            answer=message,
-            nodes=nodes,
+            answer=failure.message,
+            nodes=run.node_log.snapshot(),
         )
         run.finish(
             "error",
             **{
-                c.ERROR_CODE: code,
-                c.ERROR_MESSAGE: message,
-                c.ERROR_NODE: failed,
-                c.ERROR_RETRYABLE: True,
+                c.ERROR_CODE: failure.code,
+                c.ERROR_MESSAGE: failure.message,
+                c.ERROR_NODE: failure.node,
+                c.ERROR_RETRYABLE: failure.retryable,
                 c.TURN_RESPONSE: response.to_dict(),
             },
         )

@@ -2,7 +2,8 @@
 (prebuilt agents, supervisors, swarms, deep agents) (DESIGN.md §2).
 
 - ``input_of(message, record)``: the graph's input for the user's message;
-- ``answer_of(values)``: the answer's text, from the graph's final values;
+- ``answer_of(values)``: the answer's text, from the graph's output (any shape:
+  :func:`default_answer`);
 - ``citations_of(values)``: the answer's sources, ``[{...}]``;
 - ``status_of(values)``: ``answered``, or ``refused`` for a graph that says so;
 - ``waiting_of(interrupts)``: what the answer says while the turn waits on a person.
@@ -14,6 +15,8 @@ whose input has no ``messages`` is not handed the default ``input_of``'s
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,14 +42,33 @@ def input_keys(graph: Any) -> list[str] | None:
 
 
 def default_answer(values: Any) -> str:
-    """``values["answer"]`` when it is text, else the text of the last AI message."""
-    if not isinstance(values, Mapping):
-        return ""
-    answer = values.get("answer")
-    if isinstance(answer, str):
-        return answer
-    messages = values.get("messages")
-    if not isinstance(messages, Sequence) or isinstance(messages, str):
+    """The answer's text, for every shape a graph's output takes:
+
+    - a string (a functional-API ``@entrypoint`` that returns one): itself;
+    - a dict: its ``answer`` when that is text, else the text of the last AI message
+      of its ``messages``;
+    - a message (LangChain's, or its dict form): its text; a list of messages: the text
+      of the last AI message;
+    - a pydantic model or a dataclass: its JSON (compact, as pydantic writes it);
+    - anything else (None, a dict with neither key): ``""``.
+    """
+    if isinstance(values, str):
+        return values
+    if _is_message(values):
+        return message_text(values)
+    if isinstance(values, Mapping):
+        answer = values.get("answer")
+        if isinstance(answer, str):
+            return answer
+        return _last_ai_text(values.get("messages"))
+    if isinstance(values, Sequence):
+        return _last_ai_text(values)
+    dumped = _model_json(values)
+    return dumped if dumped is not None else ""
+
+
+def _last_ai_text(messages: Any) -> str:
+    if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
         return ""
     for message in reversed(messages):
         if _role(message) in ("ai", "assistant"):
@@ -54,6 +76,35 @@ def default_answer(values: Any) -> str:
             if text:
                 return text
     return ""
+
+
+def _is_message(value: Any) -> bool:
+    """A LangChain message, or its dict form ``{"role"|"type", "content"}``."""
+    if isinstance(value, Mapping):
+        return (
+            "content" in value
+            and ("role" in value or "type" in value)
+            and ("messages" not in value and "answer" not in value)
+        )
+    return isinstance(getattr(value, "type", None), str) and hasattr(value, "content")
+
+
+def _model_json(value: Any) -> str | None:
+    """A pydantic model's or a dataclass's JSON; None for anything else."""
+    dump = getattr(value, "model_dump_json", None)
+    if callable(dump) and not isinstance(value, type):
+        try:
+            return str(dump())
+        except Exception:  # a model pydantic cannot serialize: no answer, not a failure
+            return None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        try:
+            return json.dumps(
+                dataclasses.asdict(value), ensure_ascii=False, separators=(",", ":"), default=str
+            )
+        except Exception:
+            return None
+    return None
 
 
 def default_citations(values: Any) -> list[dict[str, Any]]:

@@ -49,7 +49,9 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from relay import conventions as c
+from relay.langgraph.callback_inputs import task_of, tool_arguments, usage
 from relay.langgraph.custom_events import CustomEvents
+from relay.langgraph.retries import RetryPolicies, will_retry
 from relay.langgraph.spans import NodeLog, outcome_of
 from relay.spans import to_ms
 
@@ -61,6 +63,8 @@ CHAT = "chat"
 TOOL = "tool"
 RETRIEVAL = "retrieval"
 _OPERATION = {CHAT: c.OP_CHAT, TOOL: c.OP_TOOL, RETRIEVAL: c.OP_RETRIEVAL}
+#: a node attempt that failed and that LangGraph runs again (its RetryPolicy)
+RETRYING = "retrying"
 
 
 @dataclass(slots=True)
@@ -70,23 +74,9 @@ class _Open:
     token: object | None
     entry: dict[str, Any] | None = None  # the node's line in the ChatResponse
     task: str | None = None
-
-
-def task_of(metadata: Mapping[str, Any] | None) -> tuple[str, str, list[str], str | None] | None:
-    """(node, checkpoint ns, namespace, task id) of a LangGraph task's metadata, or None.
-    ``outer:1|inner:2`` is node ``inner`` in namespace ``["outer"]``, task ``2``."""
-    if not metadata:
-        return None
-    node = metadata.get("langgraph_node")
-    ns = metadata.get("langgraph_checkpoint_ns")
-    if not isinstance(node, str) or not isinstance(ns, str) or not ns:
-        return None
-    segments = ns.split("|")
-    last = segments[-1]
-    if last.split(":", 1)[0] != node:
-        return None  # a runnable of the parent task, not a task of its own
-    task_id = last.rsplit(":", 1)[-1] if ":" in last else None
-    return node, ns, [s.split(":", 1)[0] for s in segments[:-1]], task_id
+    #: a node's retry policies (LangGraph's RetryPolicy) and which attempt this span is
+    retry: tuple[Any, ...] = ()
+    attempt: int = 1
 
 
 class GraphInstrumentation(BaseCallbackHandler):
@@ -102,6 +92,7 @@ class GraphInstrumentation(BaseCallbackHandler):
         node_log: NodeLog | None = None,
         tool_timeout_s: float | None = None,
         user_id: str | None = None,
+        retry_policies: RetryPolicies | None = None,
     ) -> None:
         self.tracer = tracer
         #: the user the run acts for: ``enduser.id`` on every span of this run
@@ -120,6 +111,12 @@ class GraphInstrumentation(BaseCallbackHandler):
         self._tasks: dict[str, Span] = {}
         #: the run's custom payloads (custom_events.py); the GraphAgent sets it
         self.custom: CustomEvents | None = None
+        #: the graph's RetryPolicies: a failed attempt LangGraph runs again ends ``retrying``
+        self.retry_policies = retry_policies
+        self._retried: dict[str, int] = {}  # a task's checkpoint ns -> its attempts retried
+        #: the last tool that raised (its name and error): ``tool_failed`` when the run
+        #: fails with that error
+        self.failed_tool: tuple[str, BaseException] | None = None
         self._lock = threading.Lock()
 
     # -- streaming: models stream their tokens to on_llm_new_token when this is attached --
@@ -158,14 +155,33 @@ class GraphInstrumentation(BaseCallbackHandler):
             attributes[c.NODE_STEP] = step
         if task_id:
             attributes[c.NODE_TASK_ID] = task_id
+        retry = self.retry_policies.of(namespace, node) if self.retry_policies else ()
+        attempt = self._retried.get(ns, 0) + 1
+        if attempt > 1:
+            attributes[c.NODE_ATTEMPT] = attempt
         entry = self.node_log.started(node, namespace) if self.node_log is not None else None
         self._begin(run_id, NODE, f"node {node}", attributes, entry=entry, task=ns, current=True)
+        opened = self._open.get(run_id)
+        if opened is not None and retry:
+            opened.retry = retry
+            opened.attempt = attempt
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._finish(run_id, "ok", None)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._finish(run_id, outcome_of(error), error)
+        outcome = outcome_of(error)
+        opened = self._open.get(run_id)
+        if (
+            outcome == "error"
+            and opened is not None
+            and opened.retry
+            and opened.task is not None
+            and will_retry(opened.retry, error, opened.attempt)
+        ):
+            outcome = RETRYING  # LangGraph runs the node again: not the node's failure
+            self._retried[opened.task] = opened.attempt
+        self._finish(run_id, outcome, error)
 
     # -- model calls ------------------------------------------------------------------
 
@@ -204,7 +220,7 @@ class GraphInstrumentation(BaseCallbackHandler):
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         opened = self._open.get(run_id)
         if opened is not None:
-            for key, value in _usage(response).items():
+            for key, value in usage(response).items():
                 opened.span.set_attribute(key, value)
         self._finish(run_id, "ok", None)
 
@@ -240,6 +256,8 @@ class GraphInstrumentation(BaseCallbackHandler):
         if (kwargs.get("metadata") or {}).get("relay_client_tool"):  # the client runs it
             attributes[c.TOOL_CLIENT] = True
             attributes[c.TOOL_CALL_ARGUMENTS] = json.dumps(kwargs.get("inputs") or {}, default=str)
+        else:
+            attributes.update(tool_arguments(kwargs.get("inputs"), input_str))
         self._begin(run_id, TOOL, f"execute_tool {name}", attributes)
         self._bound_tool(run_id, name)
 
@@ -251,7 +269,12 @@ class GraphInstrumentation(BaseCallbackHandler):
         self._unbound_tool(run_id)
         if self.timed_out and isinstance(error, asyncio.CancelledError):  # our cancel
             error = TimeoutError(f"tool {self.timed_out} ran longer than {self.tool_timeout_s:g} s")
-        self._finish(run_id, outcome_of(error), error)
+        outcome = outcome_of(error)
+        opened = self._open.get(run_id)
+        if outcome == "error" and opened is not None:
+            name = str(getattr(opened.span, "name", "tool"))
+            self.failed_tool = (name.removeprefix("execute_tool "), error)
+        self._finish(run_id, outcome, error)
 
     def _bound_tool(self, run_id: UUID, name: str) -> None:
         """Cancel the task that runs an async tool once it has run ``tool_timeout_s``. A
@@ -398,10 +421,14 @@ class GraphInstrumentation(BaseCallbackHandler):
         if opened is None:
             return
         span = opened.span
-        if outcome == "error" and error is not None:
+        if outcome in ("error", RETRYING) and error is not None:
             span.record_exception(error)
             span.set_status(Status(StatusCode.ERROR, type(error).__name__))
         span.set_attribute(c.NODE_OUTCOME if opened.kind == NODE else c.SPAN_OUTCOME, outcome)
+        if outcome == RETRYING:  # its line among a parent node's children says so too
+            span.set_attribute(c.SPAN_OUTCOME, outcome)
+        elif opened.kind == NODE and opened.task is not None and opened.retry:
+            self._retried.pop(opened.task, None)
         span.end()
         if detach and opened.token is not None:
             _detach(opened.token)
@@ -432,21 +459,3 @@ def _detach(token: object) -> None:
         otel_context._RUNTIME_CONTEXT.detach(token)  # type: ignore[arg-type]
     except Exception:
         pass
-
-
-def _usage(response: Any) -> dict[str, Any]:
-    """Token counts and the model that answered, from an LLMResult."""
-    found: dict[str, Any] = {}
-    try:
-        message = response.generations[0][0].message
-    except (AttributeError, IndexError, TypeError):
-        return found
-    usage = getattr(message, "usage_metadata", None) or {}
-    if "input_tokens" in usage:
-        found[c.INPUT_TOKENS] = int(usage["input_tokens"])
-    if "output_tokens" in usage:
-        found[c.OUTPUT_TOKENS] = int(usage["output_tokens"])
-    model = (getattr(message, "response_metadata", None) or {}).get("model_name")
-    if model:
-        found[c.RESPONSE_MODEL] = str(model)
-    return found

@@ -36,6 +36,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, Tracer
 
 from relay import conventions as c
+from relay.langgraph.failures import transient
 from relay.spans import to_ms
 
 
@@ -146,6 +147,8 @@ def run_span(
         raise
     except BaseException as exc:
         run.outcome = "error"
+        # sending again helps only past a timeout or an outage (relay/langgraph/failures.py)
+        run.end_attributes.setdefault(c.ERROR_RETRYABLE, transient(exc))
         span.record_exception(exc)
         span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
         raise

@@ -211,7 +211,9 @@ def foreign_end(state: MappingState, run: Run, record: SpanRecord) -> list[Event
                     "code": "node_failed" if run.failed_node else "turn_failed",
                     "message": "The agent could not finish this turn.",
                     "node": run.failed_node,
-                    "retryable": True,
+                    # another process's failure, its cause unknown: no promise that
+                    # sending again helps
+                    "retryable": False,
                 },
             )
         ]

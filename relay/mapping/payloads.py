@@ -3,7 +3,9 @@
 ``node_started`` / ``node_completed`` carry the node's ``namespace`` (its enclosing
 nodes' names, outermost first); a node's status comes from
 :func:`~relay.mapping.summary.node_status` (a LangGraph interrupt is ``paused``, a handoff
-``ok``). ``tool_*`` carry the tool's node as the mapping knows it when they go out.
+``ok``, an attempt LangGraph's RetryPolicy runs again ``retrying``, with its ``attempt``).
+``tool_*`` carry the tool's node as the mapping knows it when they go out, ``tool_started``
+the call's arguments (``args``; ``args_truncated`` when they were cut).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from relay.mapping.state import Open, Run
 from relay.mapping.summary import node_status, status_of
 from relay.spans import SpanRecord
 
-_OUTCOMES = frozenset({"ok", "error", "paused", "cancelled"})
+_OUTCOMES = frozenset({"ok", "error", "paused", "cancelled", "retrying"})
 #: a node's children in start order (a key read in C: no Python call per child)
 _CHILD_ORDER = itemgetter("start_ts", "span_id")
 
@@ -56,22 +58,26 @@ def node_completed(run: Run, record: SpanRecord, opened: Open) -> Event:
     if opened.children:
         opened.children.sort(key=_CHILD_ORDER)
     end = record.end_ns
+    fields = {
+        "node": opened.node,
+        "span_id": record.span_id,
+        "namespace": list(opened.namespace),
+        "status": status,
+        # record.duration_ms, inlined
+        "duration_ms": 0.0 if end is None else (end - record.start_ns + 500) // 1000 / 1000,
+        "summary": opened.summary,
+        "children": opened.children,
+    }
+    attempt = record.attributes.get(c.NODE_ATTEMPT)
+    if attempt is not None or status == "retrying":  # an attempt of a node LangGraph retries
+        fields["attempt"] = attempt if type(attempt) is int else 1
     return Event(
         ev.NODE_COMPLETED,
         run.thread_id,
         run.turn_id,
         run.trace_id,
         ((end or record.start_ns) + 500) // 1000 / 1000,
-        {
-            "node": opened.node,
-            "span_id": record.span_id,
-            "namespace": list(opened.namespace),
-            "status": status,
-            # record.duration_ms, inlined
-            "duration_ms": 0.0 if end is None else (end - record.start_ns + 500) // 1000 / 1000,
-            "summary": opened.summary,
-            "children": opened.children,
-        },
+        fields,
     )
 
 
@@ -84,13 +90,29 @@ def tool_fields(record: SpanRecord, facts: Facts) -> dict[str, Any]:
     }
     if c.TOOL_LABEL in record.attributes:
         fields["label"] = str(record.attributes[c.TOOL_LABEL])
-    if record.attributes.get(c.TOOL_CLIENT):  # a client-executed tool: what it is asked
+    client = bool(record.attributes.get(c.TOOL_CLIENT))
+    if client:  # a client-executed tool: what it is asked to run
         fields["client"] = True
-        try:
-            fields["args"] = json_loads(str(record.attributes.get(c.TOOL_CALL_ARGUMENTS)))
-        except ValueError:
-            fields["args"] = {}
+    if c.TOOL_CALL_ARGUMENTS in record.attributes or client:
+        args = _arguments(record.attributes)
+        if args is not None:
+            fields["args"] = args
+        else:  # cut (TOOL_ARGUMENTS_MAX_CHARS, an attribute length limit) or malformed
+            fields["args_truncated"] = True
+            if client:
+                fields["args"] = {}
     return fields
+
+
+def _arguments(attrs: Any) -> Any:
+    """A tool call's arguments (``gen_ai.tool.call.arguments``); None when they were cut
+    or cannot be read."""
+    if attrs.get(c.TOOL_ARGS_TRUNCATED):
+        return None
+    try:
+        return json_loads(str(attrs.get(c.TOOL_CALL_ARGUMENTS)))
+    except ValueError:
+        return None
 
 
 def tool_completed_fields(record: SpanRecord, facts: Facts | None) -> dict[str, Any]:

@@ -18,7 +18,13 @@ from relay.mapping.foreign_attributes import GENAI_COMPLETION_TOKENS, GENAI_PROM
 from relay.mapping.state import Bag, MappingState, Open, Run
 from relay.spans import SpanRecord
 
-_STATUSES = ("ok", "error", "paused", "cancelled")  # (a tuple: no hashing of what is tested)
+_STATUSES = (
+    "ok",
+    "error",
+    "paused",
+    "cancelled",
+    "retrying",
+)  # (a tuple: no hashing of what is tested)
 
 
 def status_of(record: SpanRecord, outcome_key: str | None) -> str:
@@ -41,7 +47,7 @@ def node_status(record: SpanRecord) -> str:
     carries it as an error status or as an exception event on an OK span (OpenInference
     does the latter); else OTel's status."""
     outcome = record.attributes.get(c.NODE_OUTCOME)
-    if outcome in ("ok", "error", "paused", "cancelled"):
+    if outcome in _STATUSES:
         return str(outcome)
     handoff = False
     for event in record.events:

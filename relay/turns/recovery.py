@@ -60,7 +60,9 @@ def terminal_event(record: TurnRecord, after: int = 0) -> Event:
                 "code": status if status != "error" else "turn_failed",
                 "message": _MESSAGES[status],
                 "node": None,
-                "retryable": True,
+                # the record keeps no code: only a stopped server or a cancel is worth
+                # sending again for
+                "retryable": status != "error",
             },
         )
     if record.last_seq > 0 and (record.status != "interrupted" or record.response):

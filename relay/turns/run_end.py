@@ -110,7 +110,8 @@ def ensure_terminal(bus: Bus, thread_id: str, turn_id: str, first_seq: int, code
             "code": code,
             "message": _MESSAGES[code],
             "node": None,
-            "retryable": True,
+            # a run that raised or returned no answer fails the same way again
+            "retryable": code != TURN_FAILED,
         },
     )
     for attempt in range(1, PUBLISH_ATTEMPTS + 1):

@@ -559,16 +559,22 @@ def test_error_outcome_carries_code_message_node(tracing: Tracing) -> None:
     }
 
 
-def test_exception_through_root_is_turn_failed(tracing: Tracing) -> None:
-    with pytest.raises(KeyError), root(tracing):
-        raise KeyError("x")
+@pytest.mark.parametrize(
+    ("error", "retryable"), [(KeyError("x"), False), (ConnectionError("reset"), True)]
+)
+def test_exception_through_root_is_turn_failed(
+    tracing: Tracing, error: Exception, retryable: bool
+) -> None:
+    """Retryable only when sending again may help: a connection error, not a bug."""
+    with pytest.raises(type(error)), root(tracing):
+        raise error
     last = tracing.events()[-1]
     assert last.type == "error"
     assert last.fields == {
         "code": "turn_failed",
         "message": "The agent could not finish this turn.",
         "node": None,
-        "retryable": True,
+        "retryable": retryable,
     }
 
 
