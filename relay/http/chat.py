@@ -142,6 +142,9 @@ def chat_router(
         body = await read_json_object(request, settings.max_body_bytes)
         known_fields(body, CHAT_FIELDS, "/chat")
         message, graph_input = message_or_input(body)
+        refusal = agent.message_refusal() if graph_input is None else None
+        if refusal is not None:
+            raise ApiError(422, "input_required", refusal)
         thread_id = id_field(body, "thread_id")
         client_turn_id = turn_id_field(body)
         thread_key = id_key(thread_id) if thread_id else None

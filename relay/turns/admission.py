@@ -56,8 +56,6 @@ class Graph(Protocol):
     @property
     def name(self) -> str: ...
 
-    def message_refusal(self) -> str | None: ...
-
     async def pending_interrupts(self, thread_id: str) -> Sequence[Pending] | None: ...
 
     def input_of(self, message: str, record: TurnRecord) -> Any: ...
@@ -186,8 +184,6 @@ class Admission:
     async def chat(self, new: NewTurn) -> Admitted:
         """Start a new turn's run, or attach to the turn a retry names."""
         graph = self.graph
-        if new.graph_input is None and (refusal := graph.message_refusal()) is not None:
-            raise Refused("invalid", "input_required", refusal)
         # one check-and-start at a time for this turn and thread: duplicates attach, never
         # rerun; requests that name neither the same turn nor the same thread do not wait
         async with self.starting.hold(StartLocks.keys(turn=new.turn_id, thread=new.thread_id)):
