@@ -241,6 +241,18 @@ class RedisBus:
         while len(self._remote) > 10_000:
             self._remote.popitem(last=False)
 
+    async def adopt(self, turn_id: str) -> tuple[int, int | None]:
+        """Take up the log of a turn whose owner is gone (relay/turns/leases.py): what
+        this instance holds of it is stale, so it is dropped, and the shared log says
+        where the turn stands: (its last seq, the seq of its terminal event or None).
+        Raises :class:`BusUnavailable` when Redis cannot be reached."""
+        self.writer.forget(turn_id)
+        self.local.drop(turn_id)
+        self._active.discard(turn_id)
+        self._remote.pop(turn_id, None)
+        await self.lookup(turn_id)
+        return self._remote_facts(turn_id) or (0, None)
+
     def reader(self, turn_id: str, after: int = 0) -> LogReader:
         try:  # the local log, while it holds the cursor
             local = self.local.reader(turn_id, after)

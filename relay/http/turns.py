@@ -64,6 +64,19 @@ async def turn_arrival(relay: RelayParts, turn_id: str, wait_s: float) -> None:
             await watcher.next(min(left, WAIT_RECHECK_S))
 
 
+def ended_off_the_bus(relay: RelayParts, record: TurnRecord | None, turn_id: str) -> bool:
+    """Is the turn over by its record while the bus log, which holds no end, never will
+    get one? A turn ended ``interrupted`` without its run (its process died: ended at the
+    next start, or by a takeover whose end is not in the log yet, which then has seqs up
+    to the record's): a reader gets the record's end, never a wait on a log that is done."""
+    return (
+        record is not None
+        and record.status == "interrupted"
+        and relay.bus.terminal_seq(turn_id) is None
+        and record.last_seq <= relay.bus.last_seq(turn_id)
+    )
+
+
 # -- the router ------------------------------------------------------------------------
 
 
@@ -162,6 +175,13 @@ def build_router(relay: RelayParts) -> APIRouter:
                     "or replay them with ?source=spans.",
                 )
         last = relay.bus.last_seq(turn_id)
+        if record is not None and ended_off_the_bus(relay, record, turn_id):
+            record = await settle_outcome(relay.turns, record, max(cursor, last))
+            if outcome_delivered(record, cursor):
+                return Response(status_code=204)
+            return relay.streams.outcome(
+                terminal_event(record, cursor), cursor, media, encoder=encoder
+            )
         if cursor > last:
             raise ApiError(
                 400,

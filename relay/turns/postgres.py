@@ -1,5 +1,5 @@
 """Turn records in PostgreSQL (``RELAY_STORE=postgresql://...``): the same async API as
-:class:`relay.turns.records.SQLiteTurnStore`, shared by every instance, so a turn's status, its
+:class:`relay.turns.sqlite.SQLiteTurnStore`, shared by every instance, so a turn's status, its
 response, its last ``seq`` and its idempotency key (the turn id) hold across replicas: a
 turn started on A is ``GET /turns/{id}`` on B, resumable on B, and a second
 ``POST /chat`` with its turn id on B is refused as on A.
@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any
 
+from relay.turns import lease_store
 from relay.turns.records import (
     RUNNING,
     ThreadedTurnAPI,
@@ -274,6 +275,30 @@ class PostgresTurnStore(ThreadedTurnAPI):
             )
             return cur.rowcount
 
+    def _renew_leases(self, leases: dict[str, int], until: float) -> set[str]:
+        with self._cursor() as cur:
+            return lease_store.pg_renew(cur, leases, until)
+
+    def _claim_expired(
+        self, now: float, until: float, exclude: list[str], startup: bool
+    ) -> list[TurnRecord]:
+        with self._cursor() as cur:
+            rows = lease_store.pg_claim(
+                cur, _COLUMNS, self.instance_id, now, until, exclude, startup
+            )
+        return [_record(row) for row in rows]
+
+    def _free_thread(self, record: TurnRecord) -> bool:
+        """The hung owner's session still holds the thread's advisory lock (a dead
+        owner's went with its connection): end that session, and the lock with it."""
+        from relay.store.schema import lock_key
+
+        if not record.lock_holder:
+            return False
+        key = lock_key(self.schema, f"thread:{record.thread_id}")
+        with self._cursor() as cur:
+            return lease_store.pg_free_thread(cur, key, record.lock_holder)
+
     def _claim_thread(self, thread_id: str, user_id: str) -> str:
         key = id_key(thread_id)
         with self._cursor() as cur:  # a concurrent claim's insert commits first, or waits
@@ -331,6 +356,6 @@ def open_turn_store(settings: Any) -> Any:
         return PostgresTurnStore(
             settings.store, instance_id=settings.instance_id, schema=settings.pg_schema
         )
-    from relay.turns.records import SQLiteTurnStore
+    from relay.turns.sqlite import SQLiteTurnStore
 
     return SQLiteTurnStore(settings.data_dir / "turns.db")
