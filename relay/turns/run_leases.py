@@ -12,17 +12,25 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from relay.turns.records import TurnStore, lease_until
 
 log = logging.getLogger("relay.runs")
 
 
+@runtime_checkable
+class Disowning(Protocol):
+    """A shared bus that can stop writing a turn's log (relay/bus/redis.py)."""
+
+    def disown(self, turn_id: str) -> None: ...
+
+
 class LeasedRuns:
     """Mixed into RunManager, which sets these."""
 
     _runs: dict[str, Any]  # turn id -> its _Run
+    bus: Any
     turns: TurnStore
     lease_s: float | None
 
@@ -47,6 +55,8 @@ class LeasedRuns:
         if run is None or run.ending or run.task is None or run.task.done():
             return False
         run.lost = True
+        if isinstance(self.bus, Disowning):  # its run's last events are not the turn's
+            self.bus.disown(turn_id)
         run.cancel_reason = "taken over by another instance"
         run.task.cancel(run.cancel_reason)
         return True
