@@ -319,8 +319,9 @@ class RelaySettings:
         "RELAY_INSTANCE_ID",
         None,
         text,
-        "a replica's stable, unique name (it marks only its own dead turns "
-        "`interrupted`); with `--workers N`, worker *i* is `{id}-w{i}`",
+        "a replica's stable, unique name, recorded as its running turns' owner: one that "
+        "starts again under it ends those turns at once (the others end once their lease "
+        "runs out, `RELAY_LEASE_S`); with `--workers N`, worker *i* is `{id}-w{i}`",
         shown="host name",
     )
     #: ``serve --workers N``: worker processes on one port; ``worker``: this one's index
