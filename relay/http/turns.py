@@ -65,15 +65,17 @@ async def turn_arrival(relay: RelayParts, turn_id: str, wait_s: float) -> None:
 
 
 def ended_off_the_bus(relay: RelayParts, record: TurnRecord | None, turn_id: str) -> bool:
-    """Is the turn over by its record while the bus log, which holds no end, never will
-    get one? A turn ended ``interrupted`` without its run (its process died: ended at the
-    next start, or by a takeover whose end is not in the log yet, which then has seqs up
-    to the record's): a reader gets the record's end, never a wait on a log that is done."""
+    """Is the turn over by its record while its bus log holds no end? A turn ended
+    ``interrupted`` without its run (its process died; ended at the next start, or taken
+    over) whose end is settled in the record (a response: the same event the takeover
+    published, or one made for an earlier reader), or whose record is behind the log: a
+    reader gets the record's end, never a wait on a log nobody writes. (A run cut by a
+    shutdown recorded a seq past the log's: its own end is on its way to the log.)"""
     return (
         record is not None
         and record.status == "interrupted"
         and relay.bus.terminal_seq(turn_id) is None
-        and record.last_seq <= relay.bus.last_seq(turn_id)
+        and (bool(record.response) or record.last_seq <= relay.bus.last_seq(turn_id))
     )
 
 

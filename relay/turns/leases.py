@@ -163,7 +163,7 @@ class Leases:
     async def sweep(self, startup: bool = False) -> int:
         """Claim the turns whose owner is gone and take each over; how many."""
         now = time.time() * 1000
-        mine = list(self.runs.leases())
+        mine = self.runs.turn_ids()
         records = await self.turns.claim_expired(now, lease_until(self.lease_s), mine, startup)
         for record in records:
             log.warning(

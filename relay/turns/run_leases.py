@@ -42,6 +42,10 @@ class LeasedRuns:
             if run.lease_until and not run.ending and not run.lost
         }
 
+    def turn_ids(self) -> list[str]:
+        """Every turn with a run here (ending ones too): never claimed by this instance."""
+        return list(self._runs)
+
     def renewed(self, turn_ids: set[str], until: float) -> None:
         for turn_id in turn_ids:
             if (run := self._runs.get(turn_id)) is not None:
