@@ -9,10 +9,11 @@ instance (``RELAY_INSTANCE_ID``, default the host name) that last ran the turn. 
 each thread belongs to is in ``relay_threads`` (relay/turns/threads.py): claimed by its
 first turn with an insert that does nothing when the thread has an owner, so the owner is
 the same on every replica and never moves. At
-start-up an instance marks as ``interrupted`` only the running turns *it* owned: a
-replica that starts never touches the turns its peers are running. Give each replica a
-stable, unique ``RELAY_INSTANCE_ID`` (a pod name) so that a restarted one cleans up
-after itself.
+start-up an instance ends at once only the running turns *it* owned; the turns of a peer
+that died or hangs are ended by whichever instance claims them once their lease ran out
+(``lease_until``, ``attempt``, ``lock_holder``: relay/turns/leases.py). Give each replica
+a stable, unique ``RELAY_INSTANCE_ID`` (a pod name) so that a restarted one cleans up
+after itself at once.
 
 psycopg 3, synchronous, used through ``asyncio.to_thread`` (as the SQLite store does),
 from a pool that checks each connection before use (relay/store/pool.py): a connection that
