@@ -256,17 +256,28 @@ class RedisBus:
         self.local.drop(turn_id)
         self._active.discard(turn_id)
 
-    async def adopt(self, turn_id: str) -> tuple[int, int | None]:
+    async def adopt(self, turn_id: str) -> tuple[int, Event | None]:
         """Take up the log of a turn whose owner is gone (relay/turns/leases.py): what
         this instance holds of it is stale, so it is dropped, and the shared log says
-        where the turn stands: (its last seq, the seq of its terminal event or None).
+        where the turn stands: (its last seq, its last turn-terminal event or None).
         Raises :class:`BusUnavailable` when Redis cannot be reached."""
         self.writer.forget(turn_id)
         self.local.drop(turn_id)
         self._active.discard(turn_id)
         self._remote.pop(turn_id, None)
-        await self.lookup(turn_id)
-        return self._remote_facts(turn_id) or (0, None)
+        client = self.health.client
+        if client is None:
+            raise BusUnavailable("the Redis bus is not started")
+        try:  # the last two: the terminal event may be followed by a message_saved
+            entries = await client.xrevrange(self.key(turn_id), "+", "-", count=2)
+        except REDIS_ERRORS as exc:
+            self.health.down(exc)
+            raise BusUnavailable(
+                f"the shared event log is unavailable: {self.health.problem}"
+            ) from None
+        decoded = [decode(fields) for _, fields in entries or ()]
+        terminal = next((e for _, e in decoded if e.is_turn_terminal), None)
+        return (decoded[0][0] if decoded else 0), terminal
 
     def reader(self, turn_id: str, after: int = 0) -> LogReader:
         try:  # the local log, while it holds the cursor

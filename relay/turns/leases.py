@@ -25,10 +25,11 @@ when not (the default), it ends the turn (:meth:`Leases.end`):
    advisory lock). The lock stays a PostgreSQL session lock, which frees itself when an
    owner dies, and one statement per takeover frees it when the owner only hangs;
 2. with a shared bus, one terminal ``error`` event, code ``interrupted``, at the turn's next
-   seq (or none when the shared log already ends the run: the owner published its end
-   and died before recording it): readers on every replica get it;
+   seq: readers on every replica get it;
 3. the record says ``interrupted``, with that event's seq and words (a reader that comes
-   after the bus log is gone gets the same event from the record).
+   after the bus log is gone gets the same event from the record). When the shared log
+   already ends the run (the owner published its end and died before recording it), no
+   event is added and the record says what that end says.
 
 ``relay.turns.recovered`` counts the takeovers by outcome (``ended``).
 """
@@ -45,6 +46,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
 from relay.bus.base import Bus
+from relay.events import Event
+from relay.turns.foreign import end_changes
 from relay.turns.records import TurnRecord, TurnStore, lease_until
 from relay.turns.recovery import terminal_event
 from relay.turns.response import ChatResponse
@@ -73,7 +76,7 @@ async def never_recover(record: TurnRecord) -> bool:
 class AdoptingBus(Protocol):
     """A shared bus that can take up a gone owner's log (relay/bus/redis.py)."""
 
-    async def adopt(self, turn_id: str) -> tuple[int, int | None]: ...
+    async def adopt(self, turn_id: str) -> tuple[int, Event | None]: ...
 
 
 class Leases:
@@ -212,12 +215,12 @@ class Leases:
         if not (bus.shared and isinstance(bus, AdoptingBus)):
             return changes  # the log died with its process: readers get the record's end
         last, terminal = await bus.adopt(record.turn_id)
+        if terminal is not None and terminal.seq > record.run_after_seq:
+            # the run published its end, and its process died before recording it
+            return {**end_changes(terminal), "lease_until": 0.0}
         base = max(last, record.last_seq, record.run_after_seq)
-        if terminal is not None and terminal > record.run_after_seq:
-            seq = terminal  # the run published its end, then its process died
-        else:
-            bus.open_turn(record.turn_id, base)
-            seq = bus.publish(terminal_event(ended, base)).seq
+        bus.open_turn(record.turn_id, base)
+        seq = bus.publish(terminal_event(ended, base)).seq
         answer = terminal_event(ended, base).fields["message"]
         response = ChatResponse(
             record.thread_id,
