@@ -53,6 +53,7 @@ from relay.store import SpanStore, open_store
 from relay.store.exporter import add_span_store
 from relay.turns.feed import TurnFeed, WatchedTurns
 from relay.turns.foreign import NotedRuns, RecordWriter
+from relay.turns.leases import Leases
 from relay.turns.messages import MessageStore
 from relay.turns.postgres import open_turn_store
 from relay.turns.postgres_messages import open_message_store
@@ -163,6 +164,16 @@ class Relay:
             disconnect_grace_s=settings.disconnect_grace_s,
             thread_policy=settings.thread_policy,
             turn_timeout_s=settings.turn_timeout_s,
+            lease_s=settings.lease_s,
+        )
+        #: the runs' leases: renewed here, and the turns of gone instances taken over
+        self.leases = Leases(
+            self.turns,
+            self.runs,
+            self.bus,
+            lease_s=settings.lease_s,
+            shared=settings.store.startswith(("postgresql://", "postgres://")),
+            claimed=self.metrics.turn_recovered,
         )
         #: set when the server begins to shut down: open streams tell clients to reconnect
         self.closing = asyncio.Event()
@@ -443,10 +454,10 @@ class Relay:
         self._loop = asyncio.get_running_loop()
         self.span_processor.bind(self._loop)
         await self._start_receivers()
-        died = await self.turns.mark_interrupted()
+        died = await self.leases.start()  # and ends what a dead predecessor left running
         if died:
             log.warning(
-                "relay: %d turn(s) were running when the last process stopped; marked interrupted",
+                "relay: %d turn(s) were running when their process stopped; ended interrupted",
                 died,
             )
         self.lifecycles.start()
@@ -483,6 +494,7 @@ class Relay:
         self.closing.set()
         await self.lifecycles.stop()
         await self.runs.shutdown(self.settings.shutdown_grace_s)
+        await self.leases.stop()
         self.span_processor.unbind()
         await self._foreign_records.drain(2.0)  # in-process foreign turns' records
         if self._tasks:  # and their index

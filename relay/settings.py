@@ -316,12 +316,24 @@ class RelaySettings:
         "events kept per turn, in memory and in Redis (`MAXLEN ~`)",
         bound=">= 1",
     )
+    lease_s: float = setting(
+        "RELAY_LEASE_S",
+        15.0,
+        float_value,
+        "the lease of the instance running a turn, renewed every third of it by a task "
+        "of its own: a turn whose lease ran out (its instance was killed, or hangs) is "
+        "taken over by another instance sharing `RELAY_STORE=postgresql://` within about "
+        "this plus a few seconds, and ends `interrupted`; with SQLite, the next start "
+        "ends it",
+        bound="> 0",
+    )
     instance_id: str | None = setting(
         "RELAY_INSTANCE_ID",
         None,
         text,
-        "a replica's stable, unique name (it marks only its own dead turns "
-        "`interrupted`); with `--workers N`, worker *i* is `{id}-w{i}`",
+        "a replica's stable, unique name, recorded as its running turns' owner: one that "
+        "starts again under it ends those turns at once (the others end once their lease "
+        "runs out, `RELAY_LEASE_S`); with `--workers N`, worker *i* is `{id}-w{i}`",
         shown="host name",
     )
     #: ``serve --workers N``: worker processes on one port; ``worker``: this one's index

@@ -79,6 +79,9 @@ class RedisBus:
         self._tasks: list[asyncio.Task[None]] = []
         self._active: set[str] = set()  # turns with a run in progress here
         self._remote: OrderedDict[str, tuple[float, int, int | None]] = OrderedDict()
+        #: turns another instance took over from this one (:meth:`disown`): what their
+        #: run still publishes here is dropped, until a run of theirs starts here again
+        self._disowned: set[str] = set()
 
     def key(self, turn_id: str) -> str:
         return self.prefix + turn_id
@@ -163,10 +166,13 @@ class RedisBus:
             self.writer.forget(turn_id)
             local.drop(turn_id)
         local.open_turn(turn_id, last_seq)
+        self._disowned.discard(turn_id)
         self._active.add(turn_id)
         self._remote.pop(turn_id, None)
 
     def publish(self, event: Event) -> Event:
+        if self._disowned and event.turn_id in self._disowned:
+            return event  # taken over: its log is another instance's now
         stamped = self.local.publish(event)
         if stamped.is_run_terminal:
             self._active.discard(stamped.turn_id)
@@ -240,6 +246,38 @@ class RedisBus:
         self._remote.move_to_end(turn_id)
         while len(self._remote) > 10_000:
             self._remote.popitem(last=False)
+
+    def disown(self, turn_id: str) -> None:
+        """Another instance took the turn over while this one hung (relay/turns/leases.py):
+        this instance writes nothing more to its shared log (the end its run is about to
+        publish would follow the claimer's). What it had not written yet is dropped."""
+        self._disowned.add(turn_id)
+        self.writer.forget(turn_id)
+        self.local.drop(turn_id)
+        self._active.discard(turn_id)
+
+    async def adopt(self, turn_id: str) -> tuple[int, Event | None]:
+        """Take up the log of a turn whose owner is gone (relay/turns/leases.py): what
+        this instance holds of it is stale, so it is dropped, and the shared log says
+        where the turn stands: (its last seq, its last turn-terminal event or None).
+        Raises :class:`BusUnavailable` when Redis cannot be reached."""
+        self.writer.forget(turn_id)
+        self.local.drop(turn_id)
+        self._active.discard(turn_id)
+        self._remote.pop(turn_id, None)
+        client = self.health.client
+        if client is None:
+            raise BusUnavailable("the Redis bus is not started")
+        try:  # the last two: the terminal event may be followed by a message_saved
+            entries = await client.xrevrange(self.key(turn_id), "+", "-", count=2)
+        except REDIS_ERRORS as exc:
+            self.health.down(exc)
+            raise BusUnavailable(
+                f"the shared event log is unavailable: {self.health.problem}"
+            ) from None
+        decoded = [decode(fields) for _, fields in entries or ()]
+        terminal = next((e for _, e in decoded if e.is_turn_terminal), None)
+        return (decoded[0][0] if decoded else 0), terminal
 
     def reader(self, turn_id: str, after: int = 0) -> LogReader:
         try:  # the local log, while it holds the cursor

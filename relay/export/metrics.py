@@ -9,6 +9,8 @@ instrument is a no-op (no cost on the hot path). The instruments:
 - ``relay.readers.cut`` (counter, by ``reason``): streams that ended before their
   terminal event: ``gone`` (the client left, or stalled past the send timeout) or
   ``handoff`` (told to reconnect);
+- ``relay.turns.recovered`` (counter, by ``outcome``): turns taken over from an instance
+  that was gone (its lease ran out, or it started again): ``ended`` (``interrupted``);
 - ``relay.spans.dropped`` (observable counter): spans the processor could not hand on;
 - ``relay.export.failures`` (counter): OTLP export batches that failed;
 - with the OTLP receiver, ``relay.otlp.spans`` (observable counter, by ``outcome``):
@@ -56,6 +58,10 @@ class RelayMetrics:
         )
         self.readers_cut = meter.create_counter(
             "relay.readers.cut", description="streams ended before their terminal event"
+        )
+        self.recovered = meter.create_counter(
+            "relay.turns.recovered",
+            description="turns taken over from an instance that is gone, by outcome",
         )
         self.export_failures = meter.create_counter(
             "relay.export.failures", description="OTLP export batches that failed"
@@ -105,6 +111,10 @@ class RelayMetrics:
         if self.enabled:
             self.events.add(1, {"type": event.type})
             self.bus_lag.record(max(0.0, time.time() * 1000 - event.ts))
+
+    def turn_recovered(self, outcome: str) -> None:
+        """A turn whose instance was gone was taken over: ``ended`` (``interrupted``)."""
+        self.recovered.add(1, {"outcome": outcome})
 
     def stream_opened(self) -> None:
         self.open_streams.add(1)

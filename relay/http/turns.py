@@ -65,6 +65,21 @@ async def turn_arrival(relay: RelayParts, turn_id: str, wait_s: float) -> None:
             await watcher.next(min(left, WAIT_RECHECK_S))
 
 
+def ended_off_the_bus(relay: RelayParts, record: TurnRecord | None, turn_id: str) -> bool:
+    """Is the turn over by its record while its bus log holds no end? A turn ended
+    ``interrupted`` without its run (its process died; ended at the next start, or taken
+    over) whose end is settled in the record (a response: the same event the takeover
+    published, or one made for an earlier reader), or whose record is behind the log: a
+    reader gets the record's end, never a wait on a log nobody writes. (A run cut by a
+    shutdown recorded a seq past the log's: its own end is on its way to the log.)"""
+    return (
+        record is not None
+        and record.status == "interrupted"
+        and relay.bus.terminal_seq(turn_id) is None
+        and (bool(record.response) or record.last_seq <= relay.bus.last_seq(turn_id))
+    )
+
+
 # -- the router ------------------------------------------------------------------------
 
 
@@ -163,6 +178,13 @@ def build_router(relay: RelayParts) -> APIRouter:
                     "or replay them with ?source=spans.",
                 )
         last = relay.bus.last_seq(turn_id)
+        if record is not None and ended_off_the_bus(relay, record, turn_id):
+            record = await settle_outcome(relay.turns, record, max(cursor, last))
+            if outcome_delivered(record, cursor):
+                return Response(status_code=204)
+            return relay.streams.outcome(
+                terminal_event(record, cursor), cursor, media, encoder=encoder
+            )
         if cursor > last:
             raise ApiError(
                 400,

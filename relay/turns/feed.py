@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from relay.turns.records import HeldThread, TurnRecord, TurnStore
@@ -141,6 +141,17 @@ class WatchedTurns:
 
     async def mark_interrupted(self) -> int:
         return await self.inner.mark_interrupted()
+
+    async def renew_leases(self, leases: Mapping[str, int], until: float) -> set[str]:
+        return await self.inner.renew_leases(leases, until)
+
+    async def claim_expired(
+        self, now: float, until: float, exclude: Sequence[str], startup: bool
+    ) -> Sequence[TurnRecord]:
+        return await self.inner.claim_expired(now, until, exclude, startup)
+
+    async def free_thread(self, record: TurnRecord) -> bool:
+        return await self.inner.free_thread(record)
 
     async def claim_thread(self, thread_id: str, user_id: str) -> str:
         return await self.inner.claim_thread(thread_id, user_id)

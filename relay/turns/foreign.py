@@ -121,24 +121,31 @@ async def record_received_events(
                 known = await turns.get(event.turn_id)
                 if known is None or not may_change(known, users.get(event.trace_id, "")):
                     continue  # refused at its start (counted and logged there)
-                changes: dict[str, Any] = {"last_seq": event.seq}
+                changes = end_changes(event)
                 if messages.get(event.turn_id):  # known only at its root, maybe
                     changes["message"] = messages[event.turn_id]
-                if event.type == ev.TURN_COMPLETED:
-                    response = event.fields.get("response") or {}
-                    changes["status"] = str(response.get("status", "answered"))
-                    changes["response"] = ev.dumps(response)
-                elif event.type == ev.PAUSED:
-                    changes["status"] = PAUSED
-                    changes["paused_at"] = event.ts
-                else:
-                    code = event.fields.get("code")
-                    changes["status"] = "cancelled" if code == "cancelled" else "error"
-                if changes["status"] != PAUSED:
-                    changes["ended_at"] = event.ts
                 await turns.update(event.turn_id, **changes)
         except Exception:
             log.exception("relay: could not record received turn %s", event.turn_id)
+
+
+def end_changes(event: Event) -> dict[str, Any]:
+    """The record of a turn whose run's terminal event is ``event`` (a received run's, or
+    the event a run published before its process died: relay/turns/leases.py)."""
+    changes: dict[str, Any] = {"last_seq": event.seq}
+    if event.type == ev.TURN_COMPLETED:
+        response = event.fields.get("response") or {}
+        changes["status"] = str(response.get("status", "answered"))
+        changes["response"] = ev.dumps(response)
+    elif event.type == ev.PAUSED:
+        changes["status"] = PAUSED
+        changes["paused_at"] = event.ts
+    else:
+        code = event.fields.get("code")
+        changes["status"] = "cancelled" if code == "cancelled" else "error"
+    if changes["status"] != PAUSED:
+        changes["ended_at"] = event.ts
+    return changes
 
 
 def may_change(known: TurnRecord, user: str) -> bool:

@@ -81,6 +81,9 @@ class ThreadLock:
         self._pool = pool
         self._conn: Any = conn
         self.label = label
+        #: the PostgreSQL session (backend pid) that holds the lock: a peer that takes the
+        #: turn over from a hung instance ends that session to free the thread
+        self.holder: int = int(conn.info.backend_pid)
 
     async def release(self) -> None:
         await asyncio.to_thread(self._release)

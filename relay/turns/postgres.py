@@ -1,5 +1,5 @@
 """Turn records in PostgreSQL (``RELAY_STORE=postgresql://...``): the same async API as
-:class:`relay.turns.records.SQLiteTurnStore`, shared by every instance, so a turn's status, its
+:class:`relay.turns.sqlite.SQLiteTurnStore`, shared by every instance, so a turn's status, its
 response, its last ``seq`` and its idempotency key (the turn id) hold across replicas: a
 turn started on A is ``GET /turns/{id}`` on B, resumable on B, and a second
 ``POST /chat`` with its turn id on B is refused as on A.
@@ -9,10 +9,11 @@ instance (``RELAY_INSTANCE_ID``, default the host name) that last ran the turn. 
 each thread belongs to is in ``relay_threads`` (relay/turns/threads.py): claimed by its
 first turn with an insert that does nothing when the thread has an owner, so the owner is
 the same on every replica and never moves. At
-start-up an instance marks as ``interrupted`` only the running turns *it* owned: a
-replica that starts never touches the turns its peers are running. Give each replica a
-stable, unique ``RELAY_INSTANCE_ID`` (a pod name) so that a restarted one cleans up
-after itself.
+start-up an instance ends at once only the running turns *it* owned; the turns of a peer
+that died or hangs are ended by whichever instance claims them once their lease ran out
+(``lease_until``, ``attempt``, ``lock_holder``: relay/turns/leases.py). Give each replica
+a stable, unique ``RELAY_INSTANCE_ID`` (a pod name) so that a restarted one cleans up
+after itself at once.
 
 psycopg 3, synchronous, used through ``asyncio.to_thread`` (as the SQLite store does),
 from a pool that checks each connection before use (relay/store/pool.py): a connection that
@@ -42,6 +43,7 @@ from collections.abc import Iterator
 from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any
 
+from relay.turns import lease_store
 from relay.turns.records import (
     RUNNING,
     ThreadedTurnAPI,
@@ -274,6 +276,30 @@ class PostgresTurnStore(ThreadedTurnAPI):
             )
             return cur.rowcount
 
+    def _renew_leases(self, leases: dict[str, int], until: float) -> set[str]:
+        with self._cursor() as cur:
+            return lease_store.pg_renew(cur, leases, until)
+
+    def _claim_expired(
+        self, now: float, until: float, exclude: list[str], startup: bool
+    ) -> list[TurnRecord]:
+        with self._cursor() as cur:
+            rows = lease_store.pg_claim(
+                cur, _COLUMNS, self.instance_id, now, until, exclude, startup
+            )
+        return [_record(row) for row in rows]
+
+    def _free_thread(self, record: TurnRecord) -> bool:
+        """The hung owner's session still holds the thread's advisory lock (a dead
+        owner's went with its connection): end that session, and the lock with it."""
+        from relay.store.schema import lock_key
+
+        if not record.lock_holder:
+            return False
+        key = lock_key(self.schema, f"thread:{record.thread_id}")
+        with self._cursor() as cur:
+            return lease_store.pg_free_thread(cur, key, record.lock_holder)
+
     def _claim_thread(self, thread_id: str, user_id: str) -> str:
         key = id_key(thread_id)
         with self._cursor() as cur:  # a concurrent claim's insert commits first, or waits
@@ -331,6 +357,6 @@ def open_turn_store(settings: Any) -> Any:
         return PostgresTurnStore(
             settings.store, instance_id=settings.instance_id, schema=settings.pg_schema
         )
-    from relay.turns.records import SQLiteTurnStore
+    from relay.turns.sqlite import SQLiteTurnStore
 
     return SQLiteTurnStore(settings.data_dir / "turns.db")

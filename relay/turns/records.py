@@ -3,26 +3,22 @@
 The bus holds a turn's events while they are useful to streams; this table holds the facts
 that must outlive the process: status, times, the response, the last ``seq`` handed out
 (so a turn resumed after a restart never reuses one), and the paused run's root span (the
-resume links to it). SQLite by default, in ``RELAY_DATA_DIR/turns.db``; every call runs in
-a worker thread so the event loop never waits on the disk.
+resume links to it). SQLite by default, in ``RELAY_DATA_DIR/turns.db``
+(relay/turns/sqlite.py), or PostgreSQL (relay/turns/postgres.py); every call runs in a
+worker thread so the event loop never waits on the database.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
-import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
-
-from relay.turns import threads
 
 T = TypeVar("T")
 
@@ -30,6 +26,11 @@ RUNNING = "running"
 PAUSED = "paused"
 #: statuses in which a turn still lives (DESIGN.md §5: GET /turns/{id})
 LIVE = (RUNNING, PAUSED)
+
+
+def lease_until(lease_s: float) -> float:
+    """The end of a lease taken or renewed now, in epoch ms (relay/turns/leases.py)."""
+    return time.time() * 1000 + lease_s * 1000
 
 
 def id_key(value: str) -> str:
@@ -43,72 +44,6 @@ def id_key(value: str) -> str:
         except ValueError:
             pass
     return value
-
-
-_MIGRATIONS = [
-    # version 1
-    """
-    CREATE TABLE turns (
-        turn_id TEXT PRIMARY KEY,
-        thread_id TEXT NOT NULL,
-        status TEXT NOT NULL,
-        message TEXT NOT NULL DEFAULT '',
-        request_hash TEXT NOT NULL DEFAULT '',
-        started_at REAL NOT NULL,
-        ended_at REAL,
-        paused_at REAL,
-        response TEXT,
-        last_seq INTEGER NOT NULL DEFAULT 0,
-        root_trace_id TEXT,
-        root_span_id TEXT
-    );
-    CREATE INDEX turns_thread ON turns (thread_id, started_at DESC);
-    CREATE INDEX turns_status ON turns (status);
-    """,
-    # version 2: idempotent resumes, and where the latest run's events start
-    """
-    ALTER TABLE turns ADD COLUMN resume_hash TEXT;
-    ALTER TABLE turns ADD COLUMN run_after_seq INTEGER NOT NULL DEFAULT 0;
-    """,
-    # version 3: turns and threads are found by their id's key (id_key), in any spelling
-    """
-    ALTER TABLE turns ADD COLUMN turn_key TEXT NOT NULL DEFAULT '';
-    ALTER TABLE turns ADD COLUMN thread_key TEXT NOT NULL DEFAULT '';
-    """,
-    # version 4: the served graph a turn ran on (GET /turns?graph=)
-    """
-    ALTER TABLE turns ADD COLUMN graph TEXT NOT NULL DEFAULT '';
-    """,
-    # version 5: the user a turn (and its thread) belongs to; '' for none (RELAY_AUTH)
-    """
-    ALTER TABLE turns ADD COLUMN user_id TEXT NOT NULL DEFAULT '';
-    CREATE INDEX turns_user ON turns (user_id, started_at DESC);
-    """,
-    # version 6: the client-tool rounds of a turn, across all its runs
-    """
-    ALTER TABLE turns ADD COLUMN client_tool_round INTEGER NOT NULL DEFAULT 0;
-    """,
-    # version 7: who each thread belongs to, fixed by its first turn (relay/turns/threads.py)
-    f"""
-    {threads.SQLITE_TABLE};
-    {threads.SQLITE_BACKFILL};
-    """,
-]
-
-
-def _fill_keys(db: sqlite3.Connection) -> None:
-    """Version 3's data step: the keys of the turns recorded before it."""
-    rows = db.execute("SELECT turn_id, thread_id FROM turns").fetchall()
-    db.executemany(
-        "UPDATE turns SET turn_key = ?, thread_key = ? WHERE turn_id = ?",
-        [(id_key(turn), id_key(thread), turn) for turn, thread in rows],
-    )
-    db.execute("CREATE UNIQUE INDEX turns_key ON turns (turn_key)")
-    db.execute("CREATE INDEX turns_thread_key ON turns (thread_key, started_at DESC)")
-
-
-#: steps in Python that follow a version's script, in its transaction
-_MIGRATION_STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {3: _fill_keys}
 
 
 @dataclass(slots=True)
@@ -136,6 +71,13 @@ class TurnRecord:
     #: the client-tool rounds (pauses on a client tool) the turn has had so far, over all
     #: its runs: RELAY_CLIENT_TOOL_MAX_ROUNDS counts them across approvals in between
     client_tool_round: int = 0
+    #: the lease of the instance running the turn (relay/turns/leases.py): epoch ms until
+    #: which it holds the turn; 0 for none (not running, or a turn the relay did not run)
+    lease_until: float = 0.0
+    #: which attempt at the turn runs it: a takeover counts one more
+    attempt: int = 1
+    #: the PostgreSQL session holding the thread's lock for the run (0: none, SQLite)
+    lock_holder: int = 0
 
     def __post_init__(self) -> None:
         if not self.turn_key:
@@ -170,12 +112,18 @@ class TurnExists(Exception):
 class HeldThread(Protocol):
     """A thread held for one run (:meth:`TurnStore.lock_thread`), until released."""
 
+    #: what holds it in the shared store (a PostgreSQL backend pid; 0: nothing to end)
+    @property
+    def holder(self) -> int: ...
+
     async def release(self) -> None: ...
 
 
 class _HoldsNothing:
     """The hold of a store that only one instance uses: the run manager already keeps
     one run per thread in process, so there is nothing more to hold."""
+
+    holder = 0
 
     async def release(self) -> None:
         return None
@@ -239,6 +187,26 @@ class TurnStore(Protocol):
     ) -> list[TurnRecord]: ...
 
     async def mark_interrupted(self) -> int: ...
+
+    async def renew_leases(self, leases: Mapping[str, int], until: float) -> set[str]:
+        """Extend to ``until`` (epoch ms) the lease of each running turn in ``leases``
+        (turn id -> the attempt this instance runs); the ids of those still ours, in one
+        statement (relay/turns/leases.py)."""
+        ...
+
+    async def claim_expired(
+        self, now: float, until: float, exclude: Sequence[str], startup: bool
+    ) -> Sequence[TurnRecord]:
+        """Claim the running turns whose lease ran out before ``now`` (none of
+        ``exclude``, this instance's own), each for exactly one claimer: one more
+        attempt, this instance's lease until ``until``. ``startup``: also the turns only
+        this instance's dead predecessor can have left running."""
+        ...
+
+    async def free_thread(self, record: TurnRecord) -> bool:
+        """Free the thread of a claimed turn whose owner may only hang: end the session
+        that holds its lock (``record.lock_holder``), if it still does."""
+        ...
 
     async def claim_thread(self, thread_id: str, user_id: str) -> str:
         """The owner of the thread (any spelling): the one it has, or, when it has none
@@ -315,6 +283,20 @@ class ThreadedTurnAPI(ABC):
         instance's) ``interrupted``; how many."""
 
     @abstractmethod
+    def _renew_leases(self, leases: dict[str, int], until: float) -> set[str]:
+        """``renew_leases`` by the turns' keys: the keys still ours."""
+
+    @abstractmethod
+    def _claim_expired(
+        self, now: float, until: float, exclude: list[str], startup: bool
+    ) -> list[TurnRecord]:
+        """``claim_expired`` with ``exclude`` as keys."""
+
+    def _free_thread(self, record: TurnRecord) -> bool:
+        """A store of one instance: no other instance's lock to end."""
+        return False
+
+    @abstractmethod
     def _claim_thread(self, thread_id: str, user_id: str) -> str:
         """Claim the thread for ``user_id`` unless it has an owner; its owner."""
 
@@ -362,129 +344,25 @@ class ThreadedTurnAPI(ABC):
         with shared records) become ``interrupted``."""
         return await self._in_thread(self._mark_interrupted)
 
+    async def renew_leases(self, leases: Mapping[str, int], until: float) -> set[str]:
+        if not leases:
+            return set()
+        by_key = {id_key(turn_id): turn_id for turn_id in leases}
+        held = {key: leases[turn_id] for key, turn_id in by_key.items()}
+        ours = await self._in_thread(self._renew_leases, held, until)
+        return {by_key[key] for key in ours}
+
+    async def claim_expired(
+        self, now: float, until: float, exclude: Sequence[str], startup: bool
+    ) -> Sequence[TurnRecord]:
+        keys = [id_key(turn_id) for turn_id in exclude]
+        return await self._in_thread(self._claim_expired, now, until, keys, startup)
+
+    async def free_thread(self, record: TurnRecord) -> bool:
+        return await self._in_thread(self._free_thread, record)
+
     async def claim_thread(self, thread_id: str, user_id: str) -> str:
         return await self._in_thread(self._claim_thread, thread_id, user_id)
 
     async def thread_owner(self, thread_id: str) -> str | None:
         return await self._in_thread(self._thread_owner, thread_id)
-
-
-class SQLiteTurnStore(ThreadedTurnAPI):
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._migrate()
-
-    def _migrate(self) -> None:
-        with self._lock:
-            self._db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER)")
-            row = self._db.execute("SELECT MAX(version) FROM schema_version").fetchone()
-            current = row[0] or 0
-            for version, script in enumerate(_MIGRATIONS, start=1):
-                if version > current:
-                    self._db.execute("BEGIN")
-                    try:
-                        for statement in filter(str.strip, script.split(";")):
-                            self._db.execute(statement)
-                        step = _MIGRATION_STEPS.get(version)
-                        if step is not None:
-                            step(self._db)
-                        self._db.execute("INSERT INTO schema_version VALUES (?)", (version,))
-                    except BaseException:
-                        self._db.execute("ROLLBACK")
-                        raise
-                    self._db.execute("COMMIT")
-
-    # -- sync core (runs in a worker thread) --------------------------------------------
-
-    def _create(self, record: TurnRecord) -> None:
-        placeholders = ", ".join("?" for _ in _COLUMNS)
-        with self._lock:
-            self._db.execute("BEGIN")
-            try:
-                self._db.execute(
-                    f"INSERT INTO turns ({', '.join(_COLUMNS)}) VALUES ({placeholders})",
-                    [getattr(record, c) for c in _COLUMNS],
-                )
-                # the first turn of a thread makes it its user's (a later one: no change)
-                self._db.execute(threads.SQLITE_CLAIM, (record.thread_key, record.user_id))
-            except sqlite3.IntegrityError:
-                self._db.execute("ROLLBACK")
-                raise TurnExists(record.turn_id) from None
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-
-    def _get(self, turn_id: str) -> TurnRecord | None:
-        with self._lock:
-            row = self._db.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM turns WHERE turn_key = ?", (id_key(turn_id),)
-            ).fetchone()
-        return TurnRecord(*row) if row else None
-
-    def _update(self, turn_id: str, changes: dict[str, Any]) -> None:
-        unknown = set(changes) - set(_COLUMNS)
-        if unknown:
-            raise ValueError(f"unknown turn fields {unknown}")
-        sets = ", ".join(f"{k} = ?" for k in changes)
-        with self._lock:
-            self._db.execute(
-                f"UPDATE turns SET {sets} WHERE turn_key = ?", [*changes.values(), id_key(turn_id)]
-            )
-
-    def _list(
-        self,
-        thread_id: str | None,
-        limit: int,
-        before: float | None,
-        graph: str | None = None,
-        status: str | None = None,
-        user_id: str | None = None,
-    ) -> list[TurnRecord]:
-        clause, args = list_filter(thread_id, before, "?", graph, status, user_id)
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM turns {clause} "
-                "ORDER BY started_at DESC LIMIT ?",
-                [*args, limit],
-            ).fetchall()
-        return [TurnRecord(*row) for row in rows]
-
-    def _mark_interrupted(self) -> int:
-        now = time.time() * 1000
-        with self._lock:
-            cur = self._db.execute(
-                "UPDATE turns SET status = 'interrupted', ended_at = ? WHERE status = ?",
-                (now, RUNNING),
-            )
-            return cur.rowcount
-
-    def _claim_thread(self, thread_id: str, user_id: str) -> str:
-        key = id_key(thread_id)
-        with self._lock:  # one connection, one lock: the insert and the read are one step
-            self._db.execute(threads.SQLITE_CLAIM, (key, user_id))
-            row = self._db.execute(threads.SQLITE_OWNER, (key,)).fetchone()
-        return str(row[0])
-
-    def _thread_owner(self, thread_id: str) -> str | None:
-        with self._lock:
-            row = self._db.execute(threads.SQLITE_OWNER, (id_key(thread_id),)).fetchone()
-        return str(row[0]) if row else None
-
-    async def lock_thread(self, thread_id: str) -> HeldThread | None:
-        """One instance uses this file: no other instance to hold the thread against."""
-        return HOLDS_NOTHING
-
-    async def ping(self) -> None:
-        """Readiness: one cheap read."""
-        await self.list(limit=1)
-
-    def close(self) -> None:
-        self._close_executor()
-        with self._lock:
-            self._db.close()

@@ -29,7 +29,7 @@ from typing import Any
 
 from relay.bus.base import Bus
 from relay.logs import current_turn
-from relay.turns.records import RUNNING, TurnRecord, TurnStore
+from relay.turns.records import RUNNING, TurnRecord, TurnStore, lease_until
 from relay.turns.response import ChatResponse
 from relay.turns.run_end import (
     CANCELLED,
@@ -41,6 +41,7 @@ from relay.turns.run_end import (
     record_end_eventually,
     terminal_sent,
 )
+from relay.turns.run_leases import LeasedRuns
 
 log = logging.getLogger("relay.runs")
 
@@ -71,6 +72,9 @@ class _Run:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     thread_lock: Any = None  # held across instances while the run runs
     ending: bool = False  # its end is being recorded: a cancel changes nothing now
+    attempt: int = 1  # the attempt at the turn this run is (its record's, a lease's key)
+    lease_until: float = 0.0  # epoch ms: its lease, as last written (0: none yet)
+    lost: bool = False  # another instance took the turn over: end without a word
 
 
 def _check_start(record: object, kind: object, runner: object) -> None:
@@ -96,7 +100,7 @@ def _check_start(record: object, kind: object, runner: object) -> None:
         raise TypeError(f"kind must be a str, not {type(kind).__name__}")
 
 
-class RunManager:
+class RunManager(LeasedRuns):
     """Runs turns as tasks. ``turn_timeout_s`` (None: no limit) bounds each run: one still
     running ``turn_timeout_s + turn_timeout_margin_s`` after it started is cancelled and
     ends with an ``error`` event, code ``turn_timeout``. The margin (default 1 s) lets an
@@ -112,6 +116,7 @@ class RunManager:
         thread_policy: str = "reject",
         turn_timeout_s: float | None = None,
         turn_timeout_margin_s: float = TURN_TIMEOUT_MARGIN_S,
+        lease_s: float | None = None,
     ) -> None:
         if turn_timeout_s is not None and not turn_timeout_s > 0:
             raise ValueError(f"turn_timeout_s must be positive or None, not {turn_timeout_s}")
@@ -123,6 +128,9 @@ class RunManager:
         self.thread_policy = thread_policy
         self.turn_timeout_s = turn_timeout_s
         self.turn_timeout_margin_s = turn_timeout_margin_s
+        #: RELAY_LEASE_S: each run holds a lease on its record (relay/turns/leases.py
+        #: renews it); None: no leases
+        self.lease_s = lease_s
         self._runs: dict[str, _Run] = {}  # turn_id -> running run
         self._threads: dict[str, str] = {}  # thread_id -> running turn_id
         self._ending: set[asyncio.Task[None]] = set()  # ends being recorded (kept alive)
@@ -182,6 +190,11 @@ class RunManager:
             if thread_lock is None:
                 raise ThreadBusy(record.thread_id, "(running on another instance)")
         run: _Run | None = None
+        lease: dict[str, Any] = {}
+        if self.lease_s is not None:  # the run holds the turn from its first write
+            record.lease_until = lease_until(self.lease_s)
+            record.lock_holder = thread_lock.holder if thread_lock is not None else 0
+            lease = {"lease_until": record.lease_until, "lock_holder": record.lock_holder}
         try:
             if create:  # one write: the new record already says where this run stands
                 record.status = RUNNING
@@ -191,13 +204,19 @@ class RunManager:
             self.bus.open_turn(record.turn_id, record.last_seq)
             first_seq = self.bus.last_seq(record.turn_id)
             run = _Run(record.turn_id, record.thread_id, kind, first_seq, thread_lock=thread_lock)
+            run.attempt = record.attempt
             self._runs[record.turn_id] = run
             self._threads[record.thread_id] = record.turn_id
             if not create or first_seq != record.run_after_seq:
                 record.run_after_seq = first_seq
                 await self.turns.update(
-                    record.turn_id, status=RUNNING, ended_at=None, run_after_seq=first_seq
+                    record.turn_id,
+                    status=RUNNING,
+                    ended_at=None,
+                    run_after_seq=first_seq,
+                    **lease,
                 )
+            run.lease_until = record.lease_until  # leased from here (leases())
         except BaseException:
             # no run: the thread goes back to the run it was queued behind, or is free
             if run is not None:
@@ -289,6 +308,13 @@ class RunManager:
         """Record the run's end, then give its thread back. Never raises; each step is
         tried whatever the one before did."""
         try:
+            if not await self._still_ours(run):
+                log.warning(
+                    "relay: turn %s was taken over by another instance; "
+                    "this run ends without a terminal event or a record of its own",
+                    run.turn_id,
+                )
+                return
             log.info(
                 "run ended",
                 extra={"run_kind": run.kind, "status": outcome.status(self._shutting_down)},

@@ -156,6 +156,10 @@ def test_unknown_bus_is_refused_clearly(bus: str) -> None:
         ({"RELAY_HEARTBEAT_S": "0"}, "RELAY_HEARTBEAT_S"),
         ({"RELAY_HEARTBEAT_S": "-1"}, "RELAY_HEARTBEAT_S"),
         ({"RELAY_DISCONNECT_GRACE_S": "-0.5"}, "RELAY_DISCONNECT_GRACE_S"),
+        ({"RELAY_LEASE_S": "0"}, "RELAY_LEASE_S must be > 0"),
+        ({"RELAY_LEASE_S": "-15"}, "RELAY_LEASE_S must be > 0"),
+        ({"RELAY_LEASE_S": "15s"}, "RELAY_LEASE_S='15s' is not a number"),
+        ({"RELAY_LEASE_S": "inf"}, "RELAY_LEASE_S='inf' must be a finite number"),
     ],
 )
 def test_invalid_values_name_the_variable(env: dict[str, str], name: str) -> None:

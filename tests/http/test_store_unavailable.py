@@ -115,7 +115,7 @@ async def test_the_sqlite_defaults_answer_the_same_checks(tmp_path: Path) -> Non
 
     from relay.langgraph.checkpoints import check_checkpointer
     from relay.store.sqlite import SQLiteSpanStore
-    from relay.turns.records import SQLiteTurnStore
+    from relay.turns.sqlite import SQLiteTurnStore
 
     turns = SQLiteTurnStore(tmp_path / "turns.db")
     store = SQLiteSpanStore(tmp_path / "spans.db", retention_s=60, max_turns=10)

@@ -14,9 +14,10 @@ import pytest
 from relay.bus import MemoryBus
 from relay.events import Event
 from relay.ingest.processor import RelaySpanProcessor
-from relay.turns.records import PAUSED, RUNNING, SQLiteTurnStore, TurnRecord
+from relay.turns.records import PAUSED, RUNNING, TurnRecord
 from relay.turns.response import ChatResponse
 from relay.turns.runs import RunManager, ThreadBusy
+from relay.turns.sqlite import SQLiteTurnStore
 
 
 class World:

@@ -25,9 +25,10 @@ from hypothesis import strategies as st
 from relay.bus import MemoryBus
 from relay.events import Event
 from relay.ingest.processor import RelaySpanProcessor
-from relay.turns.records import RUNNING, SQLiteTurnStore, TurnRecord
+from relay.turns.records import RUNNING, TurnRecord
 from relay.turns.response import STATUSES, ChatResponse
 from relay.turns.runs import RunManager
+from relay.turns.sqlite import SQLiteTurnStore
 
 THREAD = "th"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from relay.langgraph.checkpoints import open_checkpointer
 from relay.settings import RelaySettings
 from relay.turns.messages import SQLiteMessageStore
-from relay.turns.records import SQLiteTurnStore
+from relay.turns.sqlite import SQLiteTurnStore
 from relay.turns.starting import StartLocks
 
 NORMAL = 1  # PRAGMA synchronous: 0 OFF, 1 NORMAL, 2 FULL

@@ -16,9 +16,10 @@ import pytest
 
 from relay import events as ev
 from relay.events import Event
-from relay.turns import records as turns_module
+from relay.turns import sqlite as turns_module
 from relay.turns.foreign import record_received_events
-from relay.turns.records import SQLiteTurnStore, TurnRecord
+from relay.turns.records import TurnRecord
+from relay.turns.sqlite import SQLiteTurnStore
 from relay.turns.threads import apart_thread
 
 

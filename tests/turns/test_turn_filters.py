@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from relay.turns.records import SQLiteTurnStore, TurnRecord
+from relay.turns.records import TurnRecord
+from relay.turns.sqlite import SQLiteTurnStore
 
 
 @pytest.fixture

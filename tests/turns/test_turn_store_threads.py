@@ -9,7 +9,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from relay.turns.records import TURN_THREADS, SQLiteTurnStore, TurnRecord
+from relay.turns.records import TURN_THREADS, TurnRecord
+from relay.turns.sqlite import SQLiteTurnStore
 
 
 def _record(turn_id: str) -> TurnRecord:

@@ -1,4 +1,4 @@
-"""relay.turns.records.SQLiteTurnStore: the turn records that outlive the process."""
+"""relay.turns.sqlite.SQLiteTurnStore: the turn records that outlive the process."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from relay.turns import records as turns_module
-from relay.turns.records import LIVE, PAUSED, RUNNING, SQLiteTurnStore, TurnExists, TurnRecord
+from relay.turns import sqlite as turns_module
+from relay.turns.records import LIVE, PAUSED, RUNNING, TurnExists, TurnRecord
+from relay.turns.sqlite import SQLiteTurnStore
 
 
 @pytest.fixture
