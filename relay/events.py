@@ -31,6 +31,13 @@ CUSTOM = "custom"  # a payload a node sent: its stream writer, a custom callback
 
 #: Events that end a run: the response to POST /chat or /chat/resume stops after one.
 RUN_TERMINAL = frozenset({TURN_COMPLETED, PAUSED, ERROR})
+
+#: the words of an ``error`` ``interrupted``: a turn cut short by its server's stop (its
+#: live terminal event, the one rebuilt from its record, the one a takeover sends)
+INTERRUPTED_MESSAGE = (
+    "The server stopped while this turn was running, so it did not finish. "
+    "Please send your message again."
+)
 #: Events that end a turn: GET /turns/{id}/events stops after one (it waits through a pause).
 TURN_TERMINAL = frozenset({TURN_COMPLETED, ERROR})
 

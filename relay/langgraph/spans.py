@@ -36,8 +36,10 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, Tracer
 
 from relay import conventions as c
+from relay.events import INTERRUPTED_MESSAGE
 from relay.langgraph.failures import transient
 from relay.spans import to_ms
+from relay.turns.run_end import INTERRUPTED, SHUTDOWN
 
 
 @dataclass
@@ -142,8 +144,12 @@ def run_span(
             span, end_on_exit=False, record_exception=False, set_status_on_exception=False
         ):
             yield run
-    except asyncio.CancelledError:
-        run.outcome = "cancelled"
+    except asyncio.CancelledError as exc:
+        if SHUTDOWN in exc.args:  # the relay's stop cut it: nobody asked for a cancel
+            run.outcome = INTERRUPTED
+            run.end_attributes[c.ERROR_MESSAGE] = INTERRUPTED_MESSAGE
+        else:
+            run.outcome = "cancelled"
         raise
     except BaseException as exc:
         run.outcome = "error"

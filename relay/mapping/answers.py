@@ -36,6 +36,13 @@ from relay.spans import SpanRecord, to_ms
 # -- our runs ----------------------------------------------------------------------------
 
 
+#: the words of a run that was stopped, when its root says none
+_STOPPED = {
+    "cancelled": "The turn was cancelled.",
+    "interrupted": ev.INTERRUPTED_MESSAGE,
+}
+
+
 def root_end(run: Run, record: SpanRecord) -> list[Event]:
     """The terminal event of one of our runs, from its root's end attributes."""
     attrs = record.attributes
@@ -65,14 +72,14 @@ def root_end(run: Run, record: SpanRecord) -> list[Event]:
                 },
             )
         ]
-    if outcome == "cancelled":
+    if outcome in ("cancelled", "interrupted"):  # asked for, or cut by its server's stop
         return [
             run.event(
                 ev.ERROR,
                 end,
                 {
-                    "code": "cancelled",
-                    "message": str(attrs.get(c.ERROR_MESSAGE, "The turn was cancelled.")),
+                    "code": outcome,
+                    "message": str(attrs.get(c.ERROR_MESSAGE, _STOPPED[outcome])),
                     "node": attrs.get(c.ERROR_NODE),
                     "retryable": True,
                 },

@@ -11,13 +11,12 @@ import json
 import time
 
 from relay import events as ev
-from relay.events import Event
+from relay.events import INTERRUPTED_MESSAGE, Event
 from relay.turns.records import TurnRecord, TurnStore
 from relay.turns.response import ChatResponse
 
 _MESSAGES = {
-    "interrupted": "The server stopped while this turn was running, so it did not finish. "
-    "Please send your message again.",
+    "interrupted": INTERRUPTED_MESSAGE,
     "cancelled": "The turn was cancelled.",
     "error": "The agent could not finish this turn.",
 }

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from relay.bus.base import Bus
-from relay.events import ERROR, Event
+from relay.events import ERROR, INTERRUPTED_MESSAGE, Event
 from relay.turns.records import PAUSED, TurnStore
 from relay.turns.response import STATUSES, ChatResponse, client_tool_round
 
@@ -24,6 +24,11 @@ log = logging.getLogger("relay.runs")
 TURN_FAILED = "turn_failed"
 TURN_TIMEOUT = "turn_timeout"
 CANCELLED = "cancelled"
+#: a run cut short by its server's stop (what its record says too)
+INTERRUPTED = "interrupted"
+#: the message of the cancel the shutdown sends a run's task: the run's root span reads
+#: it (relay/langgraph/spans.py) and ends ``interrupted``, as the turn's record will
+SHUTDOWN = "the server is shutting down"
 
 #: the ``error.message`` for each code: said to the user, so nothing internal in it
 _MESSAGES = {
@@ -31,6 +36,7 @@ _MESSAGES = {
     # the words of the agent's own timeout (relay/langgraph/agent.py): one sentence for one event
     TURN_TIMEOUT: "This took too long and was stopped. Please try again.",
     CANCELLED: "The turn was cancelled.",
+    INTERRUPTED: INTERRUPTED_MESSAGE,
 }
 
 #: a failed publish is retried at once (the bus appends to a local log: nothing to wait for)
@@ -66,6 +72,11 @@ class Outcome:
             type(result).__name__,
         )
         return cls()
+
+    def terminal_code(self, shutting_down: bool) -> str:
+        """The code of the terminal event the relay sends for it when its spans sent
+        none: a cancel by the shutdown is ``interrupted``, as its record says."""
+        return INTERRUPTED if shutting_down and self.code == CANCELLED else self.code
 
     def status(self, shutting_down: bool) -> str:
         if self.response is not None:

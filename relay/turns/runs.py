@@ -33,6 +33,7 @@ from relay.turns.records import RUNNING, TurnRecord, TurnStore, lease_until
 from relay.turns.response import ChatResponse
 from relay.turns.run_end import (
     CANCELLED,
+    SHUTDOWN,
     TURN_TIMEOUT,
     Outcome,
     end_changes,
@@ -324,7 +325,13 @@ class RunManager(LeasedRuns):
             except Exception:
                 log.exception("relay: could not flush the spans of turn %s", run.turn_id)
             try:
-                ensure_terminal(self.bus, run.thread_id, run.turn_id, run.first_seq, outcome.code)
+                ensure_terminal(
+                    self.bus,
+                    run.thread_id,
+                    run.turn_id,
+                    run.first_seq,
+                    outcome.terminal_code(self._shutting_down),
+                )
             except Exception:
                 log.exception("relay: could not end the stream of turn %s", run.turn_id)
             changes = end_changes(outcome, self.bus.last_seq(run.turn_id), self._shutting_down)
@@ -427,7 +434,7 @@ class RunManager(LeasedRuns):
         if tasks and grace_s > 0:
             await asyncio.wait(tasks, timeout=grace_s)
         for task in tasks:
-            task.cancel("server shutting down")
+            task.cancel(SHUTDOWN)
         for task in tasks:
             with contextlib.suppress(BaseException):
                 await task
