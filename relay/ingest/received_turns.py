@@ -9,11 +9,14 @@ the receiver's decisions, per trace:
   from here whose record is not written yet takes runs of its first run's user alone);
 - **ignored**: a run of a turn this relay runs or ran itself (naming that turn's user:
   the in-process double of what it published, an agent that exports its spans here
-  too), or a run refused (another user, or none, on a turn that has one: counted in
+  too), of a turn another instance publishes (the run's spans split over replicas:
+  counted in ``stats["published_elsewhere"]`` and logged once per trace), or a run
+  refused (another user, or none, on a turn that has one: counted in
   ``stats["kept_apart"]`` and logged with its ids alone). An ignored trace's spans are
   still stored, under no turn; nothing of it is published or indexed.
 
-:meth:`ReceivedTurns.admit` looks records up (I/O: it runs on the receiver's outbox task,
+:meth:`ReceivedTurns.admit` looks records up, and asks a shared bus about the turn (I/O:
+it runs on the receiver's outbox task,
 :mod:`relay.ingest.outbox`); :meth:`ReceivedTurns.may_publish` is the last check before
 the bus, on the event loop: a turn not yet published from here may have begun running
 here, or on another instance of the shared bus, meanwhile. Bounded: each memory keeps
@@ -77,11 +80,14 @@ class ReceivedTurns:
                 continue
             user = self.users.get(trace_id, "")
             try:
+                if turn_id not in self._owned:  # another instance may publish it: the
+                    # shared bus learns its log, so that may_publish sees it
+                    await self.bus.lookup(turn_id)
                 known = await self.turns.get(turn_id)
             except Exception:  # fail closed: whose turn it is cannot be told
                 log.exception(
-                    "relay: could not read the record of received turn %s; trace %s is "
-                    "not published (its spans are stored)",
+                    "relay: could not read the record (or the shared log) of received "
+                    "turn %s; trace %s is not published (its spans are stored)",
                     turn_id,
                     trace_id,
                 )
@@ -109,11 +115,29 @@ class ReceivedTurns:
         if event.trace_id in self._ignored:
             return False
         if event.turn_id not in self._owned:
-            if self.running(event.turn_id) or self.bus.has_turn(event.turn_id):
+            if self.running(event.turn_id):
                 self.ignore_own(event.turn_id, event.trace_id)
+                return False
+            if self.bus.has_turn(event.turn_id):
+                self._elsewhere(event.turn_id, event.trace_id)
                 return False
             bounded_add(self._owned, event.turn_id, self.max_turns)
         return True
+
+    def _elsewhere(self, turn_id: str, trace_id: str) -> None:
+        """Another instance publishes this turn (the shared bus has its log): its run's
+        spans were split over replicas (a balancer that does not route by trace id), or
+        it runs there in-process and its agent exports here too. Once per trace."""
+        self.stats["published_elsewhere"] += 1
+        log.warning(
+            "relay: received spans of trace %s, of turn %s, which another instance "
+            "publishes: not published here (stored). A run's spans must all reach one "
+            "relay: route OTLP by trace id (RUNBOOK, 'Scaling out'); or the agent runs "
+            "on another replica and exports its spans here too",
+            trace_id,
+            turn_id,
+        )
+        bounded_add(self._ignored, trace_id, self.max_turns)
 
     def ignore_own(self, turn_id: str, trace_id: str) -> None:
         log.warning(

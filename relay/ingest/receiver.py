@@ -140,6 +140,8 @@ class OTLPReceiver:
             # received turns that named another user than their thread's owner, or none
             # on a thread that has one: kept apart (relay/turns/threads.py)
             "kept_apart": 0,
+            # traces of a turn another instance publishes (split over replicas): not here
+            "published_elsewhere": 0,
         }
         self._records = RecordWriter(turns, self._noted.messages, self._noted.users, self.stats)
         self._writer = StoreWriter(store, store_backlog, self.stats)
