@@ -9,7 +9,9 @@ when named with ``--only``, workers (``serve --workers 1`` against 2 on Redis an
 PostgreSQL: tests/bench/bench_workers.py), soak (20 waves of 150 concurrent demo
 turns, RSS and what the retention holds per wave: tests/bench/bench_soak.py) and memory
 (``span-relay serve``'s RSS before, at its peak during and after a burst of maximum-size
-bodies: tests/bench/bench_memory.py).
+bodies: tests/bench/bench_memory.py) and recovery (kill -9 of the replica running a turn
+-> the next event a reader on the other replica gets, p50 and p99 over 20 kills:
+tests/bench/bench_takeover.py).
 A full run takes a few minutes; the exit status is 0 whatever the figures say (a bench
 reports, the smoke test and the humans judge).
 """
@@ -46,7 +48,7 @@ IDS = (
     "startup",
 )
 #: run only when named (--only): they need services, or minutes of their own
-OPT_IN = ("workers", "soak", "memory")
+OPT_IN = ("workers", "soak", "memory", "recovery")
 
 
 def _runners() -> dict[str, Callable[[bool], list[Figure]]]:
@@ -57,6 +59,7 @@ def _runners() -> dict[str, Callable[[bool], list[Figure]]]:
         bench_overhead,
         bench_soak,
         bench_startup,
+        bench_takeover,
         bench_workers,
     )
 
@@ -73,6 +76,7 @@ def _runners() -> dict[str, Callable[[bool], list[Figure]]]:
         "workers": bench_workers.run_workers,
         "soak": bench_soak.run_soak,
         "memory": bench_memory.run_memory,
+        "recovery": bench_takeover.run_recovery,
     }
 
 

@@ -93,6 +93,7 @@ SOAK_KEYS: tuple[str, ...] = (
 #: The memory bench's figure (``--only memory``: not in the default run, it sends
 #: hundreds of MiB of maximum-size bodies to a server of its own; tests/bench/bench_memory.py).
 MEMORY_KEYS: tuple[str, ...] = ("memory.oversized_rss_mb",)
+RECOVERY_KEYS: tuple[str, ...] = ("recovery.takeover_p50", "recovery.takeover_p99")
 
 #: Figures that may be "n/a" because what they measure is not built yet (hooks).
 MAY_BE_NA = frozenset(

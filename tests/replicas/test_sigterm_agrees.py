@@ -63,8 +63,9 @@ def test_a_stopped_replicas_turn_ends_interrupted_on_its_stream_and_record(
         assert (end["type"], end["code"], end["retryable"]) == ("error", "interrupted", True)
         assert end["message"] == INTERRUPTED_MESSAGE
         record = wait_until(
-            lambda: (r := client.get(f"{b.url}/turns/{turn_id}").json())["status"] != "running"
-            and r,
+            lambda: (
+                (r := client.get(f"{b.url}/turns/{turn_id}").json())["status"] != "running" and r
+            ),
             what="the record's end",
         )
         assert record["status"] == "interrupted"

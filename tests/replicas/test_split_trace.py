@@ -72,7 +72,9 @@ def test_a_split_trace_is_said_and_counted_on_the_replica_with_the_stray_part(
             what="B telling the split trace",
         )
     assert a.relay.receiver.stats["published_elsewhere"] == 0
-    said = [r.getMessage() for r in caplog.records if "another instance publishes" in r.getMessage()]
+    said = [
+        r.getMessage() for r in caplog.records if "another instance publishes" in r.getMessage()
+    ]
     assert len(said) == 1 and turn_id in said[0] and "route OTLP by trace id" in said[0]
     assert not any("runs or ran itself" in r.getMessage() for r in caplog.records)
     # A streamed the run from its start marker: its log is the turn's, on the shared bus
