@@ -99,6 +99,8 @@ class TurnRecord:
             if self.ended_at is not None
             else None,
             "response": json.loads(self.response) if self.response else None,
+            # 1, and one more each time another instance took the turn over (its lease)
+            "attempt": self.attempt,
         }
 
 

@@ -110,6 +110,7 @@ def test_kill_9_of_the_owner_ends_the_turn_for_a_reader_on_the_other_replica(
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))  # no gap
     assert [e["type"] for e in events].count("error") == 1
     assert status(b.url, turn_id) == "interrupted"
+    assert httpx.get(f"{b.url}/turns/{turn_id}", timeout=30).json()["attempt"] == 2
     assert recovered(b.url) == 1
     # a reader that comes now (any cursor) gets the same end, and one at it gets 204
     again = TurnReader(b.url, turn_id, timeout=60).start().join(60)
