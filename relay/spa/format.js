@@ -47,6 +47,7 @@ export const STATE_TEXT = {
   paused: 'paused',
   skipped: 'skipped',
   cancelled: 'cancelled',
+  retrying: 'retried',
 };
 
 export const OUTCOME_TEXT = {

@@ -23,6 +23,7 @@ const STATE_ICON = {
   paused: '', // drawn as two bars (the pause glyph is missing from many fonts)
   skipped: '–',
   cancelled: '×',
+  retrying: '↻',
 };
 
 /** Shorten an SVG text with an ellipsis until it fits (the full text stays in the title). */

@@ -3,7 +3,9 @@
 
 import { progressOf } from './progress.js';
 
-export const NODE_STATES = ['idle', 'running', 'ok', 'error', 'paused', 'skipped', 'cancelled'];
+// retrying: an attempt that failed and that the node's RetryPolicy runs again (no failure)
+export const NODE_STATES = ['idle', 'running', 'ok', 'error', 'paused', 'skipped', 'cancelled', 'retrying'];
+const ENDED_STATES = ['ok', 'error', 'paused', 'cancelled', 'retrying'];
 export const OUTCOMES = ['answered', 'refused', 'paused', 'error', 'cancelled', 'interrupted'];
 const TERMINAL_TYPES = new Set(['turn_completed', 'paused', 'error']);
 
@@ -207,7 +209,7 @@ export class TurnModel {
       inst = this.instances[this.instances.length - 1];
     }
     const status = String(ev.status || 'ok');
-    inst.state = ['ok', 'error', 'paused', 'cancelled'].includes(status) ? status : 'ok';
+    inst.state = ENDED_STATES.includes(status) ? status : 'ok';
     inst.endTs = num(ev.ts);
     inst.durationMs = num(ev.duration_ms);
     if (inst.durationMs === null && inst.startTs !== null && inst.endTs !== null) inst.durationMs = inst.endTs - inst.startTs;
@@ -333,7 +335,7 @@ export class TurnModel {
     // node that paused in the first run stays in the history, as on the stream).
     let clock = this.instances.length ? Math.max(...this.instances.map((i) => i.endTs ?? 0)) + 1 : 0;
     for (const n of listed) {
-      const state = ['ok', 'error', 'paused', 'cancelled'].includes(n.status) ? n.status : 'ok';
+      const state = ENDED_STATES.includes(n.status) ? n.status : 'ok';
       this.instances.push({
         node: String(n.name),
         namespace: [],

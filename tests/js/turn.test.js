@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { TurnModel } from '../../relay/spa/turn.js';
 import { parseAll } from '../../relay/spa/sse.js';
 import { buildTimeline, nestChildren } from '../../relay/spa/timeline.js';
+import { STATE_TEXT } from '../../relay/spa/format.js';
 
 const NODES = ['__start__', 'guardrail_pre', 'retrieve_context', 'generate', 'human_approval', 'guardrail_post', '__end__'];
 const TOPO = {
@@ -328,4 +329,21 @@ test('recorded fault run: generate error, then the error event', () => {
   assert.equal(m.nodeState('guardrail_post'), 'skipped');
   assert.equal(m.error.code, 'node_failed');
   assert.equal(m.error.node, 'generate');
+});
+
+test('an attempt its RetryPolicy runs again is retrying, not a failure; the retry decides', () => {
+  const m = new TurnModel();
+  const s = script().topo();
+  s.push('node_started', { node: 'retrieve_context', span_id: 'a' });
+  s.push('node_completed', { node: 'retrieve_context', span_id: 'a', status: 'retrying', attempt: 1, duration_ms: 2 });
+  feed(m, s.events);
+  assert.equal(m.nodeState('retrieve_context'), 'retrying');
+  feed(m, [
+    { type: 'node_started', node: 'retrieve_context', span_id: 'b', ts: 1020 },
+    { type: 'node_completed', node: 'retrieve_context', span_id: 'b', status: 'ok', attempt: 2, duration_ms: 3, ts: 1023 },
+  ]);
+  assert.equal(m.nodeState('retrieve_context'), 'ok');
+  const rows = buildTimeline(m).sections[0].rows.filter((r) => r.type === 'node');
+  assert.deepEqual(rows.map((r) => r.state), ['retrying', 'ok']);
+  assert.equal(STATE_TEXT.retrying, 'retried');
 });
