@@ -123,9 +123,10 @@ def message_or_input(body: Mapping[str, Any]) -> tuple[str, Any]:
 
 def match_interrupts(resume: Any, pending: Sequence[PendingInterrupt]) -> dict[str, Any]:
     """The resume payload as ``{interrupt_id: answer}``, checked against what is pending:
-    one answer per interrupt; an approval (``{"type": "approval"}``) is answered with
-    ``{"approved": bool}``, a human-in-the-loop request (``action_requests``) with one
-    allowed decision per action."""
+    at most one answer per interrupt, for any of them (as LangGraph takes it: the
+    interrupts left unanswered stay pending, and the turn pauses again on them); an
+    approval (``{"type": "approval"}``) is answered with ``{"approved": bool}``, a
+    human-in-the-loop request (``action_requests``) with one allowed decision per action."""
     ids = {p.id for p in pending}
     if isinstance(resume, dict) and resume and set(resume) <= ids:
         answers = dict(resume)
@@ -136,18 +137,12 @@ def match_interrupts(resume: Any, pending: Sequence[PendingInterrupt]) -> dict[s
             422,
             "invalid_resume",
             "This turn waits on several interrupts; send "
-            "'resume' as {interrupt_id: answer} for each of: "
+            "'resume' as {interrupt_id: answer} for one or more of: "
             f"{', '.join(sorted(ids))}.",
         )
-    missing = ids - set(answers)
-    if missing:
-        raise ApiError(
-            422,
-            "invalid_resume",
-            f"'resume' has no answer for interrupt(s) {', '.join(sorted(missing))}.",
-        )
     for item in pending:
-        check_answer(item.value, answers[item.id])
+        if item.id in answers:
+            check_answer(item.value, answers[item.id])
     return answers
 
 

@@ -125,7 +125,8 @@ class ClientTools:
             )
         answers = match_interrupts(resume, pending)
         for interrupt_id, value in calls.items():
-            answers[interrupt_id] = self._answer(value, answers[interrupt_id])
+            if interrupt_id in answers:  # a call left unanswered stays pending
+                answers[interrupt_id] = self._answer(value, answers[interrupt_id])
         return answers
 
     def refuse_spent_token(
