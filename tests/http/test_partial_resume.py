@@ -25,7 +25,7 @@ from langgraph.types import Command, interrupt
 
 from relay import GraphAgent, Relay
 from tests import contract
-from tests.conftest import LiveServer, events_of, stream_post
+from tests.conftest import LiveServer, events_of, stream_get, stream_post
 from tests.delivery.agui_checks import post_agui
 
 
@@ -127,6 +127,12 @@ def test_a_resume_answers_one_of_two_interrupts_over_sse_and_json(served: LiveSe
         # an answer to an interrupt that is no longer pending is refused, clearly
         stale = client.post(f"{url}/chat/resume", json={**turn, "resume": {asked["size"]: "M"}})
         assert stale.status_code == 409, stale.text
+        # the turn's three runs replay from the stored spans as they went live
+        events = f"{served.url}/turns/{turn['turn_id']}/events"
+        live = events_of(stream_get(client, events))
+        replayed = events_of(stream_get(client, events, {"source": "spans", "speed": "0"}))
+        assert [e["type"] for e in live].count("paused") == 2
+        assert replayed == live
 
 
 def test_an_agui_resume_answers_one_of_two_interrupts(served: LiveServer) -> None:
