@@ -206,6 +206,10 @@ class MemoryBus:
 
     # -- reading ----------------------------------------------------------------------
 
+    def turn_ids(self) -> list[str]:
+        """The turns whose logs this bus holds."""
+        return list(self._logs)
+
     def has_turn(self, turn_id: str) -> bool:
         return turn_id in self._logs
 

@@ -94,6 +94,20 @@ class RedisWriter:
         if self._wake is not None:
             self._wake.set()
 
+    def rewrite(self, turn_ids: list[str]) -> None:
+        """Redis lost its data: write each of ``turn_ids`` again from the start of what
+        the local log holds (events it no longer holds are counted in ``lost``)."""
+        for turn_id in turn_ids:
+            last = self.local.last_seq(turn_id)
+            if last <= 0:
+                continue
+            before = self.written_seq.get(turn_id) if turn_id in self.unwritten_turns else last
+            self.backlog += before if before is not None else last
+            self.written_seq[turn_id] = 0
+            self.unwritten_turns[turn_id] = last
+        if self._wake is not None:
+            self._wake.set()
+
     def forget(self, turn_id: str) -> None:
         """Stop writing the turn; what it had not written yet is lost (and said so)."""
         last = self.unwritten_turns.pop(turn_id, None)

@@ -31,7 +31,7 @@ from relay.http.langgraph_auth import authorize, authorize_graph, authorize_thre
 from relay.http.operations import add_operation_routes
 from relay.http.otlp import add_receiver_routes
 from relay.http.parts import RelayParts
-from relay.http.replay import replay_response
+from relay.http.replay import replay_response, stored_catch_up
 from relay.http.requests import MAX_EVENT_ID, parse_cursor, read_json_object
 from relay.http.spa import add_spa_routes
 from relay.http.turn_feed import feed_response
@@ -42,6 +42,8 @@ from relay.turns.recovery import outcome_delivered, settle_outcome, terminal_eve
 
 #: the longest ``?wait=`` of ``GET /turns/{id}/events``, in seconds
 MAX_WAIT_S = 300.0
+#: a turn ended by its own run: its record's last seq is its log's
+ENDED_BY_RUN = frozenset({"answered", "refused", "error", "cancelled"})
 #: how often a waiting reader looks again for a turn another instance may have begun
 WAIT_RECHECK_S = 0.5
 
@@ -77,6 +79,23 @@ def ended_off_the_bus(relay: RelayParts, record: TurnRecord | None, turn_id: str
         and record.status == "interrupted"
         and relay.bus.terminal_seq(turn_id) is None
         and (bool(record.response) or record.last_seq <= relay.bus.last_seq(turn_id))
+    )
+
+
+def follows_lost_log(
+    relay: RelayParts, record: TurnRecord | None, turn_id: str, cursor: int
+) -> bool:
+    """Is the turn running by its record while the shared bus holds less of its log than
+    the reader has (Redis restarted without its data)? Then the reader follows the log
+    from its cursor, as the owner writes it again; it is never handed a made-up end (the
+    owner gone, its lease's sweep ends the turn on the bus: relay/turns/leases.py)."""
+    bus = relay.bus
+    return (
+        record is not None
+        and record.status == RUNNING
+        and bus.shared
+        and bus.terminal_seq(turn_id) is None
+        and (not bus.has_turn(turn_id) or cursor > bus.last_seq(turn_id))
     )
 
 
@@ -152,6 +171,17 @@ def build_router(relay: RelayParts) -> APIRouter:
             await relay.bus.lookup(turn_id)
         except BusUnavailable as exc:
             raise ApiError(503, "bus_unavailable", str(exc), headers={"Retry-After": "2"}) from None
+        if follows_lost_log(relay, record, turn_id, cursor):
+            # running by its record, its log not (yet) on the shared bus (Redis lost it;
+            # its owner writes it again): follow it from the cursor, never make up an end
+            return relay.streams.live(
+                turn_id,
+                cursor,
+                media,
+                stop_at=TURN_TERMINAL,
+                on_disconnect="continue",
+                encoder=encoder,
+            )
         if not relay.bus.has_turn(turn_id):
             if record is None:
                 raise ApiError(
@@ -161,6 +191,14 @@ def build_router(relay: RelayParts) -> APIRouter:
                     "when its first spans have come and settled: ?wait=S waits "
                     "up to S seconds for it.)",
                 )
+            if record.status in ENDED_BY_RUN and 0 < cursor < record.last_seq:
+                # its log is gone (the bus's TTL, a Redis that lost it): what the reader
+                # lacks, from the stored spans, with the seqs it had
+                caught_up = await stored_catch_up(
+                    relay, turn_id, record.last_seq, cursor, media, encoder
+                )
+                if caught_up is not None:
+                    return caught_up
             if record.status != PAUSED:  # over, or died with its process: say how it ended
                 record = await settle_outcome(relay.turns, record, cursor)
                 if outcome_delivered(record, cursor):
@@ -199,7 +237,8 @@ def build_router(relay: RelayParts) -> APIRouter:
             await relay.runs.settle(turn_id)  # the run may still be saving the answer
             if cursor >= relay.bus.last_seq(turn_id):
                 return Response(status_code=204)
-            return relay.streams.tail(turn_id, cursor, media, encoder=encoder)
+            rest = await relay.streams.tail(turn_id, cursor, media, encoder=encoder)
+            return rest if rest is not None else Response(status_code=204)
         try:
             return relay.streams.live(
                 turn_id,
