@@ -153,3 +153,9 @@ class Bus(Protocol):
     def lost(self) -> int:
         """Events that left this instance before they reached the shared store."""
         ...
+
+    @property
+    def losses(self) -> int:
+        """Times the shared store was found to have lost its data (a Redis restarted
+        without persistence): each a loss that every reader of a turn was told of."""
+        ...

@@ -151,6 +151,7 @@ class MemoryBus:
     shared = False
     backlog = 0
     lost = 0
+    losses = 0
 
     def __init__(
         self,

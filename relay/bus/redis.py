@@ -150,9 +150,13 @@ class RedisBus:
 
     @property
     def lost(self) -> int:
-        """Events that left the local log before they reached Redis, plus each time
-        Redis was found to have lost its data (relay_bus_lost_total)."""
-        return self.writer.lost + self.health.losses
+        """Events that left the local log before they reached Redis."""
+        return self.writer.lost
+
+    @property
+    def losses(self) -> int:
+        """Times Redis was found to have lost its data (relay/bus/redis_health.py)."""
+        return self.health.losses
 
     @property
     def written(self) -> int:

@@ -48,6 +48,7 @@ class RedisHealth:
         self.epoch: bytes | str | None = None
         #: how many times Redis was found to have lost its data (relay_bus_lost_total)
         self.losses = 0
+        self._epoch_lock = asyncio.Lock()  # the monitor and the writer both check
         self.client: aioredis.Redis | None = None
         self.problem: str | None = "not connected to Redis yet"
         self._was_down = False
@@ -93,6 +94,10 @@ class RedisHealth:
     async def _check_epoch(self, client: aioredis.Redis) -> None:
         """Has Redis lost its data since this instance last looked (a restart without
         persistence)? Then count it and tell the writer, before anything is written."""
+        async with self._epoch_lock:
+            await self._compare_epoch(client)
+
+    async def _compare_epoch(self, client: aioredis.Redis) -> None:
         epoch = await client.get(self.epoch_key)
         if epoch is None:  # a new dataset: the first instance to see it marks it
             await client.set(self.epoch_key, uuid.uuid4().hex, nx=True)

@@ -67,10 +67,13 @@ def test_redis_restarted_empty_mid_turn(
 
         record = client.get(f"{a.url}/turns/{turn_id}").json()
         assert record["status"] == "answered"
-        # the same events as the stored replay derives from the turn's spans
+        # the same events as the stored replay derives from the turn's spans (A stores
+        # them as its exporter flushes)
+        replay = f"{b.url}/turns/{turn_id}/events?source=spans&speed=0"
+        wait_until(lambda: client.get(replay).status_code == 200, what="the spans stored")
         stored = [
             f.json
-            for f in iter_frames(client.get(f"{b.url}/turns/{turn_id}/events?source=spans"))
+            for f in iter_frames(client.get(replay))
             if f.id is not None and f.json["type"] != "message_saved"
         ]
         assert [(e["seq"], e["type"]) for e in live] == [(e["seq"], e["type"]) for e in stored]
