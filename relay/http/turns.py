@@ -35,6 +35,7 @@ from relay.http.replay import replay_response, stored_catch_up
 from relay.http.requests import MAX_EVENT_ID, parse_cursor, read_json_object
 from relay.http.spa import add_spa_routes
 from relay.http.turn_feed import feed_response
+from relay.http.turn_logs import ENDED_BY_RUN, ended_off_the_bus, follows_lost_log
 from relay.turns.access import may_see
 from relay.turns.messages import RATINGS
 from relay.turns.records import PAUSED, RUNNING, TurnRecord, id_key
@@ -42,8 +43,6 @@ from relay.turns.recovery import outcome_delivered, settle_outcome, terminal_eve
 
 #: the longest ``?wait=`` of ``GET /turns/{id}/events``, in seconds
 MAX_WAIT_S = 300.0
-#: a turn ended by its own run: its record's last seq is its log's
-ENDED_BY_RUN = frozenset({"answered", "refused", "error", "cancelled"})
 #: how often a waiting reader looks again for a turn another instance may have begun
 WAIT_RECHECK_S = 0.5
 
@@ -65,38 +64,6 @@ async def turn_arrival(relay: RelayParts, turn_id: str, wait_s: float) -> None:
             if left <= 0:
                 return
             await watcher.next(min(left, WAIT_RECHECK_S))
-
-
-def ended_off_the_bus(relay: RelayParts, record: TurnRecord | None, turn_id: str) -> bool:
-    """Is the turn over by its record while its bus log holds no end? A turn ended
-    ``interrupted`` without its run (its process died; ended at the next start, or taken
-    over) whose end is settled in the record (a response: the same event the takeover
-    published, or one made for an earlier reader), or whose record is behind the log: a
-    reader gets the record's end, never a wait on a log nobody writes. (A run cut by a
-    shutdown recorded a seq past the log's: its own end is on its way to the log.)"""
-    return (
-        record is not None
-        and record.status == "interrupted"
-        and relay.bus.terminal_seq(turn_id) is None
-        and (bool(record.response) or record.last_seq <= relay.bus.last_seq(turn_id))
-    )
-
-
-def follows_lost_log(
-    relay: RelayParts, record: TurnRecord | None, turn_id: str, cursor: int
-) -> bool:
-    """Is the turn running by its record while the shared bus holds less of its log than
-    the reader has (Redis restarted without its data)? Then the reader follows the log
-    from its cursor, as the owner writes it again; it is never handed a made-up end (the
-    owner gone, its lease's sweep ends the turn on the bus: relay/turns/leases.py)."""
-    bus = relay.bus
-    return (
-        record is not None
-        and record.status == RUNNING
-        and bus.shared
-        and bus.terminal_seq(turn_id) is None
-        and (not bus.has_turn(turn_id) or cursor > bus.last_seq(turn_id))
-    )
 
 
 # -- the router ------------------------------------------------------------------------
