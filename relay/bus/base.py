@@ -30,6 +30,20 @@ class BusUnavailable(RuntimeError):
     needs the bus is answered 503. Never a silent gap."""
 
 
+class BusLost(RuntimeError):
+    """A note, not an end: the reader's connection to the shared bus broke (Redis went
+    away, perhaps losing its data). The reader goes on from its cursor once the bus is
+    back, with no gap; the stream tells its client (a ``reset`` frame, code
+    ``bus_lost``) and goes on."""
+
+    def __init__(self, turn_id: str, last_seq: int) -> None:
+        super().__init__(
+            f"turn {turn_id}: the shared event log went away after event {last_seq}; "
+            "this stream goes on from the next event once it is back"
+        )
+        self.last_seq = last_seq
+
+
 class LogReader(Protocol):
     cursor: int
 
@@ -138,4 +152,10 @@ class Bus(Protocol):
     @property
     def lost(self) -> int:
         """Events that left this instance before they reached the shared store."""
+        ...
+
+    @property
+    def losses(self) -> int:
+        """Times the shared store was found to have lost its data (a Redis restarted
+        without persistence): each a loss that every reader of a turn was told of."""
         ...

@@ -151,6 +151,7 @@ class MemoryBus:
     shared = False
     backlog = 0
     lost = 0
+    losses = 0
 
     def __init__(
         self,
@@ -205,6 +206,10 @@ class MemoryBus:
         return event
 
     # -- reading ----------------------------------------------------------------------
+
+    def turn_ids(self) -> list[str]:
+        """The turns whose logs this bus holds."""
+        return list(self._logs)
 
     def has_turn(self, turn_id: str) -> bool:
         return turn_id in self._logs

@@ -67,7 +67,9 @@ class RedisBus:
             max_finished_turns=max_finished_turns,
             retention_s=retention_s,
         )
-        self.health = RedisHealth(url, max_connections=max_connections)
+        self.health = RedisHealth(
+            url, max_connections=max_connections, epoch_key=prefix.rstrip(":") + "-epoch"
+        )
         self.writer = RedisWriter(
             self.local,
             self.health,
@@ -76,6 +78,9 @@ class RedisBus:
             retention_s=retention_s,
         )
         self.health.on_back = self.writer.poke
+        # Redis lost its data: write again what the local logs hold (the turns that run
+        # here, and those that ended here lately), so that readers catch up with no gap
+        self.health.on_lost = lambda: self.writer.rewrite(self.local.turn_ids())
         self._tasks: list[asyncio.Task[None]] = []
         self._active: set[str] = set()  # turns with a run in progress here
         self._remote: OrderedDict[str, tuple[float, int, int | None]] = OrderedDict()
@@ -147,6 +152,11 @@ class RedisBus:
     def lost(self) -> int:
         """Events that left the local log before they reached Redis."""
         return self.writer.lost
+
+    @property
+    def losses(self) -> int:
+        """Times Redis was found to have lost its data (relay/bus/redis_health.py)."""
+        return self.health.losses
 
     @property
     def written(self) -> int:

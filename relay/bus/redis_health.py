@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable
 
 import redis.asyncio as aioredis
@@ -28,11 +29,26 @@ REDIS_ERRORS = (RedisError, OSError, TimeoutError)
 
 class RedisHealth:
     def __init__(
-        self, url: str, *, max_connections: int = 1000, on_back: Callable[[], None] = lambda: None
+        self,
+        url: str,
+        *,
+        max_connections: int = 1000,
+        on_back: Callable[[], None] = lambda: None,
+        epoch_key: str = "relay:epoch",
     ) -> None:
         self.url = url
         self.max_connections = max_connections
         self.on_back = on_back
+        #: called when Redis is found to have lost its data (a restart without
+        #: persistence): the writer writes again what the local logs hold
+        self.on_lost: Callable[[], None] = lambda: None
+        #: a key holding a token set once per Redis dataset: a new token means the data
+        #: this instance saw is gone
+        self.epoch_key = epoch_key
+        self.epoch: bytes | str | None = None
+        #: how many times Redis was found to have lost its data (relay_bus_lost_total)
+        self.losses = 0
+        self._epoch_lock = asyncio.Lock()  # the monitor and the writer both check
         self.client: aioredis.Redis | None = None
         self.problem: str | None = "not connected to Redis yet"
         self._was_down = False
@@ -64,6 +80,7 @@ class RedisHealth:
             # that lands as the ping completes, and the monitor would outlive stop()
             async with asyncio.timeout(2.0):
                 await client.ping()
+                await self._check_epoch(client)
         except REDIS_ERRORS as exc:
             self.down(exc)
         else:
@@ -73,6 +90,28 @@ class RedisHealth:
                 self.problem = None
                 self._was_down = False
                 self.on_back()
+
+    async def _check_epoch(self, client: aioredis.Redis) -> None:
+        """Has Redis lost its data since this instance last looked (a restart without
+        persistence)? Then count it and tell the writer, before anything is written."""
+        async with self._epoch_lock:
+            await self._compare_epoch(client)
+
+    async def _compare_epoch(self, client: aioredis.Redis) -> None:
+        epoch = await client.get(self.epoch_key)
+        if epoch is None:  # a new dataset: the first instance to see it marks it
+            await client.set(self.epoch_key, uuid.uuid4().hex, nx=True)
+            epoch = await client.get(self.epoch_key)
+        if self.epoch is not None and epoch != self.epoch:
+            self.losses += 1
+            log.error(
+                "relay: Redis at %s lost its data (restarted without persistence?): "
+                "the turns this instance holds are written again",
+                safe_url(self.url),
+            )
+            self.epoch = epoch
+            self.on_lost()
+        self.epoch = epoch
 
     def down(self, exc: BaseException) -> None:
         """A Redis call failed: the bus is unavailable until a ping answers again."""

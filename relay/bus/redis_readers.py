@@ -11,13 +11,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-from relay.bus.base import BusUnavailable, CursorExpired
+from relay.bus.base import BusLost, BusUnavailable, CursorExpired
 from relay.bus.memory import MemoryBus, MemoryReader
 from relay.bus.redis_health import MAX_BLOCK_S, REDIS_ERRORS, RedisHealth
 from relay.events import Event
@@ -41,8 +42,14 @@ class RedisReader:
         self._buffer: deque[Event] = deque()
         self._error: Exception | None = None
         self._caught_up = False
+        #: the reader lost the bus and has not said so yet (:class:`BusLost`, once)
+        self._lost = False
+        self._losses = health.losses
 
     def take(self, limit: int = 256) -> list[Event]:
+        if self._lost:
+            self._lost = False
+            raise BusLost(self.turn_id, self.cursor)
         if not self._buffer and self._error is not None:
             raise self._error
         batch = [self._buffer.popleft() for _ in range(min(limit, len(self._buffer)))]
@@ -51,8 +58,16 @@ class RedisReader:
         return batch
 
     async def wait(self, timeout: float | None) -> bool:
-        if self._buffer or self._error is not None:
+        if self.health.losses != self._losses:  # Redis lost its data meanwhile
+            self._losses = self.health.losses
+            self._lost = True
+        if self._buffer or self._error is not None or self._lost:
             return True
+        if self.health.problem is not None and self.health.client is not None:
+            # the bus is away: wait for the monitor to see it back (heartbeats go on),
+            # then read on from the cursor (the owner writes its log again)
+            await asyncio.sleep(min(0.5, timeout if timeout is not None else 0.5))
+            return False
         client = self.health.client
         key = self.key
         entries: Any  # [(entry id, fields)]
@@ -78,12 +93,11 @@ class RedisReader:
         except BusUnavailable as exc:
             self._error = exc
         except REDIS_ERRORS as exc:
+            # a note, not an end: read again from the cursor once the bus is back
             self.health.down(exc)
-            self._error = BusUnavailable(
-                f"the shared event log became unavailable ({type(exc).__name__}); "
-                f"reconnect with Last-Event-ID: {self._expected - 1} when the relay is ready"
-            )
-        return bool(self._buffer) or self._error is not None
+            self._lost = True
+            self._caught_up = False
+        return bool(self._buffer) or self._error is not None or self._lost
 
     def _fill(self, entries: list[Any]) -> None:
         for entry_id, fields in entries:

@@ -57,6 +57,9 @@ class RedisWriter:
         self.monitored = False
         self.lost = 0  # events that left the local log before they reached Redis
         self.written = 0
+        #: turns written again after Redis lost its data: their streams are replaced
+        #: whole (a write that slipped in before the loss was seen would block the rest)
+        self.replace: set[str] = set()
         self.backlog = 0  # events published here and not in Redis yet (an int: metrics
         # read it from their own thread)
 
@@ -94,10 +97,36 @@ class RedisWriter:
         if self._wake is not None:
             self._wake.set()
 
+    def rewrite(self, turn_ids: list[str]) -> None:
+        """Redis lost its data: write each of ``turn_ids`` again from the oldest event its
+        local log holds (what it no longer holds is gone with Redis: the loss itself is
+        counted, in ``RedisHealth.losses``, and readers meet any gap as such)."""
+        for turn_id in turn_ids:
+            held = self.local.held(turn_id, 0, 0)
+            if held is None:
+                continue
+            base = held[0]
+            last = self.local.last_seq(turn_id)
+            if last <= base:
+                continue
+            if turn_id in self.unwritten_turns:
+                written = self.written_seq[turn_id]
+                if written <= base:
+                    continue  # none of what it holds reached Redis: written as it is
+                self.backlog += written - base
+            else:
+                self.backlog += last - base
+            self.written_seq[turn_id] = base
+            self.unwritten_turns[turn_id] = last
+            self.replace.add(turn_id)
+        if self._wake is not None:
+            self._wake.set()
+
     def forget(self, turn_id: str) -> None:
         """Stop writing the turn; what it had not written yet is lost (and said so)."""
         last = self.unwritten_turns.pop(turn_id, None)
         written = self.written_seq.pop(turn_id, None)
+        self.replace.discard(turn_id)
         if last is not None and written is not None and last > written:
             self.lost += last - written
             self.backlog -= last - written
@@ -196,6 +225,9 @@ class RedisWriter:
         assert self.health.client is not None
         pipe = self.health.client.pipeline(transaction=False)
         ttl: dict[str, int] = {}  # one EXPIRE per stream, set by its last event here
+        replaced = self.replace & {event.turn_id for event in batch}
+        for turn_id in replaced:
+            pipe.delete(self.key(turn_id))
         for event in batch:
             key = self.key(event.turn_id)
             pipe.xadd(
@@ -209,6 +241,8 @@ class RedisWriter:
         for key, seconds in ttl.items():
             pipe.expire(key, seconds)
         results = await pipe.execute(raise_on_error=False)
+        self.replace -= replaced
+        results = results[len(replaced) :]
         for event, result in zip(batch, results[: len(batch)], strict=True):
             if isinstance(result, ResponseError):
                 if "equal or smaller" in str(result):

@@ -33,7 +33,7 @@ from typing import Any, Protocol, cast
 
 from starlette.responses import Response
 
-from relay.bus.base import BusUnavailable, CursorExpired, LogReader, PushReader
+from relay.bus.base import BusLost, BusUnavailable, CursorExpired, LogReader, PushReader
 from relay.delivery.negotiation import NDJSON, SSE
 from relay.events import MESSAGE_SAVED, TURN_COMPLETED, Event, dumps
 
@@ -245,6 +245,15 @@ class EventStream(Response):
                         ),
                     )
                     return "done"
+                except BusLost as exc:  # a note: the stream goes on from its cursor
+                    await self._send(
+                        send,
+                        self.encoder.problem(
+                            "reset",
+                            {"code": "bus_lost", "message": str(exc), "last_seq": exc.last_seq},
+                        ),
+                    )
+                    continue
                 except BusUnavailable as exc:  # the shared bus went away
                     await self._send(
                         send,

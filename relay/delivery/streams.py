@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from relay.bus.base import Bus
+from relay.bus.base import Bus, BusLost, BusUnavailable, CursorExpired
 from relay.bus.static import StaticReader
 from relay.delivery.negotiation import NDJSON
 from relay.delivery.streaming import (
@@ -77,17 +77,23 @@ class Streams:
         stream.on_close = closed
         return stream
 
-    def tail(
+    async def tail(
         self, turn_id: str, after: int, media: str, *, encoder: Encoder | None = None
-    ) -> EventStream:
+    ) -> EventStream | None:
         """The rest of a finished turn's log after ``after`` (a reader that has the
-        terminal event but not the ``message_saved`` after it), then the end."""
+        terminal event but not the ``message_saved`` after it), then the end; None when
+        nothing is left (the log holds no more: the answer is 204). A log read over I/O
+        (another instance's turn on Redis) is read once, not followed."""
         reader = self.bus.reader(turn_id, after)
         try:
             rest = reader.take(MAX_BATCH)
+            if not rest and await reader.wait(0):
+                rest = reader.take(MAX_BATCH)
+        except (BusLost, BusUnavailable, CursorExpired):
+            rest = []
         finally:
             reader.close()
-        return self.fixed(rest, after, media, encoder=encoder)
+        return self.fixed(rest, after, media, encoder=encoder) if rest else None
 
     def outcome(
         self, terminal: Event, after: int, media: str, *, encoder: Encoder | None = None

@@ -17,8 +17,10 @@ instrument is a no-op (no cost on the hot path). The instruments:
   spans ``received``, ``accepted``, ``duplicates``, ``rejected``, ``expired`` (never met
   their run's root), ``late`` (came after their run ended), ``stored``, ...;
 - with the Redis bus, ``relay.bus.unwritten`` (observable gauge): events published here
-  and not in Redis yet, and ``relay.bus.lost`` (observable counter): events that left the
-  local log before they reached Redis (other instances' readers meet them as a gap).
+  and not in Redis yet, and ``relay.bus.lost`` (observable counter): ``what=events``,
+  events that left the local log before they reached Redis (other instances' readers
+  meet them as a gap); ``what=log``, each time Redis was found to have lost its data (a
+  restart without persistence: the readers were told, the owners wrote their logs again).
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ class RelayMetrics:
                 yield Observation(bus.backlog)
 
             def observe_lost(options: CallbackOptions) -> Iterable[Observation]:
-                yield Observation(bus.lost)
+                yield Observation(bus.lost, {"what": "events"})
+                yield Observation(bus.losses, {"what": "log"})
 
             meter.create_observable_gauge(
                 "relay.bus.unwritten",
@@ -91,7 +94,8 @@ class RelayMetrics:
             meter.create_observable_counter(
                 "relay.bus.lost",
                 callbacks=[observe_lost],
-                description="events that never reached Redis",
+                description="what the shared bus lost: events that never reached Redis "
+                "(what=events), and each time Redis was found without its data (what=log)",
             )
 
     def observe_receiver(self, stats: Callable[[], Mapping[str, int]]) -> None:

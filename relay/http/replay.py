@@ -148,3 +148,41 @@ async def replay_response(
         max_duration_s=relay.settings.server_timeout_s,
         closing=relay.closing,
     )
+
+
+async def stored_catch_up(
+    relay: RelayParts, turn_id: str, last_seq: int, cursor: int, media: str, encoder: Any = None
+) -> Response | None:
+    """A turn that ended while the bus no longer holds its log (its TTL ran out; Redis
+    lost it): what a reader at ``cursor`` lacks, re-derived from the turn's stored spans
+    and sent at once, when they give back its whole log (``last_seq`` events, numbered
+    from 1, its terminal event among them); 204 when the reader has it all. None when
+    they do not (no spans stored, retention, a mapping that fails): the caller answers
+    from the record."""
+    try:
+        derived = await load_turn_events(relay, turn_id)
+    except ApiError:
+        return None
+    while not derived.done:
+        await derived.until(len(derived.events))
+    events = derived.events
+    whole = (
+        derived.failure is None
+        and len(events) == last_seq
+        and all(event.seq == n for n, event in enumerate(events, 1))
+        and any(event.is_turn_terminal for event in events[-2:])
+    )
+    if not whole:
+        return None
+    if cursor >= len(events):
+        return Response(status_code=204)  # the reader has it all: EventSource, stop
+    if encoder is None:
+        encoder = NDJSONEncoder() if media == NDJSON else SSEEncoder(relay.settings.retry_ms)
+    return replay_stream(
+        events,
+        encoder,
+        after=cursor,
+        speed=0,
+        heartbeat_s=relay.settings.heartbeat_s,
+        send_timeout_s=relay.settings.send_timeout_s,
+    )

@@ -31,10 +31,11 @@ from relay.http.langgraph_auth import authorize, authorize_graph, authorize_thre
 from relay.http.operations import add_operation_routes
 from relay.http.otlp import add_receiver_routes
 from relay.http.parts import RelayParts
-from relay.http.replay import replay_response
+from relay.http.replay import replay_response, stored_catch_up
 from relay.http.requests import MAX_EVENT_ID, parse_cursor, read_json_object
 from relay.http.spa import add_spa_routes
 from relay.http.turn_feed import feed_response
+from relay.http.turn_logs import ENDED_BY_RUN, ended_off_the_bus, follows_lost_log
 from relay.turns.access import may_see
 from relay.turns.messages import RATINGS
 from relay.turns.records import PAUSED, RUNNING, TurnRecord, id_key
@@ -63,21 +64,6 @@ async def turn_arrival(relay: RelayParts, turn_id: str, wait_s: float) -> None:
             if left <= 0:
                 return
             await watcher.next(min(left, WAIT_RECHECK_S))
-
-
-def ended_off_the_bus(relay: RelayParts, record: TurnRecord | None, turn_id: str) -> bool:
-    """Is the turn over by its record while its bus log holds no end? A turn ended
-    ``interrupted`` without its run (its process died; ended at the next start, or taken
-    over) whose end is settled in the record (a response: the same event the takeover
-    published, or one made for an earlier reader), or whose record is behind the log: a
-    reader gets the record's end, never a wait on a log nobody writes. (A run cut by a
-    shutdown recorded a seq past the log's: its own end is on its way to the log.)"""
-    return (
-        record is not None
-        and record.status == "interrupted"
-        and relay.bus.terminal_seq(turn_id) is None
-        and (bool(record.response) or record.last_seq <= relay.bus.last_seq(turn_id))
-    )
 
 
 # -- the router ------------------------------------------------------------------------
@@ -152,6 +138,17 @@ def build_router(relay: RelayParts) -> APIRouter:
             await relay.bus.lookup(turn_id)
         except BusUnavailable as exc:
             raise ApiError(503, "bus_unavailable", str(exc), headers={"Retry-After": "2"}) from None
+        if follows_lost_log(relay, record, turn_id, cursor):
+            # running by its record, its log not (yet) on the shared bus (Redis lost it;
+            # its owner writes it again): follow it from the cursor, never make up an end
+            return relay.streams.live(
+                turn_id,
+                cursor,
+                media,
+                stop_at=TURN_TERMINAL,
+                on_disconnect="continue",
+                encoder=encoder,
+            )
         if not relay.bus.has_turn(turn_id):
             if record is None:
                 raise ApiError(
@@ -161,6 +158,14 @@ def build_router(relay: RelayParts) -> APIRouter:
                     "when its first spans have come and settled: ?wait=S waits "
                     "up to S seconds for it.)",
                 )
+            if record.status in ENDED_BY_RUN and 0 < cursor < record.last_seq:
+                # its log is gone (the bus's TTL, a Redis that lost it): what the reader
+                # lacks, from the stored spans, with the seqs it had
+                caught_up = await stored_catch_up(
+                    relay, turn_id, record.last_seq, cursor, media, encoder
+                )
+                if caught_up is not None:
+                    return caught_up
             if record.status != PAUSED:  # over, or died with its process: say how it ended
                 record = await settle_outcome(relay.turns, record, cursor)
                 if outcome_delivered(record, cursor):
@@ -199,7 +204,8 @@ def build_router(relay: RelayParts) -> APIRouter:
             await relay.runs.settle(turn_id)  # the run may still be saving the answer
             if cursor >= relay.bus.last_seq(turn_id):
                 return Response(status_code=204)
-            return relay.streams.tail(turn_id, cursor, media, encoder=encoder)
+            rest = await relay.streams.tail(turn_id, cursor, media, encoder=encoder)
+            return rest if rest is not None else Response(status_code=204)
         try:
             return relay.streams.live(
                 turn_id,

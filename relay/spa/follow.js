@@ -108,7 +108,16 @@ export function followTurnEvents(url, { onEvent, onState, headers = {}, signal, 
       deliver(ev);
     };
     for (const type of TURN_EVENT_TYPES) if (type !== 'error') source.addEventListener(type, handle);
-    source.addEventListener('reset', () => finish({ ended: 'reset' }));
+    source.addEventListener('reset', (e) => {
+      let note = null;
+      try {
+        note = JSON.parse(e.data);
+      } catch (_) {
+        note = null;
+      }
+      if (note && note.code === 'bus_lost') return; // a note: the stream goes on, no gap
+      finish({ ended: 'reset' });
+    });
     source.addEventListener('open', () => !done && onState && onState('live'));
     source.addEventListener('error', (e) => {
       if (done) return;

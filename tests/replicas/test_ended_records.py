@@ -1,7 +1,7 @@
 """A reader of a turn whose record is ended while the shared log holds no end (a process
 that died before leases, a record ended at a start without the bus): it gets the
 record's terminal event, never a wait on a log nothing will ever write again
-(relay/http/turns.py, ``ended_off_the_bus``)."""
+(relay/http/turn_logs.py, ``ended_off_the_bus``)."""
 
 from __future__ import annotations
 
