@@ -235,21 +235,10 @@ class RedisBus:
         """A turn this instance does not hold: its last seq and whether it finished."""
         if self.local.has_turn(turn_id):
             return
-        client = self.health.client
-        if client is None:
-            raise BusUnavailable("the Redis bus is not started")
-        try:
-            # the last two: the terminal event may be followed by the answer's message_saved
-            entries = await client.xrevrange(self.key(turn_id), "+", "-", count=2)
-        except REDIS_ERRORS as exc:
-            self.health.down(exc)
-            raise BusUnavailable(
-                f"the shared event log is unavailable: {self.health.problem}"
-            ) from None
-        if not entries:
+        decoded = await self._tail(turn_id)
+        if not decoded:
             self._remote.pop(turn_id, None)
             return
-        decoded = [decode(fields) for _, fields in entries]
         seq = decoded[0][0]
         terminal = next((s for s, e in decoded if e.is_turn_terminal), None)
         self._remote[turn_id] = (time.monotonic(), seq, terminal)
@@ -275,19 +264,26 @@ class RedisBus:
         self.local.drop(turn_id)
         self._active.discard(turn_id)
         self._remote.pop(turn_id, None)
+        decoded = await self._tail(turn_id)
+        terminal = next((e for _, e in decoded if e.is_turn_terminal), None)
+        return (decoded[0][0] if decoded else 0), terminal
+
+    async def _tail(self, turn_id: str) -> list[tuple[int, Event]]:
+        """The last two events of the turn's shared log, newest first, as ``(seq,
+        event)`` (two: the terminal event may be followed by the answer's
+        ``message_saved``); [] when Redis holds none. BusUnavailable when Redis cannot be
+        reached."""
         client = self.health.client
         if client is None:
             raise BusUnavailable("the Redis bus is not started")
-        try:  # the last two: the terminal event may be followed by a message_saved
+        try:
             entries = await client.xrevrange(self.key(turn_id), "+", "-", count=2)
         except REDIS_ERRORS as exc:
             self.health.down(exc)
             raise BusUnavailable(
                 f"the shared event log is unavailable: {self.health.problem}"
             ) from None
-        decoded = [decode(fields) for _, fields in entries or ()]
-        terminal = next((e for _, e in decoded if e.is_turn_terminal), None)
-        return (decoded[0][0] if decoded else 0), terminal
+        return [decode(fields) for _, fields in entries or ()]
 
     def reader(self, turn_id: str, after: int = 0) -> LogReader:
         try:  # the local log, while it holds the cursor

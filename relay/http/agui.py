@@ -42,7 +42,7 @@ from relay.http.chat import (
 from relay.http.chat_input import ID, digest
 from relay.http.client_tools import ClientTools
 from relay.http.identity import user_of
-from relay.http.langgraph_auth import authorize_chat, authorize_run
+from relay.http.langgraph_auth import authorize_chat, resume_authorizer
 from relay.http.openapi import AGUI_OPENAPI
 from relay.http.parts import RelayParts
 from relay.http.requests import read_json_object
@@ -145,18 +145,6 @@ def agui_router(
     ) -> Response:
         wire = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in entries]
 
-        async def authorize(record: TurnRecord) -> None:
-            await authorize_run(  # LangGraph's Auth: a resume is threads.create_run
-                relay.langgraph_auth,
-                request,
-                agent.name,
-                record,
-                record.thread_id,
-                record.turn_id,
-                {"command": {"resume": wire}},
-                ApiError(404, "unknown_thread", f"Thread {thread_id} has no run to resume."),
-            )
-
         def request_hash(record: TurnRecord) -> str:
             return digest(
                 {
@@ -175,7 +163,13 @@ def agui_router(
                 request_hash=request_hash,
                 configurable=configurable,
                 user=user,
-                authorize=authorize,
+                authorize=resume_authorizer(
+                    relay,
+                    request,
+                    agent.name,
+                    wire,
+                    ApiError(404, "unknown_thread", f"Thread {thread_id} has no run to resume."),
+                ),
             )
         )
         return await answer(request, admitted.record, admitted.after, run_id, admitted.pending)

@@ -35,7 +35,7 @@ from relay.http.chat_input import (
 )
 from relay.http.client_tools import ClientTools
 from relay.http.identity import user_of
-from relay.http.langgraph_auth import authorize_chat, authorize_run
+from relay.http.langgraph_auth import authorize_chat, resume_authorizer
 from relay.http.openapi import CHAT_OPENAPI, RESUME_OPENAPI
 from relay.http.parts import RelayParts
 from relay.http.requests import read_json_object
@@ -202,18 +202,6 @@ def chat_router(
             {"thread_id": id_key(thread_id), "turn_id": id_key(turn_id), "resume": answer}
         )
 
-        async def authorize(record: TurnRecord) -> None:
-            await authorize_run(  # LangGraph's Auth: a resume is threads.create_run
-                relay.langgraph_auth,
-                request,
-                agent.name,
-                record,
-                record.thread_id,
-                record.turn_id,
-                {"command": {"resume": answer}},
-                ApiError(404, "unknown_turn", "There is no such turn in that thread."),
-            )
-
         admitted = await admission.resume(
             Resume(
                 thread_id=thread_id,
@@ -222,7 +210,13 @@ def chat_router(
                 request_hash=lambda record: request_hash,
                 configurable=configurable_of(agent, request, user),
                 user=user,
-                authorize=authorize,
+                authorize=resume_authorizer(
+                    relay,
+                    request,
+                    agent.name,
+                    answer,
+                    ApiError(404, "unknown_turn", "There is no such turn in that thread."),
+                ),
                 raw=answer,
             )
         )

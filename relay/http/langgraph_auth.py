@@ -16,7 +16,7 @@ here is a no-op.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
@@ -192,6 +192,28 @@ async def authorize_run(
     filters = await adapter.authorize(user, "threads", "create_run", run)
     if record is not None and filters and not passes(adapter, filters, thread_metadata(record)):
         raise missing
+
+
+def resume_authorizer(
+    relay: RelayParts, request: Request, graph: str, resume: Any, missing: ApiError
+) -> Callable[[TurnRecord], Awaitable[None]]:
+    """The check of a resume's turn, once the admission service found it: LangGraph's
+    ``Auth`` sees it as ``threads.create_run`` with ``{"command": {"resume": resume}}``;
+    a filter that hides the thread is ``missing``."""
+
+    async def authorize(record: TurnRecord) -> None:
+        await authorize_run(
+            relay.langgraph_auth,
+            request,
+            graph,
+            record,
+            record.thread_id,
+            record.turn_id,
+            {"command": {"resume": resume}},
+            missing,
+        )
+
+    return authorize
 
 
 async def authorize_chat(
