@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.bench.__main__ import IDS
-from tests.bench.harness import EXPECTED_KEYS, MAY_BE_NA, MEMORY_KEYS, RECOVERY_KEYS, SOAK_KEYS
+from tests.bench.harness import EXPECTED_KEYS, MAY_BE_NA, MEMORY_KEYS, SOAK_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,19 +95,3 @@ def test_quick_memory_bench_reports_rss_before_peak_after() -> None:
     statuses = {int(k): n for k, n in params["statuses"].items()}
     assert statuses and all(s < 500 for s in statuses), statuses
     assert "before" in figure["note"] and "peak" in figure["note"] and "after" in figure["note"]
-
-
-@pytest.mark.slow
-def test_quick_recovery_bench_times_each_kill() -> None:
-    """Two real replicas on Redis and PostgreSQL, the owner of a turn killed twice: each
-    kill's takeover is timed up to the reader's next event, and both figures are there."""
-    done = quick_bench("recovery")
-    assert done.returncode == 0, done.stderr[-4000:]
-    figures = {f["key"]: f for f in json.loads(done.stdout)["figures"]}
-    assert sorted(figures) == sorted(RECOVERY_KEYS)
-    for key in RECOVERY_KEYS:
-        figure = figures[key]
-        assert figure["status"] == "measured", (key, figure["note"])
-        assert figure["rounds"] == 2 and 0 < figure["lo"] <= figure["value"] <= figure["hi"]
-    assert done.stderr.count("# recovery: kill") == 2
-    assert "error after" in done.stderr  # today's next event: the takeover's end

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from relay.delivery.replay import MAX_SPEED
+from tests.interop.conftest import wait_until
 from tests.store.conftest import Launcher
 from tests.store.support import (
     KINDS,
@@ -168,6 +169,17 @@ def turn_with_a_long_gap(url: str) -> str:
         timeout=30,
     )
     assert r.status_code == 200, r.text
+    # a received turn is indexed under its turn once its spans settled and its run was
+    # admitted (relay/ingest/received_turns.py): then its replay answers
+    wait_until(
+        lambda: (
+            httpx.get(
+                f"{url}/turns/{turn_id}/events", params={"source": "spans", "speed": 0}, timeout=30
+            ).status_code
+            == 200
+        ),
+        what="the received turn's replay",
+    )
     return turn_id
 
 
