@@ -242,6 +242,10 @@ def api_token() -> str:
     return API_TOKEN
 
 
+#: how long an ``expect`` waits for the page (tests/browser/*), at most
+EXPECT_TIMEOUT_MS = 30_000
+
+
 @pytest.fixture(scope="module")
 def browser(chromium_path):
     # module scope, not session: sync Playwright runs an event loop in this thread while it
@@ -253,6 +257,12 @@ def browser(chromium_path):
             f"Python Playwright ({exc})",
             "pip install playwright (the browser itself: apt-get install chromium)",
         )
+    from playwright.sync_api import expect
+
+    # an assertion waits for the page as long as a loaded 2-core machine may need (a bound
+    # on a hang, not a measure: Playwright's own 5 s is too short for Swagger UI or ReDoc
+    # rendering while the rest of the suite runs beside it)
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
         try:
