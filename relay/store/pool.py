@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from relay.errors import StoreUnavailable
@@ -67,10 +67,18 @@ def open_pool(
     max_size: int = MAX_CONNECTIONS,
     connect_timeout_s: float = CONNECT_TIMEOUT_S,
     schema: str | None = None,
+    idle_in_transaction_s: float | None = None,
 ) -> ConnectionPool:
     """An open, checked pool of autocommit connections to ``url`` (one kept warm), each
     working in the deployment's schema: ``schema`` (``RELAY_PG_SCHEMA``, created if
     missing) or, when None, the current schema of ``url``'s connections.
+
+    ``idle_in_transaction_s``: the server ends a session of this pool that sits that long
+    inside a transaction (``idle_in_transaction_session_timeout``), releasing its row
+    locks. A process frozen between a statement and its commit (SIGSTOP, a VM paused)
+    would otherwise hold the rows it changed for as long as it is frozen: the turn
+    records' claims skip locked rows (relay/turns/lease_store.py), so a hung owner could
+    keep its turn from ever being taken over.
 
     One plain connection first: if the database cannot be reached at start-up, the
     process refuses to start with the driver's own reason ("connection refused", "no such
@@ -81,7 +89,7 @@ def open_pool(
         url,
         name=name,
         kwargs=kwargs,
-        configure=pg_schema.pin(resolved),
+        configure=_configure(resolved, idle_in_transaction_s),
         min_size=1,
         max_size=max_size,
         open=False,
@@ -91,6 +99,21 @@ def open_pool(
     )
     pool.open(wait=True, timeout=connect_timeout_s + POOL_TIMEOUT_S)
     return pool
+
+
+def _configure(schema: str, idle_in_transaction_s: float | None) -> Callable[[Any], None]:
+    """Each new connection: in ``schema`` first and, when asked, with the server's bound
+    on a transaction left idle (set for the session, so a URL's own ``options`` stand)."""
+    pin = pg_schema.pin(schema)
+    if idle_in_transaction_s is None:
+        return pin
+    bound_ms = max(1, int(idle_in_transaction_s * 1000))
+
+    def configure(conn: Any) -> None:
+        pin(conn)
+        conn.execute(f"SET idle_in_transaction_session_timeout = {bound_ms}")
+
+    return configure
 
 
 async def open_async_pool(

@@ -54,6 +54,10 @@ from relay.turns.records import (
 )
 
 _COLUMNS = [f.name for f in fields(TurnRecord)]
+#: a session of the records' pool left inside a transaction this long is ended by the
+#: server, its row locks released: each transaction here is one or two statements, and
+#: a process frozen in one (SIGSTOP) must not keep its turns from being claimed
+IDLE_IN_TRANSACTION_S = 5.0
 
 #: who each thread belongs to (relay/turns/threads.py), in this deployment's schema
 _THREADS_TABLE = (
@@ -118,7 +122,11 @@ class PostgresTurnStore(ThreadedTurnAPI):
         from relay.turns.locks import AdvisoryLocks
 
         self._pool = open_pool(
-            url, name="relay-turns", connect_timeout_s=connect_timeout_s, schema=schema
+            url,
+            name="relay-turns",
+            connect_timeout_s=connect_timeout_s,
+            schema=schema,
+            idle_in_transaction_s=IDLE_IN_TRANSACTION_S,
         )
         self._opened: list[Any] = [self._pool]  # what close() closes, newest first
         try:

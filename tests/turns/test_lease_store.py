@@ -160,3 +160,36 @@ async def test_freeing_a_thread_ends_only_the_session_that_holds_its_lock(
     finally:
         owner.close()
         claimer.close()
+
+
+async def test_an_owner_frozen_inside_a_transaction_does_not_keep_its_turn(
+    postgres_url: str,
+) -> None:
+    """A process frozen between a statement and its commit (SIGSTOP) holds the rows it
+    changed; the claim skips locked rows. The records' pool bounds such a transaction
+    (``idle_in_transaction_session_timeout``): the server ends that session, and the
+    next claim gets the turn."""
+    owner, claimer = pg(postgres_url, "owner"), pg(postgres_url, "claimer")
+    try:
+        dead = running(_now() - 1)
+        await owner.create(dead)
+        frozen = owner._pool.getconn()  # a session of the owner's own records pool
+        frozen.execute("BEGIN")
+        frozen.execute(
+            "UPDATE relay_turns SET lease_until = lease_until WHERE turn_id = %s",
+            (dead.turn_id,),
+        )  # the row is locked, and the session sits in its transaction from here
+
+        got: list[TurnRecord] = []
+        for _ in range(1200):  # 120 s: a bound on a hang
+            got = await claimer.claim_expired(_now(), _now() + 60_000, [], False)
+            if got:
+                break
+            await asyncio.sleep(0.1)
+        assert [r.turn_id for r in got] == [dead.turn_id]
+        with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout):  # ended by the server
+            frozen.execute("COMMIT")
+        owner._pool.putconn(frozen)
+    finally:
+        owner.close()
+        claimer.close()
