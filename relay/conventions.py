@@ -50,6 +50,12 @@ TURN_INTERRUPTS = "relay.turn.interrupts"
 #: the how-manieth client-tool pause of the turn; relay/langgraph/client_tools.py)
 CLIENT_TOOL = "client_tool"
 TURN_HUMAN_WAIT_MS = "relay.turn.human_wait_ms"
+#: on the root of a run that takes up a turn whose previous run was cut (its process
+#: died or stopped: relay/turns/recovering.py): the turn's attempt, why the previous run
+#: stopped, and the checkpoint the run goes on from; the mapping makes ``turn_recovered``
+RECOVERY_ATTEMPT = "relay.recovery.attempt"
+RECOVERY_REASON = "relay.recovery.reason"
+RECOVERY_RESUMED_FROM = "relay.recovery.resumed_from"
 ERROR_CODE = "relay.error.code"
 ERROR_MESSAGE = "relay.error.message"
 ERROR_NODE = "relay.error.node"
@@ -77,6 +83,9 @@ GUARDRAIL_REASON = "relay.guardrail.reason"
 TOOL_LABEL = "relay.tool.label"
 #: a client-executed tool (relay.client_tool): its arguments are in TOOL_CALL_ARGUMENTS
 TOOL_CLIENT = "relay.tool.client"
+#: a tool that says (``metadata={"idempotent": True}``) that running it again is safe:
+#: it does not keep a cut run from being recovered (``tool_started.idempotent``)
+TOOL_IDEMPOTENT = "relay.tool.idempotent"
 #: a server-side tool's TOOL_CALL_ARGUMENTS are cut at this many characters of JSON ...
 TOOL_ARGUMENTS_MAX_CHARS = 16_384
 #: ... and then this is true (``tool_started.args_truncated``)

@@ -58,6 +58,7 @@ from relay.turns.messages import MessageStore
 from relay.turns.postgres import open_turn_store
 from relay.turns.postgres_messages import open_message_store
 from relay.turns.records import TurnStore
+from relay.turns.recovering import Recoverable, TurnRecovery
 from relay.turns.runs import RunManager
 from relay.turns.starting import StartLocks
 
@@ -166,7 +167,10 @@ class Relay:
             turn_timeout_s=settings.turn_timeout_s,
             lease_s=settings.lease_s,
         )
+        #: the mounted graphs' admissions, by name: what takes up a claimed turn again
+        self.recoverables: dict[str, Recoverable] = {}
         #: the runs' leases: renewed here, and the turns of gone instances taken over
+        #: (recovered from their checkpoint when that is safe, else ended)
         self.leases = Leases(
             self.turns,
             self.runs,
@@ -174,6 +178,12 @@ class Relay:
             lease_s=settings.lease_s,
             shared=settings.store.startswith(("postgresql://", "postgres://")),
             claimed=self.metrics.turn_recovered,
+            recover=TurnRecovery(
+                self.recoverables,
+                self.bus,
+                policy=settings.recovery,
+                max_attempts=settings.recovery_max_attempts,
+            ),
         )
         #: set when the server begins to shut down: open streams tell clients to reconnect
         self.closing = asyncio.Event()
@@ -454,10 +464,11 @@ class Relay:
         self._loop = asyncio.get_running_loop()
         self.span_processor.bind(self._loop)
         await self._start_receivers()
-        died = await self.leases.start()  # and ends what a dead predecessor left running
+        # and takes up (or ends) what a dead predecessor left running
+        died = await self.leases.start()
         if died:
             log.warning(
-                "relay: %d turn(s) were running when their process stopped; ended interrupted",
+                "relay: %d turn(s) were running when their process stopped; taken over",
                 died,
             )
         self.lifecycles.start()

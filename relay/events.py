@@ -28,9 +28,24 @@ TURN_COMPLETED = "turn_completed"
 TEXT_DELTA = "text_delta"
 MESSAGE_SAVED = "message_saved"
 CUSTOM = "custom"  # a payload a node sent: its stream writer, a custom callback event
+#: a run that takes up the turn its cut run left (relay/turns/recovering.py)
+TURN_RECOVERED = "turn_recovered"
 
 #: Events that end a run: the response to POST /chat or /chat/resume stops after one.
 RUN_TERMINAL = frozenset({TURN_COMPLETED, PAUSED, ERROR})
+
+#: the words of an ``error`` ``tool_interrupted``: a turn cut while a tool ran, which
+#: is not run again on its own (sending again runs that tool again)
+TOOL_INTERRUPTED_MESSAGE = (
+    "The server stopped while a tool of this turn was running ({tool}), so the turn "
+    "was not taken up again on its own: the tool may have done its work. Sending your "
+    "message again runs it again."
+)
+#: the words of an ``error`` ``recovery_exhausted``
+RECOVERY_EXHAUSTED_MESSAGE = (
+    "This turn was cut short by its server {attempts} times and was not taken up "
+    "again. Please send your message again."
+)
 
 #: the words of an ``error`` ``interrupted``: a turn cut short by its server's stop (its
 #: live terminal event, the one rebuilt from its record, the one a takeover sends)

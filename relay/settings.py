@@ -323,9 +323,29 @@ class RelaySettings:
         "the lease of the instance running a turn, renewed every third of it by a task "
         "of its own: a turn whose lease ran out (its instance was killed, or hangs) is "
         "taken over by another instance sharing `RELAY_STORE=postgresql://` within about "
-        "this plus a few seconds, and ends `interrupted`; with SQLite, the next start "
-        "ends it",
+        "this plus a few seconds, and recovered or ended (`RELAY_RECOVERY`); with "
+        "SQLite, the next start takes it over",
         bound="> 0",
+    )
+    recovery: str = setting(
+        "RELAY_RECOVERY",
+        "safe",
+        as_is,
+        "what a taken-over turn becomes: `safe` goes on from the thread's last checkpoint "
+        "unless a tool was running in the step that was cut (then it ends `interrupted`, "
+        "code `tool_interrupted`), `always` goes on whatever ran (your tools are "
+        "idempotent), `off` ends it `interrupted`; a graph's `GraphAgent(recovery=...)` "
+        "decides for its own turns",
+        choices=("safe", "always", "off"),
+    )
+    recovery_max_attempts: int = setting(
+        "RELAY_RECOVERY_MAX_ATTEMPTS",
+        3,
+        int_value,
+        "how many times one turn is taken up again; past it the turn ends with `error` "
+        "`recovery_exhausted` (a run that stops its server each time is not run forever)",
+        bound=">= 0",
+        unit="recoveries of one turn",
     )
     instance_id: str | None = setting(
         "RELAY_INSTANCE_ID",

@@ -39,6 +39,9 @@ from relay.bus.redis_readers import RedisReader, TieredReader, decode
 from relay.bus.redis_writer import LIVE_TTL_S, RedisWriter
 from relay.events import Event
 
+#: entries read from the shared log per round trip by :meth:`RedisBus.history`
+HISTORY_BATCH = 500
+
 log = logging.getLogger("relay.bus.redis")
 
 PREFIX = "relay:turn:"
@@ -267,6 +270,34 @@ class RedisBus:
         decoded = await self._tail(turn_id)
         terminal = next((e for _, e in decoded if e.is_turn_terminal), None)
         return (decoded[0][0] if decoded else 0), terminal
+
+    async def history(self, turn_id: str, after: int) -> list[Event] | None:
+        """The turn's events after seq ``after``, in order, as the shared log holds them
+        (relay/turns/recovering.py judges a cut run by them); None when the log does not
+        hold them all: gone (Redis lost it, or its TTL ran out), or trimmed past
+        ``after``. BusUnavailable when Redis cannot be reached."""
+        client = self.health.client
+        if client is None:
+            raise BusUnavailable("the Redis bus is not started")
+        events: list[Event] = []
+        start = f"({after}-0"
+        try:
+            while True:
+                entries = (
+                    await client.xrange(self.key(turn_id), start, "+", count=HISTORY_BATCH) or []
+                )
+                events += [decode(fields)[1] for _, fields in entries]
+                if len(entries) < HISTORY_BATCH:
+                    break
+                start = f"({events[-1].seq}-0"
+        except REDIS_ERRORS as exc:
+            self.health.down(exc)
+            raise BusUnavailable(
+                f"the shared event log is unavailable: {self.health.problem}"
+            ) from None
+        if not events or events[0].seq != after + 1:
+            return None  # nothing after it, or a gap: the log is not whole
+        return events
 
     async def _tail(self, turn_id: str) -> list[tuple[int, Event]]:
         """The last two events of the turn's shared log, newest first, as ``(seq,

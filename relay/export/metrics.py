@@ -10,7 +10,9 @@ instrument is a no-op (no cost on the hot path). The instruments:
   terminal event: ``gone`` (the client left, or stalled past the send timeout) or
   ``handoff`` (told to reconnect);
 - ``relay.turns.recovered`` (counter, by ``outcome``): turns taken over from an instance
-  that was gone (its lease ran out, or it started again): ``ended`` (``interrupted``);
+  that was gone (its lease ran out, it handed them over, or it started again):
+  ``recovered`` (from the checkpoint), else ``unsafe``, ``exhausted`` or ``ended``
+  (``interrupted``);
 - ``relay.spans.dropped`` (observable counter): spans the processor could not hand on;
 - ``relay.export.failures`` (counter): OTLP export batches that failed;
 - with the OTLP receiver, ``relay.otlp.spans`` (observable counter, by ``outcome``):
@@ -117,7 +119,10 @@ class RelayMetrics:
             self.bus_lag.record(max(0.0, time.time() * 1000 - event.ts))
 
     def turn_recovered(self, outcome: str) -> None:
-        """A turn whose instance was gone was taken over: ``ended`` (``interrupted``)."""
+        """A turn whose instance was gone was taken over: ``recovered`` (from its
+        checkpoint), ``unsafe`` (a tool was running, or the cut run's log is gone),
+        ``exhausted`` (past RELAY_RECOVERY_MAX_ATTEMPTS) or ``ended`` (recovery off, or
+        no graph here runs it); all but the first end the turn ``interrupted``."""
         self.recovered.add(1, {"outcome": outcome})
 
     def stream_opened(self) -> None:

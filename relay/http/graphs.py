@@ -89,6 +89,7 @@ def mount_agents(
         relay.lifecycles.add(tools.sweep, tools.close)
         # what a request may start, and the start: one service for /chat and /agui
         admission = Admission(agent, relay.turns, relay.runs, starting, tools)
+        relay.recoverables[agent.name] = admission  # a claimed turn of it, taken up again
         prefixes = [f"/graphs/{agent.name}"] + ([""] if first and index == 0 else [])
         for prefix in prefixes:
             # the OpenAPI document lists each graph once: the first at /chat

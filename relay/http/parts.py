@@ -18,6 +18,7 @@ from relay.store import SpanStore
 from relay.turns.feed import TurnFeed
 from relay.turns.messages import MessageStore
 from relay.turns.records import TurnStore
+from relay.turns.recovering import Recoverable
 from relay.turns.runs import RunManager
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ class RelayParts(Protocol):
     #: every change of a turn's status (GET /turns as a stream, ?wait=)
     feed: TurnFeed
     runs: RunManager
+    #: the mounted graphs' admissions by name: what takes up a claimed turn again
+    recoverables: dict[str, Recoverable]
     streams: Streams
     store: SpanStore
     store_processor: BatchSpanProcessor | None

@@ -60,6 +60,8 @@ from relay.langgraph.thread_ttl import ThreadGate
 from relay.langgraph.topology import topology
 from relay.turns.messages import Message, MessageStore
 from relay.turns.records import TurnRecord, TurnStore
+from relay.turns.recovering import POLICIES as RECOVERY_POLICIES
+from relay.turns.recovering import Recovery
 from relay.turns.response import ChatResponse
 
 log = logging.getLogger("relay.agent")
@@ -129,7 +131,13 @@ class GraphAgent:
         status_of: Callable[[Any], str] = default_status,
         waiting_of: Callable[[list[dict[str, Any]]], str] = default_waiting,
         config_of: Callable[[Mapping[str, str]], Mapping[str, Any]] | None = None,
+        recovery: str | None = None,
     ) -> None:
+        if recovery is not None and recovery not in RECOVERY_POLICIES:
+            raise ValueError(
+                f"GraphAgent recovery={recovery!r}: use one of {', '.join(RECOVERY_POLICIES)} "
+                "(None: RELAY_RECOVERY decides)"
+            )
         if not callable(getattr(graph, "ainvoke", None)) or not callable(
             getattr(graph, "get_graph", None)
         ):
@@ -155,6 +163,9 @@ class GraphAgent:
         self.status_of = status_of
         self.waiting_of = waiting_of
         self.config_of = config_of
+        #: how a turn of this graph whose process died is taken up (RELAY_RECOVERY when
+        #: None): relay/turns/recovering.py
+        self.recovery = recovery
         #: the keys of the graph's input (its input JSON schema), None when unknown
         self.input_keys = input_keys(graph)
         self._default_input = input_of is default_input
@@ -280,6 +291,39 @@ class GraphAgent:
             response = await self._invoke(record, run, Command(resume=answers), configurable)
         await self._save_message(record, run, response)
         return response
+
+    async def recover(
+        self,
+        record: TurnRecord,
+        recovery: Recovery,
+        configurable: Mapping[str, Any] | None = None,
+    ) -> ChatResponse:
+        """Take up a turn whose run was cut (its process died or stopped) from the
+        thread's last checkpoint: the nodes that completed do not run again, the step
+        that was cut does. Its root links to the cut run's and says so
+        (``relay.recovery.*``: the mapping's ``turn_recovered``)."""
+        link = (record.root_trace_id, record.root_span_id)
+        link_to = (link[0], link[1]) if link[0] and link[1] else None
+        extra: dict[str, Any] = {
+            c.RECOVERY_ATTEMPT: recovery.attempt,
+            c.RECOVERY_REASON: recovery.reason,
+        }
+        if recovery.resumed_from:
+            extra[c.RECOVERY_RESUMED_FROM] = recovery.resumed_from
+        with self._run_span(record, "recover", link_to=link_to, extra=extra) as run:
+            await self._remember_root(record, run)
+            response = await self._invoke(record, run, None, configurable)
+        await self._save_message(record, run, response)
+        return response
+
+    async def checkpoint_id(self, thread_id: str) -> str | None:
+        """The id of the thread's last checkpoint (what a recovery goes on from), None
+        when it has none."""
+        config = {"configurable": {"thread_id": thread_id}}
+        snapshot = await read_checkpoints(self.graph.aget_state(config))
+        configured = getattr(snapshot, "config", None) or {}
+        found = configured.get("configurable", {}).get("checkpoint_id")
+        return str(found) if found else None
 
     def _run_span(self, record: TurnRecord, kind: str, **kwargs: Any) -> Any:
         return run_span(

@@ -253,7 +253,10 @@ class GraphInstrumentation(BaseCallbackHandler):
         attributes: dict[str, Any] = {c.OPERATION: c.OP_TOOL, c.TOOL_NAME: name}
         if kwargs.get("tool_call_id"):
             attributes[c.TOOL_CALL_ID] = str(kwargs["tool_call_id"])
-        if (kwargs.get("metadata") or {}).get("relay_client_tool"):  # the client runs it
+        metadata = kwargs.get("metadata") or {}
+        if metadata.get("idempotent") is True:  # running it again is safe (recovery)
+            attributes[c.TOOL_IDEMPOTENT] = True
+        if metadata.get("relay_client_tool"):  # the client runs it
             attributes[c.TOOL_CLIENT] = True
             attributes[c.TOOL_CALL_ARGUMENTS] = json.dumps(kwargs.get("inputs") or {}, default=str)
         else:

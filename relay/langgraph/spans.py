@@ -110,8 +110,11 @@ def run_span(
     start_markers: bool = False,
     instrumented: bool = False,
     user_id: str | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> Iterator[RunSpan]:
-    """The root span of one run. ``link_to`` = (trace_id, span_id) of the paused run.
+    """The root span of one run. ``link_to`` = (trace_id, span_id) of the paused run (a
+    resume) or of the cut one (a recovery); ``extra``: more attributes of the root's
+    start (a recovery's ``relay.recovery.*``).
 
     ``start_markers=True`` also emits a start marker (:func:`start_marker`): for an agent
     whose spans reach the relay over OTLP, which sees a span only when it ends."""
@@ -130,6 +133,7 @@ def run_span(
         attributes[c.GRAPH_INSTRUMENTED] = True
     if user_id:
         attributes[c.ENDUSER_ID] = user_id
+    attributes.update(extra or {})
     links = []
     if link_to is not None:
         links.append(Link(SpanContext(int(link_to[0], 16), int(link_to[1], 16), is_remote=False)))

@@ -49,7 +49,13 @@ from relay.mapping.foreign_attributes import LF_PENDING, LF_SPAN_TYPE, declared_
 from relay.mapping.links import awaits_resume, link_resume
 from relay.mapping.markers import started_span
 from relay.mapping.own import CHILD_OPERATIONS, child_phase, node_phase
-from relay.mapping.payloads import node_completed, node_started, tool_completed_fields, tool_fields
+from relay.mapping.payloads import (
+    node_completed,
+    node_started,
+    recovery_fields,
+    tool_completed_fields,
+    tool_fields,
+)
 from relay.mapping.placement import (
     claim_nodes,
     effective,
@@ -162,7 +168,10 @@ def _root_started(state: MappingState, record: SpanRecord) -> list[Event]:
     if not ok:
         fields["truncated"] = True
     run.begun = True
-    return [run.event(ev.GRAPH_TOPOLOGY, record.start_ns, fields)]
+    topology_event = run.event(ev.GRAPH_TOPOLOGY, record.start_ns, fields)
+    if c.RECOVERY_ATTEMPT not in attrs:
+        return [topology_event]
+    return [run.event(ev.TURN_RECOVERED, record.start_ns, recovery_fields(attrs)), topology_event]
 
 
 # -- foreign runs (another instrumentation's spans) ---------------------------------------

@@ -10,6 +10,7 @@ the call's arguments (``args``; ``args_truncated`` when they were cut).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from operator import itemgetter
 from typing import Any
 
@@ -90,6 +91,8 @@ def tool_fields(record: SpanRecord, facts: Facts) -> dict[str, Any]:
     }
     if c.TOOL_LABEL in record.attributes:
         fields["label"] = str(record.attributes[c.TOOL_LABEL])
+    if record.attributes.get(c.TOOL_IDEMPOTENT) is True:  # safe to run again
+        fields["idempotent"] = True
     client = bool(record.attributes.get(c.TOOL_CLIENT))
     if client:  # a client-executed tool: what it is asked to run
         fields["client"] = True
@@ -129,4 +132,15 @@ def tool_completed_fields(record: SpanRecord, facts: Facts | None) -> dict[str, 
         "call_id": facts.call_id if facts is not None else attrs.get(c.TOOL_CALL_ID),
         "duration_ms": record.duration_ms,
         "status": status_of(record, c.SPAN_OUTCOME),
+    }
+
+
+def recovery_fields(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """``turn_recovered``: the turn's attempt, why its previous run stopped, and the
+    checkpoint this run goes on from (None: the thread had none)."""
+    resumed_from = attrs.get(c.RECOVERY_RESUMED_FROM)
+    return {
+        "attempt": int(attrs[c.RECOVERY_ATTEMPT]),
+        "reason": str(attrs.get(c.RECOVERY_REASON, "")),
+        "resumed_from": str(resumed_from) if resumed_from else None,
     }

@@ -14,6 +14,8 @@ their own formats; what a request may start, and the start itself, is
 - **resumes**: the same resume again attaches to the run it started; a resume answers
   a paused turn only (``turn_running``, ``not_paused``), with answers the graph's
   client-executed tools check (:class:`RunTools`);
+- **recoveries**: a turn whose owner is gone, taken up again from its checkpoint
+  (relay/turns/recovering.py decides when);
 - **the start**: one check-and-start at a time per turn and per thread
   (:class:`relay.turns.starting.StartLocks`), the run started by the run manager with
   the client-tool timer around it.
@@ -34,6 +36,7 @@ from typing import Any, Protocol
 from relay.auth import User
 from relay.turns.access import may_see, may_use
 from relay.turns.records import PAUSED, TurnRecord, TurnStore, id_key
+from relay.turns.recovering import Recovery
 from relay.turns.refusals import Refused
 from relay.turns.response import ChatResponse
 from relay.turns.runs import RunManager, ThreadBusy
@@ -68,6 +71,18 @@ class Graph(Protocol):
         self,
         record: TurnRecord,
         answers: dict[str, Any],
+        configurable: Mapping[str, Any] | None = None,
+    ) -> Awaitable[ChatResponse]: ...
+
+    @property
+    def recovery(self) -> str | None: ...
+
+    async def checkpoint_id(self, thread_id: str) -> str | None: ...
+
+    def recover(
+        self,
+        record: TurnRecord,
+        recovery: Recovery,
         configurable: Mapping[str, Any] | None = None,
     ) -> Awaitable[ChatResponse]: ...
 
@@ -349,6 +364,34 @@ class Admission:
             await self.runs.settle(record.turn_id)
             record = await self.turns.get(record.turn_id) or record
         return record
+
+    # -- a recovery (relay/turns/recovering.py) ------------------------------------------
+
+    @property
+    def recovery_policy(self) -> str | None:
+        """The graph's own recovery policy (``GraphAgent(recovery=...)``), or None."""
+        return self.graph.recovery
+
+    async def checkpoint_id(self, thread_id: str) -> str | None:
+        return await self.graph.checkpoint_id(thread_id)
+
+    async def recover(self, record: TurnRecord, recovery: Recovery) -> None:
+        """Take up a claimed turn from its thread's last checkpoint: a run of the same
+        turn, after the seq its log has reached (``record.last_seq``). Its
+        ``configurable`` carries the relay's limits only: the request that started the
+        turn is gone with its process."""
+        configurable = self.tools.configure({}, record=record)
+        graph = self.graph
+        async with self.starting.hold(
+            StartLocks.keys(turn=record.turn_id, thread=record.thread_id)
+        ):
+            await self._start(
+                record,
+                "recover",
+                lambda: self.tools.watched(
+                    record, graph.recover(record, recovery, configurable), configurable
+                ),
+            )
 
     # -- the start ------------------------------------------------------------------------
 

@@ -22,6 +22,8 @@ from typing import Any
 #: at most this many turns claimed by one sweep (the next sweep takes the rest)
 CLAIM_BATCH = 100
 RUNNING = "running"  # relay.turns.records.RUNNING (this module is below the stores)
+#: how long freeing a hung owner's thread waits for its session to end (PostgreSQL 14+)
+TERMINATE_WAIT_MS = 5000
 
 #: each argument ``leases`` maps a turn's key (relay.turns.records.id_key) to the attempt
 #: this instance runs; ``exclude`` lists keys of turns this instance runs
@@ -108,7 +110,9 @@ def pg_free_thread(cur: Any, lock_key: int, holder: int) -> bool:
     (a hung owner's: a dead one's went with its connection). Only that session: the lock
     of a run that took the thread since is another session's. True when one was ended."""
     cur.execute(
-        "SELECT pg_terminate_backend(l.pid) FROM pg_locks l "
+        # waits (up to TERMINATE_WAIT_MS) for the session to be gone, its lock with it:
+        # the claimer takes the thread next (a recovery's run)
+        f"SELECT pg_terminate_backend(l.pid, {TERMINATE_WAIT_MS}) FROM pg_locks l "
         "WHERE l.locktype = 'advisory' AND l.granted AND l.pid = %s AND l.objsubid = 1 "
         "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
         "AND l.classid::bigint = %s AND l.objid::bigint = %s",

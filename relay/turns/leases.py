@@ -15,23 +15,25 @@ RETURNING`` (relay/turns/lease_store.py): exactly one claimer per turn, one more
 turn left running is its dead predecessor's, whatever its instance id. With PostgreSQL a
 start also claims at once the turns its own instance id left running.
 
-The claimer asks :attr:`Leases.recover` whether the turn is taken up again (a resume
-from the checkpoint, once recovery exists: the hook then owns the turn and returns True);
-when not (the default), it ends the turn (:meth:`Leases.end`):
+The claimer first frees the turn's thread: a dead owner's thread lock went with its
+connection; a hung owner's session still holds it, so that session is ended
+(``pg_terminate_backend`` of the backend the record names in ``lock_holder``, only while
+it holds that thread's advisory lock). The lock stays a PostgreSQL session lock, which
+frees itself when an owner dies, and one statement per takeover frees it when the owner
+only hangs. Then it asks :attr:`Leases.recover` (relay/turns/recovering.py) whether the
+turn is taken up again from its checkpoint (the hook then started its run, and the turn
+is its own); when not, it ends the turn (:meth:`Leases.end`) as the hook says:
 
-1. its thread is freed: a dead owner's thread lock went with its connection; a hung
-   owner's session still holds it, so that session is ended (``pg_terminate_backend`` of
-   the backend the record names in ``lock_holder``, only while it holds that thread's
-   advisory lock). The lock stays a PostgreSQL session lock, which frees itself when an
-   owner dies, and one statement per takeover frees it when the owner only hangs;
-2. with a shared bus, one terminal ``error`` event, code ``interrupted``, at the turn's next
-   seq: readers on every replica get it;
-3. the record says ``interrupted``, with that event's seq and words (a reader that comes
+1. with a shared bus, one terminal ``error`` event at the turn's next seq, code
+   ``interrupted`` (or ``tool_interrupted``, ``recovery_exhausted``): readers on every
+   replica get it;
+2. the record says ``interrupted``, with that event's seq and words (a reader that comes
    after the bus log is gone gets the same event from the record). When the shared log
    already ends the run (the owner published its end and died before recording it), no
    event is added and the record says what that end says.
 
-``relay.turns.recovered`` counts the takeovers by outcome (``ended``).
+``relay.turns.recovered`` counts the takeovers by outcome (the hook's; ``ended`` without
+one).
 """
 
 from __future__ import annotations
@@ -43,13 +45,13 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from relay.bus.base import Bus
-from relay.events import Event
 from relay.turns.foreign import end_changes
 from relay.turns.records import TurnRecord, TurnStore, lease_until
-from relay.turns.recovery import terminal_event
+from relay.turns.recovering import ENDED, AdoptingBus, Ending
+from relay.turns.recovery import ended_response, terminal_event
 from relay.turns.response import ChatResponse
 from relay.turns.runs import RunManager
 
@@ -62,21 +64,14 @@ INTERRUPTED = "interrupted"
 SWEEP_MAX_S = 2.5
 SWEEP_MIN_S = 0.2
 
-#: decides, for a claimed turn, whether it is taken up again; True: the hook did so and
-#: the turn is its own; False: the claimer ends it
-Recover = Callable[[TurnRecord], Awaitable[bool]]
+#: decides, for a claimed turn, whether it is taken up again; None: the hook did so and
+#: the turn is its own; an Ending: the claimer ends it so
+Recover = Callable[[TurnRecord], Awaitable[Ending | None]]
 
 
-async def never_recover(record: TurnRecord) -> bool:
+async def never_recover(record: TurnRecord) -> Ending | None:
     """The default :data:`Recover`: every claimed turn ends ``interrupted``."""
-    return False
-
-
-@runtime_checkable
-class AdoptingBus(Protocol):
-    """A shared bus that can take up a gone owner's log (relay/bus/redis.py)."""
-
-    async def adopt(self, turn_id: str) -> tuple[int, Event | None]: ...
+    return ENDED
 
 
 class Leases:
@@ -92,7 +87,8 @@ class Leases:
         recover: Recover = never_recover,
     ) -> None:
         """``shared``: other instances use these records (PostgreSQL): sweep for their
-        dead turns. ``claimed(outcome)``: counts a takeover (the metrics)."""
+        dead turns. ``claimed(outcome)``: counts a takeover by outcome (the metrics:
+        ``recovered``, or the ending's)."""
         if not lease_s > 0:
             raise ValueError(f"lease_s must be positive, not {lease_s}")
         self.turns = turns
@@ -176,16 +172,18 @@ class Leases:
                 record.attempt,
             )
             try:
-                if not await self.recover(record):
-                    await self.end(record)
+                await self._free_thread(record)
+                ending = await self.recover(record)
+                if ending is not None:
+                    await self.end(record, ending)
+                self.claimed(ending.outcome if ending is not None else "recovered")
             except Exception:  # its lease (ours now) runs out: the next sweep claims it
                 log.exception("relay: could not take over turn %s", record.turn_id)
         return len(records)
 
-    async def end(self, record: TurnRecord) -> None:
-        """End a claimed turn: its thread freed, one terminal event on the shared bus, the
-        record ``interrupted``."""
-        if record.lock_holder:
+    async def _free_thread(self, record: TurnRecord) -> None:
+        """A hung owner's session still holds the turn's thread: end it."""
+        if record.lock_holder > 0:
             try:
                 if await self.turns.free_thread(record):
                     log.warning(
@@ -200,11 +198,14 @@ class Leases:
                     record.thread_id,
                     record.turn_id,
                 )
-        changes = await self._publish_end(record)
-        await self.turns.update(record.turn_id, **changes)
-        self.claimed("ended")
 
-    async def _publish_end(self, record: TurnRecord) -> dict[str, Any]:
+    async def end(self, record: TurnRecord, ending: Ending = ENDED) -> None:
+        """End a claimed turn: one terminal event on the shared bus, the record
+        ``interrupted``."""
+        changes = await self._publish_end(record, ending)
+        await self.turns.update(record.turn_id, **changes)
+
+    async def _publish_end(self, record: TurnRecord, ending: Ending) -> dict[str, Any]:
         """The terminal event on a shared bus; the record's changes that go with it."""
         now = time.time() * 1000
         ended = dataclasses.replace(
@@ -220,13 +221,12 @@ class Leases:
             return {**end_changes(terminal), "lease_until": 0.0}
         base = max(last, record.last_seq, record.run_after_seq)
         bus.open_turn(record.turn_id, base)
-        seq = bus.publish(terminal_event(ended, base)).seq
-        answer = terminal_event(ended, base).fields["message"]
+        seq = bus.publish(terminal_event(ended, base, ending.code, ending.message)).seq
         response = ChatResponse(
             record.thread_id,
             record.turn_id,
             record.root_trace_id or "",
             INTERRUPTED,
-            answer=str(answer),
+            answer=ending.message,
         )
-        return {**changes, "last_seq": seq, "response": response.to_json()}
+        return {**changes, "last_seq": seq, "response": ended_response(response, ending.code)}

@@ -22,10 +22,19 @@ _MESSAGES = {
 }
 
 
-def terminal_event(record: TurnRecord, after: int = 0) -> Event:
+def ended_response(response: ChatResponse, code: str) -> str:
+    """The recorded response of a turn ended ``interrupted`` by its claimer: with the code
+    of its terminal event (``tool_interrupted``, ...), which a later reader's gets too."""
+    return json.dumps({**response.to_dict(), "code": code})
+
+
+def terminal_event(
+    record: TurnRecord, after: int = 0, code: str | None = None, message: str | None = None
+) -> Event:
     """The turn's terminal event. A run that ended recorded the seq of its terminal event,
     which this one keeps; a turn that died with its process gets the next seq after both
-    the record's and the client's (``after``)."""
+    the record's and the client's (``after``). ``code`` and ``message``: an ``error``'s,
+    when its record does not say them (a claimer's end: :func:`ended_response`)."""
     response = json.loads(record.response) if record.response else None
     ts = record.ended_at or record.paused_at or time.time() * 1000
     envelope = (record.thread_id, record.turn_id, record.root_trace_id or "0" * 32, ts)
@@ -52,16 +61,20 @@ def terminal_event(record: TurnRecord, after: int = 0) -> Event:
         )
     else:
         status = record.status if record.status in _MESSAGES else "error"
+        if response is not None and status == "interrupted" and code is None:
+            code = response.get("code")  # a claimer's end (ended_response)
+            message = str(response.get("answer") or "") if code else None
+        code = code or (status if status != "error" else "turn_failed")
         event = Event(
             ev.ERROR,
             *envelope,
             {
-                "code": status if status != "error" else "turn_failed",
-                "message": _MESSAGES[status],
+                "code": code,
+                "message": message or _MESSAGES[status],
                 "node": None,
-                # the record keeps no code: only a stopped server or a cancel is worth
-                # sending again for
-                "retryable": status != "error",
+                # only a stopped server or a cancel is worth sending again for (not a
+                # turn that stopped its server each time it was taken up)
+                "retryable": status != "error" and code != "recovery_exhausted",
             },
         )
     if record.last_seq > 0 and (record.status != "interrupted" or record.response):
