@@ -214,7 +214,22 @@ class Leases:
         changes: dict[str, Any] = {"status": INTERRUPTED, "ended_at": now, "lease_until": 0.0}
         bus = self.bus
         if not (bus.shared and isinstance(bus, AdoptingBus)):
-            return changes  # the log died with its process: readers get the record's end
+            # the log died with its process: readers get the record's end, at the seq
+            # after the record's (relay/turns/recovery.py settles a later cursor)
+            if ending == ENDED:
+                return changes
+            response = ChatResponse(
+                record.thread_id,
+                record.turn_id,
+                record.root_trace_id or "",
+                INTERRUPTED,
+                answer=ending.message,
+            )
+            return {
+                **changes,
+                "last_seq": max(record.last_seq, record.run_after_seq) + 1,
+                "response": ended_response(response, ending.code),
+            }
         last, terminal = await bus.adopt(record.turn_id)
         if terminal is not None and terminal.seq > record.run_after_seq:
             # the run published its end, and its process died before recording it

@@ -91,7 +91,14 @@ async def settle_outcome(turns: TurnStore, record: TurnRecord, after: int) -> Tu
     lived) gets a new one under its next seq, which is then recorded."""
     if record.status != "interrupted" or (record.response and after <= record.last_seq):
         return record
-    event = terminal_event(dataclasses.replace(record, response=None), after)
+    said = json.loads(record.response) if record.response else {}
+    code = said.get("code")  # a claimer's end (ended_response): the same words again
+    event = terminal_event(
+        dataclasses.replace(record, response=None),
+        after,
+        code,
+        str(said.get("answer") or "") if code else None,
+    )
     response = ChatResponse(
         record.thread_id,
         record.turn_id,
@@ -100,7 +107,7 @@ async def settle_outcome(turns: TurnStore, record: TurnRecord, after: int) -> Tu
         answer=str(event.fields["message"]),
     )
     record.last_seq = event.seq
-    record.response = response.to_json()
+    record.response = ended_response(response, code) if code else response.to_json()
     await turns.update(record.turn_id, last_seq=record.last_seq, response=record.response)
     return record
 

@@ -53,6 +53,90 @@ graph = builder.compile()
 '''
 
 
+RECOVERY_GRAPH = '''\
+"""Two nodes and two tools for recovery (tests/replicas/processes.py)."""
+
+import asyncio
+import os
+from pathlib import Path
+
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+GATES = Path(os.environ["LEASE_TEST_GATES"])
+
+
+def note(asked: str, what: str) -> None:
+    with (GATES / "ledger").open("a") as ledger:
+        ledger.write(f"{asked} {what} {os.environ['RELAY_INSTANCE_ID']}\\n")
+
+
+async def gate(asked: str) -> None:
+    (GATES / f"{asked}.started").touch()
+    while not (GATES / f"{asked}.go").exists():
+        await asyncio.sleep(0.05)
+
+
+@tool
+async def charge(order: str) -> str:
+    """Charge an order: a side effect, written to the ledger."""
+    note(order, "charge")
+    await gate(order)
+    return "charged"
+
+
+@tool
+async def lookup(order: str) -> str:
+    """Look an order up: safe to run again."""
+    note(order, "lookup")
+    await gate(order)
+    return "found"
+
+
+lookup.metadata = {"idempotent": True}
+
+
+async def prepare(state: MessagesState) -> dict:
+    note(str(state["messages"][-1].content), "prepare")
+    return {}
+
+
+async def hold(state: MessagesState, config) -> dict:
+    asked = str(state["messages"][-1].content)
+    note(asked, "hold")
+    if asked.startswith("tool"):
+        await charge.ainvoke({"order": asked}, config)
+    elif asked.startswith("idem"):
+        await lookup.ainvoke({"order": asked}, config)
+    else:
+        await gate(asked)
+    return {"messages": [AIMessage(content=f"done {asked}")]}
+
+
+builder = StateGraph(MessagesState)
+builder.add_node("prepare", prepare)
+builder.add_node("hold", hold)
+builder.add_edge(START, "prepare")
+builder.add_edge("prepare", "hold")
+builder.add_edge("hold", END)
+graph = builder.compile()
+'''
+
+
+def write_recovery_graph(folder: Path) -> tuple[Path, Path]:
+    """:data:`RECOVERY_GRAPH`: ``prepare`` then ``hold``, which waits on the gate of its
+    message; a message ``tool...`` makes ``hold`` call the side-effecting tool ``charge``
+    and one ``idem...`` the idempotent ``lookup``, each waiting on the gate inside the
+    tool. The ledger has a line ``{message} {prepare|hold|charge|lookup} {instance}`` for
+    each run of each."""
+    gates = folder / "gates"
+    gates.mkdir(parents=True, exist_ok=True)
+    graph = folder / "recovery_graph.py"
+    graph.write_text(RECOVERY_GRAPH)
+    return graph, gates
+
+
 def write_gated_graph(folder: Path) -> tuple[Path, Path]:
     """The graph file and its gates folder."""
     gates = folder / "gates"
@@ -74,9 +158,16 @@ class Gates:
 
     def runs(self, message: str) -> list[str]:
         """The instances that ran the node for ``message``, in order."""
+        return [line.split(" ", 1)[1] for line in self._lines() if line.split(" ", 1)[0] == message]
+
+    def ran(self, message: str) -> list[tuple[str, str]]:
+        """The recovery graph's ledger for ``message``: (what ran, on which instance)."""
+        rows = [line.split(" ") for line in self._lines()]
+        return [(row[1], row[2]) for row in rows if len(row) == 3 and row[0] == message]
+
+    def _lines(self) -> list[str]:
         ledger = self.folder / "ledger"
-        lines = ledger.read_text().splitlines() if ledger.exists() else []
-        return [line.split(" ", 1)[1] for line in lines if line.split(" ", 1)[0] == message]
+        return ledger.read_text().splitlines() if ledger.exists() else []
 
 
 class Replica:

@@ -6,13 +6,15 @@ and a fresh PostgreSQL database (turn records, checkpoints), with distinct insta
 ``RELAY_LEASE_S=2``. The graph's one node waits on a file (tests/replicas/processes.py):
 the test knows the turn is inside it, and holds it there.
 
-- ``kill -9`` of the replica running a turn: a reader on the other replica gets one
+- ``kill -9`` of the replica running a turn, recovery off (``RELAY_RECOVERY=off``;
+  tests/replicas/test_recovery.py has it on): a reader on the other replica gets one
   ``error`` event, code ``interrupted``; the record says ``interrupted``; the thread takes
   a new message;
 - a replica that hangs (SIGSTOP): its thread is freed once its lease is gone; woken
   (SIGCONT), it neither publishes a second end nor flips the record back;
 - a node that runs for several lease periods keeps its turn and answers on its replica;
-- a SQLite instance killed and started again under another instance id ends the turn.
+- a SQLite instance killed and started again under another instance id ends the turn
+  (the in-process bus's log of the cut run died with it: ``safe`` cannot judge it).
 
 Order is made with files and the database's own state (a lease seen renewed), never with
 a clock; the waits are generous bounds on a hang.
@@ -71,16 +73,27 @@ def terminal_events(redis_url: str, turn_id: str) -> list[dict]:
     return [e for e in events if e["type"] in ("turn_completed", "paused", "error")]
 
 
-def recovered(base: str) -> float:
-    """relay_turns_recovered_total{outcome="ended"} on that replica (0 when absent)."""
+def recovered(base: str, outcome: str = "ended") -> float:
+    """relay_turns_recovered_total{outcome=...} on that replica (0 when absent)."""
     for line in httpx.get(f"{base}/metrics", timeout=30).text.splitlines():
-        if line.startswith("relay_turns_recovered_total") and 'outcome="ended"' in line:
+        if line.startswith("relay_turns_recovered_total") and f'outcome="{outcome}"' in line:
             return float(line.rsplit(" ", 1)[1])
     return 0.0
 
 
-def shared(redis_url: str, postgres_url: str, lease_s: str = LEASE_S) -> dict[str, str]:
-    return {"RELAY_BUS": redis_url, "RELAY_STORE": postgres_url, "RELAY_LEASE_S": lease_s}
+def shared(
+    redis_url: str, postgres_url: str, lease_s: str = LEASE_S, **more: str
+) -> dict[str, str]:
+    return {
+        "RELAY_BUS": redis_url,
+        "RELAY_STORE": postgres_url,
+        "RELAY_LEASE_S": lease_s,
+        **more,
+    }
+
+
+#: these tests see the takeover end a turn (tests/replicas/test_recovery.py: recovered)
+ENDS = {"RELAY_RECOVERY": "off"}
 
 
 #: the lease of the test where a live peer could claim: a loaded machine may stall a
@@ -92,8 +105,8 @@ def test_kill_9_of_the_owner_ends_the_turn_for_a_reader_on_the_other_replica(
     cluster, redis_url: str, postgres_url: str
 ) -> None:
     start, gates = cluster
-    a = start("a", **shared(redis_url, postgres_url))
-    b = start("b", **shared(redis_url, postgres_url))
+    a = start("a", **shared(redis_url, postgres_url, **ENDS))
+    b = start("b", **shared(redis_url, postgres_url, **ENDS))
     started = chat(a.url, "k1")
     assert started.status_code == 202, started.text
     turn_id, thread_id = started.json()["turn_id"], started.json()["thread_id"]
@@ -136,8 +149,8 @@ def test_a_hung_replica_loses_its_turn_and_its_thread_and_stays_quiet_when_woken
     cluster, redis_url: str, postgres_url: str
 ) -> None:
     start, gates = cluster
-    a = start("a", **shared(redis_url, postgres_url))
-    b = start("b", **shared(redis_url, postgres_url))
+    a = start("a", **shared(redis_url, postgres_url, **ENDS))
+    b = start("b", **shared(redis_url, postgres_url, **ENDS))
     started = chat(a.url, "h1")
     assert started.status_code == 202, started.text
     turn_id, thread_id = started.json()["turn_id"], started.json()["thread_id"]
@@ -230,7 +243,8 @@ def test_a_sqlite_instance_killed_and_started_under_another_id_ends_the_turn(clu
     second = start("s2", RELAY_LEASE_S=LEASE_S)  # another instance id, the same files
 
     assert status(second.url, turn_id) == "interrupted"
-    assert recovered(second.url) == 1
+    # its cut run's log died with it (the in-process bus): not judged safe, so ended
+    assert recovered(second.url, "unsafe") == 1
     events = TurnReader(second.url, turn_id, timeout=60).start().join(60)
     assert events[-1]["type"] == "error" and events[-1]["code"] == "interrupted", events
     following = chat(second.url, "s-next", thread_id)
