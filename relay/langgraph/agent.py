@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from langgraph.errors import GraphDrained
+from langgraph.runtime import RunControl
 from langgraph.types import Command
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode, Tracer
@@ -58,6 +60,7 @@ from relay.langgraph.retries import RetryPolicies
 from relay.langgraph.spans import RunSpan, run_span
 from relay.langgraph.thread_ttl import ThreadGate
 from relay.langgraph.topology import topology
+from relay.turns.draining import RunDrained, current_drain
 from relay.turns.messages import Message, MessageStore
 from relay.turns.records import TurnRecord, TurnStore
 from relay.turns.recovering import POLICIES as RECOVERY_POLICIES
@@ -371,9 +374,16 @@ class GraphAgent:
                 run_configurable, spans.custom.write, getattr(self.graph, "store", None)
             )
         config: dict[str, Any] = {"configurable": run_configurable, "callbacks": [spans]}
+        control = RunControl()  # a graceful stop drains it at a step boundary
+        drain = current_drain.get()
+        if drain is not None:
+            drain.on_request(control.request_drain)
         try:
             async with asyncio.timeout(bound.turn_timeout_s), self._holding(record.thread_id):
-                values, limit = await run_graph(self.graph, graph_input, config)
+                values, limit = await run_graph(self.graph, graph_input, config, control)
+        except GraphDrained:  # stopped after the step in flight, its checkpoint saved
+            spans.close("cancelled")
+            raise RunDrained() from None
         except TimeoutError:
             spans.close("cancelled")
             return self._failed(record, run, TURN_TIMEOUT)

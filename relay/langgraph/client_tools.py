@@ -170,7 +170,7 @@ def stop_answers(ids: Iterable[str], code: str) -> dict[str, Any]:
 
 
 async def run_graph(
-    graph: Any, graph_input: Any, config: dict[str, Any]
+    graph: Any, graph_input: Any, config: dict[str, Any], control: Any = None
 ) -> tuple[Any, ClientToolLimit | None]:
     """``graph.ainvoke`` with the client-tool limits enforced (GraphAgent's runs).
 
@@ -178,14 +178,17 @@ async def run_graph(
     limit) lets those tools return an error to the graph, so its history stays whole, and
     stops the graph after the nodes that ran them (``interrupt_after``). A run that pauses
     on a call past ``RELAY_CLIENT_TOOL_MAX_ROUNDS`` is resumed so at once, in the same
-    run. Either way the second value names the limit: the run ends with its ``error``."""
+    run. Either way the second value names the limit: the run ends with its ``error``.
+    ``control``: LangGraph's ``RunControl`` of the run (a drain stops it at a step
+    boundary with ``GraphDrained``: relay/turns/draining.py)."""
+    extra = {} if control is None else {"control": control}
     code = _stop_code(graph_input)
     if code is not None:
         nodes = await _nodes_of(graph, config, set(graph_input.resume))
-        return await graph.ainvoke(graph_input, config, interrupt_after=nodes), ClientToolLimit(
-            code, limit_message(code)
-        )
-    values = await graph.ainvoke(graph_input, config)
+        return await graph.ainvoke(
+            graph_input, config, interrupt_after=nodes, **extra
+        ), ClientToolLimit(code, limit_message(code))
+    values = await graph.ainvoke(graph_input, config, **extra)
     pending = values.get("__interrupt__", []) if isinstance(values, Mapping) else []
     over = [i.id for i in pending if is_client_tool_call(i.value) and i.value.get("over_limit")]
     if not over:
@@ -195,7 +198,7 @@ async def run_graph(
     code = "client_tool_rounds"
     nodes = await _nodes_of(graph, config, set(over))
     values = await graph.ainvoke(
-        Command(resume=stop_answers(over, code)), config, interrupt_after=nodes
+        Command(resume=stop_answers(over, code)), config, interrupt_after=nodes, **extra
     )
     return values, ClientToolLimit(code, limit_message(code))
 

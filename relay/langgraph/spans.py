@@ -39,7 +39,8 @@ from relay import conventions as c
 from relay.events import INTERRUPTED_MESSAGE
 from relay.langgraph.failures import transient
 from relay.spans import to_ms
-from relay.turns.run_end import INTERRUPTED, SHUTDOWN
+from relay.turns.draining import RunDrained
+from relay.turns.run_end import HANDED_OVER, HANDOVER, INTERRUPTED, SHUTDOWN
 
 
 @dataclass
@@ -149,11 +150,16 @@ def run_span(
         ):
             yield run
     except asyncio.CancelledError as exc:
-        if SHUTDOWN in exc.args:  # the relay's stop cut it: nobody asked for a cancel
+        if HANDOVER in exc.args:  # cut by a stop that hands the turn over: it goes on
+            run.outcome = HANDED_OVER
+        elif SHUTDOWN in exc.args:  # the relay's stop cut it: nobody asked for a cancel
             run.outcome = INTERRUPTED
             run.end_attributes[c.ERROR_MESSAGE] = INTERRUPTED_MESSAGE
         else:
             run.outcome = "cancelled"
+        raise
+    except RunDrained:  # stopped at a step boundary to be handed over: it goes on
+        run.outcome = HANDED_OVER
         raise
     except BaseException as exc:
         run.outcome = "error"

@@ -36,6 +36,10 @@ from relay.spans import SpanRecord, to_ms
 # -- our runs ----------------------------------------------------------------------------
 
 
+#: the outcome of a run whose server stopped and handed its turn over (relay/turns/
+#: run_end.py): no terminal event, the turn goes on in a recovered run
+HANDED_OVER = "handed_over"
+
 #: the words of a run that was stopped, when its root says none
 _STOPPED = {
     "cancelled": "The turn was cancelled.",
@@ -48,6 +52,8 @@ def root_end(run: Run, record: SpanRecord) -> list[Event]:
     attrs = record.attributes
     outcome = attrs.get(c.TURN_OUTCOME)
     end = record.end_ns or record.start_ns
+    if outcome == HANDED_OVER:  # its server stopped and handed the turn over: it goes on
+        return []
     if outcome in ("answered", "refused"):
         response, ok = json_attr(attrs, c.TURN_RESPONSE, None)
         if not ok:

@@ -78,6 +78,9 @@ class TurnRecord:
     attempt: int = 1
     #: the PostgreSQL session holding the thread's lock for the run (0: none, SQLite)
     lock_holder: int = 0
+    #: how the last run stopped when its instance stopped and handed the turn over
+    #: (relay/turns/draining.py: ``drained`` or ``cut``); '' when it did not
+    handover: str = ""
 
     def __post_init__(self) -> None:
         if not self.turn_key:

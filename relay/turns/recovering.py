@@ -19,7 +19,9 @@ leases' ``recover`` hook) what to do with it:
   True}``, ``tool_started.idempotent``) and a client-executed tool (the client runs it,
   on a resume) do not count. A turn whose cut run's log cannot be read whole (the
   in-process bus died with its process; Redis lost or trimmed it) cannot be judged, and
-  ``safe`` does not recover it.
+  ``safe`` does not recover it. A turn whose instance stopped on purpose and drained it
+  at a step boundary (relay/turns/draining.py: ``handover`` ``drained``) had nothing cut,
+  and is recovered whatever its log says.
 
 A recovered turn is the same turn: its graph's :class:`Recoverable` starts a run that
 goes on from the thread's last checkpoint (the nodes that completed do not run again;
@@ -45,6 +47,7 @@ from relay.events import (
     TOOL_INTERRUPTED_MESSAGE,
     Event,
 )
+from relay.turns.draining import DRAINED
 from relay.turns.records import TurnRecord
 
 log = logging.getLogger("relay.recovery")
@@ -59,9 +62,6 @@ POLICIES = (SAFE, ALWAYS, OFF)
 OWNER_LOST = "owner_lost"
 #: ``turn_recovered.reason``: the owner stopped on purpose and handed the turn over
 HANDED_OVER = "handed_over"
-#: ``lock_holder`` of a record whose owner handed the turn over (SIGTERM): no session
-#: holds its thread, and its claimer says why the run stopped
-HANDED_OVER_HOLDER = -1
 
 #: the ``error.code`` values of a claimed turn that is not taken up again
 INTERRUPTED = "interrupted"
@@ -189,7 +189,7 @@ class TurnRecovery:
         if not await self._take_log(record):
             return ENDED  # the run ended, and its process died before recording it
         graph = self.graphs[record.graph]
-        reason = HANDED_OVER if record.lock_holder == HANDED_OVER_HOLDER else OWNER_LOST
+        reason = HANDED_OVER if record.handover else OWNER_LOST
         recovery = Recovery(record.attempt - 1, reason, await graph.checkpoint_id(record.thread_id))
         await graph.recover(record, recovery)
         log.warning(
@@ -216,8 +216,8 @@ class TurnRecovery:
                 RECOVERY_EXHAUSTED_MESSAGE.format(attempts=recoveries),
                 "exhausted",
             )
-        if policy == ALWAYS:
-            return None
+        if policy == ALWAYS or record.handover == DRAINED:
+            return None  # the app's word, or nothing was cut: stopped at a step boundary
         events = await self._cut_run(record)
         if events is None:
             log.warning(

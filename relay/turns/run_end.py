@@ -29,6 +29,11 @@ INTERRUPTED = "interrupted"
 #: the message of the cancel the shutdown sends a run's task: the run's root span reads
 #: it (relay/langgraph/spans.py) and ends ``interrupted``, as the turn's record will
 SHUTDOWN = "the server is shutting down"
+#: the cancel message of a run cut by a stop that hands its turn over to another instance
+#: (relay/turns/draining.py): it ends without a terminal event, and so does its root span
+HANDOVER = "the server is handing this turn over"
+#: the root span's ``relay.turn.outcome`` of a run that stopped to be handed over
+HANDED_OVER = "handed_over"
 
 #: the ``error.message`` for each code: said to the user, so nothing internal in it
 _MESSAGES = {

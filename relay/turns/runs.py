@@ -29,10 +29,12 @@ from typing import Any
 
 from relay.bus.base import Bus
 from relay.logs import current_turn
+from relay.turns.draining import CUT, DRAINED, HANDED_OVER_LEASE, Drain, RunDrained, current_drain
 from relay.turns.records import RUNNING, TurnRecord, TurnStore, lease_until
 from relay.turns.response import ChatResponse
 from relay.turns.run_end import (
     CANCELLED,
+    HANDOVER,
     SHUTDOWN,
     TURN_TIMEOUT,
     Outcome,
@@ -76,6 +78,8 @@ class _Run:
     attempt: int = 1  # the attempt at the turn this run is (its record's, a lease's key)
     lease_until: float = 0.0  # epoch ms: its lease, as last written (0: none yet)
     lost: bool = False  # another instance took the turn over: end without a word
+    drain: Drain = field(default_factory=Drain)  # a graceful stop: end at a step boundary
+    handover: str = ""  # how it stopped to be handed over (draining.DRAINED, CUT), if so
 
 
 def _check_start(record: object, kind: object, runner: object) -> None:
@@ -195,7 +199,12 @@ class RunManager(LeasedRuns):
         if self.lease_s is not None:  # the run holds the turn from its first write
             record.lease_until = lease_until(self.lease_s)
             record.lock_holder = thread_lock.holder if thread_lock is not None else 0
-            lease = {"lease_until": record.lease_until, "lock_holder": record.lock_holder}
+            record.handover = ""  # held by this run now, not waiting to be taken over
+            lease = {
+                "lease_until": record.lease_until,
+                "lock_holder": record.lock_holder,
+                "handover": "",
+            }
         try:
             if create:  # one write: the new record already says where this run stands
                 record.status = RUNNING
@@ -246,6 +255,7 @@ class RunManager(LeasedRuns):
                 await previous.done.wait()
                 self._threads[run.thread_id] = run.turn_id
             current_turn.set(run.turn_id)  # this task's log lines carry the turn id
+            current_drain.set(run.drain)  # a graceful stop asks the run to drain here
             limit = (
                 None
                 if self.turn_timeout_s is None
@@ -259,6 +269,9 @@ class RunManager(LeasedRuns):
         except asyncio.CancelledError:
             outcome = Outcome(code=CANCELLED)
             raise
+        except RunDrained:  # stopped at a step boundary: handed over (run.drain)
+            run.handover = DRAINED
+            return None
         except Exception as exc:
             if isinstance(exc, TimeoutError) and bound is not None and bound.expired():
                 log.error(
@@ -316,6 +329,9 @@ class RunManager(LeasedRuns):
                     run.turn_id,
                 )
                 return
+            if run.handover:
+                await self._hand_over(run)
+                return
             log.info(
                 "run ended",
                 extra={"run_kind": run.kind, "status": outcome.status(self._shutting_down)},
@@ -352,6 +368,32 @@ class RunManager(LeasedRuns):
                 log.exception("relay: could not release the thread of turn %s", run.turn_id)
             finally:
                 run.done.set()
+
+    async def _hand_over(self, run: _Run) -> None:
+        """A run stopped by a graceful stop (relay/turns/draining.py): no terminal event;
+        the turn stays ``running``, its lease long past, so that another instance (or
+        this one's next start) claims it at once and takes it up again. Its events reach
+        the bus first (the claimer judges the cut step by them)."""
+        try:
+            self.flush()
+        except Exception:
+            log.exception("relay: could not flush the spans of turn %s", run.turn_id)
+        changes = {
+            "lease_until": HANDED_OVER_LEASE,
+            "lock_holder": 0,
+            "handover": run.handover,
+            "last_seq": self.bus.last_seq(run.turn_id),
+        }
+        try:
+            await self.turns.update(run.turn_id, **changes)
+        except Exception:  # its lease runs out as if the process had died
+            log.exception("relay: could not hand turn %s over", run.turn_id)
+            return
+        log.warning(
+            "relay: turn %s handed over (%s): another instance takes it up",
+            run.turn_id,
+            run.handover,
+        )
 
     def _terminal_sent(self, run: _Run) -> bool:
         return terminal_sent(self.bus, run.turn_id, run.first_seq)
@@ -426,15 +468,33 @@ class RunManager(LeasedRuns):
             self.cancel(turn_id, "the last reader disconnected")
 
     async def shutdown(self, grace_s: float = 0.0) -> None:
-        """Let running turns finish for ``grace_s``, then cancel the rest. A turn cut short
-        by the shutdown is recorded ``interrupted``, not ``cancelled``: nobody asked."""
+        """Stop, handing the running turns over when they hold leases: each run is asked
+        to stop at its next step boundary (relay/turns/draining.py) and given ``grace_s``
+        to end or drain; the rest are cut, and handed over too. Without leases, they are
+        given ``grace_s`` to finish and cut, recorded ``interrupted``, not ``cancelled``:
+        nobody asked."""
         self._shutting_down = True
         runs = list(self._runs.values())
+        handing_over = self.lease_s is not None
+        if handing_over and runs:
+            log.warning(
+                "relay: stopping: %d running turn(s) asked to stop at their next step "
+                "boundary, to be handed over",
+                len(runs),
+            )
+            for run in runs:
+                run.drain.request()
         tasks = [r.task for r in runs if r.task is not None]
         if tasks and grace_s > 0:
             await asyncio.wait(tasks, timeout=grace_s)
-        for task in tasks:
-            task.cancel(SHUTDOWN)
+        for run in runs:
+            if run.task is None or run.task.done() or run.ending:
+                continue
+            if handing_over:
+                run.handover = CUT
+                run.task.cancel(HANDOVER)
+            else:
+                run.task.cancel(SHUTDOWN)
         for task in tasks:
             with contextlib.suppress(BaseException):
                 await task

@@ -82,6 +82,11 @@ _MIGRATIONS = [
     ALTER TABLE turns ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1;
     ALTER TABLE turns ADD COLUMN lock_holder INTEGER NOT NULL DEFAULT 0;
     """,
+    # version 9: how the last run stopped when its instance handed the turn over
+    # (relay/turns/draining.py)
+    """
+    ALTER TABLE turns ADD COLUMN handover TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 

@@ -111,25 +111,33 @@ async def hold(state: MessagesState, config) -> dict:
         await lookup.ainvoke({"order": asked}, config)
     else:
         await gate(asked)
+    return {}
+
+
+async def finish(state: MessagesState) -> dict:
+    asked = str(state["messages"][-1].content)
+    note(asked, "finish")
     return {"messages": [AIMessage(content=f"done {asked}")]}
 
 
 builder = StateGraph(MessagesState)
 builder.add_node("prepare", prepare)
 builder.add_node("hold", hold)
+builder.add_node("finish", finish)
 builder.add_edge(START, "prepare")
 builder.add_edge("prepare", "hold")
-builder.add_edge("hold", END)
+builder.add_edge("hold", "finish")
+builder.add_edge("finish", END)
 graph = builder.compile()
 '''
 
 
 def write_recovery_graph(folder: Path) -> tuple[Path, Path]:
-    """:data:`RECOVERY_GRAPH`: ``prepare`` then ``hold``, which waits on the gate of its
-    message; a message ``tool...`` makes ``hold`` call the side-effecting tool ``charge``
-    and one ``idem...`` the idempotent ``lookup``, each waiting on the gate inside the
-    tool. The ledger has a line ``{message} {prepare|hold|charge|lookup} {instance}`` for
-    each run of each."""
+    """:data:`RECOVERY_GRAPH`: ``prepare``, ``hold``, which waits on the gate of its
+    message, and ``finish``, which answers; a message ``tool...`` makes ``hold`` call the
+    side-effecting tool ``charge`` and one ``idem...`` the idempotent ``lookup``, each
+    waiting on the gate inside the tool. The ledger has a line ``{message}
+    {prepare|hold|charge|lookup|finish} {instance}`` for each run of each."""
     gates = folder / "gates"
     gates.mkdir(parents=True, exist_ok=True)
     graph = folder / "recovery_graph.py"

@@ -4,20 +4,24 @@ when nothing with a side effect was running in the step that was cut.
 
 Two replicas (``span-relay serve --graph``) share Redis (the bus) and a fresh PostgreSQL
 database (turn records, checkpoints), with ``RELAY_LEASE_S=2``. The graph
-(tests/replicas/processes.py, ``RECOVERY_GRAPH``) runs ``prepare`` then ``hold``, which
-waits on a file; its ledger says what ran where, so "ran once" is counted, never timed.
+(tests/replicas/processes.py, ``RECOVERY_GRAPH``) runs ``prepare``, ``hold``, which
+waits on a file, and ``finish``; its ledger says what ran where, so "ran once" is
+counted, never timed.
 
 - ``kill -9`` mid-step: a reader on the other replica gets ``turn_recovered`` at the next
   seq, the re-run step's events and the answer; ``prepare`` ran once, ``hold`` twice;
 - ``kill -9`` while a side-effecting tool runs: the turn ends ``interrupted``, code
   ``tool_interrupted``, naming the tool, which ran once;
 - the same with a tool that declares itself idempotent: recovered, the tool run again;
+- SIGTERM while ``hold`` runs: the run stops at the step boundary after it, its turn
+  handed over at once, and the other replica runs only ``finish``;
 - a SQLite instance killed and started again with ``RELAY_RECOVERY=always``: recovered
-  at its start; with ``RELAY_RECOVERY_MAX_ATTEMPTS=0``: ``recovery_exhausted``.
+  at its start; killed again past ``RELAY_RECOVERY_MAX_ATTEMPTS``: ``recovery_exhausted``.
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -86,9 +90,9 @@ def test_kill_9_mid_step_is_recovered_on_the_other_replica(
     assert topology["type"] == "graph_topology" and topology["run_kind"] == "recover"
     assert topology["trace_id"] != events[0]["trace_id"]  # a run of its own
     rerun = [e.get("node") for e in events[recovered_at:] if e["type"] == "node_started"]
-    assert rerun == ["hold"]  # prepare completed before the cut: not run again
+    assert rerun == ["hold", "finish"]  # prepare completed before the cut: not run again
     assert types[-1] == "turn_completed" and events[-1]["response"]["answer"] == "done r1"
-    assert gates.ran("r1") == [("prepare", "a"), ("hold", "a"), ("hold", "b")]
+    assert gates.ran("r1") == [("prepare", "a"), ("hold", "a"), ("hold", "b"), ("finish", "b")]
     record = httpx.get(f"{b.url}/turns/{turn_id}", timeout=30).json()
     assert record["status"] == "answered" and record["attempt"] == 2
     assert recovered(b.url, "recovered") == 1
@@ -161,7 +165,38 @@ def test_an_idempotent_tool_does_not_keep_its_turn_from_recovery(
         ("lookup", "a"),
         ("hold", "b"),
         ("lookup", "b"),
+        ("finish", "b"),
     ]
+
+
+def test_sigterm_hands_the_turn_over_at_the_next_step_boundary(
+    cluster, redis_url: str, postgres_url: str
+) -> None:
+    start, gates = cluster
+    # the leases are long: the turn moves at once because it is handed over, not lost
+    a = start("a", **shared(redis_url, postgres_url, "60", RELAY_SHUTDOWN_GRACE_S="120"))
+    b = start("b", **shared(redis_url, postgres_url, "60"))
+    started = chat(a.url, "d1")
+    turn_id = started.json()["turn_id"]
+    reader = TurnReader(b.url, turn_id, timeout=120).start()
+    wait_until(lambda: gates.started("d1"), what="hold running on A")
+
+    a.proc.send_signal(signal.SIGTERM)  # A stops: the run is asked to drain
+    wait_until(lambda: a.logged("asked to stop at their next step boundary"), what="drain")
+    gates.release("d1")  # hold ends; LangGraph stops before finish, its checkpoint saved
+
+    events = [e for e in reader.join(TAKEOVER_BOUND_S) if e["type"] != "message_saved"]
+    assert a.proc.wait(60) in (0, -signal.SIGTERM)  # uvicorn exits with the signal it got
+    types = [e["type"] for e in events]
+    assert seqs_follow(events), events
+    recovered_at = types.index("turn_recovered")
+    assert events[recovered_at]["reason"] == "handed_over"
+    rerun = [e.get("node") for e in events[recovered_at:] if e["type"] == "node_started"]
+    assert rerun == ["finish"]  # the step that completed on A is not run again
+    assert [t for t in types if t in ("turn_completed", "error", "paused")] == ["turn_completed"]
+    assert gates.ran("d1") == [("prepare", "a"), ("hold", "a"), ("finish", "b")]
+    record = httpx.get(f"{b.url}/turns/{turn_id}", timeout=30).json()
+    assert record["status"] == "answered" and record["attempt"] == 2
 
 
 def test_a_sqlite_instance_started_again_recovers_its_turn_when_told_to(cluster) -> None:
@@ -189,3 +224,4 @@ def test_a_sqlite_instance_started_again_recovers_its_turn_when_told_to(cluster)
     assert events[-1]["retryable"] is False
     assert recovered(third.url, "exhausted") == 1
     assert gates.ran("s") == [("prepare", "s1"), ("hold", "s1"), ("hold", "s2")]
+    assert status(third.url, turn_id) == "interrupted"

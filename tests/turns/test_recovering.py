@@ -165,13 +165,16 @@ async def test_a_handed_over_turn_says_so_and_an_ended_run_is_not_taken_up(
 ) -> None:
     graph = Graph()
     recovery = TurnRecovery({"g": graph}, bus)
-    handed = claimed(lock_holder=-1)
+    handed = claimed(handover="cut")  # cut mid-step by the stop: judged by its log
     await cut(bus, handed, (ev.GRAPH_TOPOLOGY, {}), started("hold", "h"))
     assert await recovery(handed) is None
     assert graph.recovered[0][1].reason == HANDED_OVER
+    # drained at a step boundary: nothing was cut, whatever the log (here: none at all)
+    assert await recovery(claimed(handover="drained")) is None
+    assert [r.reason for _, r in graph.recovered] == [HANDED_OVER, HANDED_OVER]
     # the owner published its end and died before recording it: nothing to take up
     ended = claimed()
     await cut(bus, ended, (ev.GRAPH_TOPOLOGY, {}), (ev.TURN_COMPLETED, {"response": {}}))
     finished = await recovery(ended)
     assert finished is not None and finished.outcome == "ended"
-    assert len(graph.recovered) == 1
+    assert len(graph.recovered) == 2
