@@ -116,13 +116,18 @@ class SQLiteTurnStore(ThreadedTurnAPI):
         self._migrate()
 
     def _migrate(self) -> None:
+        """Bring the file to the latest version. Each version in a transaction that holds
+        the file's write lock from its start (``BEGIN IMMEDIATE``) and reads the version
+        again under it: two processes opening the same file at once (a restart's
+        overlap, test workers) migrate it once, the second waiting for the first."""
         with self._lock:
             self._db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER)")
-            row = self._db.execute("SELECT MAX(version) FROM schema_version").fetchone()
-            current = row[0] or 0
             for version, script in enumerate(_MIGRATIONS, start=1):
-                if version > current:
-                    self._db.execute("BEGIN")
+                if version > self._version():
+                    self._db.execute("BEGIN IMMEDIATE")
+                    if version <= self._version():  # another process did it meanwhile
+                        self._db.execute("COMMIT")
+                        continue
                     try:
                         for statement in filter(str.strip, script.split(";")):
                             self._db.execute(statement)
@@ -134,6 +139,10 @@ class SQLiteTurnStore(ThreadedTurnAPI):
                         self._db.execute("ROLLBACK")
                         raise
                     self._db.execute("COMMIT")
+
+    def _version(self) -> int:
+        row = self._db.execute("SELECT MAX(version) FROM schema_version").fetchone()
+        return int(row[0] or 0)
 
     # -- sync core (runs in a worker thread) --------------------------------------------
 
