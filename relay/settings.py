@@ -333,9 +333,10 @@ class RelaySettings:
         as_is,
         "what a taken-over turn becomes: `safe` goes on from the thread's last checkpoint "
         "unless a tool was running in the step that was cut (then it ends `interrupted`, "
-        "code `tool_interrupted`), `always` goes on whatever ran (your tools are "
-        "idempotent), `off` ends it `interrupted`; a graph's `GraphAgent(recovery=...)` "
-        "decides for its own turns",
+        "code `tool_interrupted`) or, without a shared bus (`RELAY_BUS=redis://`), its "
+        "cut run's events died with its process (it ends `interrupted`), `always` goes on "
+        "whatever ran (your tools are idempotent), `off` ends it `interrupted`; a graph's "
+        "`GraphAgent(recovery=...)` decides for its own turns (deploy/RUNBOOK.md §13.3.1)",
         choices=("safe", "always", "off"),
     )
     recovery_max_attempts: int = setting(
@@ -352,8 +353,9 @@ class RelaySettings:
         None,
         text,
         "a replica's stable, unique name, recorded as its running turns' owner: one that "
-        "starts again under it ends those turns at once (the others end once their lease "
-        "runs out, `RELAY_LEASE_S`); with `--workers N`, worker *i* is `{id}-w{i}`",
+        "starts again under it takes those turns over at once (the others are taken over "
+        "once their lease runs out, `RELAY_LEASE_S`); with `--workers N`, worker *i* is "
+        "`{id}-w{i}`",
         shown="host name",
     )
     #: ``serve --workers N``: worker processes on one port; ``worker``: this one's index

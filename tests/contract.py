@@ -49,6 +49,7 @@ TYPE_FIELDS: dict[str, dict[str, Any]] = {
     "turn_completed": {"response": dict},
     "text_delta": {"message_id": str, "delta": str, "node": (str, type(None)), "span_id": str},
     "message_saved": {"message_id": str},
+    "turn_recovered": {"attempt": int, "reason": str, "resumed_from": (str, type(None))},
     "custom": {
         "node": (str, type(None)),
         "namespace": list,
@@ -97,6 +98,9 @@ def check_event(event: dict[str, Any]) -> None:
         assert event.get("args_truncated", True) is True
     if event["type"] == "turn_completed":
         check_response(event["response"])
+    if event["type"] == "turn_recovered":  # a run that took the turn up again (Recovery)
+        assert event["attempt"] >= 1
+        assert event["reason"] in {"owner_lost", "handed_over"}
 
 
 def check_response(response: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ import { faultFromLocation, getJson } from './api.js';
 import { waitFromLocation } from './follow.js';
 import { formatMs, OUTCOME_TEXT, toolActivityText } from './format.js';
 import { ChatLog } from './chat-log.js';
-import { waitedFor, pauseKindOf } from './outcome.js';
+import { waitedFor, pauseKindOf, recoveryNotice } from './outcome.js';
 import { findUi } from './page-ui.js';
 import { createAnnouncer, createAlerter } from './dom.js';
 import { loadToken, authHeaders, requestHeaders, createTokenForm } from './token.js';
@@ -112,6 +112,15 @@ function onEvent(ev) {
     case 'text_delta':
       chat.streamed(app.model.streamedMessage());
       break;
+    case 'turn_recovered': {
+      // its server stopped mid-run: what it wrote stays, cut; the recovered run writes anew
+      chat.endStreamed(true);
+      const notice = recoveryNotice(app.model.lastRecovery());
+      chat.add('system', notice, { variant: 'info' });
+      setActivity('Working…');
+      announce(notice);
+      break;
+    }
     case 'paused':
       chat.endStreamed(false);
       setActivity(null);

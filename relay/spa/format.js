@@ -48,6 +48,7 @@ export const STATE_TEXT = {
   skipped: 'skipped',
   cancelled: 'cancelled',
   retrying: 'retried',
+  cut: 'cut short', // its server stopped; the recovered run runs the step again
 };
 
 export const OUTCOME_TEXT = {

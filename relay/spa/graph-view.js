@@ -24,6 +24,7 @@ const STATE_ICON = {
   skipped: '–',
   cancelled: '×',
   retrying: '↻',
+  cut: '✂', // its server stopped mid-step (turn_recovered)
 };
 
 /** Shorten an SVG text with an ellipsis until it fits (the full text stays in the title). */

@@ -24,6 +24,8 @@ export function outcomeLine(model, { pausedAt = null, pauseKind = 'approval', no
     const tools = m.runningTools();
     if (tools.length) detail = toolActivityText(tools[tools.length - 1]);
     else if (running.length) detail = `in ${[...new Set(running)].join(', ')}`;
+    const run = m.currentRun();
+    if (run && run.kind === 'recover') detail += `${detail ? ' · ' : ''}taken up again after its server stopped`;
   } else if (outcome === 'answered' || outcome === 'refused') {
     const parts = [];
     if (outcome === 'refused') {
@@ -47,6 +49,18 @@ export function outcomeLine(model, { pausedAt = null, pauseKind = 'approval', no
     if (m.error) detail = m.error.node ? `in ${m.error.node}: ${m.error.message}` : m.error.message;
   }
   return { outcome, text, detail };
+}
+
+/**
+ * The conversation's note on turn_recovered: the server running the turn stopped and another
+ * took it up again. `recovery`: the run's {attempt, reason, resumedFrom} (TurnModel.lastRecovery()).
+ */
+export function recoveryNotice(recovery) {
+  const r = recovery || {};
+  const why = r.reason === 'handed_over' ? 'was stopped and handed this turn over' : 'stopped responding';
+  const from = r.resumedFrom ? ' from its last checkpoint: the steps that had finished are not run again' : '';
+  const count = Number.isInteger(r.attempt) && r.attempt > 1 ? ` (recovery ${r.attempt})` : '';
+  return `The server running this turn ${why}; another server took it up again${from}${count}.`;
 }
 
 /** What a person was waited for: "approval" or "an answer". */

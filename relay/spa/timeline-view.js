@@ -1,6 +1,6 @@
 // The waterfall of the turn's spans, as plain DOM (textContent only).
 
-import { buildTimeline, operationClass, OPERATION_TEXT } from './timeline.js';
+import { buildTimeline, operationClass, OPERATION_TEXT, runTitle, waitText } from './timeline.js';
 import { formatMs } from './format.js';
 
 function h(tag, cls, text) {
@@ -50,17 +50,21 @@ export function renderTimeline(container, model, { traceUrl = null, now = null }
   }
   for (const sec of tl.sections) {
     if (sec.waitBeforeMs !== null && sec.waitBeforeMs !== undefined) {
-      const wait = h('div', 'tl-wait');
-      const icon = h('span', 'pause-icon');
-      icon.setAttribute('aria-hidden', 'true');
-      wait.appendChild(icon);
-      wait.appendChild(h('span', null, `Waited ${formatMs(sec.waitBeforeMs)} for a human decision (not to scale)`));
+      const wait = h('div', sec.kind === 'recover' ? 'tl-wait tl-wait-recovery' : 'tl-wait');
+      if (sec.kind !== 'recover') {
+        const icon = h('span', 'pause-icon');
+        icon.setAttribute('aria-hidden', 'true');
+        wait.appendChild(icon);
+      }
+      wait.appendChild(h('span', null, waitText(sec)));
       frag.appendChild(wait);
     }
-    const section = h('section', 'tl-section');
+    const section = h('section', sec.cut ? 'tl-section tl-section-cut' : 'tl-section');
+    section.dataset.runKind = sec.kind;
     const head = h('div', 'tl-head');
-    const runName = sec.kind === 'resume' ? 'Resumed run' : 'Run';
-    head.appendChild(h('span', 'tl-run', `${runName} ${sec.index + 1}`));
+    const title = runTitle(sec);
+    head.appendChild(h('span', 'tl-run', title));
+    if (sec.cut) head.appendChild(h('span', 'tl-cut-note', 'cut: its server stopped'));
     // A live run's length grows with the clock.
     let total = sec.totalMs;
     const open = sec.rows.some((r) => r.open);
@@ -75,7 +79,7 @@ export function renderTimeline(container, model, { traceUrl = null, now = null }
       a.href = href;
       a.target = '_blank';
       a.rel = 'noopener noreferrer';
-      a.setAttribute('aria-label', `Open the trace of ${runName.toLowerCase()} ${sec.index + 1} in the trace viewer`);
+      a.setAttribute('aria-label', `Open the trace of ${title.toLowerCase()} in the trace viewer`);
       head.appendChild(a);
     }
     section.appendChild(head);
@@ -96,7 +100,7 @@ export function renderTimeline(container, model, { traceUrl = null, now = null }
     section.appendChild(axis);
 
     const list = h('ol', 'tl-rows');
-    list.setAttribute('aria-label', `${runName} ${sec.index + 1} spans`);
+    list.setAttribute('aria-label', `${title} spans`);
     for (const r of sec.rows) {
       const li = h('li', `tl-row tl-${r.type} depth-${Math.min(r.depth, 4)}`);
       li.dataset.tlNode = r.node;
@@ -116,6 +120,8 @@ export function renderTimeline(container, model, { traceUrl = null, now = null }
         const run = model.runs[sec.index];
         dur = Math.max(0, now - (run && typeof run.startTs === 'number' ? run.startTs : now) - r.startMs);
         bar.classList.add('tl-open');
+      } else if (dur === null && r.cutMs !== undefined) {
+        dur = r.cutMs; // up to where its run was last seen working
       }
       const left = Math.min(100, Math.max(0, (r.startMs / scale) * 100));
       const width = Math.min(100 - left, Math.max(0, ((dur || 0) / scale) * 100));
@@ -123,9 +129,9 @@ export function renderTimeline(container, model, { traceUrl = null, now = null }
       bar.style.width = `${width}%`;
       track.appendChild(bar);
       li.appendChild(track);
-      const durText = r.durationMs === null ? (r.state === 'running' ? 'running' : '–') : formatMs(r.durationMs);
+      const durText = r.durationMs === null ? (r.state === 'running' ? 'running' : r.state === 'cut' ? 'cut' : '–') : formatMs(r.durationMs);
       li.appendChild(h('span', 'tl-dur', durText));
-      li.setAttribute('aria-label', `${r.type === 'span' ? (OPERATION_TEXT[r.operation] || r.operation) + ' ' : 'node '}${r.name}${inside}: starts at ${formatMs(r.startMs)}, ${durText}${r.state === 'error' ? ', failed' : ''}`);
+      li.setAttribute('aria-label', `${r.type === 'span' ? (OPERATION_TEXT[r.operation] || r.operation) + ' ' : 'node '}${r.name}${inside}: starts at ${formatMs(r.startMs)}, ${durText}${r.state === 'error' ? ', failed' : r.state === 'cut' ? ', cut short when its server stopped' : ''}`);
       list.appendChild(li);
     }
     section.appendChild(list);

@@ -1,6 +1,9 @@
 // The turn's spans as a waterfall: one section per run (the chat run, then each resume
-// run), node spans with their child spans nested under them, offsets and widths in ms
-// relative to the run's start so that durations are to scale.
+// run, and each run that took the turn up again after its server stopped), node spans with
+// their child spans nested under them, offsets and widths in ms relative to the run's start
+// so that durations are to scale.
+
+import { formatMs } from './format.js';
 
 const OPS = new Set(['chat', 'retrieval', 'apply_guardrail', 'execute_tool']);
 
@@ -22,13 +25,21 @@ function finite(x) {
 
 /**
  * Build the waterfall from a TurnModel. Returns
- * {approximate, sections:[{index, kind, traceId, totalMs, waitBeforeMs, rows:[{type:'node'|'span', name,
- *  node, operation, depth, startMs, durationMs, state}]}]}.
+ * {approximate, sections:[{index, kind, traceId, totalMs, waitBeforeMs, cut, recovery, recoveryIndex,
+ *  rows:[{type:'node'|'span', name, node, operation, depth, startMs, durationMs, state, cutMs}]}]}.
+ * `waitBeforeMs` of a resumed run is the human wait before it; of a recovered run (kind 'recover'),
+ * the time from where the cut run was last seen to the run that took the turn up. `cut`: the run
+ * was cut by its server's stop; a node row it cut ('cut') has `cutMs`, from its start to there.
+ * `recoveryIndex`: the how-manieth recovered run (1, 2, ...), for a recovered run.
  */
 export function buildTimeline(model) {
   const sections = [];
   const approximate = !!model.degraded;
+  let recoveries = 0;
   model.runs.forEach((run, index) => {
+    const recovered = run.kind === 'recover';
+    if (recovered) recoveries += 1;
+    const about = { cut: run.terminal === 'recovered', recovery: run.recovery || null, recoveryIndex: recovered ? (run.recovery && run.recovery.attempt) || recoveries : null };
     const insts = model.instances.filter((i) => i.run === index);
     if (!insts.length && run.startTs === null) return;
     const rows = [];
@@ -39,7 +50,7 @@ export function buildTimeline(model) {
         rows.push({ type: 'node', name: i.node, node: i.node, operation: 'node', depth: 0, startMs: t, durationMs: d, state: i.state });
         t += d;
       }
-      sections.push({ index, kind: run.kind, traceId: run.traceId, totalMs: t, waitBeforeMs: null, rows });
+      sections.push({ index, kind: run.kind, traceId: run.traceId, totalMs: t, waitBeforeMs: null, ...about, rows });
       return;
     }
     const starts = insts.map((i) => i.startTs).filter(finite);
@@ -90,17 +101,38 @@ export function buildTimeline(model) {
         });
       }
     }
-    // A running node has no duration yet: draw it up to "now" (the latest time seen).
-    for (const r of rows) if (r.durationMs === null && r.type === 'node' && r.state === 'running') r.open = true;
+    // A running node has no duration yet: draw it up to "now" (the latest time seen). A node its
+    // server's stop cut has none either: drawn up to where its run was last seen working.
+    for (const r of rows) {
+      if (r.durationMs !== null || r.type !== 'node') continue;
+      if (r.state === 'running') r.open = true;
+      else if (r.state === 'cut') r.cutMs = Math.max(0, tEnd - t0 - r.startMs);
+    }
     let waitBeforeMs = null;
     if (index > 0) {
       const prev = model.runs[index - 1];
       if (finite(prev.endTs) && finite(run.startTs)) waitBeforeMs = Math.max(0, run.startTs - prev.endTs);
-      if (index === model.runs.length - 1 && finite(model.humanWaitMs)) waitBeforeMs = model.humanWaitMs;
+      if (!recovered && index === model.runs.length - 1 && finite(model.humanWaitMs)) waitBeforeMs = model.humanWaitMs;
     }
-    sections.push({ index, kind: run.kind, traceId: run.traceId, totalMs: Math.max(0, tEnd - t0), waitBeforeMs, rows });
+    sections.push({ index, kind: run.kind, traceId: run.traceId, totalMs: Math.max(0, tEnd - t0), waitBeforeMs, ...about, rows });
   });
   return { approximate, sections };
+}
+
+/** A section's title: "Run 1", "Resumed run 2", "Recovered run 3 (recovery 1)". */
+export function runTitle(sec) {
+  if (sec.kind === 'resume') return `Resumed run ${sec.index + 1}`;
+  if (sec.kind === 'recover') return `Recovered run ${sec.index + 1}${sec.recoveryIndex ? ` (recovery ${sec.recoveryIndex})` : ''}`;
+  return `Run ${sec.index + 1}`;
+}
+
+/** The words of the gap before a section (its `waitBeforeMs`): a human wait, or a server that stopped. */
+export function waitText(sec) {
+  const ms = formatMs(sec.waitBeforeMs);
+  if (sec.kind !== 'recover') return `Waited ${ms} for a human decision (not to scale)`;
+  const why = sec.recovery && sec.recovery.reason === 'handed_over' ? 'was stopped and handed the turn over' : 'stopped responding';
+  const from = sec.recovery && sec.recovery.resumedFrom ? ' from its last checkpoint' : '';
+  return `The server running the turn ${why}; another took it up again${from} ${ms} later (not to scale)`;
 }
 
 /** Children (flat, start order) nested by parent_span_id under the node span; the spans in

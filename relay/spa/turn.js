@@ -3,11 +3,15 @@
 
 import { progressOf } from './progress.js';
 
-// retrying: an attempt that failed and that the node's RetryPolicy runs again (no failure)
-export const NODE_STATES = ['idle', 'running', 'ok', 'error', 'paused', 'skipped', 'cancelled', 'retrying'];
+// retrying: an attempt that failed and that the node's RetryPolicy runs again (no failure);
+// cut: it was running when its server stopped, and the turn was taken up again from the
+// thread's last checkpoint (turn_recovered), where that step runs again
+export const NODE_STATES = ['idle', 'running', 'ok', 'error', 'paused', 'skipped', 'cancelled', 'retrying', 'cut'];
 const ENDED_STATES = ['ok', 'error', 'paused', 'cancelled', 'retrying'];
 export const OUTCOMES = ['answered', 'refused', 'paused', 'error', 'cancelled', 'interrupted'];
 const TERMINAL_TYPES = new Set(['turn_completed', 'paused', 'error']);
+// the error codes of a turn whose server stopped and that was not taken up again: what ran is cut
+const SERVER_STOPPED = new Set(['interrupted', 'tool_interrupted', 'recovery_exhausted']);
 
 export function isTerminalEvent(ev) {
   return !!ev && TERMINAL_TYPES.has(ev.type);
@@ -38,7 +42,7 @@ export class TurnModel {
     this.discovered = false; // the topology is what the spans showed so far (no topology was sent)
     this.instances = []; // every node execution, in start order
     this.bySpan = new Map(); // span_id -> instance
-    this.runs = []; // {kind, traceId, startTs, endTs, terminal}
+    this.runs = []; // {kind, traceId, startTs, endTs, terminal, recovery}: terminal 'recovered' for a cut run
     this.outcome = null; // null while nothing ran; 'running' while a run is live; then an OUTCOMES value
     this.terminal = false; // the turn (not only the run) has ended
     this.response = null; // the last ChatResponse
@@ -53,6 +57,7 @@ export class TurnModel {
     this.anomalies = []; // contract violations noticed (seq order...), for the console
     this.texts = new Map(); // message_id -> {id, text, deltas, node, spanId, run}: text_delta, as written
     this.lastMessageId = null; // the message the latest text_delta wrote to
+    this.lastTs = null; // the latest event time seen: where a cut run was last seen working
   }
 
   /**
@@ -75,7 +80,8 @@ export class TurnModel {
   }
 
   _startRun(kind, traceId, ts) {
-    const run = { kind, traceId: traceId || null, startTs: num(ts), endTs: null, terminal: null };
+    // recovery: {attempt, reason, resumedFrom} of a run that took the turn up again (turn_recovered)
+    const run = { kind, traceId: traceId || null, startTs: num(ts), endTs: null, terminal: null, recovery: null };
     this.runs.push(run);
     return run;
   }
@@ -96,6 +102,13 @@ export class TurnModel {
     }
     if (ev.turn_id) this.turnId = ev.turn_id;
     if (ev.thread_id) this.threadId = ev.thread_id;
+    const changed = this._dispatch(ev);
+    const ts = num(ev.ts);
+    if (ts !== null) this.lastTs = this.lastTs === null ? ts : Math.max(this.lastTs, ts);
+    return changed;
+  }
+
+  _dispatch(ev) {
     switch (ev.type) {
       case 'graph_topology':
         return this._topology(ev);
@@ -119,6 +132,8 @@ export class TurnModel {
         return this._textDelta(ev);
       case 'custom':
         return this._custom(ev);
+      case 'turn_recovered':
+        return this._recovered(ev);
       default:
         return false;
     }
@@ -147,6 +162,8 @@ export class TurnModel {
     this.topology.discovered = this.discovered;
     const current = this.currentRun();
     if (!current || current.terminal !== null || current.traceId !== (ev.trace_id || null)) {
+      // a recovered run whose turn_recovered this model did not see still cuts the run before it
+      if (ev.run_kind === 'recover') this._cutRun();
       this._startRun(ev.run_kind || (this.runs.length ? 'resume' : 'chat'), ev.trace_id, ev.ts);
     }
     this.outcome = 'running';
@@ -270,6 +287,54 @@ export class TurnModel {
     return true;
   }
 
+  /**
+   * turn_recovered: the server running the turn stopped, and another took the turn up again
+   * from the thread's last checkpoint. The cut run ends 'recovered' (no failure: the turn goes
+   * on), its unfinished node instances are 'cut' (they never completed; what completed stays),
+   * and the recovered run starts here; its graph_topology (run_kind 'recover', the same trace)
+   * follows.
+   */
+  _recovered(ev) {
+    const current = this.currentRun();
+    if (current && current.kind === 'recover' && current.terminal === null && current.traceId === (ev.trace_id || null)) {
+      return false; // this recovery's run has started already
+    }
+    this._cutRun();
+    const attempt = Number.isInteger(ev.attempt) && ev.attempt > 0 ? ev.attempt : this.runs.filter((r) => r.kind === 'recover').length + 1;
+    const run = this._startRun('recover', ev.trace_id, ev.ts);
+    run.recovery = {
+      attempt,
+      reason: typeof ev.reason === 'string' ? ev.reason : null,
+      resumedFrom: typeof ev.resumed_from === 'string' && ev.resumed_from ? ev.resumed_from : null,
+    };
+    this.outcome = 'running';
+    this.terminal = false;
+    this.error = null;
+    this.interrupts = [];
+    return true;
+  }
+
+  /** The current run was cut (its server stopped): it ends 'recovered', where it was last seen. */
+  _cutRun() {
+    const run = this.currentRun();
+    if (run && run.terminal === null) {
+      run.terminal = 'recovered';
+      run.endTs = this.lastTs;
+    }
+    for (const i of this.instances) if (i.state === 'running') i.state = 'cut';
+    for (const t of this.tools.values()) {
+      if (!t.running) continue;
+      t.running = false;
+      t.status = 'cut';
+    }
+  }
+
+  /** The latest recovery of the turn ({attempt, reason, resumedFrom}), or null when it had none. */
+  lastRecovery() {
+    for (let k = this.runs.length - 1; k >= 0; k--) if (this.runs[k].recovery) return this.runs[k].recovery;
+    return null;
+  }
+
   _endRun(terminalType, ts) {
     const run = this.currentRun();
     if (run) {
@@ -302,7 +367,8 @@ export class TurnModel {
       node: ev.node ?? null,
       retryable: !!ev.retryable,
     };
-    for (const i of this.instances) if (i.state === 'running') i.state = cancelled ? 'cancelled' : i.node === ev.node ? 'error' : 'cancelled';
+    const left = cancelled ? 'cancelled' : SERVER_STOPPED.has(ev.code) ? 'cut' : null;
+    for (const i of this.instances) if (i.state === 'running') i.state = left || (i.node === ev.node ? 'error' : 'cancelled');
     return true;
   }
 
@@ -392,7 +458,7 @@ export class TurnModel {
    */
   edgeTaken(source, target) {
     if (source === '__start__') return this.runs.length > 0 && (target === '__end__' ? this.nodeState('__end__') === 'ok' : this.nodeInstances(target).length > 0);
-    const done = this.nodeInstances(source).filter((i) => i.state !== 'running' && i.state !== 'cancelled');
+    const done = this.nodeInstances(source).filter((i) => i.state !== 'running' && i.state !== 'cancelled' && i.state !== 'cut');
     if (!done.length) return false;
     if (target === '__end__') return (this.outcome === 'answered' || this.outcome === 'refused') && this.isLastToEnd(source);
     const ti = this.nodeInstances(target);
@@ -424,7 +490,7 @@ export class TurnModel {
     for (const p of preds) {
       for (const i of this.nodeInstances(p)) {
         const t = i.endTs ?? 0;
-        if (i.state !== 'running' && t >= bestTs) {
+        if (i.state !== 'running' && i.state !== 'cut' && t >= bestTs) {
           bestTs = t;
           best = p;
         }
