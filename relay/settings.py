@@ -182,7 +182,9 @@ class RelaySettings:
         "RELAY_SHUTDOWN_GRACE_S",
         5.0,
         float_value,
-        "on SIGTERM, how long running turns may finish before they are recorded `interrupted`",
+        "on SIGTERM, how long running turns may finish or stop at their next step "
+        "boundary (asked to at once) before they are cut; either way they are handed "
+        "over: another instance (or the next start) takes them up from their checkpoint",
     )
     bus_retention_s: float = setting(
         "RELAY_BUS_RETENTION_S",
