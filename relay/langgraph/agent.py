@@ -69,6 +69,12 @@ from relay.turns.response import ChatResponse
 
 log = logging.getLogger("relay.agent")
 
+#: each step's checkpoint is saved before the next step starts (LangGraph's default,
+#: ``async``, saves it while the next step runs): a run cut by its process's death goes on
+#: from the last step that completed, and a node that completed never runs again on a
+#: recovery (relay/turns/recovering.py). It costs one checkpoint write's wait per step.
+DURABILITY = "sync"
+
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -380,7 +386,9 @@ class GraphAgent:
             drain.on_request(control.request_drain)
         try:
             async with asyncio.timeout(bound.turn_timeout_s), self._holding(record.thread_id):
-                values, limit = await run_graph(self.graph, graph_input, config, control)
+                values, limit = await run_graph(
+                    self.graph, graph_input, config, control, DURABILITY
+                )
         except GraphDrained:  # stopped after the step in flight, its checkpoint saved
             spans.close("cancelled")
             raise RunDrained() from None

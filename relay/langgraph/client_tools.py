@@ -170,7 +170,11 @@ def stop_answers(ids: Iterable[str], code: str) -> dict[str, Any]:
 
 
 async def run_graph(
-    graph: Any, graph_input: Any, config: dict[str, Any], control: Any = None
+    graph: Any,
+    graph_input: Any,
+    config: dict[str, Any],
+    control: Any = None,
+    durability: str | None = None,
 ) -> tuple[Any, ClientToolLimit | None]:
     """``graph.ainvoke`` with the client-tool limits enforced (GraphAgent's runs).
 
@@ -180,8 +184,13 @@ async def run_graph(
     on a call past ``RELAY_CLIENT_TOOL_MAX_ROUNDS`` is resumed so at once, in the same
     run. Either way the second value names the limit: the run ends with its ``error``.
     ``control``: LangGraph's ``RunControl`` of the run (a drain stops it at a step
-    boundary with ``GraphDrained``: relay/turns/draining.py)."""
-    extra = {} if control is None else {"control": control}
+    boundary with ``GraphDrained``: relay/turns/draining.py); ``durability``: LangGraph's
+    (None: its default)."""
+    extra: dict[str, Any] = {}
+    if control is not None:
+        extra["control"] = control
+    if durability is not None:
+        extra["durability"] = durability
     code = _stop_code(graph_input)
     if code is not None:
         nodes = await _nodes_of(graph, config, set(graph_input.resume))
