@@ -5,8 +5,9 @@ store's lock) or cursor (PostgreSQL, in one transaction); the stores' methods
 (``_renew_leases``, ``_claim_expired``, ``_free_thread``) only call them.
 
 - a renewal is one statement for all the turns an instance runs: it extends the lease of
-  each turn that is still ``running`` under the attempt the instance runs, and returns
-  those; a turn missing from the answer was taken over;
+  each turn that is still ``running`` under the attempt the instance runs and was not
+  handed over (relay/turns/draining.py: a renewal that races the hand-over must not take
+  the turn back), and returns those; a turn missing from the answer was taken over;
 - a claim is one conditional ``UPDATE ... RETURNING``: the turns still ``running`` whose
   lease ran out (or, at start-up, the ones only a dead process can have left running)
   get the claimer as owner, one more attempt and a new lease. Two claimers never both
@@ -35,7 +36,7 @@ TERMINATE_WAIT_MS = 5000
 def sqlite_renew(db: sqlite3.Connection, leases: Mapping[str, int], until: float) -> set[str]:
     """The keys of the turns still ours, their leases extended to ``until``."""
     rows = db.execute(
-        "UPDATE turns SET lease_until = ? WHERE status = ? AND turn_key IN "
+        "UPDATE turns SET lease_until = ? WHERE status = ? AND handover = '' AND turn_key IN "
         f"({', '.join('?' for _ in leases)}) RETURNING turn_key, attempt",
         [until, RUNNING, *leases],
     ).fetchall()
@@ -66,7 +67,7 @@ def pg_renew(cur: Any, leases: Mapping[str, int], until: float) -> set[str]:
         "UPDATE relay_turns AS t SET lease_until = %s "
         "FROM unnest(%s::text[], %s::bigint[]) AS r(turn_key, attempt) "
         "WHERE t.turn_key = r.turn_key AND COALESCE(t.attempt, 1) = r.attempt "
-        "AND t.status = %s RETURNING t.turn_key",
+        "AND t.status = %s AND COALESCE(t.handover, '') = '' RETURNING t.turn_key",
         (until, keys, [leases[k] for k in keys], RUNNING),
     )
     return {row[0] for row in cur.fetchall()}

@@ -193,3 +193,31 @@ async def test_an_owner_frozen_inside_a_transaction_does_not_keep_its_turn(
     finally:
         owner.close()
         claimer.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_a_renewal_that_comes_after_the_hand_over_does_not_take_the_turn_back(
+    kind: str, tmp_path: Path, postgres_url: str
+) -> None:
+    """A stopping instance hands its turn over (relay/turns/draining.py) while its renewal
+    round, which read the turn as its own a moment before, is still on its way: the
+    renewal must leave the handed-over lease as it is, so that a peer claims the turn at
+    its next sweep, not a lease later."""
+    store = SQLiteTurnStore(tmp_path / "turns.db") if kind == "sqlite" else pg(postgres_url, "a")
+    try:
+        turn = running(_now() + 60_000)
+        await store.create(turn)
+        await store.update(turn.turn_id, lease_until=1.0, handover="drained", lock_holder=0)
+        assert await store.renew_leases({turn.turn_id: 1}, _now() + 60_000) == set()
+        handed = await store.get(turn.turn_id)
+        assert (handed.lease_until, handed.handover) == (1.0, "drained")
+        if kind == "postgres":  # the next sweep of any peer claims it
+            peer = pg(postgres_url, "b")
+            try:
+                claimed = await peer.claim_expired(_now(), _now() + 60_000, [], False)
+                assert [r.turn_id for r in claimed] == [turn.turn_id]
+                assert claimed[0].handover == "drained" and claimed[0].attempt == 2
+            finally:
+                peer.close()
+    finally:
+        store.close()
