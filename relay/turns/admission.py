@@ -378,9 +378,11 @@ class Admission:
     async def recover(self, record: TurnRecord, recovery: Recovery) -> None:
         """Take up a claimed turn from its thread's last checkpoint: a run of the same
         turn, after the seq its log has reached (``record.last_seq``). Its
-        ``configurable`` carries the relay's limits only: the request that started the
-        turn is gone with its process."""
-        configurable = self.tools.configure({}, record=record)
+        ``configurable`` carries the relay's limits and the turn's user (its id, from the
+        record; the token's claims are gone with the request that started the turn, as
+        is whatever else that request added)."""
+        known = User(record.user_id).configurable() if record.user_id else {}
+        configurable = self.tools.configure(known, record=record)
         graph = self.graph
         async with self.starting.hold(
             StartLocks.keys(turn=record.turn_id, thread=record.thread_id)

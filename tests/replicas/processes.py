@@ -105,6 +105,9 @@ async def prepare(state: MessagesState) -> dict:
 async def hold(state: MessagesState, config) -> dict:
     asked = str(state["messages"][-1].content)
     note(asked, "hold")
+    user = (config.get("configurable") or {}).get("user")
+    if user:  # the user the run acts for (RELAY_AUTH)
+        note(asked, f"user={user['id']}")
     if asked.startswith("tool"):
         await charge.ainvoke({"order": asked}, config)
     elif asked.startswith("idem"):
@@ -137,7 +140,8 @@ def write_recovery_graph(folder: Path) -> tuple[Path, Path]:
     message, and ``finish``, which answers; a message ``tool...`` makes ``hold`` call the
     side-effecting tool ``charge`` and one ``idem...`` the idempotent ``lookup``, each
     waiting on the gate inside the tool. The ledger has a line ``{message}
-    {prepare|hold|charge|lookup|finish} {instance}`` for each run of each."""
+    {prepare|hold|charge|lookup|finish} {instance}`` for each run of each, and, when the
+    run acts for a user (``RELAY_AUTH``), ``{message} user={id} {instance}`` in hold."""
     gates = folder / "gates"
     gates.mkdir(parents=True, exist_ok=True)
     graph = folder / "recovery_graph.py"

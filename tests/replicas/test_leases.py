@@ -61,8 +61,8 @@ def chat(base: str, message: str, thread_id: str | None = None) -> httpx.Respons
     return httpx.post(f"{base}/chat", json=body, headers={"Prefer": "respond-async"}, timeout=30)
 
 
-def status(base: str, turn_id: str) -> str:
-    return httpx.get(f"{base}/turns/{turn_id}", timeout=30).json()["status"]
+def status(base: str, turn_id: str, headers: dict[str, str] | None = None) -> str:
+    return httpx.get(f"{base}/turns/{turn_id}", headers=headers, timeout=30).json()["status"]
 
 
 def terminal_events(redis_url: str, turn_id: str) -> list[dict]:
@@ -73,9 +73,10 @@ def terminal_events(redis_url: str, turn_id: str) -> list[dict]:
     return [e for e in events if e["type"] in ("turn_completed", "paused", "error")]
 
 
-def recovered(base: str, outcome: str = "ended") -> float:
+def recovered(base: str, outcome: str = "ended", headers: dict[str, str] | None = None) -> float:
     """relay_turns_recovered_total{outcome=...} on that replica (0 when absent)."""
-    for line in httpx.get(f"{base}/metrics", timeout=30).text.splitlines():
+    metrics = httpx.get(f"{base}/metrics", headers=headers, timeout=30).text
+    for line in metrics.splitlines():
         if line.startswith("relay_turns_recovered_total") and f'outcome="{outcome}"' in line:
             return float(line.rsplit(" ", 1)[1])
     return 0.0

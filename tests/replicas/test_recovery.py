@@ -204,9 +204,22 @@ def test_a_sqlite_instance_started_again_recovers_its_turn_when_told_to(cluster)
     ``safe`` cannot judge it; ``always`` (the app's word) takes it up at the next start,
     and the attempts are capped."""
     start, gates = cluster
-    policy = {"RELAY_LEASE_S": LEASE_S, "RELAY_RECOVERY": "always"}
+    secret = "proxy-secret-of-the-test"
+    policy = {
+        "RELAY_LEASE_S": LEASE_S,
+        "RELAY_RECOVERY": "always",
+        "RELAY_AUTH": "proxy",
+        "RELAY_PROXY_SECRET": secret,
+    }
+    alice = {"X-Forwarded-User": "alice", "X-Relay-Proxy-Secret": secret}
     first = start("s1", **policy)
-    started = chat(first.url, "s")
+    started = httpx.post(
+        f"{first.url}/chat",
+        json={"message": "s"},
+        headers={"Prefer": "respond-async", **alice},
+        timeout=30,
+    )
+    assert started.status_code == 202, started.text
     turn_id = started.json()["turn_id"]
     wait_until(lambda: gates.started("s"), what="hold running")
 
@@ -214,14 +227,20 @@ def test_a_sqlite_instance_started_again_recovers_its_turn_when_told_to(cluster)
     second = start("s2", **policy)  # another instance id, the same files
 
     wait_until(lambda: ("hold", "s2") in gates.ran("s"), timeout=TAKEOVER_BOUND_S, what="s2")
-    assert recovered(second.url, "recovered") == 1
+    assert ("user=alice", "s2") in gates.ran("s")  # the recovered run acts for the turn's user
+    assert recovered(second.url, "recovered", alice) == 1
     second.kill()  # cut again, mid-step; the next start may not take it up a second time
     third = start("s3", **policy, RELAY_RECOVERY_MAX_ATTEMPTS="1")
 
-    assert status(third.url, turn_id) == "interrupted"
-    events = TurnReader(third.url, turn_id, timeout=60).start().join(60)
+    assert status(third.url, turn_id, alice) == "interrupted"
+    events = TurnReader(third.url, turn_id, headers=alice, timeout=60).start().join(60)
     assert events[-1]["type"] == "error" and events[-1]["code"] == "recovery_exhausted"
     assert events[-1]["retryable"] is False
-    assert recovered(third.url, "exhausted") == 1
-    assert gates.ran("s") == [("prepare", "s1"), ("hold", "s1"), ("hold", "s2")]
-    assert status(third.url, turn_id) == "interrupted"
+    assert recovered(third.url, "exhausted", alice) == 1
+    assert [what for what, _ in gates.ran("s")] == [
+        "prepare",
+        "hold",
+        "user=alice",
+        "hold",
+        "user=alice",
+    ]
