@@ -486,7 +486,7 @@ class Relay:
         keeps one (a graph compiled with one: :meth:`GraphAgent.bind` leaves it)."""
         graphs = []
         for agent in self.agents.values():
-            saver = agent.graph.checkpointer
+            saver = getattr(agent.graph.checkpointer, "inner", agent.graph.checkpointer)
             if saver is not None and saver is self.checkpointer:
                 graphs.append(ServedGraph(agent.name))
             elif saver:

@@ -47,6 +47,7 @@ from relay.langgraph.failures import (
     limit_failure,
     tool_timeout,
 )
+from relay.langgraph.fenced_saver import fenced
 from relay.langgraph.hooks import (
     default_answer,
     default_citations,
@@ -200,12 +201,16 @@ class GraphAgent:
         custom_max_bytes: int = MAX_BYTES,
     ) -> None:
         """Give the agent the relay's parts; a graph compiled without a checkpointer gets
-        the relay's (interrupts and resumes need one), and one compiled without a store
+        the relay's (interrupts and resumes need one), either behind the runs' fence
+        (relay/langgraph/fenced_saver.py), and one compiled without a store
         the relay's LangGraph store (long-term memory: relay/langgraph/store.py).
         ``threads``: each run holds its thread there, so that the checkpointer's TTL
         sweeper (relay/langgraph/thread_ttl.py) never deletes a thread in use."""
         if checkpointer is not None and getattr(self.graph, "checkpointer", None) is None:
             self.graph = self.graph.copy(update={"checkpointer": checkpointer})
+        own = getattr(self.graph, "checkpointer", None)
+        if fenced(own) is not own:  # a run that lost its turn saves nothing (fencing.py)
+            self.graph = self.graph.copy(update={"checkpointer": fenced(own)})
         if store is not None and getattr(self.graph, "store", None) is None:
             self.graph = self.graph.copy(update={"store": store})
         self._bound = _Binding(

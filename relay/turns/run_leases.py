@@ -5,7 +5,8 @@ relay/turns/leases.py renews the leases (one statement for all of :meth:`LeasedR
 leases`) and calls :meth:`LeasedRuns.lose` for a turn a renewal found no longer ours. A
 run also checks, at its end, that its turn is still its own before it publishes the end
 (:meth:`LeasedRuns._still_ours`): a process that hung past its lease and woke must not end
-a turn twice, nor flip back the record its claimer wrote.
+a turn twice, nor flip back the record its claimer wrote; its checkpoint writes ask the
+same before each write (relay/turns/fencing.py).
 """
 
 from __future__ import annotations
@@ -79,4 +80,6 @@ class LeasedRuns:
             log.exception("relay: could not check the lease of turn %s", run.turn_id)
             return True
         run.lost = not ours
+        if ours:
+            run.lease_until = until
         return ours

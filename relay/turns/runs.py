@@ -30,6 +30,7 @@ from typing import Any
 from relay.bus.base import Bus
 from relay.logs import current_turn
 from relay.turns.draining import CUT, DRAINED, HANDED_OVER_LEASE, Drain, RunDrained, current_drain
+from relay.turns.fencing import Fence, current_fence
 from relay.turns.records import RUNNING, TurnRecord, TurnStore, lease_until
 from relay.turns.response import ChatResponse
 from relay.turns.run_end import (
@@ -256,6 +257,7 @@ class RunManager(LeasedRuns):
                 self._threads[run.thread_id] = run.turn_id
             current_turn.set(run.turn_id)  # this task's log lines carry the turn id
             current_drain.set(run.drain)  # a graceful stop asks the run to drain here
+            current_fence.set(self._fence(run))  # its checkpoint writes, fenced
             limit = (
                 None
                 if self.turn_timeout_s is None
@@ -286,6 +288,16 @@ class RunManager(LeasedRuns):
         finally:
             run.ending = True
             await self._to_the_end(self._spawn_end(run, outcome))
+
+    def _fence(self, run: _Run) -> Fence:
+        """The run's fence (relay/turns/fencing.py): its lease as last renewed, the
+        records asked past it, the run given up when its turn was taken over."""
+        return Fence(
+            run.turn_id,
+            lambda: run.lease_until,
+            lambda: self._still_ours(run),
+            lambda: self.lose(run.turn_id),
+        )
 
     def _spawn_end(self, run: _Run, outcome: Outcome) -> asyncio.Task[None]:
         end = asyncio.create_task(self._end(run, outcome), name=f"end of turn {run.turn_id}")

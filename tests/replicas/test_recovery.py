@@ -13,6 +13,8 @@ counted, never timed.
 - ``kill -9`` while a side-effecting tool runs: the turn ends ``interrupted``, code
   ``tool_interrupted``, naming the tool, which ran once;
 - the same with a tool that declares itself idempotent: recovered, the tool run again;
+- SIGSTOP of the owner: recovered on the other replica; the owner, woken, saves no
+  checkpoint of its stale step (relay/turns/fencing.py) and runs nothing further;
 - SIGTERM while ``hold`` runs: the run stops at the step boundary after it, its turn
   handed over at once, and the other replica runs only ``finish``;
 - a SQLite instance killed and started again with ``RELAY_RECOVERY=always``: recovered
@@ -167,6 +169,50 @@ def test_an_idempotent_tool_does_not_keep_its_turn_from_recovery(
         ("lookup", "b"),
         ("finish", "b"),
     ]
+
+
+def test_a_hung_owner_woken_after_its_turn_was_recovered_writes_nothing(
+    cluster, redis_url: str, postgres_url: str
+) -> None:
+    """SIGSTOP of the owner mid-step: the other replica recovers the turn and answers;
+    the owner, woken (SIGCONT) with its node's gate open, finds at its checkpoint write
+    (or its renewal) that the turn is not its own: it saves nothing of the step, runs no
+    further node, publishes no second end."""
+    start, gates = cluster
+    a = start("a", **shared(redis_url, postgres_url))
+    b = start("b", **shared(redis_url, postgres_url))
+    started = chat(a.url, "w1")
+    turn_id, thread_id = started.json()["turn_id"], started.json()["thread_id"]
+    reader = TurnReader(b.url, turn_id, timeout=120).start()
+    wait_until(lambda: gates.started("w1"), what="hold running on A")
+    assert reader.wait_for("node_started", "hold")
+
+    a.pause()
+    wait_until(lambda: ("hold", "b") in gates.ran("w1"), timeout=TAKEOVER_BOUND_S, what="B")
+    gates.release("w1")  # B's hold returns; A's too, the moment A wakes
+    events = [e for e in reader.join(TAKEOVER_BOUND_S) if e["type"] != "message_saved"]
+    assert events[-1]["type"] == "turn_completed", events
+    a.resume()
+    wait_until(
+        lambda: a.logged(f"turn {turn_id} was taken over by another instance"),
+        timeout=TAKEOVER_BOUND_S,
+        what="A seeing its turn taken over",
+    )
+    wait_until(lambda: httpx.get(f"{a.url}/readyz", timeout=5).status_code == 200, what="A")
+    assert ("finish", "a") not in gates.ran("w1")  # A's run went no further
+    ends = terminal_events(redis_url, turn_id)
+    assert [e["type"] for e in ends] == ["turn_completed"]
+    # the thread is whole: its next turn, on A, answers on top of B's answer
+    following = chat(a.url, "w2", thread_id)
+    assert following.status_code == 202, following.text
+    gates.release("w2")
+    wait_until(
+        lambda: status(a.url, following.json()["turn_id"]) == "answered",
+        timeout=TAKEOVER_BOUND_S,
+        what="the thread's next turn answered",
+    )
+    history = httpx.get(f"{a.url}/turns", params={"thread_id": thread_id}, timeout=30).json()
+    assert sorted(t["status"] for t in history["turns"]) == ["answered", "answered"]
 
 
 def test_sigterm_hands_the_turn_over_at_the_next_step_boundary(
