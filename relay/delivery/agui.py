@@ -80,6 +80,13 @@ def frame(event: Mapping[str, Any]) -> bytes:
     return f"data: {dumps(event)}\n\n".encode()
 
 
+#: the ``RUN_ERROR`` of a run its server stopped in, whose turn another took up again
+RECOVERED_MESSAGE = (
+    "The server running this run stopped; the turn goes on in a run taken up again from "
+    "its last checkpoint."
+)
+
+
 class AGUIEncoder:
     """Translates one stream of our events into AG-UI events (see the module docstring).
 
@@ -182,6 +189,13 @@ class AGUIEncoder:
                 return []
             return [custom(t, ts, event.to_dict()), *self._release()]
         out = self._release()
+        if t == ev.TURN_RECOVERED:  # the cut run ends here; the recovered one begins
+            if self._run is not None and self._run.trace_id not in (None, event.trace_id):
+                out += self._end_with_error(ts, "run_recovered", RECOVERED_MESSAGE)
+            if self._run is None:
+                out += self._start_run(event.trace_id, ts)
+            out.append(custom(t, ts, event.to_dict()))
+            return out
         if t == ev.GRAPH_TOPOLOGY:
             if self._run is not None and self._run.trace_id not in (None, event.trace_id):
                 out += self._end_with_error(

@@ -557,3 +557,29 @@ def test_every_translation_validates_against_the_python_models() -> None:
         model = validate_event(event)
         assert isinstance(event["timestamp"], int)
         assert model.model_dump(mode="json", by_alias=True, exclude_none=True) == event
+
+
+def test_a_recovered_turn_ends_its_cut_run_and_starts_the_recovered_one() -> None:
+    """The cut run (its node open, its message half written) ends with RUN_ERROR
+    ``run_recovered``, every step and message it opened closed; the recovered run is a
+    run of its own, from turn_recovered to the answer."""
+    out = translate(
+        [
+            topology(),
+            node("started", "generate", "n1"),
+            delta("Refunds "),
+            ev("turn_recovered", trace=TRACE2, attempt=1, reason="owner_lost", resumed_from="c1"),
+            topology(trace=TRACE2, kind="recover"),
+            node("started", "generate", "n2", trace=TRACE2),
+            delta("Refunds take 5 days.", message="msg_2", span="chat2"),
+            node("completed", "generate", "n2", trace=TRACE2),
+            answered("Refunds take 5 days.", trace=TRACE2),
+        ]
+    )
+    cut, recovered = check_stream(out)
+    assert cut[-1]["type"] == "RUN_ERROR" and cut[-1]["code"] == "run_recovered"
+    assert "goes on" in cut[-1]["message"]
+    assert recovered[0]["type"] == "RUN_STARTED" and recovered[0]["runId"] == TRACE2
+    assert recovered[1]["type"] == "CUSTOM" and recovered[1]["name"] == "turn_recovered"
+    assert recovered[1]["value"]["attempt"] == 1
+    assert recovered[-1]["type"] == "RUN_FINISHED"
