@@ -34,9 +34,9 @@ TURN_RECOVERED = "turn_recovered"
 #: Events that end a run: the response to POST /chat or /chat/resume stops after one.
 RUN_TERMINAL = frozenset({TURN_COMPLETED, PAUSED, ERROR})
 
-#: the words of an ``error`` ``tool_interrupted``: a turn cut while a tool ran, which
-#: is not run again on its own (sending again runs that tool again)
-TOOL_INTERRUPTED_MESSAGE = (
+#: the words of an ``error`` ``interrupted`` with ``reason`` ``tool_running``: a turn cut
+#: while a tool ran, which is not run again on its own (sending again runs that tool again)
+TOOL_RUNNING_MESSAGE = (
     "The server stopped while a tool of this turn was running ({tool}), so the turn "
     "was not taken up again on its own: the tool may have done its work. Sending your "
     "message again runs it again."

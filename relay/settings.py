@@ -335,7 +335,7 @@ class RelaySettings:
         as_is,
         "what a taken-over turn becomes: `safe` goes on from the thread's last checkpoint "
         "unless a tool was running in the step that was cut (then it ends `interrupted`, "
-        "code `tool_interrupted`) or, without a shared bus (`RELAY_BUS=redis://`), its "
+        '`reason: "tool_running"`) or, without a shared bus (`RELAY_BUS=redis://`), its '
         "cut run's events died with its process (it ends `interrupted`), `always` goes on "
         "whatever ran (your tools are idempotent), `off` ends it `interrupted`; a graph's "
         "`GraphAgent(recovery=...)` decides for its own turns (deploy/RUNBOOK.md §13.3.1)",

@@ -11,7 +11,7 @@ const ENDED_STATES = ['ok', 'error', 'paused', 'cancelled', 'retrying'];
 export const OUTCOMES = ['answered', 'refused', 'paused', 'error', 'cancelled', 'interrupted'];
 const TERMINAL_TYPES = new Set(['turn_completed', 'paused', 'error']);
 // the error codes of a turn whose server stopped and that was not taken up again: what ran is cut
-const SERVER_STOPPED = new Set(['interrupted', 'tool_interrupted', 'recovery_exhausted']);
+const SERVER_STOPPED = new Set(['interrupted', 'recovery_exhausted']);
 
 export function isTerminalEvent(ev) {
   return !!ev && TERMINAL_TYPES.has(ev.type);

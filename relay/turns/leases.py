@@ -25,7 +25,7 @@ turn is taken up again from its checkpoint (the hook then started its run, and t
 is its own); when not, it ends the turn (:meth:`Leases.end`) as the hook says:
 
 1. with a shared bus, one terminal ``error`` event at the turn's next seq, code
-   ``interrupted`` (or ``tool_interrupted``, ``recovery_exhausted``): readers on every
+   ``interrupted`` (with a ``reason``), or ``recovery_exhausted``: readers on every
    replica get it;
 2. the record says ``interrupted``, with that event's seq and words (a reader that comes
    after the bus log is gone gets the same event from the record). When the shared log
@@ -228,7 +228,7 @@ class Leases:
             return {
                 **changes,
                 "last_seq": max(record.last_seq, record.run_after_seq) + 1,
-                "response": ended_response(response, ending.code),
+                "response": ended_response(response, ending.said()),
             }
         last, terminal = await bus.adopt(record.turn_id)
         if terminal is not None and terminal.seq > record.run_after_seq:
@@ -236,7 +236,7 @@ class Leases:
             return {**end_changes(terminal), "lease_until": 0.0}
         base = max(last, record.last_seq, record.run_after_seq)
         bus.open_turn(record.turn_id, base)
-        seq = bus.publish(terminal_event(ended, base, ending.code, ending.message)).seq
+        seq = bus.publish(terminal_event(ended, base, ending.said())).seq
         response = ChatResponse(
             record.thread_id,
             record.turn_id,
@@ -244,4 +244,4 @@ class Leases:
             INTERRUPTED,
             answer=ending.message,
         )
-        return {**changes, "last_seq": seq, "response": ended_response(response, ending.code)}
+        return {**changes, "last_seq": seq, "response": ended_response(response, ending.said())}

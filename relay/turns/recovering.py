@@ -14,8 +14,8 @@ leases' ``recover`` hook) what to do with it:
 - **safe** is judged from the turn's shared event log, the cut run's part of it (the
   events after ``run_after_seq``): a tool that started inside a node that never completed
   may have done its work without the checkpoint that says so, and running that node again
-  runs the tool again. Such a turn ends ``interrupted``, code ``tool_interrupted``,
-  naming the tool. A tool that declares itself idempotent (``metadata={"idempotent":
+  runs the tool again. Such a turn ends ``interrupted``, with ``reason`` ``tool_running``
+  and the tools named (``tools``). A tool that declares itself idempotent (``metadata={"idempotent":
   True}``, ``tool_started.idempotent``) and a client-executed tool (the client runs it,
   on a resume) do not count. A turn whose cut run's log cannot be read whole (the
   in-process bus died with its process; Redis lost or trimmed it) cannot be judged, and
@@ -44,7 +44,7 @@ from relay.bus.base import Bus
 from relay.events import (
     INTERRUPTED_MESSAGE,
     RECOVERY_EXHAUSTED_MESSAGE,
-    TOOL_INTERRUPTED_MESSAGE,
+    TOOL_RUNNING_MESSAGE,
     Event,
 )
 from relay.turns.draining import DRAINED
@@ -65,18 +65,35 @@ HANDED_OVER = "handed_over"
 
 #: the ``error.code`` values of a claimed turn that is not taken up again
 INTERRUPTED = "interrupted"
-TOOL_INTERRUPTED = "tool_interrupted"
+#: ``error.reason`` of an ``interrupted`` turn that was not taken up again: a tool not
+#: declared idempotent was running in the step that was cut (``error.tools`` names them)
+TOOL_RUNNING = "tool_running"
+#: ``error.reason``: the cut run's log is gone, so ``safe`` could not judge it
+UNJUDGED = "unjudged"
 RECOVERY_EXHAUSTED = "recovery_exhausted"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Ending:
     """How a claimed turn ends when it is not taken up again: its terminal ``error``
-    event's code and words (the record says ``interrupted``)."""
+    event's code, words and, for ``interrupted``, why it was not taken up (``reason``,
+    the ``tools`` caught in the cut step); the record says ``interrupted``."""
 
     code: str
     message: str
     outcome: str  # relay_turns_recovered_total{outcome}
+    reason: str | None = None
+    tools: tuple[str, ...] = ()
+
+    def said(self) -> dict[str, object]:
+        """What the terminal ``error`` event says: ``code``, ``message`` and, when known,
+        ``reason`` and ``tools``."""
+        said: dict[str, object] = {"code": self.code, "message": self.message}
+        if self.reason is not None:
+            said["reason"] = self.reason
+        if self.tools:
+            said["tools"] = list(self.tools)
+        return said
 
 
 #: the end of a turn nothing here takes up
@@ -225,13 +242,13 @@ class TurnRecovery:
                 "events are gone (RELAY_RECOVERY=always recovers such turns)",
                 record.turn_id,
             )
-            return Ending(INTERRUPTED, INTERRUPTED_MESSAGE, "unsafe")
+            return Ending(INTERRUPTED, INTERRUPTED_MESSAGE, "unsafe", UNJUDGED)
         if any(e.type in ev.RUN_TERMINAL for e in events):
             return ENDED  # the run ended, and its process died before recording it
-        tools = cut_tools(events)
+        tools = tuple(dict.fromkeys(cut_tools(events)))
         if tools:
-            named = ", ".join(dict.fromkeys(tools))
-            return Ending(TOOL_INTERRUPTED, TOOL_INTERRUPTED_MESSAGE.format(tool=named), "unsafe")
+            message = TOOL_RUNNING_MESSAGE.format(tool=", ".join(tools))
+            return Ending(INTERRUPTED, message, "unsafe", TOOL_RUNNING, tools)
         return None
 
     async def _take_log(self, record: TurnRecord) -> bool:

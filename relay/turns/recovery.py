@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from relay import events as ev
 from relay.events import INTERRUPTED_MESSAGE, Event
@@ -22,19 +24,20 @@ _MESSAGES = {
 }
 
 
-def ended_response(response: ChatResponse, code: str) -> str:
-    """The recorded response of a turn ended ``interrupted`` by its claimer: with the code
-    of its terminal event (``tool_interrupted``, ...), which a later reader's gets too."""
-    return json.dumps({**response.to_dict(), "code": code})
+def ended_response(response: ChatResponse, said: Mapping[str, Any]) -> str:
+    """The recorded response of a turn ended ``interrupted`` by its claimer, with what its
+    terminal ``error`` said (``error``: code, message, reason, tools), which the event a
+    later reader gets from the record says too."""
+    return json.dumps({**response.to_dict(), "error": dict(said)})
 
 
 def terminal_event(
-    record: TurnRecord, after: int = 0, code: str | None = None, message: str | None = None
+    record: TurnRecord, after: int = 0, said: Mapping[str, Any] | None = None
 ) -> Event:
     """The turn's terminal event. A run that ended recorded the seq of its terminal event,
     which this one keeps; a turn that died with its process gets the next seq after both
-    the record's and the client's (``after``). ``code`` and ``message``: an ``error``'s,
-    when its record does not say them (a claimer's end: :func:`ended_response`)."""
+    the record's and the client's (``after``). ``said``: an ``error``'s fields (code,
+    message, reason, ...) when its record does not say them (:func:`ended_response`)."""
     response = json.loads(record.response) if record.response else None
     ts = record.ended_at or record.paused_at or time.time() * 1000
     envelope = (record.thread_id, record.turn_id, record.root_trace_id or "0" * 32, ts)
@@ -61,20 +64,22 @@ def terminal_event(
         )
     else:
         status = record.status if record.status in _MESSAGES else "error"
-        if response is not None and status == "interrupted" and code is None:
-            code = response.get("code")  # a claimer's end (ended_response)
-            message = str(response.get("answer") or "") if code else None
-        code = code or (status if status != "error" else "turn_failed")
+        if said is None and response is not None and status == "interrupted":
+            said = response.get("error")  # a claimer's end (ended_response)
+        fields = dict(said) if isinstance(said, Mapping) else {}
+        code = str(fields.pop("code", None) or (status if status != "error" else "turn_failed"))
+        message = str(fields.pop("message", None) or _MESSAGES[status])
         event = Event(
             ev.ERROR,
             *envelope,
             {
                 "code": code,
-                "message": message or _MESSAGES[status],
+                "message": message,
                 "node": None,
                 # only a stopped server or a cancel is worth sending again for (not a
                 # turn that stopped its server each time it was taken up)
                 "retryable": status != "error" and code != "recovery_exhausted",
+                **fields,  # an interrupted turn's reason and tools
             },
         )
     if record.last_seq > 0 and (record.status != "interrupted" or record.response):
@@ -91,14 +96,9 @@ async def settle_outcome(turns: TurnStore, record: TurnRecord, after: int) -> Tu
     lived) gets a new one under its next seq, which is then recorded."""
     if record.status != "interrupted" or (record.response and after <= record.last_seq):
         return record
-    said = json.loads(record.response) if record.response else {}
-    code = said.get("code")  # a claimer's end (ended_response): the same words again
-    event = terminal_event(
-        dataclasses.replace(record, response=None),
-        after,
-        code,
-        str(said.get("answer") or "") if code else None,
-    )
+    recorded = json.loads(record.response) if record.response else {}
+    said = recorded.get("error")  # a claimer's end (ended_response): the same words again
+    event = terminal_event(dataclasses.replace(record, response=None), after, said)
     response = ChatResponse(
         record.thread_id,
         record.turn_id,
@@ -107,7 +107,7 @@ async def settle_outcome(turns: TurnStore, record: TurnRecord, after: int) -> Tu
         answer=str(event.fields["message"]),
     )
     record.last_seq = event.seq
-    record.response = ended_response(response, code) if code else response.to_json()
+    record.response = ended_response(response, said) if said else response.to_json()
     await turns.update(record.turn_id, last_seq=record.last_seq, response=record.response)
     return record
 

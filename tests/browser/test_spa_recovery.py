@@ -1,7 +1,7 @@
 """The SPA draws a recovered turn (docs/events.md, "Recovery") in a real Chromium: a
 ``/chat`` stream served to the page with ``page.route``, whose first run is cut mid-node
 (``turn_recovered``) and whose recovered run (``run_kind: "recover"``) answers; and one
-ended ``tool_interrupted`` instead."""
+ended ``interrupted`` (a tool was running) instead."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ TOOL_INTERRUPTED = (
 
 def recovery_stream(turn: str, *, recovered: bool) -> str:
     """The events of a turn whose first run is cut in ``generate``, as SSE; then either
-    the recovered run to its answer, or the claimer's ``tool_interrupted``."""
+    the recovered run to its answer, or the claimer's ``interrupted`` (a tool was running)."""
     events: list[dict[str, Any]] = []
 
     def ev(type_: str, trace: str, ts: float, **fields: Any) -> None:
@@ -64,7 +64,16 @@ def recovery_stream(turn: str, *, recovered: bool) -> str:
         ev("turn_completed", RECOVERED, 16011.0, response=response)
     else:
         message = TOOL_INTERRUPTED
-        ev("error", CUT, 16000.0, code="tool_interrupted", message=message, retryable=True)
+        ev(
+            "error",
+            CUT,
+            16000.0,
+            code="interrupted",
+            message=message,
+            retryable=True,
+            reason="tool_running",
+            tools=["lookup"],
+        )
     frames = ["retry: 2000\n\n"]
     for e in events:
         frames.append(f"id: {e['seq']}\nevent: {e['type']}\ndata: {json.dumps(e)}\n\n")
@@ -108,7 +117,7 @@ def test_a_recovered_turn_shows_its_cut_run_and_the_run_that_answered(page):
     assert page.locator(".msg-agent .msg-body").last.inner_text() == "Done after all."
 
 
-def test_a_turn_ended_tool_interrupted_shows_its_message(page):
+def test_a_turn_ended_because_a_tool_was_running_shows_its_message(page):
     open_app(page)
     serve(page, recovery_stream("t-tool-interrupted", recovered=False))
     send(page, "end")

@@ -7,7 +7,7 @@ import { STATE_TEXT } from '../../relay/spa/format.js';
 import { outcomeLine, recoveryNotice } from '../../relay/spa/outcome.js';
 
 // A turn whose server stopped mid-run and that another took up again from the thread's last
-// checkpoint (docs/events.md, "turn_recovered"), or ended instead (tool_interrupted, ...).
+// checkpoint (docs/events.md, "turn_recovered"), or ended instead (interrupted with a reason, ...).
 
 const TRACE_CUT = 'a'.repeat(32);
 const TRACE_RECOVERED = 'b'.repeat(32);
@@ -242,12 +242,12 @@ test('the recovery notice of the conversation', () => {
   assert.equal(recoveryNotice(null), 'The server running this turn stopped responding; another server took it up again.');
 });
 
-for (const [code, retryable, message] of [
-  ['tool_interrupted', true, 'The server stopped while a tool of this turn was running (lookup), so the turn was not taken up again on its own: the tool may have done its work. Sending your message again runs it again.'],
-  ['recovery_exhausted', false, 'This turn was cut short by its server 4 times and was not taken up again. Please send your message again.'],
-  ['interrupted', true, 'The server stopped while this turn was running, so it did not finish. Please send your message again.'],
+for (const [label, code, retryable, message] of [
+  ['interrupted (a tool was running)', 'interrupted', true, 'The server stopped while a tool of this turn was running (lookup), so the turn was not taken up again on its own: the tool may have done its work. Sending your message again runs it again.'],
+  ['recovery_exhausted', 'recovery_exhausted', false, 'This turn was cut short by its server 4 times and was not taken up again. Please send your message again.'],
+  ['interrupted', 'interrupted', true, 'The server stopped while this turn was running, so it did not finish. Please send your message again.'],
 ]) {
-  test(`a turn ended ${code} instead: an error with its message, what ran cut`, () => {
+  test(`a turn ended ${label} instead: an error with its message, what ran cut`, () => {
     const s = stream();
     cutRun(s);
     s.add('error', TRACE_CUT, 16000, { code, message, node: null, retryable });

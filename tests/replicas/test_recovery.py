@@ -11,7 +11,7 @@ counted, never timed.
 - ``kill -9`` mid-step: a reader on the other replica gets ``turn_recovered`` at the next
   seq, the re-run step's events and the answer; ``prepare`` ran once, ``hold`` twice;
 - ``kill -9`` while a side-effecting tool runs: the turn ends ``interrupted``, code
-  ``tool_interrupted``, naming the tool, which ran once;
+  ``reason`` ``tool_running``, naming the tool, which ran once;
 - the same with a tool that declares itself idempotent: recovered, the tool run again;
 - SIGSTOP of the owner: recovered on the other replica; the owner, woken, saves no
   checkpoint of its stale step (relay/turns/fencing.py) and runs nothing further;
@@ -120,7 +120,8 @@ def test_kill_9_while_a_tool_runs_ends_the_turn_and_the_tool_ran_once(
 
     events = reader.join(TAKEOVER_BOUND_S)
     end = events[-1]
-    assert end["type"] == "error" and end["code"] == "tool_interrupted", events
+    assert end["type"] == "error" and end["code"] == "interrupted", events
+    assert end["reason"] == "tool_running" and end["tools"] == ["charge"]
     assert "charge" in end["message"] and end["retryable"] is True
     assert "turn_recovered" not in [e["type"] for e in events]
     assert seqs_follow(events)
@@ -139,7 +140,7 @@ def test_kill_9_while_a_tool_runs_ends_the_turn_and_the_tool_ran_once(
     )
     assert gates.ran("tool-1") == [("prepare", "a"), ("hold", "a"), ("charge", "a")]
     ends = terminal_events(redis_url, turn_id)
-    assert [(e["type"], e["code"]) for e in ends] == [("error", "tool_interrupted")]
+    assert [(e["type"], e["code"]) for e in ends] == [("error", "interrupted")]
 
 
 def test_an_idempotent_tool_does_not_keep_its_turn_from_recovery(

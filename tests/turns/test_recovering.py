@@ -132,7 +132,8 @@ async def test_safe_recovers_a_cut_step_without_a_tool_and_ends_one_with(bus: Re
     charged = claimed()
     await cut(bus, charged, (ev.GRAPH_TOPOLOGY, {}), started("hold", "h"), tool("charge", "hold"))
     ending = await recovery(charged)
-    assert ending is not None and ending.code == "tool_interrupted" and ending.outcome == "unsafe"
+    assert ending is not None and (ending.code, ending.outcome) == ("interrupted", "unsafe")
+    assert ending.said()["reason"] == "tool_running" and ending.said()["tools"] == ["charge"]
     assert "charge" in ending.message
     assert [turn for turn, _ in graph.recovered] == [quiet.turn_id]
 
