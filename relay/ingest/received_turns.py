@@ -66,10 +66,22 @@ class ReceivedTurns:
         self._ignored: OrderedDict[str, None] = OrderedDict()  # traces not published
         self._admitted: OrderedDict[str, None] = OrderedDict()  # traces admitted
         self._first_users: OrderedDict[str, str] = OrderedDict()  # a new turn's first user
+        #: traces of a turn another instance publishes -> that turn (handed over to it)
+        self._elsewhere_traces: OrderedDict[str, str] = OrderedDict()
 
     def ignores(self, trace_id: str) -> bool:
         """Whether nothing of this trace goes out any more."""
         return trace_id in self._ignored
+
+    def elsewhere(self, trace_id: str) -> str | None:
+        """The turn of this trace when another instance publishes it (its spans are
+        handed over to that instance: :mod:`relay.ingest.strays`), else None."""
+        return self._elsewhere_traces.get(trace_id)
+
+    def publishes(self, turn_id: str, trace_id: str) -> bool:
+        """Whether this instance publishes run ``trace_id`` of ``turn_id`` (admitted it,
+        and owns the turn's log): a part of it another instance got is this one's."""
+        return trace_id in self._admitted and turn_id in self._owned
 
     async def admit(self, batch: Batch) -> None:
         """Decide for each trace of ``batch`` not decided yet (see the module)."""
@@ -131,13 +143,17 @@ class ReceivedTurns:
         self.stats["published_elsewhere"] += 1
         log.warning(
             "relay: received spans of trace %s, of turn %s, which another instance "
-            "publishes: not published here (stored). A run's spans must all reach one "
-            "relay: route OTLP by trace id (RUNBOOK, 'Scaling out'); or the agent runs "
-            "on another replica and exports its spans here too",
+            "publishes: not published here (stored; handed over to that instance). A "
+            "run's spans must all reach one relay: route OTLP by trace id (RUNBOOK, "
+            "'Scaling out'); or the agent runs on another replica and exports its spans "
+            "here too",
             trace_id,
             turn_id,
         )
         bounded_add(self._ignored, trace_id, self.max_turns)
+        self._elsewhere_traces[trace_id] = turn_id
+        while len(self._elsewhere_traces) > self.max_turns:
+            self._elsewhere_traces.popitem(last=False)
 
     def ignore_own(self, turn_id: str, trace_id: str) -> None:
         log.warning(
