@@ -10,7 +10,9 @@ the receiver's decisions, per trace:
 - **ignored**: a run of a turn this relay runs or ran itself (naming that turn's user:
   the in-process double of what it published, an agent that exports its spans here
   too), of a turn another instance publishes (the run's spans split over replicas:
-  counted in ``stats["published_elsewhere"]`` and logged once per trace), or a run
+  counted in ``stats["published_elsewhere"]`` and logged once per trace; its spans are
+  handed over to that instance: :meth:`ReceivedTurns.elsewhere`,
+  :mod:`relay.ingest.strays`), or a run
   refused (another user, or none, on a turn that has one: counted in
   ``stats["kept_apart"]`` and logged with its ids alone). An ignored trace's spans are
   still stored, under no turn; nothing of it is published or indexed.

@@ -41,6 +41,9 @@ markers") or Logfire's pending spans (:mod:`relay.mapping.markers`).
   spans its trace has (``relay.run.span_count``) and that many have come. Spans of a
   trace whose run has ended are late: counted in ``stats["late"]`` (the
   ``relay.otlp.spans`` metric) and logged; they are stored, and streamed no more.
+- Spans of a run whose turn another instance publishes (split over replicas) are mapped
+  here only for the run's end, and handed over to that instance, which takes them as if
+  they had come to it (:mod:`relay.ingest.strays`): the run ends there, once.
 - Runs of other instrumentations are keyed by trace id (or continue the paused turn they
   resume, :mod:`relay.mapping.links`); the store indexes them as the mapping reports them
   (:meth:`relay.store.SpanStore.index_runs`), so replay and ``GET /turns`` find them.
