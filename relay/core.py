@@ -33,7 +33,7 @@ from opentelemetry.trace import Tracer
 
 from relay import readiness
 from relay.auth import open_authenticator, open_langgraph_auth
-from relay.bus import Bus, open_bus, open_cancels, open_turn_changes
+from relay.bus import Bus, open_bus, open_cancels, open_handoffs, open_turn_changes
 from relay.delivery.streaming import Encoder, EventStream
 from relay.delivery.streams import Streams
 from relay.events import GRAPH_TOPOLOGY, RUN_TERMINAL, TURN_TERMINAL, Event
@@ -65,6 +65,7 @@ from relay.turns.starting import StartLocks
 if TYPE_CHECKING:
     from relay.auth.langgraph_auth import LangGraphAuth
     from relay.bus.redis_cancels import CancelChannel
+    from relay.bus.redis_handoffs import HandoffChannel
     from relay.bus.redis_turn_changes import TurnChanges
     from relay.ingest.grpc import GrpcReceiver
     from relay.ingest.receiver import OTLPReceiver
@@ -222,9 +223,13 @@ class Relay:
         # -- the OTLP receivers ------------------------------------------------------------
         #: the OTLP receiver (RELAY_OTLP_HTTP / RELAY_OTLP_GRPC), or None when both are off
         self.receiver: OTLPReceiver | None = None
+        #: stray parts of received runs, to and from the instances sharing the Redis bus
+        #: (a run's spans split over replicas: relay/ingest/strays.py)
+        self.handoffs: HandoffChannel | None = None
         if settings.otlp_http or settings.otlp_grpc:
             from relay.ingest.receiver import OTLPReceiver
 
+            self.handoffs = open_handoffs(settings)
             self.receiver = OTLPReceiver(
                 self.bus,
                 self.turns,
@@ -236,6 +241,7 @@ class Relay:
                 store_backlog=settings.otlp_store_backlog,
                 settle_s=settings.otlp_settle_ms / 1000,
                 resume_route=self.resume_route,
+                handoffs=self.handoffs,
             )
             self.metrics.observe_receiver(lambda: self.receiver.stats if self.receiver else {})
         self.grpc_receiver: GrpcReceiver | None = None
@@ -541,6 +547,8 @@ class Relay:
             await self.cancels.start()
         if self.turn_changes is not None:
             await self.turn_changes.start()
+        if self.handoffs is not None:
+            await self.handoffs.start()
         if self.receiver is not None:
             await self.receiver.start()
         if self.settings.otlp_grpc:
@@ -565,6 +573,8 @@ class Relay:
             await self.cancels.stop()
         if self.turn_changes is not None:
             await self.turn_changes.stop()
+        if self.handoffs is not None:
+            await self.handoffs.stop()
         await self.bus.stop()
 
     def bus_problem(self) -> str | None:

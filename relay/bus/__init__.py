@@ -19,6 +19,7 @@ from relay.bus.memory import MemoryBus
 
 if TYPE_CHECKING:
     from relay.bus.redis_cancels import CancelChannel
+    from relay.bus.redis_handoffs import HandoffChannel
     from relay.bus.redis_turn_changes import TurnChanges
     from relay.settings import RelaySettings
 
@@ -63,6 +64,15 @@ def open_turn_changes(
     return None
 
 
+def open_handoffs(settings: RelaySettings) -> HandoffChannel | None:
+    """Stray spans handed between the instances sharing a Redis bus (None in process)."""
+    if settings.bus.startswith(("redis://", "rediss://")):
+        from relay.bus.redis_handoffs import HandoffChannel
+
+        return HandoffChannel(settings.bus)
+    return None
+
+
 __all__ = [
     "Bus",
     "BusUnavailable",
@@ -72,5 +82,6 @@ __all__ = [
     "UnknownTurn",
     "open_bus",
     "open_cancels",
+    "open_handoffs",
     "open_turn_changes",
 ]

@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from relay.events import Event
+from relay.spans import SpanRecord
 from relay.store import RunIndex
 
 log = logging.getLogger("relay.receiver")
@@ -28,13 +29,16 @@ log = logging.getLogger("relay.receiver")
 
 @dataclasses.dataclass(slots=True)
 class Batch:
-    """What one mapping step produced: its events, and the index entries of its runs."""
+    """What one mapping step produced: its events, the index entries of its runs, and
+    the spans of runs whose turn another instance publishes (to hand over to it:
+    :mod:`relay.ingest.strays`)."""
 
     events: list[Event]
     runs: list[RunIndex]
+    spans: list[SpanRecord] = dataclasses.field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.events or self.runs)
+        return bool(self.events or self.runs or self.spans)
 
 
 class Outbox:

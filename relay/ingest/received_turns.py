@@ -10,7 +10,9 @@ the receiver's decisions, per trace:
 - **ignored**: a run of a turn this relay runs or ran itself (naming that turn's user:
   the in-process double of what it published, an agent that exports its spans here
   too), of a turn another instance publishes (the run's spans split over replicas:
-  counted in ``stats["published_elsewhere"]`` and logged once per trace), or a run
+  counted in ``stats["published_elsewhere"]`` and logged once per trace; its spans are
+  handed over to that instance: :meth:`ReceivedTurns.elsewhere`,
+  :mod:`relay.ingest.strays`), or a run
   refused (another user, or none, on a turn that has one: counted in
   ``stats["kept_apart"]`` and logged with its ids alone). An ignored trace's spans are
   still stored, under no turn; nothing of it is published or indexed.
@@ -66,10 +68,22 @@ class ReceivedTurns:
         self._ignored: OrderedDict[str, None] = OrderedDict()  # traces not published
         self._admitted: OrderedDict[str, None] = OrderedDict()  # traces admitted
         self._first_users: OrderedDict[str, str] = OrderedDict()  # a new turn's first user
+        #: traces of a turn another instance publishes -> that turn (handed over to it)
+        self._elsewhere_traces: OrderedDict[str, str] = OrderedDict()
 
     def ignores(self, trace_id: str) -> bool:
         """Whether nothing of this trace goes out any more."""
         return trace_id in self._ignored
+
+    def elsewhere(self, trace_id: str) -> str | None:
+        """The turn of this trace when another instance publishes it (its spans are
+        handed over to that instance: :mod:`relay.ingest.strays`), else None."""
+        return self._elsewhere_traces.get(trace_id)
+
+    def publishes(self, turn_id: str, trace_id: str) -> bool:
+        """Whether this instance publishes run ``trace_id`` of ``turn_id`` (admitted it,
+        and owns the turn's log): a part of it another instance got is this one's."""
+        return trace_id in self._admitted and turn_id in self._owned
 
     async def admit(self, batch: Batch) -> None:
         """Decide for each trace of ``batch`` not decided yet (see the module)."""
@@ -131,13 +145,17 @@ class ReceivedTurns:
         self.stats["published_elsewhere"] += 1
         log.warning(
             "relay: received spans of trace %s, of turn %s, which another instance "
-            "publishes: not published here (stored). A run's spans must all reach one "
-            "relay: route OTLP by trace id (RUNBOOK, 'Scaling out'); or the agent runs "
-            "on another replica and exports its spans here too",
+            "publishes: not published here (stored; handed over to that instance). A "
+            "run's spans must all reach one relay: route OTLP by trace id (RUNBOOK, "
+            "'Scaling out'); or the agent runs on another replica and exports its spans "
+            "here too",
             trace_id,
             turn_id,
         )
         bounded_add(self._ignored, trace_id, self.max_turns)
+        self._elsewhere_traces[trace_id] = turn_id
+        while len(self._elsewhere_traces) > self.max_turns:
+            self._elsewhere_traces.popitem(last=False)
 
     def ignore_own(self, turn_id: str, trace_id: str) -> None:
         log.warning(

@@ -41,6 +41,9 @@ markers") or Logfire's pending spans (:mod:`relay.mapping.markers`).
   spans its trace has (``relay.run.span_count``) and that many have come. Spans of a
   trace whose run has ended are late: counted in ``stats["late"]`` (the
   ``relay.otlp.spans`` metric) and logged; they are stored, and streamed no more.
+- Spans of a run whose turn another instance publishes (split over replicas) are mapped
+  here only for the run's end, and handed over to that instance, which takes them as if
+  they had come to it (:mod:`relay.ingest.strays`): the run ends there, once.
 - Runs of other instrumentations are keyed by trace id (or continue the paused turn they
   resume, :mod:`relay.mapping.links`); the store indexes them as the mapping reports them
   (:meth:`relay.store.SpanStore.index_runs`), so replay and ``GET /turns`` find them.
@@ -64,6 +67,7 @@ from relay.ingest.outbox import Batch, Outbox
 from relay.ingest.received_turns import ReceivedTurns
 from relay.ingest.settle import ROOT_WINDOWS, Window, is_root, ready
 from relay.ingest.store_writer import StoreWriter
+from relay.ingest.strays import StrayRuns
 from relay.mapping import MappingState, can_start_run
 from relay.mapping.feed import END, Phase, feed, ordered_phases
 from relay.mapping.markers import announced, is_pending
@@ -75,6 +79,7 @@ from relay.turns.foreign import NotedRuns, RecordWriter
 
 if TYPE_CHECKING:
     from relay.bus.base import Bus
+    from relay.bus.redis_handoffs import HandoffChannel
     from relay.store import SpanStore
     from relay.turns.records import TurnStore
 
@@ -103,7 +108,11 @@ class OTLPReceiver:
         root_wait_s: float = 10.0,
         settle_s: float = 0.25,
         resume_route: Callable[[str], str | None] | None = None,
+        handoffs: HandoffChannel | None = None,
     ) -> None:
+        """``handoffs``: the channel between the instances sharing a Redis bus, over which
+        stray parts of runs go to the instance that publishes their turn
+        (:mod:`relay.ingest.strays`); None in process."""
         self.bus = bus
         self.turns = turns
         self.store = store
@@ -142,6 +151,10 @@ class OTLPReceiver:
             "kept_apart": 0,
             # traces of a turn another instance publishes (split over replicas): not here
             "published_elsewhere": 0,
+            # their spans, taken by the instance that publishes the turn (relay/ingest/strays.py)
+            "handed_over": 0,
+            # runs whose end no instance took (it was gone): ended here, from their root
+            "ended_here": 0,
         }
         self._records = RecordWriter(turns, self._noted.messages, self._noted.users, self.stats)
         self._writer = StoreWriter(store, store_backlog, self.stats)
@@ -150,6 +163,16 @@ class OTLPReceiver:
             turns, bus, running, self._noted.users, self.stats, max_turns
         )
         self._outbox = Outbox(self._received.admit, self._send)
+        self._strays_out: list[SpanRecord] = []  # spans for the next batch out, to hand over
+        self._strays = StrayRuns(
+            handoffs,
+            bus,
+            turns,
+            self._noted.users,
+            self.stats,
+            takes=self._received.publishes,
+            take=self.take_handed,
+        )
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -165,6 +188,7 @@ class OTLPReceiver:
     async def stop(self, timeout: float = 5.0) -> None:
         if not self._writer.started:
             return
+        self._strays.closed = True  # what another instance hands here now is not taken
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -175,6 +199,7 @@ class OTLPReceiver:
         deadline = time.monotonic() + timeout
         await self._outbox.drain(timeout)  # what went out of a window, published
         await self._records.drain(max(0.0, deadline - time.monotonic()))  # and recorded
+        await self._strays.drain(max(0.0, deadline - time.monotonic()))  # and handed over
         await self._writer.stop(max(0.0, deadline - time.monotonic()))
 
     # -- admission ------------------------------------------------------------------------
@@ -221,7 +246,7 @@ class OTLPReceiver:
             return self._take(by_trace) + self.sweep()
         now = time.monotonic()
         for trace_id, spans in by_trace.items():
-            if self._received.ignores(trace_id):
+            if self._dropped(trace_id):
                 continue
             self._wait(trace_id, spans, now)
         return []
@@ -294,8 +319,11 @@ class OTLPReceiver:
         until a span that starts a run arrives."""
         events: list[Event] = []
         for trace_id, spans in by_trace.items():
-            if self._received.ignores(trace_id):
+            if self._dropped(trace_id):
                 continue
+            if self._received.elsewhere(trace_id) is not None:  # all of them go to the
+                # instance that publishes the turn, whatever becomes of them here
+                self._strays_out += spans
             # our run roots (and their start markers) index their runs once admitted, with
             # the events of the same mapping step (the user their root names is noted then)
             self._runs_out += [
@@ -332,6 +360,12 @@ class OTLPReceiver:
         self._index_noted()
         return events
 
+    def _dropped(self, trace_id: str) -> bool:
+        """Whether nothing of this trace is mapped any more: ignored, unless its turn is
+        published by another instance (its spans are mapped, for the run's end, and
+        handed over: :mod:`relay.ingest.strays`)."""
+        return self._received.ignores(trace_id) and self._received.elsewhere(trace_id) is None
+
     def _index_noted(self) -> None:
         """The foreign runs the mapping began or ended: their index entries go out with
         the next batch (once admitted)."""
@@ -340,10 +374,14 @@ class OTLPReceiver:
 
     def _batch(self, events: list[Event]) -> Batch:
         runs, self._runs_out = self._runs_out, []
-        return Batch(events, runs)
+        strays, self._strays_out = self._strays_out, []
+        return Batch(events, runs, strays)
 
     def _feed(self, spans: list[SpanRecord]) -> list[Event]:
         trace_id = spans[0].trace_id if spans else ""
+        if self._received.elsewhere(trace_id) is None:  # (else kept already)
+            # the trace may turn out to be another instance's when it is admitted
+            self._strays_out += spans
         out = self._mapped(self._held_back(ordered_phases(spans)))
         deferred = self._deferred.get(trace_id)
         if deferred is not None and not self._open_spans(trace_id):
@@ -425,6 +463,27 @@ class OTLPReceiver:
             if not self._received.ignores(run.trace_id):
                 self._writer.index(run)
         self._records.put(published)
+        self._hand_over(batch)
+
+    def _hand_over(self, batch: Batch) -> None:
+        """The batch's spans of runs whose turn another instance publishes, to that
+        instance, with the run's end as mapped here (:mod:`relay.ingest.strays`)."""
+        strays: dict[str, list[SpanRecord]] = {}
+        for span in batch.spans:
+            if self._received.elsewhere(span.trace_id) is not None:
+                strays.setdefault(span.trace_id, []).append(span)
+        for trace_id, spans in strays.items():
+            turn_id = self._received.elsewhere(trace_id)
+            assert turn_id is not None
+            end = next(
+                (e for e in batch.events if e.trace_id == trace_id and e.is_run_terminal), None
+            )
+            self._strays.hand(turn_id, trace_id, spans, end)
+
+    async def take_handed(self, spans: list[SpanRecord]) -> None:
+        """Spans of a run this instance publishes, handed here by the instance that got
+        them (:mod:`relay.ingest.strays`): taken as if they had come over OTLP."""
+        await self.deliver(self.accept(spans))
 
     def _publish(self, events: Sequence[Event]) -> list[Event]:
         """Publish admitted events; a turn not yet published from here is first checked
