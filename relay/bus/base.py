@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from relay.events import Event
 
@@ -159,3 +159,23 @@ class Bus(Protocol):
         """Times the shared store was found to have lost its data (a Redis restarted
         without persistence): each a loss that every reader of a turn was told of."""
         ...
+
+
+# -- what a shared bus can do beyond the protocol (relay/bus/redis.py) ---------------------
+
+
+@runtime_checkable
+class AdoptingBus(Protocol):
+    """A shared bus that can take up a gone owner's log: what this instance held of the
+    turn is dropped, and the shared log says where it stands (its last seq, its last
+    turn-terminal event or None). Takeovers (relay/turns/leases.py, recovering.py) and
+    stray root ends (relay/ingest/strays.py) use it."""
+
+    async def adopt(self, turn_id: str) -> tuple[int, Event | None]: ...
+
+
+@runtime_checkable
+class LogHistory(Protocol):
+    """A shared bus that can read a turn's log back (None: not whole)."""
+
+    async def history(self, turn_id: str, after: int) -> list[Event] | None: ...

@@ -42,14 +42,13 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING
 
-from relay.bus.base import BusUnavailable
+from relay.bus.base import AdoptingBus, BusUnavailable
 from relay.bus.redis_handoffs import WAIT_S
 from relay.events import Event
 from relay.spans import SpanRecord
 from relay.store.codec import from_row, to_row
 from relay.turns.foreign import end_changes, may_change
 from relay.turns.records import RUNNING
-from relay.turns.recovering import AdoptingBus
 
 if TYPE_CHECKING:
     from relay.bus.base import Bus

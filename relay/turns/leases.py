@@ -47,10 +47,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from relay.bus.base import Bus
+from relay.bus.base import AdoptingBus, Bus
 from relay.turns.foreign import end_changes
 from relay.turns.records import TurnRecord, TurnStore, lease_until
-from relay.turns.recovering import ENDED, AdoptingBus, Ending
+from relay.turns.recovering import ENDED, Ending
 from relay.turns.recovery import ended_response, terminal_event
 from relay.turns.response import ChatResponse
 from relay.turns.runs import RunManager

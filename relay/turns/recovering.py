@@ -37,10 +37,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from relay import events as ev
-from relay.bus.base import Bus
+from relay.bus.base import AdoptingBus, Bus, LogHistory
 from relay.events import (
     INTERRUPTED_MESSAGE,
     RECOVERY_EXHAUSTED_MESSAGE,
@@ -125,20 +125,6 @@ class Recoverable(Protocol):
         """Start the run that takes the turn up from its thread's last checkpoint;
         raises when it cannot (the thread is held elsewhere)."""
         ...
-
-
-@runtime_checkable
-class AdoptingBus(Protocol):
-    """A shared bus that can take up a gone owner's log (relay/bus/redis.py)."""
-
-    async def adopt(self, turn_id: str) -> tuple[int, Event | None]: ...
-
-
-@runtime_checkable
-class LogHistory(Protocol):
-    """A shared bus that can read a turn's log back (relay/bus/redis.py)."""
-
-    async def history(self, turn_id: str, after: int) -> list[Event] | None: ...
 
 
 def cut_tools(events: Sequence[Event]) -> list[str]:
