@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from relay.agent_server.jsonable import jsonable
+from relay.agent_server.requests import count_of
 from relay.errors import ApiError
 
 #: LangGraph's namespace of default assistant ids (langgraph_api.graph.NAMESPACE_GRAPH)
@@ -90,15 +91,6 @@ def _text(body: Mapping[str, Any], key: str) -> str | None:
     return value
 
 
-def _count(body: Mapping[str, Any], key: str, default: int, most: int) -> int:
-    value = body.get(key, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:
-        raise ApiError(422, "invalid_request", f"'{key}' must be an integer from 0 to {most}.")
-    return value
-
-
 def search_filter(body: Mapping[str, Any]) -> tuple[Callable[[dict[str, Any]], bool], slice]:
     """``POST /assistants/search``'s body as a test of an assistant and the page to
     answer: ``graph_id`` exactly, ``name`` as a case-insensitive part of the name,
@@ -122,8 +114,8 @@ def search_filter(body: Mapping[str, Any]) -> tuple[Callable[[dict[str, Any]], b
         not isinstance(select, list) or not all(isinstance(s, str) for s in select)
     ):
         raise ApiError(422, "invalid_request", "'select' must be a list of field names.")
-    limit = _count(body, "limit", 10, 1000)
-    offset = _count(body, "offset", 0, 1_000_000)
+    limit = count_of(body, "limit", 10, 0, 1000)
+    offset = count_of(body, "offset", 0, 0, 1_000_000)
 
     def matches(assistant: dict[str, Any]) -> bool:
         if graph_id is not None and assistant["graph_id"] != graph_id:

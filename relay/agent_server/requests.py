@@ -74,6 +74,21 @@ class RunRequest:
     on_disconnect: str
 
 
+def count_of(body: Mapping[str, Any], key: str, default: int, least: int, most: int) -> int:
+    """A whole number field from ``least`` to ``most`` (JSON's ``10.0`` is 10, as JSON
+    Schema's ``integer`` allows); absent or null: ``default``; else a 422."""
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+        raise ApiError(
+            422, "invalid_request", f"'{key}' must be an integer from {least} to {most}."
+        )
+    return value
+
+
 def _refuse(message: str) -> ApiError:
     return ApiError(422, "invalid_run", message)
 

@@ -37,7 +37,7 @@ from relay.agent_server.assistants import (
     search_filter,
 )
 from relay.agent_server.jsonable import interrupt_json, jsonable
-from relay.agent_server.requests import RunRequest, run_request
+from relay.agent_server.requests import RunRequest, count_of, run_request
 from relay.agent_server.state import checkpoint_of, thread_state, thread_status
 from relay.agent_server.stream import RunStreamEncoder, ThreadCheckpoints
 from relay.auth import User
@@ -161,9 +161,7 @@ class AgentServer:
         unknown = sorted(set(body) - {"limit", "before", "metadata", "checkpoint", "select"})
         if unknown:
             raise ApiError(422, "unknown_fields", f"Unknown fields: {', '.join(unknown)}.")
-        limit = body.get("limit", 10)
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
-            raise ApiError(422, "invalid_request", "'limit' must be an integer from 1 to 1000.")
+        limit = count_of(body, "limit", 10, 1, 1000)
         before = body.get("before")
         if before is not None and not isinstance(before, dict):
             raise ApiError(422, "invalid_request", "'before' must be a checkpoint object.")
