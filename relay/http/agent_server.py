@@ -41,9 +41,11 @@ from relay.agent_server.requests import RunRequest, count_of, run_request
 from relay.agent_server.state import checkpoint_of, thread_state, thread_status
 from relay.agent_server.stream import RunStreamEncoder, ThreadCheckpoints
 from relay.auth import User
+from relay.bus.base import BusLost, BusUnavailable, CursorExpired
 from relay.delivery.negotiation import SSE
+from relay.delivery.streaming import MAX_BATCH
 from relay.errors import ApiError
-from relay.events import RUN_TERMINAL
+from relay.events import ERROR, RUN_TERMINAL
 from relay.http.agent_server_openapi import AGENT_SERVER_OPENAPI
 from relay.http.chat import configurable_of
 from relay.http.chat_input import ID, digest
@@ -327,8 +329,12 @@ class AgentServer:
         status = response.status if response is not None else latest.status
         headers = {"Content-Location": _location(record)}
         if status in ("error", "cancelled", "interrupted"):
+            ended = await self.run_error(record.turn_id, admitted.after)
             message = response.answer if response is not None else f"The run ended: {status}."
-            error = {"error": status, "message": message}
+            error = {
+                "error": ended.get("code", status),
+                "message": ended.get("message", message),
+            }
             return JSONResponse({"__error__": error}, headers=headers)
         graph = served.agent.graph
         snapshot = await read_checkpoints(graph.aget_state(_config(record)))
@@ -338,6 +344,26 @@ class AgentServer:
         if snapshot.interrupts:
             values["__interrupt__"] = [interrupt_json(i) for i in snapshot.interrupts]
         return JSONResponse(values, headers=headers)
+
+    async def run_error(self, turn_id: str, after: int) -> dict[str, Any]:
+        """The fields of the run's ``error`` event (its ``code`` and ``message``), read
+        from the turn's log after ``after``; {} when the log no longer holds it."""
+        reader = self.relay.bus.reader(turn_id, after)
+        found: dict[str, Any] = {}
+        try:
+            while batch := reader.take(MAX_BATCH) or (
+                reader.take(MAX_BATCH) if await reader.wait(0) else []
+            ):
+                for event in batch:
+                    if event.type == ERROR:
+                        found = event.fields
+                if any(event.type in RUN_TERMINAL for event in batch):
+                    break
+        except (BusLost, BusUnavailable, CursorExpired):
+            return {}
+        finally:
+            reader.close()
+        return found
 
 
 async def _nothing(record: TurnRecord) -> None:

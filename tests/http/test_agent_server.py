@@ -85,6 +85,17 @@ def approval_graph() -> Any:
     return builder.compile()
 
 
+def broken_graph() -> Any:
+    def fail(state: Approval) -> dict[str, Any]:
+        raise ValueError("the tank is empty")
+
+    builder = StateGraph(Approval)
+    builder.add_node("fail", fail)
+    builder.add_edge(START, "fail")
+    builder.add_edge("fail", END)
+    return builder.compile()
+
+
 @pytest.fixture
 def server(app_env: dict[str, str], live_servers: LiveServers) -> LiveServer:
     relay = Relay.from_env(app_env)
@@ -93,6 +104,7 @@ def server(app_env: dict[str, str], live_servers: LiveServers) -> LiveServer:
         app,
         GraphAgent(chat_graph(), name="chat", description="A chat"),
         GraphAgent(approval_graph(), name="approval"),
+        GraphAgent(broken_graph(), name="broken"),
     )
     return live_servers.start(app)
 
@@ -120,7 +132,7 @@ def test_info_and_assistants_are_the_served_graphs(sdk: SyncLangGraphClient) -> 
     assert isinstance(info["version"], str) and isinstance(info["langgraph_py_version"], str)
 
     found = sdk.assistants.search()
-    assert sorted(a["graph_id"] for a in found) == ["approval", "chat"]
+    assert sorted(a["graph_id"] for a in found) == ["approval", "broken", "chat"]
     chat = sdk.assistants.search(graph_id="chat")
     assert len(chat) == 1
     assistant = chat[0]
@@ -130,7 +142,7 @@ def test_info_and_assistants_are_the_served_graphs(sdk: SyncLangGraphClient) -> 
     assert assistant["description"] == "A chat"
     assert sdk.assistants.search(name="APPRO")[0]["graph_id"] == "approval"
     assert sdk.assistants.search(metadata={"created_by": "someone"}) == []
-    assert sdk.assistants.search(limit=1, offset=1)[0]["graph_id"] == "approval"
+    assert [a["graph_id"] for a in sdk.assistants.search(limit=1, offset=1)] == ["approval"]
 
     assert sdk.assistants.get(assistant["assistant_id"]) == assistant
     assert sdk.assistants.get("chat") == assistant  # a graph's name, as LangGraph allows
@@ -353,3 +365,18 @@ def test_what_is_refused(sdk: SyncLangGraphClient) -> None:
     )
     assert of(parts, "values")[-1]["question"] == "New?"
     assert sdk.threads.get(fresh)["status"] == "interrupted"
+
+
+def test_a_failed_run_ends_with_an_error(sdk: SyncLangGraphClient, server: LiveServer) -> None:
+    thread_id = ask_thread(sdk)
+    parts = parts_of(
+        sdk.runs.stream(thread_id, "broken", input={"question": "?"}, stream_mode="values")
+    )
+    run_id = parts[0][1]["run_id"]
+    assert parts[-1][0] == "error"
+    assert parts[-1][1]["error"] == "node_failed" and parts[-1][1]["message"]
+    assert sdk.threads.get(thread_id)["status"] == "error"
+    assert httpx.get(f"{server.url}/turns/{run_id}").json()["status"] == "error"
+    failed = sdk.runs.wait(thread_id, "broken", input={"question": "?"}, raise_error=False)
+    assert isinstance(failed, dict)
+    assert failed["__error__"] == {"error": "node_failed", "message": parts[-1][1]["message"]}
