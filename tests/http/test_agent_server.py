@@ -97,16 +97,26 @@ def broken_graph() -> Any:
 
 
 @pytest.fixture
-def server(app_env: dict[str, str], live_servers: LiveServers) -> LiveServer:
-    relay = Relay.from_env(app_env)
-    app = FastAPI(lifespan=relay.lifespan)
-    relay.mount(
-        app,
-        GraphAgent(chat_graph(), name="chat", description="A chat"),
-        GraphAgent(approval_graph(), name="approval"),
-        GraphAgent(broken_graph(), name="broken"),
-    )
-    return live_servers.start(app)
+def serve(app_env: dict[str, str], live_servers: LiveServers) -> Callable[..., LiveServer]:
+    """``serve(**env)``: the three graphs on one relay in a real uvicorn."""
+
+    def make(**env: str) -> LiveServer:
+        relay = Relay.from_env({**app_env, **env})
+        app = FastAPI(lifespan=relay.lifespan)
+        relay.mount(
+            app,
+            GraphAgent(chat_graph(), name="chat", description="A chat"),
+            GraphAgent(approval_graph(), name="approval"),
+            GraphAgent(broken_graph(), name="broken"),
+        )
+        return live_servers.start(app)
+
+    return make
+
+
+@pytest.fixture
+def server(serve: Callable[..., LiveServer]) -> LiveServer:
+    return serve()
 
 
 @pytest.fixture
@@ -380,3 +390,35 @@ def test_a_failed_run_ends_with_an_error(sdk: SyncLangGraphClient, server: LiveS
     failed = sdk.runs.wait(thread_id, "broken", input={"question": "?"}, raise_error=False)
     assert isinstance(failed, dict)
     assert failed["__error__"] == {"error": "node_failed", "message": parts[-1][1]["message"]}
+
+
+SECRET = "proxy-secret-0123456789"
+
+
+def test_a_thread_and_its_runs_are_its_users_only(serve: Callable[..., LiveServer]) -> None:
+    server = serve(RELAY_AUTH="proxy", RELAY_PROXY_SECRET=SECRET)
+    alice = get_sync_client(
+        url=server.url, headers={"X-Forwarded-User": "alice", "X-Relay-Proxy-Secret": SECRET}
+    )
+    bob = get_sync_client(
+        url=server.url, headers={"X-Forwarded-User": "bob", "X-Relay-Proxy-Secret": SECRET}
+    )
+    thread_id = ask_thread(alice)
+    parts = parts_of(
+        alice.runs.stream(thread_id, "approval", input={"question": "Mine?"}, stream_mode="values")
+    )
+    assert of(parts, "values")[-1]["__interrupt__"]
+    for read in (bob.threads.get, bob.threads.get_state, bob.threads.get_history):
+        with pytest.raises(NotFoundError):
+            read(thread_id)
+    with pytest.raises(NotFoundError):
+        parts_of(bob.runs.stream(thread_id, "approval", command={"resume": "yes"}))
+    with pytest.raises(NotFoundError):
+        parts_of(bob.runs.stream(thread_id, "approval", input={"question": "Yours?"}))
+    # alice's thread is still hers, paused, and she resumes it
+    assert alice.threads.get(thread_id)["status"] == "interrupted"
+    done = alice.runs.wait(thread_id, "approval", command={"resume": "yes"})
+    assert done == {"question": "Mine?", "answer": "yes"}
+    with pytest.raises(httpx.HTTPStatusError) as anonymous:
+        httpx.post(f"{server.url}/threads", json={}).raise_for_status()
+    assert anonymous.value.response.status_code == 401
