@@ -12,21 +12,13 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage
-from langgraph.config import get_stream_writer
-from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.types import interrupt
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
-from typing_extensions import TypedDict
 
-from relay import GraphAgent, Relay
+from tests.agent_server_graphs import ANSWER, agent_server_app
 from tests.conftest import LiveServer, LiveServers, events_of, stream_get
 
-ANSWER = "Hello there, friend of LangGraph"
 NAMESPACE_GRAPH = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 THREAD_STATE_KEYS = {
     "values",
@@ -41,75 +33,12 @@ THREAD_STATE_KEYS = {
 CHECKPOINT_KEYS = {"thread_id", "checkpoint_ns", "checkpoint_id", "checkpoint_map"}
 
 
-class ChatState(MessagesState):
-    notes: str
-
-
-async def prepare(state: ChatState) -> dict[str, Any]:
-    get_stream_writer()({"stage": "prepare"})
-    return {"notes": "ready"}
-
-
-async def agent(state: ChatState) -> dict[str, Any]:
-    model = GenericFakeChatModel(messages=iter([AIMessage(content=ANSWER)]))
-    text = ""
-    async for chunk in model.astream(state["messages"]):
-        text += str(chunk.content)
-    return {"messages": [AIMessage(content=text)]}
-
-
-def chat_graph() -> Any:
-    builder = StateGraph(ChatState)
-    builder.add_node("prepare", prepare)
-    builder.add_node("agent", agent)
-    builder.add_edge(START, "prepare")
-    builder.add_edge("prepare", "agent")
-    builder.add_edge("agent", END)
-    return builder.compile()
-
-
-class Approval(TypedDict, total=False):
-    question: str
-    answer: str
-
-
-def ask(state: Approval) -> dict[str, Any]:
-    return {"answer": interrupt({"question": state["question"]})}
-
-
-def approval_graph() -> Any:
-    builder = StateGraph(Approval)
-    builder.add_node("ask", ask)
-    builder.add_edge(START, "ask")
-    builder.add_edge("ask", END)
-    return builder.compile()
-
-
-def broken_graph() -> Any:
-    def fail(state: Approval) -> dict[str, Any]:
-        raise ValueError("the tank is empty")
-
-    builder = StateGraph(Approval)
-    builder.add_node("fail", fail)
-    builder.add_edge(START, "fail")
-    builder.add_edge("fail", END)
-    return builder.compile()
-
-
 @pytest.fixture
 def serve(app_env: dict[str, str], live_servers: LiveServers) -> Callable[..., LiveServer]:
     """``serve(**env)``: the three graphs on one relay in a real uvicorn."""
 
     def make(**env: str) -> LiveServer:
-        relay = Relay.from_env({**app_env, **env})
-        app = FastAPI(lifespan=relay.lifespan)
-        relay.mount(
-            app,
-            GraphAgent(chat_graph(), name="chat", description="A chat"),
-            GraphAgent(approval_graph(), name="approval"),
-            GraphAgent(broken_graph(), name="broken"),
-        )
-        return live_servers.start(app)
+        return live_servers.start(agent_server_app({**app_env, **env}))
 
     return make
 
