@@ -68,5 +68,10 @@ def thread_state(snapshot: Any) -> dict[str, Any]:
 def step_updates(tasks: Sequence[Any]) -> list[dict[str, Any]]:
     """The ``updates`` chunks of a finished step, one ``{node: what it wrote}`` per task a
     checkpoint ran next (their results, once the next checkpoint is saved), as LangGraph
-    streams them; a task that was interrupted or failed wrote no update."""
-    return [{t.name: jsonable(t.result)} for t in tasks if not t.interrupts and t.error is None]
+    streams them. A task that failed, or was interrupted and not resumed, wrote no update;
+    one that was resumed keeps its interrupts and has its result."""
+    return [
+        {t.name: jsonable(t.result)}
+        for t in tasks
+        if t.error is None and (t.result is not None or not t.interrupts)
+    ]

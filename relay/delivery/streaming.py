@@ -383,8 +383,10 @@ class EventStream(Response):
         while (left := deadline - time.monotonic()) > 0:
             for event in taken or self.reader.take(MAX_BATCH):
                 if event.type == MESSAGE_SAVED:
-                    await self._send(send, self.encoder.event(event))
-                    self.frames_sent += 1
+                    trailer = self.encoder.event(event)
+                    if trailer:  # an encoder may have no frame for it (LangGraph's stream)
+                        await self._send(send, trailer)
+                        self.frames_sent += 1
                     return
             taken = []
             if self.reader.exhausted or not await self.reader.wait(left):

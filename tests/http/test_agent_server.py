@@ -244,8 +244,11 @@ def test_an_interrupt_in_values_then_a_resume_with_command(
     assert state["tasks"][0]["name"] == "ask" and state["tasks"][0]["interrupts"] == [pending]
 
     resumed = parts_of(
-        sdk.runs.stream(thread_id, "approval", command={"resume": "yes"}, stream_mode="values")
+        sdk.runs.stream(
+            thread_id, "approval", command={"resume": "yes"}, stream_mode=["values", "updates"]
+        )
     )
+    assert of(resumed, "updates") == [{"ask": {"answer": "yes"}}]
     # a resume continues the paused turn: the run id is that turn's
     assert resumed[0][1]["run_id"] == run_id
     assert of(resumed, "values")[-1] == {"question": "Ship it?", "answer": "yes"}
