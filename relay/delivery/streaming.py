@@ -11,6 +11,11 @@ cursor and writes frames as events arrive. It owns three timers and nothing else
   most one batch, and the log is shared); it can resume with ``Last-Event-ID``;
 - the disconnect watch: ``http.disconnect`` ends the stream at once.
 
+An owner whose frames need I/O (LangGraph's run stream reads the thread's checkpoints at
+step boundaries: relay/agent_server/stream.py) gives a ``frames`` hook: each batch is
+written as what it awaits instead of the encoder's frames, inside the same loop (the same
+timers, disconnect handling and bus-loss notes).
+
 It stops after the first event in ``stop_at`` (a run's stream stops at its run's terminal
 event; a turn's stream waits through a pause), or when its reader is ``exhausted`` (a
 fixed list, such as a replay, sent whole). When the server shuts down (``closing``)
@@ -117,6 +122,8 @@ class NDJSONEncoder:
 
 
 CloseCallback = Callable[[bool], Awaitable[None] | None]
+#: a batch's bytes, when making them needs I/O (see the module docstring); b"": nothing
+Frames = Callable[[list[Event]], Awaitable[bytes]]
 
 
 class EventStream(Response):
@@ -148,8 +155,10 @@ class EventStream(Response):
         closing: asyncio.Event | None = None,
         on_close: CloseCallback | None = None,
         extra_headers: list[tuple[bytes, bytes]] | None = None,
+        frames: Frames | None = None,
     ) -> None:
         self.status_code = 200
+        self.frames = frames
         self.background = None
         self.reader = reader
         self.encoder = encoder
@@ -279,12 +288,14 @@ class EventStream(Response):
                     if stop is not None:
                         batch = batch[: stop + 1]
                     # one write for the batch; a lone frame is the shared bytes object
-                    await self._send(
-                        send,
-                        encode(batch[0])
-                        if len(batch) == 1
-                        else b"".join([encode(e) for e in batch]),
-                    )
+                    if self.frames is not None:
+                        body = await self.frames(batch)
+                    elif len(batch) == 1:
+                        body = encode(batch[0])
+                    else:
+                        body = b"".join([encode(e) for e in batch])
+                    if body:
+                        await self._send(send, body)
                     self.frames_sent += len(batch)
                     if stop is not None:
                         if batch[-1].type == TURN_COMPLETED:
@@ -372,8 +383,10 @@ class EventStream(Response):
         while (left := deadline - time.monotonic()) > 0:
             for event in taken or self.reader.take(MAX_BATCH):
                 if event.type == MESSAGE_SAVED:
-                    await self._send(send, self.encoder.event(event))
-                    self.frames_sent += 1
+                    trailer = self.encoder.event(event)
+                    if trailer:  # an encoder may have no frame for it (LangGraph's stream)
+                        await self._send(send, trailer)
+                        self.frames_sent += 1
                     return
             taken = []
             if self.reader.exhausted or not await self.reader.wait(left):

@@ -16,6 +16,7 @@ from relay.delivery.streaming import (
     MAX_BATCH,
     Encoder,
     EventStream,
+    Frames,
     NDJSONEncoder,
     SSEEncoder,
 )
@@ -56,9 +57,13 @@ class Streams:
         stop_at: frozenset[str] = RUN_TERMINAL,
         on_disconnect: str = "cancel",
         encoder: Encoder | None = None,
+        frames: Frames | None = None,
+        headers: list[tuple[bytes, bytes]] | None = None,
     ) -> EventStream:
         """``turn_id``'s log after ``after``, live, until an event in ``stop_at``
-        (``encoder``: another frame format, e.g. :class:`relay.delivery.agui.AGUIEncoder`)."""
+        (``encoder``: another frame format, e.g. :class:`relay.delivery.agui.AGUIEncoder`;
+        ``frames``: a batch's frames made with I/O, see :class:`EventStream`; ``headers``:
+        more response headers)."""
         reader = self.bus.reader(turn_id, after)
         self._attached(turn_id)
         stream = EventStream(
@@ -69,6 +74,8 @@ class Streams:
             send_timeout_s=self.settings.send_timeout_s,
             max_duration_s=self.settings.server_timeout_s,
             closing=self.closing,
+            extra_headers=headers,
+            frames=frames,
         )
 
         def closed(completed: bool) -> None:
@@ -102,7 +109,14 @@ class Streams:
         return self.fixed([terminal], after, media, encoder=encoder)
 
     def fixed(
-        self, events: list[Event], after: int, media: str, *, encoder: Encoder | None = None
+        self,
+        events: list[Event],
+        after: int,
+        media: str,
+        *,
+        encoder: Encoder | None = None,
+        frames: Frames | None = None,
+        headers: list[tuple[bytes, bytes]] | None = None,
     ) -> EventStream:
         return EventStream(
             StaticReader(events, after),
@@ -110,4 +124,6 @@ class Streams:
             stop_at=frozenset(),
             heartbeat_s=self.settings.heartbeat_s,
             send_timeout_s=self.settings.send_timeout_s,
+            extra_headers=headers,
+            frames=frames,
         )

@@ -3,7 +3,9 @@ the SPA's settings: title, example messages, routes), and the routes of each gra
 
 :func:`mount_agents` puts every :class:`relay.GraphAgent` on an app: ``/graphs/{name}/chat``,
 ``/graphs/{name}/chat/resume`` and ``/graphs/{name}/agui`` for each, and the first also
-at ``/chat``, ``/chat/resume`` and ``/agui``.
+at ``/chat``, ``/chat/resume`` and ``/agui``; LangGraph's Agent Server routes
+(relay/http/agent_server.py: ``/info``, ``/assistants/*``, ``/threads/*``) once per app,
+over all of them.
 """
 
 from __future__ import annotations
@@ -76,12 +78,18 @@ def mount_agents(
     app's ``/chat``, ``/chat/resume`` and ``/agui``. The run routes' modules are imported
     here, where a graph is served: a relay that serves none (``--relay-only``) never
     imports LangGraph or LangChain (``span-relay --help`` and ``import relay`` neither)."""
+    from relay.http.agent_server import AgentServer, agent_server_router
     from relay.http.agui import agui_router
     from relay.http.chat import chat_router
     from relay.http.client_tools import ClientTools
     from relay.turns.admission import Admission
 
     dependencies = [relay.identify, relay.rate_limit, relay.require_bus]
+    # LangGraph's Agent Server API: once per app, over every graph mounted on it
+    server = getattr(app.state, "relay_agent_server", None)
+    if server is None:
+        server = app.state.relay_agent_server = AgentServer(relay)
+        app.include_router(agent_server_router(server, dependencies))
     for index, agent in enumerate(agents):
         # client-executed tools: one per graph, shared by its routes (their timers, the
         # start-up sweep of the turns a stopped instance left waiting on one)
@@ -90,6 +98,7 @@ def mount_agents(
         # what a request may start, and the start: one service for /chat and /agui
         admission = Admission(agent, relay.turns, relay.runs, starting, tools)
         relay.recoverables[agent.name] = admission  # a claimed turn of it, taken up again
+        server.add(agent, admission, tools)
         prefixes = [f"/graphs/{agent.name}"] + ([""] if first and index == 0 else [])
         for prefix in prefixes:
             # the OpenAPI document lists each graph once: the first at /chat

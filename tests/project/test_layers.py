@@ -44,6 +44,7 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "relay.ingest",
         "relay.delivery",
+        "relay.agent_server",
         "relay.turns",
         "relay.langgraph",
         "relay.export",

@@ -1,0 +1,190 @@
+"""A run's request body (``POST /threads/{thread_id}/runs/stream`` and ``/runs/wait``), read
+and checked: what this slice of the Agent Server API serves, and a clear 422 for what it
+does not (never a field silently dropped that changes what the run does).
+
+Served: ``assistant_id``, ``input`` (the graph's own input object), ``command.resume``,
+``stream_mode`` (``values``, ``updates``, ``messages-tuple``, ``custom``: one or a list),
+``config.configurable`` (the relay's own entries win; other ``config`` keys are a 422),
+``if_not_exists`` (``reject`` or ``create``), ``on_disconnect`` (``continue``, the
+default, or ``cancel``), ``multitask_strategy`` ``reject``. Accepted and without effect:
+``metadata`` (not stored),
+``stream_subgraphs`` (subgraph events are not sent as ``mode|ns`` yet),
+``stream_resumable`` (the stream sends no ids yet), ``durability`` (runs always save each
+step: ``sync``), ``checkpoint_during``, ``strict_resume``, ``langsmith_tracer``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from relay.errors import ApiError
+
+#: the stream modes served, in LangGraph's spelling
+STREAM_MODES = ("values", "updates", "messages-tuple", "custom")
+#: fields accepted that do not change the run (see the module docstring)
+_WITHOUT_EFFECT = (
+    "metadata",
+    "stream_subgraphs",
+    "stream_resumable",
+    "durability",
+    "checkpoint_during",
+    "strict_resume",
+    "langsmith_tracer",
+)
+#: fields of LangGraph's API that this slice does not serve: a 422 when set
+_NOT_SERVED = (
+    "context",
+    "interrupt_before",
+    "interrupt_after",
+    "feedback_keys",
+    "webhook",
+    "checkpoint",
+    "checkpoint_id",
+    "on_completion",
+    "after_seconds",
+)
+_SERVED = (
+    "assistant_id",
+    "input",
+    "command",
+    "config",
+    "stream_mode",
+    "if_not_exists",
+    "on_disconnect",
+    "multitask_strategy",
+)
+KNOWN_FIELDS = frozenset((*_SERVED, *_WITHOUT_EFFECT, *_NOT_SERVED))
+_MISSING = object()
+
+
+@dataclasses.dataclass(slots=True)
+class RunRequest:
+    """A checked run request: ``resume`` is ``command.resume`` (``has_resume`` tells a
+    resume of None from no resume)."""
+
+    assistant_id: str
+    graph_input: dict[str, Any] | None
+    has_resume: bool
+    resume: Any
+    stream_modes: tuple[str, ...]
+    configurable: dict[str, Any]
+    create_thread: bool
+    on_disconnect: str
+
+
+def count_of(body: Mapping[str, Any], key: str, default: int, least: int, most: int) -> int:
+    """A whole number field from ``least`` to ``most`` (JSON's ``10.0`` is 10, as JSON
+    Schema's ``integer`` allows); absent or null: ``default``; else a 422."""
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+        raise ApiError(
+            422, "invalid_request", f"'{key}' must be an integer from {least} to {most}."
+        )
+    return value
+
+
+def _refuse(message: str) -> ApiError:
+    return ApiError(422, "invalid_run", message)
+
+
+def _choice(body: Mapping[str, Any], key: str, allowed: tuple[str, ...], default: str) -> str:
+    value = body.get(key)
+    if value is None:
+        return default
+    if value not in allowed:
+        raise _refuse(f"'{key}' must be one of {', '.join(allowed)}.")
+    return str(value)
+
+
+def stream_modes_of(value: Any) -> tuple[str, ...]:
+    """``stream_mode`` as a tuple of served modes (default ``values``)."""
+    if value is None:
+        return ("values",)
+    modes = [value] if isinstance(value, str) else value
+    if not isinstance(modes, list) or not modes or not all(isinstance(m, str) for m in modes):
+        raise _refuse("'stream_mode' must be a stream mode or a non-empty list of them.")
+    unserved = [m for m in modes if m not in STREAM_MODES]
+    if unserved:
+        raise ApiError(
+            422,
+            "unsupported_stream_mode",
+            f"Stream mode {', '.join(unserved)} is not served here yet; "
+            f"use {', '.join(STREAM_MODES)}.",
+        )
+    return tuple(dict.fromkeys(modes))
+
+
+def _resume_of(body: Mapping[str, Any]) -> tuple[bool, Any]:
+    command = body.get("command")
+    if command is None:
+        return False, None
+    if not isinstance(command, dict):
+        raise _refuse("'command' must be an object.")
+    others = sorted(k for k, v in command.items() if k != "resume" and v is not None)
+    if others:
+        raise ApiError(
+            422,
+            "unsupported_command",
+            f"command.{others[0]} is not served here yet; command.resume is.",
+        )
+    found = command.get("resume", _MISSING)
+    return found is not _MISSING, None if found is _MISSING else found
+
+
+def _configurable_of(body: Mapping[str, Any]) -> dict[str, Any]:
+    config = body.get("config")
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise _refuse("'config' must be an object.")
+    others = sorted(k for k in config if k != "configurable")
+    if others:
+        raise ApiError(
+            422,
+            "unsupported_field",
+            f"config.{others[0]} is not served here yet; config.configurable is.",
+        )
+    configurable = config.get("configurable") or {}
+    if not isinstance(configurable, dict):
+        raise _refuse("'config.configurable' must be an object.")
+    return dict(configurable)
+
+
+def run_request(body: Mapping[str, Any]) -> RunRequest:
+    """The run a body asks for, or a 422 that names what is wrong or not served."""
+    unknown = sorted(set(body) - KNOWN_FIELDS)
+    if unknown:
+        raise ApiError(422, "unknown_fields", f"Unknown fields: {', '.join(unknown)}.")
+    unserved = [k for k in _NOT_SERVED if body.get(k) not in (None, {}, [])]
+    if unserved:
+        raise ApiError(
+            422, "unsupported_field", f"'{unserved[0]}' is not served here yet; leave it out."
+        )
+    assistant_id = body.get("assistant_id")
+    if not isinstance(assistant_id, str) or not assistant_id:
+        raise _refuse("'assistant_id' is required: an assistant id or a graph's name.")
+    graph_input = body.get("input")
+    if graph_input is not None and not isinstance(graph_input, dict):
+        raise _refuse("'input' must be an object: the graph's own input.")
+    has_resume, resume = _resume_of(body)
+    if has_resume and graph_input is not None:
+        raise _refuse("Send 'input' or 'command.resume', not both.")
+    if not has_resume and graph_input is None:
+        raise _refuse("Send 'input' (the graph's input) or 'command.resume'.")
+    _choice(body, "multitask_strategy", ("reject",), "reject")
+    return RunRequest(
+        assistant_id=assistant_id,
+        graph_input=graph_input,
+        has_resume=has_resume,
+        resume=resume,
+        stream_modes=stream_modes_of(body.get("stream_mode")),
+        configurable=_configurable_of(body),
+        create_thread=_choice(body, "if_not_exists", ("reject", "create"), "reject") == "create",
+        on_disconnect=_choice(body, "on_disconnect", ("continue", "cancel"), "continue"),
+    )

@@ -1,0 +1,518 @@
+"""LangGraph's Agent Server API, the first slice (issue 34; DESIGN.md §5): what LangGraph's
+clients call to list assistants, make and read threads, and stream or wait for runs.
+
+- ``GET /info``; ``POST /assistants/search``, ``GET /assistants/{assistant_id}``,
+  ``GET /assistants/{assistant_id}/graph``, ``GET /assistants/{assistant_id}/schemas``:
+  the served graphs, one assistant each (relay/agent_server/assistants.py);
+- ``POST /threads``, ``GET /threads/{thread_id}``, ``GET /threads/{thread_id}/state``,
+  ``POST /threads/{thread_id}/history``: a thread is claimed for its user as a turn's is,
+  and read from the checkpointer of the graph its turns ran on;
+- ``POST /threads/{thread_id}/runs/stream`` and ``/runs/wait``: every run is a span-relay
+  turn, started (``input``) or resumed (``command.resume``) through the graph's
+  :class:`relay.turns.admission.Admission`; the run id is the turn id (a resume's is the
+  paused turn's), so ``/turns/{run_id}`` and its events are the run's.
+
+Not served yet (a 404 or a 422 that says so): runs create/join/cancel, threads search,
+the store routes, the ``commands`` + ``stream/events`` protocol, subgraph streams. With
+langgraph.json's ``auth`` these routes answer ``501``: its handlers are not applied here
+yet, and a route that skipped them would open what they close.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.responses import JSONResponse, Response
+
+from relay.agent_server.assistants import (
+    assistant_of,
+    find,
+    graph_json,
+    schemas_of,
+    search_filter,
+)
+from relay.agent_server.jsonable import interrupt_json, jsonable
+from relay.agent_server.requests import RunRequest, count_of, run_request
+from relay.agent_server.state import checkpoint_of, thread_state, thread_status
+from relay.agent_server.stream import RunStreamEncoder, ThreadCheckpoints
+from relay.auth import User
+from relay.bus.base import BusLost, BusUnavailable, CursorExpired
+from relay.delivery.negotiation import SSE
+from relay.delivery.streaming import MAX_BATCH
+from relay.errors import ApiError
+from relay.events import ERROR, RUN_TERMINAL
+from relay.http.agent_server_openapi import AGENT_SERVER_OPENAPI
+from relay.http.chat import configurable_of
+from relay.http.chat_input import ID, digest
+from relay.http.client_tools import ClientTools
+from relay.http.errors import error_responses
+from relay.http.identity import user_of
+from relay.http.parts import RelayParts
+from relay.http.requests import read_json_object
+from relay.langgraph.agent import GraphAgent
+from relay.langgraph.checkpoints import read_checkpoints
+from relay.turns.access import may_use
+from relay.turns.admission import Admission, Admitted, NewTurn, Resume
+from relay.turns.records import TurnRecord, id_key
+from relay.turns.recovery import terminal_event
+from relay.turns.refusals import Refused
+from relay.version import __version__
+
+#: the turns read back to find a thread's first (its ``created_at``)
+_FIRST_TURN_SCAN = 1000
+#: what ``/info`` says this server serves (langgraph_sdk reads ``flags``)
+FLAGS = {"assistants": True, "crons": False, "langsmith": False, "store": False}
+
+
+@dataclasses.dataclass(slots=True)
+class Served:
+    """A graph served through the Agent Server API: its agent, admission and tools."""
+
+    agent: GraphAgent
+    admission: Admission
+    tools: ClientTools
+
+
+class AgentServer:
+    """The Agent Server routes of one app, over every graph mounted on it."""
+
+    def __init__(self, relay: RelayParts) -> None:
+        self.relay = relay
+        self.graphs: dict[str, Served] = {}
+        #: when the assistants were registered (they are the graphs this process serves)
+        self.created_at = datetime.datetime.now(datetime.UTC)
+
+    def add(self, agent: GraphAgent, admission: Admission, tools: ClientTools) -> None:
+        self.graphs[agent.name] = Served(agent, admission, tools)
+
+    # -- lookups --------------------------------------------------------------------------
+
+    def check_auth(self) -> None:
+        if self.relay.langgraph_auth is not None:
+            raise ApiError(
+                501,
+                "not_implemented",
+                "LangGraph's Agent Server routes do not apply langgraph.json's auth "
+                "handlers yet; use /chat, /agui and the turn API.",
+            )
+
+    def served(self, assistant_id: str) -> Served:
+        agent = find([s.agent for s in self.graphs.values()], assistant_id)
+        if agent is None:
+            raise ApiError(404, "unknown_assistant", f"No assistant {assistant_id!r} here.")
+        return self.graphs[agent.name]
+
+    async def thread_turns(
+        self, thread_id: str, user: User | None, limit: int = 1
+    ) -> list[TurnRecord]:
+        """The thread's turns (newest first), or a 404 for a thread that does not exist
+        or is another user's."""
+        if not ID.match(thread_id):
+            raise ApiError(404, "unknown_thread", f"There is no thread {thread_id!r}.")
+        owner = await self.relay.turns.thread_owner(thread_id)
+        if owner is None or not may_use(user, owner):
+            raise ApiError(404, "unknown_thread", f"There is no thread {thread_id} of yours.")
+        return await self.relay.turns.list(thread_id, limit)
+
+    def agent_of(self, turns: list[TurnRecord]) -> GraphAgent | None:
+        if not turns:
+            return None
+        found = self.graphs.get(turns[0].graph)
+        return found.agent if found is not None else None
+
+    # -- threads --------------------------------------------------------------------------
+
+    async def thread(self, thread_id: str, user: User | None) -> dict[str, Any]:
+        turns = await self.thread_turns(thread_id, user, _FIRST_TURN_SCAN)
+        agent = self.agent_of(turns)
+        values: Any = {}
+        interrupts: dict[str, list[dict[str, Any]]] = {}
+        if agent is not None:
+            snapshot = await read_checkpoints(agent.graph.aget_state(_config(turns[0])))
+            values = jsonable(snapshot.values)
+            for task in snapshot.tasks:
+                if task.interrupts:
+                    interrupts[task.id] = [interrupt_json(i) for i in task.interrupts]
+        now = datetime.datetime.now(datetime.UTC).isoformat()
+        return {
+            "thread_id": turns[0].thread_id if turns else thread_id,
+            "created_at": _iso(turns[-1].started_at) if turns else now,
+            "updated_at": _iso(turns[0].ended_at or turns[0].started_at) if turns else now,
+            "metadata": {},
+            "status": thread_status(turns[0].status if turns else None),
+            "values": values,
+            "interrupts": interrupts,
+        }
+
+    async def state(self, thread_id: str, user: User | None) -> dict[str, Any]:
+        turns = await self.thread_turns(thread_id, user)
+        agent = self.agent_of(turns)
+        if agent is None:
+            return _empty_state(thread_id)
+        snapshot = await read_checkpoints(agent.graph.aget_state(_config(turns[0])))
+        return thread_state(snapshot)
+
+    async def history(
+        self, thread_id: str, user: User | None, body: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        unknown = sorted(set(body) - {"limit", "before", "metadata", "checkpoint", "select"})
+        if unknown:
+            raise ApiError(422, "unknown_fields", f"Unknown fields: {', '.join(unknown)}.")
+        limit = count_of(body, "limit", 10, 1, 1000)
+        before = body.get("before")
+        if before is not None and not isinstance(before, dict):
+            raise ApiError(422, "invalid_request", "'before' must be a checkpoint object.")
+        metadata = body.get("metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise ApiError(422, "invalid_request", "'metadata' must be an object.")
+        unserved = sorted(k for k in ("checkpoint", "select") if body.get(k))
+        if unserved:
+            raise ApiError(422, "unsupported_field", f"'{unserved[0]}' is not served here yet.")
+        turns = await self.thread_turns(thread_id, user)
+        agent = self.agent_of(turns)
+        if agent is None:
+            return []
+        before_config = {"configurable": dict(before)} if before else None
+
+        async def read() -> list[dict[str, Any]]:
+            return [
+                thread_state(s)
+                async for s in agent.graph.aget_state_history(
+                    _config(turns[0]), filter=metadata or None, before=before_config, limit=limit
+                )
+            ]
+
+        return await read_checkpoints(read())
+
+    async def create_thread(self, body: dict[str, Any], user: User | None) -> dict[str, Any]:
+        unknown = sorted(set(body) - {"thread_id", "metadata", "if_exists", "supersteps", "ttl"})
+        if unknown:
+            raise ApiError(422, "unknown_fields", f"Unknown fields: {', '.join(unknown)}.")
+        if body.get("metadata"):
+            raise ApiError(
+                422,
+                "unsupported_metadata",
+                "Thread metadata is not stored here yet; create the thread without it "
+                "(and without graph_id, which the SDK sends as metadata).",
+            )
+        unserved = sorted(k for k in ("supersteps", "ttl") if body.get(k))
+        if unserved:
+            raise ApiError(422, "unsupported_field", f"'{unserved[0]}' is not served here yet.")
+        if_exists = body.get("if_exists") or "raise"
+        if if_exists not in ("raise", "do_nothing"):
+            raise ApiError(422, "invalid_request", "'if_exists' must be 'raise' or 'do_nothing'.")
+        thread_id = body.get("thread_id") or str(uuid.uuid4())
+        if not isinstance(thread_id, str) or not ID.match(thread_id):
+            raise ApiError(
+                422,
+                "invalid_thread_id",
+                "'thread_id' must be 1-128 characters of letters, digits, '_', '-', '.', ':'.",
+            )
+        turns = self.relay.turns
+        owner = await turns.thread_owner(thread_id)
+        if owner is None:
+            owner = await turns.claim_thread(thread_id, user.id if user is not None else "")
+        elif if_exists == "raise" and may_use(user, owner):
+            raise ApiError(409, "thread_exists", f"Thread {thread_id} already exists.")
+        if not may_use(user, owner):
+            # another user's thread is one that does not exist for this one: never a 409
+            raise ApiError(409, "thread_unavailable", f"Thread id {thread_id} cannot be used.")
+        return await self.thread(thread_id, user)
+
+    # -- runs -----------------------------------------------------------------------------
+
+    async def admit(
+        self, request: Request, thread_id: str, run: RunRequest, served: Served
+    ) -> Admitted:
+        """The run started (or the paused turn resumed) through the graph's admission."""
+        user = user_of(request)
+        if not ID.match(thread_id):
+            raise ApiError(404, "unknown_thread", f"There is no thread {thread_id!r}.")
+        owner = await self.relay.turns.thread_owner(thread_id)
+        if owner is None and not run.create_thread:
+            raise ApiError(
+                404,
+                "unknown_thread",
+                f"There is no thread {thread_id}; create it first, or send if_not_exists 'create'.",
+            )
+        agent = served.agent
+        run_id = str(uuid.uuid4())
+        configurable = {**run.configurable, **configurable_of(agent, request, user)}
+        if run.has_resume:
+            answer = run.resume
+            return await served.admission.resume(
+                Resume(
+                    thread_id=thread_id,
+                    turn_id=None,
+                    answer=lambda pending: answer,
+                    request_hash=lambda record: digest({"resume": answer, "run_id": run_id}),
+                    configurable=configurable,
+                    user=user,
+                    authorize=_nothing,
+                    raw=answer,
+                )
+            )
+        graph_input = run.graph_input
+        message = json.dumps(graph_input, ensure_ascii=False, default=str)[:2000]
+        return await served.admission.chat(
+            NewTurn(
+                message=message,
+                graph_input=graph_input,
+                request_hash=digest({"input": graph_input, "thread_id": id_key(thread_id)}),
+                configurable=served.tools.configure(configurable),
+                user=user,
+                turn_id=run_id,
+                thread_id=thread_id,
+                conflict=Refused("conflict", "run_conflict", f"Run {run_id} exists."),
+                resume_hint="answer it with command.resume",
+            )
+        )
+
+    async def stream(self, request: Request, thread_id: str) -> Response:
+        body = await read_json_object(request, self.relay.settings.max_body_bytes)
+        run = run_request(body)
+        served = self.served(run.assistant_id)
+        baseline = None
+        if await self.relay.turns.thread_owner(thread_id) is not None:
+            baseline = await read_checkpoints(
+                ThreadCheckpoints(served.agent.graph, thread_id).latest_id()
+            )
+        admitted = await self.admit(request, thread_id, run, served)
+        record = admitted.record
+        encoder = RunStreamEncoder(
+            record.turn_id,
+            record.thread_id,
+            run.stream_modes,
+            ThreadCheckpoints(served.agent.graph, record.thread_id),
+            baseline,
+        )
+        location = _location(record)
+        headers = [
+            (b"content-location", location.encode()),
+            (b"location", f"{location}/stream".encode()),
+        ]
+        relay = self.relay
+        if relay.runs.running(record.turn_id) or relay.bus.has_turn(record.turn_id):
+            return relay.streams.live(
+                record.turn_id,
+                admitted.after,
+                SSE,
+                stop_at=RUN_TERMINAL,
+                on_disconnect=run.on_disconnect,
+                encoder=encoder,
+                frames=encoder.frames,
+                headers=headers,
+            )
+        latest = await relay.turns.get(record.turn_id) or record
+        return relay.streams.fixed(
+            [terminal_event(latest, admitted.after)],
+            admitted.after,
+            SSE,
+            encoder=encoder,
+            frames=encoder.frames,
+            headers=headers,
+        )
+
+    async def wait(self, request: Request, thread_id: str) -> Response:
+        body = await read_json_object(request, self.relay.settings.max_body_bytes)
+        run = run_request(body)
+        served = self.served(run.assistant_id)
+        admitted = await self.admit(request, thread_id, run, served)
+        record = admitted.record
+        response = await self.relay.runs.wait(record.turn_id)
+        latest = await self.relay.turns.get(record.turn_id) or record
+        status = response.status if response is not None else latest.status
+        headers = {"Content-Location": _location(record)}
+        if status in ("error", "cancelled", "interrupted"):
+            ended = await self.run_error(record.turn_id, admitted.after)
+            message = response.answer if response is not None else f"The run ended: {status}."
+            error = {
+                "error": ended.get("code", status),
+                "message": ended.get("message", message),
+            }
+            return JSONResponse({"__error__": error}, headers=headers)
+        graph = served.agent.graph
+        snapshot = await read_checkpoints(graph.aget_state(_config(record)))
+        values = jsonable(snapshot.values)
+        if not isinstance(values, dict):
+            values = {"__root__": values}
+        if snapshot.interrupts:
+            values["__interrupt__"] = [interrupt_json(i) for i in snapshot.interrupts]
+        return JSONResponse(values, headers=headers)
+
+    async def run_error(self, turn_id: str, after: int) -> dict[str, Any]:
+        """The fields of the run's ``error`` event (its ``code`` and ``message``), read
+        from the turn's log after ``after``; {} when the log no longer holds it."""
+        reader = self.relay.bus.reader(turn_id, after)
+        found: dict[str, Any] = {}
+        try:
+            while batch := reader.take(MAX_BATCH) or (
+                reader.take(MAX_BATCH) if await reader.wait(0) else []
+            ):
+                for event in batch:
+                    if event.type == ERROR:
+                        found = event.fields
+                if any(event.type in RUN_TERMINAL for event in batch):
+                    break
+        except (BusLost, BusUnavailable, CursorExpired):
+            return {}
+        finally:
+            reader.close()
+        return found
+
+
+async def _nothing(record: TurnRecord) -> None:
+    """No further check of a resumed turn: its user was checked by the admission."""
+
+
+def _config(record: TurnRecord) -> dict[str, Any]:
+    return {"configurable": {"thread_id": record.thread_id}}
+
+
+def _location(record: TurnRecord) -> str:
+    return f"/threads/{record.thread_id}/runs/{record.turn_id}"
+
+
+def _iso(epoch_ms: float | None) -> str | None:
+    if not epoch_ms:
+        return None
+    return datetime.datetime.fromtimestamp(epoch_ms / 1000, datetime.UTC).isoformat()
+
+
+def _empty_state(thread_id: str) -> dict[str, Any]:
+    """The state of a thread no run has written yet."""
+    return {
+        "values": {},
+        "next": [],
+        "checkpoint": checkpoint_of({"configurable": {"thread_id": thread_id}}),
+        "metadata": {},
+        "created_at": None,
+        "parent_checkpoint": None,
+        "tasks": [],
+        "interrupts": [],
+    }
+
+
+def agent_server_router(server: AgentServer, dependencies: list[Any]) -> APIRouter:
+    """The routes (see the module docstring) over ``server``'s graphs."""
+    router = APIRouter(tags=["langgraph"])
+    relay = server.relay
+    reads = [Depends(relay.identify)]
+    runs = [Depends(d) for d in dependencies]
+    settings = relay.settings
+    docs = AGENT_SERVER_OPENAPI
+
+    @router.get("/info", dependencies=reads, responses=error_responses(401))
+    async def info() -> dict[str, Any]:
+        """What this server is: LangGraph's ``GET /info``."""
+        from langgraph.version import __version__ as langgraph_version
+
+        return {
+            "version": __version__,
+            "langgraph_py_version": langgraph_version,
+            "flags": dict(FLAGS),
+            "metadata": {"server": "span-relay"},
+        }
+
+    @router.post(
+        "/assistants/search",
+        dependencies=reads,
+        responses=error_responses(401, 422),
+        openapi_extra=docs["search"],
+    )
+    async def search(request: Request) -> Response:
+        server.check_auth()
+        body = await read_json_object(request, settings.max_body_bytes)
+        matches, page = search_filter(body)
+        listed = [assistant_of(s.agent, server.created_at) for s in server.graphs.values()]
+        found = [a for a in listed if matches(a)]
+        return JSONResponse(found[page])
+
+    @router.get(
+        "/assistants/{assistant_id}", dependencies=reads, responses=error_responses(401, 404)
+    )
+    async def assistant(assistant_id: str) -> dict[str, Any]:
+        server.check_auth()
+        return assistant_of(server.served(assistant_id).agent, server.created_at)
+
+    @router.get(
+        "/assistants/{assistant_id}/graph",
+        dependencies=reads,
+        responses=error_responses(401, 404, 422),
+    )
+    async def graph_of(
+        assistant_id: str, xray: str = Query("false", pattern="^(true|false|[0-9]{1,2})$")
+    ) -> dict[str, Any]:
+        server.check_auth()
+        depth: int | bool = xray == "true" if xray in ("true", "false") else int(xray)
+        return graph_json(server.served(assistant_id).agent.graph, depth)
+
+    @router.get(
+        "/assistants/{assistant_id}/schemas",
+        dependencies=reads,
+        responses=error_responses(401, 404),
+    )
+    async def schemas(assistant_id: str) -> dict[str, Any]:
+        server.check_auth()
+        return schemas_of(server.served(assistant_id).agent)
+
+    @router.post(
+        "/threads",
+        dependencies=reads,
+        responses=error_responses(401, 409, 422),
+        openapi_extra=docs["create_thread"],
+    )
+    async def create_thread(request: Request) -> dict[str, Any]:
+        server.check_auth()
+        body = await read_json_object(request, settings.max_body_bytes)
+        return await server.create_thread(body, user_of(request))
+
+    @router.get("/threads/{thread_id}", dependencies=reads, responses=error_responses(401, 404))
+    async def thread(request: Request, thread_id: str) -> dict[str, Any]:
+        server.check_auth()
+        return await server.thread(thread_id, user_of(request))
+
+    @router.get(
+        "/threads/{thread_id}/state", dependencies=reads, responses=error_responses(401, 404)
+    )
+    async def state(request: Request, thread_id: str) -> dict[str, Any]:
+        server.check_auth()
+        return await server.state(thread_id, user_of(request))
+
+    @router.post(
+        "/threads/{thread_id}/history",
+        dependencies=reads,
+        responses=error_responses(401, 404, 422),
+        openapi_extra=docs["history"],
+    )
+    async def history(request: Request, thread_id: str) -> Response:
+        server.check_auth()
+        body = await read_json_object(request, settings.max_body_bytes)
+        return JSONResponse(await server.history(thread_id, user_of(request), body))
+
+    @router.post(
+        "/threads/{thread_id}/runs/stream",
+        dependencies=runs,
+        responses=error_responses(401, 404, 409, 422),
+        openapi_extra=docs["run_stream"],
+    )
+    async def run_stream(request: Request, thread_id: str) -> Response:
+        server.check_auth()
+        return await server.stream(request, thread_id)
+
+    @router.post(
+        "/threads/{thread_id}/runs/wait",
+        dependencies=runs,
+        responses=error_responses(401, 404, 409, 422),
+        openapi_extra=docs["run_wait"],
+    )
+    async def run_wait(request: Request, thread_id: str) -> Response:
+        server.check_auth()
+        return await server.wait(request, thread_id)
+
+    return router

@@ -1,0 +1,113 @@
+"""OpenAPI descriptions of the Agent Server routes' bodies (relay/http/agent_server.py).
+
+The bodies are read by hand (every bad input gets our own 4xx), which hides them from
+FastAPI's schema; these fragments put them back, as precise as the checks: a body that
+fits its schema is never refused for its shape (schemathesis tests the document).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from relay.agent_server.assistants import SORT_KEYS
+from relay.agent_server.requests import STREAM_MODES
+
+_ID = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,128}$"}
+_OBJECT = {"type": "object"}
+_MODE = {"type": "string", "enum": list(STREAM_MODES)}
+
+
+def _body(properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    schema = {"type": "object", "additionalProperties": False, "properties": properties}
+    schema.update(extra)
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": schema}},
+        }
+    }
+
+
+_RUN = _body(
+    {
+        "assistant_id": {
+            "type": "string",
+            "minLength": 1,
+            "description": "an assistant id, or a served graph's name",
+        },
+        "input": {"type": "object", "description": "the graph's own input"},
+        "command": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["resume"],
+            "properties": {"resume": {"description": "the answer to the thread's interrupt"}},
+        },
+        "stream_mode": {"anyOf": [_MODE, {"type": "array", "items": _MODE, "minItems": 1}]},
+        "config": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"configurable": _OBJECT},
+        },
+        "metadata": {"type": "object", "description": "accepted, not stored"},
+        "stream_subgraphs": {"type": "boolean", "description": "accepted, no subgraph events"},
+        "stream_resumable": {"type": "boolean", "description": "accepted, no event ids"},
+        "if_not_exists": {"type": "string", "enum": ["reject", "create"]},
+        "on_disconnect": {"type": "string", "enum": ["continue", "cancel"]},
+        "multitask_strategy": {"type": "string", "enum": ["reject"]},
+        "durability": {"type": "string", "enum": ["sync", "async", "exit"]},
+    },
+    required=["assistant_id"],
+    oneOf=[{"required": ["input"]}, {"required": ["command"]}],
+)
+
+AGENT_SERVER_OPENAPI: dict[str, dict[str, Any]] = {
+    "search": _body(
+        {
+            "graph_id": {"type": "string"},
+            "name": {"type": "string"},
+            "metadata": _OBJECT,
+            "limit": {"type": "integer", "minimum": 0, "maximum": 1000},
+            "offset": {"type": "integer", "minimum": 0, "maximum": 1000000},
+            "sort_by": {"type": "string", "enum": list(SORT_KEYS)},
+            "sort_order": {"type": "string", "enum": ["asc", "desc"]},
+            "select": {"type": "array", "items": {"type": "string"}},
+        }
+    ),
+    "create_thread": _body(
+        {
+            "thread_id": _ID,
+            "metadata": {
+                "type": "object",
+                "maxProperties": 0,
+                "description": "thread metadata is not stored yet: only {} is taken",
+            },
+            "if_exists": {"type": "string", "enum": ["raise", "do_nothing"]},
+        }
+    ),
+    "history": _body(
+        {
+            "limit": {"type": "integer", "minimum": 1, "maximum": 1000},
+            "before": {"type": "object", "description": "a checkpoint: its checkpoint_id"},
+            "metadata": {"type": "object", "description": "checkpoint metadata to match"},
+        }
+    ),
+    "run_stream": {
+        **_RUN,
+        "responses": {
+            "200": {
+                "description": "LangGraph's run stream (SSE): metadata, then the stream modes",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            }
+        },
+    },
+    "run_wait": {
+        **_RUN,
+        "responses": {
+            "200": {
+                "description": "The thread's values at the run's end (with __interrupt__ "
+                "when it paused), or {__error__: {error, message}}",
+                "content": {"application/json": {"schema": _OBJECT}},
+            }
+        },
+    },
+}
