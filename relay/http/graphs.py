@@ -110,7 +110,7 @@ def mount_agents(
     imports LangGraph or LangChain (``span-relay --help`` and ``import relay`` neither)."""
     from relay.http.agui import agui_router
     from relay.http.chat import chat_router
-    from relay.http.client_tools import ClientTools
+    from relay.langgraph.client_tool_limits import ClientTools
     from relay.turns.admission import Admission
 
     dependencies = [relay.identify, relay.rate_limit, relay.require_bus]

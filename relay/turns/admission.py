@@ -88,7 +88,7 @@ class Graph(Protocol):
 
 
 class RunTools(Protocol):
-    """The graph's client-executed tools (:class:`relay.http.client_tools.ClientTools`):
+    """The graph's client-executed tools (:class:`relay.langgraph.client_tool_limits.ClientTools`):
     a run's ``configurable``, a resume's checked answers, the timer around a run."""
 
     def configure(
