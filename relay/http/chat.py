@@ -15,7 +15,6 @@ message (``409 thread_paused``). Here: the body, LangGraph's ``Auth``, the answe
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,15 +25,7 @@ from relay.auth import User
 from relay.delivery.negotiation import JSON, NotAcceptable, negotiate
 from relay.errors import ApiError
 from relay.events import RUN_TERMINAL
-from relay.http.chat_input import (
-    CHAT_FIELDS,
-    RESUME_FIELDS,
-    digest,
-    id_field,
-    known_fields,
-    message_or_input,
-    turn_id_field,
-)
+from relay.http.chat_input import chat_body, resume_body
 from relay.http.identity import user_of
 from relay.http.langgraph_auth import authorize_chat, resume_authorizer
 from relay.http.openapi import CHAT_OPENAPI, RESUME_OPENAPI
@@ -43,7 +34,7 @@ from relay.http.requests import read_json_object
 from relay.langgraph.agent import GraphAgent
 from relay.langgraph.client_tool_limits import ClientTools
 from relay.turns.admission import Admission, NewTurn, Resume
-from relay.turns.records import TurnRecord, id_key
+from relay.turns.records import TurnRecord
 from relay.turns.recovery import terminal_event
 from relay.turns.refusals import Refused
 from relay.turns.response import STATUSES, ChatResponse
@@ -68,74 +59,6 @@ def configurable_of(
     if user is not None:
         configurable.update(user.configurable())
     return configurable
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ChatBody:
-    """A ``/chat`` body, checked: the message (or the graph's own input), the thread and
-    the client's turn id, and the request's idempotency fingerprint."""
-
-    message: str
-    graph_input: Any
-    thread_id: str | None
-    turn_id: str | None
-    request_hash: str
-
-    @property
-    def run_kwargs(self) -> dict[str, Any]:
-        """The run's input as LangGraph's ``Auth`` sees it (``threads.create_run``)."""
-        return {
-            "input": self.graph_input if self.graph_input is not None else {"message": self.message}
-        }
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ResumeBody:
-    """A ``/chat/resume`` body, checked: the paused turn, the answer and the request's
-    idempotency fingerprint."""
-
-    thread_id: str
-    turn_id: str
-    answer: Any
-    request_hash: str
-
-
-def chat_body(body: dict[str, Any], agent: GraphAgent) -> ChatBody:
-    """The ``/chat`` body checked (422 for a bad field; ``input_required`` when the graph
-    takes its own input and the body has a message)."""
-    known_fields(body, CHAT_FIELDS, "/chat")
-    message, graph_input = message_or_input(body)
-    refusal = agent.message_refusal() if graph_input is None else None
-    if refusal is not None:
-        raise ApiError(422, "input_required", refusal)
-    thread_id = id_field(body, "thread_id")
-    client_turn_id = turn_id_field(body)
-    thread_key = id_key(thread_id) if thread_id else None
-    request_hash = digest(
-        {"message": message, "thread_id": thread_key}
-        if graph_input is None
-        else {"input": graph_input, "thread_id": thread_key}
-    )
-    return ChatBody(message, graph_input, thread_id, client_turn_id, request_hash)
-
-
-def resume_body(body: dict[str, Any]) -> ResumeBody:
-    """The ``/chat/resume`` body checked (422 for a bad or missing field)."""
-    known_fields(body, RESUME_FIELDS, "/chat/resume")
-    thread_id = id_field(body, "thread_id", required=True)
-    turn_id = id_field(body, "turn_id", required=True)
-    if "resume" not in body:
-        raise ApiError(
-            422,
-            "invalid_resume",
-            "'resume' is required: the answer to the interrupt, or {interrupt_id: answer}.",
-        )
-    assert thread_id is not None and turn_id is not None
-    answer = body["resume"]
-    request_hash = digest(
-        {"thread_id": id_key(thread_id), "turn_id": id_key(turn_id), "resume": answer}
-    )
-    return ResumeBody(thread_id, turn_id, answer, request_hash)
 
 
 def media_of(request: Request) -> str:

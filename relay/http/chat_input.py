@@ -1,20 +1,26 @@
 """What a run request says, checked: its fields (an unknown one, a ``threadId`` typo say,
 is refused, not ignored), ids, the message or the graph's own input, the idempotency
-fingerprint. Every bad field is a 422 with a message that names it (DESIGN.md §5). The
-resume answers are checked against the thread's pending interrupts below HTTP
+fingerprint. Every bad field is a 422 with a message that names it (DESIGN.md §5).
+:func:`chat_body` and :func:`resume_body` check a whole ``/chat`` and ``/chat/resume``
+body. The resume answers are checked against the thread's pending interrupts below HTTP
 (relay/langgraph/resume_answers.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import json
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relay.errors import ApiError
+from relay.turns.records import id_key
+
+if TYPE_CHECKING:
+    from relay.langgraph.agent import GraphAgent
 
 ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 #: the fields of a ``/chat`` body and of a ``/chat/resume`` body
@@ -116,3 +122,71 @@ def message_or_input(body: Mapping[str, Any]) -> tuple[str, Any]:
             "user's message (or send 'input', the graph's own input object).",
         )
     return message, None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ChatBody:
+    """A ``/chat`` body, checked: the message (or the graph's own input), the thread and
+    the client's turn id, and the request's idempotency fingerprint."""
+
+    message: str
+    graph_input: Any
+    thread_id: str | None
+    turn_id: str | None
+    request_hash: str
+
+    @property
+    def run_kwargs(self) -> dict[str, Any]:
+        """The run's input as LangGraph's ``Auth`` sees it (``threads.create_run``)."""
+        return {
+            "input": self.graph_input if self.graph_input is not None else {"message": self.message}
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ResumeBody:
+    """A ``/chat/resume`` body, checked: the paused turn, the answer and the request's
+    idempotency fingerprint."""
+
+    thread_id: str
+    turn_id: str
+    answer: Any
+    request_hash: str
+
+
+def chat_body(body: Mapping[str, Any], agent: GraphAgent) -> ChatBody:
+    """The ``/chat`` body checked (422 for a bad field; ``input_required`` when the graph
+    takes its own input and the body has a message)."""
+    known_fields(body, CHAT_FIELDS, "/chat")
+    message, graph_input = message_or_input(body)
+    refusal = agent.message_refusal() if graph_input is None else None
+    if refusal is not None:
+        raise ApiError(422, "input_required", refusal)
+    thread_id = id_field(body, "thread_id")
+    client_turn_id = turn_id_field(body)
+    thread_key = id_key(thread_id) if thread_id else None
+    request_hash = digest(
+        {"message": message, "thread_id": thread_key}
+        if graph_input is None
+        else {"input": graph_input, "thread_id": thread_key}
+    )
+    return ChatBody(message, graph_input, thread_id, client_turn_id, request_hash)
+
+
+def resume_body(body: Mapping[str, Any]) -> ResumeBody:
+    """The ``/chat/resume`` body checked (422 for a bad or missing field)."""
+    known_fields(body, RESUME_FIELDS, "/chat/resume")
+    thread_id = id_field(body, "thread_id", required=True)
+    turn_id = id_field(body, "turn_id", required=True)
+    if "resume" not in body:
+        raise ApiError(
+            422,
+            "invalid_resume",
+            "'resume' is required: the answer to the interrupt, or {interrupt_id: answer}.",
+        )
+    assert thread_id is not None and turn_id is not None
+    answer = body["resume"]
+    request_hash = digest(
+        {"thread_id": id_key(thread_id), "turn_id": id_key(turn_id), "resume": answer}
+    )
+    return ResumeBody(thread_id, turn_id, answer, request_hash)
