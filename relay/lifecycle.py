@@ -8,7 +8,8 @@
 - ``stop`` is called when the relay stops, before its runs are shut down, and then
   whatever ``start`` still runs is cancelled.
 
-The client tools' start-up sweep and their timers (relay/http/client_tools.py) are one.
+The client tools' start-up sweep and their timers (relay/langgraph/client_tool_limits.py)
+are one.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ message (``409 thread_paused``). Here: the body, LangGraph's ``Auth``, the answe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -24,24 +25,16 @@ from relay.auth import User
 from relay.delivery.negotiation import JSON, NotAcceptable, negotiate
 from relay.errors import ApiError
 from relay.events import RUN_TERMINAL
-from relay.http.chat_input import (
-    CHAT_FIELDS,
-    RESUME_FIELDS,
-    digest,
-    id_field,
-    known_fields,
-    message_or_input,
-    turn_id_field,
-)
-from relay.http.client_tools import ClientTools
+from relay.http.chat_input import chat_body, resume_body
 from relay.http.identity import user_of
 from relay.http.langgraph_auth import authorize_chat, resume_authorizer
 from relay.http.openapi import CHAT_OPENAPI, RESUME_OPENAPI
 from relay.http.parts import RelayParts
 from relay.http.requests import read_json_object
 from relay.langgraph.agent import GraphAgent
+from relay.langgraph.client_tool_limits import ClientTools
 from relay.turns.admission import Admission, NewTurn, Resume
-from relay.turns.records import TurnRecord, id_key
+from relay.turns.records import TurnRecord
 from relay.turns.recovery import terminal_event
 from relay.turns.refusals import Refused
 from relay.turns.response import STATUSES, ChatResponse
@@ -68,30 +61,33 @@ def configurable_of(
     return configurable
 
 
-def chat_router(
-    relay: RelayParts,
-    agent: GraphAgent,
-    admission: Admission,
-    dependencies: list[Any],
-    tools: ClientTools,
-) -> APIRouter:
-    """The agent's ``/chat`` and ``/chat/resume`` (include it with a prefix): the body
-    read and checked, the run admitted (``admission``, shared with its ``/agui``), the
-    answer negotiated. ``tools``: the graph's client-executed tools (a run's limits)."""
-    router = APIRouter()
-    settings = relay.settings
-    limited = [Depends(d) for d in dependencies]
+def media_of(request: Request) -> str:
+    """The answer's media type, as the request accepts it (406 when it accepts none)."""
+    try:
+        return negotiate(request.headers.get("accept"))
+    except NotAcceptable as exc:
+        raise ApiError(406, "not_acceptable", str(exc)) from None
 
-    def media_of(request: Request) -> str:
-        try:
-            return negotiate(request.headers.get("accept"))
-        except NotAcceptable as exc:
-            raise ApiError(406, "not_acceptable", str(exc)) from None
 
-    async def respond(request: Request, record: TurnRecord, after: int, media: str) -> Response:
-        """The run's answer, negotiated. The run may be live, or over (an idempotent retry)."""
-        running = relay.runs.running(record.turn_id)
-        if request.headers.get("prefer", "").lower().replace(" ", "") == "respond-async":
+def prefers_async(request: Request) -> bool:
+    """``Prefer: respond-async``: answer ``202`` with the turn's ``Location`` at once."""
+    return request.headers.get("prefer", "").lower().replace(" ", "") == "respond-async"
+
+
+class ChatAnswer:
+    """A run's answer, negotiated: ``202`` + ``Location`` for ``Prefer: respond-async``,
+    the turn's log on the bus as SSE or NDJSON, or the ChatResponse JSON once the run is
+    over. The run may be live, or over (an idempotent retry)."""
+
+    def __init__(self, relay: RelayParts) -> None:
+        self.relay = relay
+
+    async def respond(
+        self, request: Request, record: TurnRecord, after: int, media: str
+    ) -> Response:
+        """The run's answer in ``media``, from the event after ``after``."""
+        running = self.relay.runs.running(record.turn_id)
+        if prefers_async(request):
             return JSONResponse(
                 {
                     "turn_id": record.turn_id,
@@ -102,16 +98,29 @@ def chat_router(
                 headers={"Location": f"/turns/{record.turn_id}"},
             )
         if media != JSON:
-            if running or relay.bus.has_turn(record.turn_id):
-                return relay.streams.live(
-                    record.turn_id,
-                    after,
-                    media,
-                    stop_at=RUN_TERMINAL,
-                    on_disconnect=on_disconnect_of(request),
-                )
-            latest = await relay.turns.get(record.turn_id) or record
-            return relay.streams.outcome(terminal_event(latest, after), after, media)
+            return await self.streamed(request, record, after, media, running)
+        return await self.waited(record)
+
+    async def streamed(
+        self, request: Request, record: TurnRecord, after: int, media: str, running: bool
+    ) -> Response:
+        """The run's events: live from the bus, or its outcome when the log is gone."""
+        relay = self.relay
+        if running or relay.bus.has_turn(record.turn_id):
+            return relay.streams.live(
+                record.turn_id,
+                after,
+                media,
+                stop_at=RUN_TERMINAL,
+                on_disconnect=on_disconnect_of(request),
+            )
+        latest = await relay.turns.get(record.turn_id) or record
+        return relay.streams.outcome(terminal_event(latest, after), after, media)
+
+    async def waited(self, record: TurnRecord) -> Response:
+        """The run's ChatResponse JSON, once it is over: its own, or the one its record
+        keeps (an idempotent retry of a finished run), or one that says how it ended."""
+        relay = self.relay
         response = await relay.runs.wait(record.turn_id)
         if response is None:  # not running (an idempotent retry of a finished run)
             latest = await relay.turns.get(record.turn_id) or record
@@ -129,89 +138,89 @@ def chat_router(
             )
         return Response(response.to_json(), media_type="application/json")
 
-    @router.post(
-        "/chat",
-        dependencies=limited,
-        tags=["chat"],
-        openapi_extra=CHAT_OPENAPI,
-        summary=f"Start a turn of {agent.name}",
-    )
-    async def chat(request: Request) -> Response:
+
+class ChatRoutes:
+    """``POST /chat`` and ``POST /chat/resume`` of ``agent``: the body read and checked,
+    LangGraph's ``Auth`` asked, the run admitted (``admission``), the answer negotiated."""
+
+    def __init__(
+        self, relay: RelayParts, agent: GraphAgent, admission: Admission, tools: ClientTools
+    ) -> None:
+        self.relay = relay
+        self.agent = agent
+        self.admission = admission
+        self.tools = tools
+        self.answer = ChatAnswer(relay)
+
+    def add_to(self, router: APIRouter, dependencies: Sequence[Any]) -> None:
+        """Put the routes on ``router``, behind ``dependencies`` (each a ``Depends``)."""
+        router.add_api_route(
+            "/chat",
+            self.chat,
+            methods=["POST"],
+            dependencies=list(dependencies),
+            tags=["chat"],
+            openapi_extra=CHAT_OPENAPI,
+            summary=f"Start a turn of {self.agent.name}",
+        )
+        router.add_api_route(
+            "/chat/resume",
+            self.resume,
+            methods=["POST"],
+            dependencies=list(dependencies),
+            tags=["chat"],
+            openapi_extra=RESUME_OPENAPI,
+            summary=f"Resume a paused turn of {self.agent.name}",
+        )
+
+    # (no docstring: it would become the operation's description in the OpenAPI document)
+    async def chat(self, request: Request) -> Response:
+        agent = self.agent
         user = user_of(request)
         media = media_of(request)
-        body = await read_json_object(request, settings.max_body_bytes)
-        known_fields(body, CHAT_FIELDS, "/chat")
-        message, graph_input = message_or_input(body)
-        refusal = agent.message_refusal() if graph_input is None else None
-        if refusal is not None:
-            raise ApiError(422, "input_required", refusal)
-        thread_id = id_field(body, "thread_id")
-        client_turn_id = turn_id_field(body)
-        thread_key = id_key(thread_id) if thread_id else None
-        request_hash = digest(
-            {"message": message, "thread_id": thread_key}
-            if graph_input is None
-            else {"input": graph_input, "thread_id": thread_key}
-        )
+        body = chat_body(await read_json_object(request, self.relay.settings.max_body_bytes), agent)
         # LangGraph's Auth: threads.create (a new thread), then threads.create_run
-        run_kwargs = {"input": graph_input if graph_input is not None else {"message": message}}
-        await authorize_chat(relay, request, agent.name, thread_id, client_turn_id, run_kwargs)
-        admitted = await admission.chat(
+        await authorize_chat(
+            self.relay, request, agent.name, body.thread_id, body.turn_id, body.run_kwargs
+        )
+        admitted = await self.admission.chat(
             NewTurn(
-                message=message,
-                graph_input=graph_input,
-                request_hash=request_hash,
-                configurable=tools.configure(configurable_of(agent, request, user)),
+                message=body.message,
+                graph_input=body.graph_input,
+                request_hash=body.request_hash,
+                configurable=self.tools.configure(configurable_of(agent, request, user)),
                 user=user,
-                turn_id=client_turn_id,
-                thread_id=thread_id,
+                turn_id=body.turn_id,
+                thread_id=body.thread_id,
                 conflict=Refused(
                     "conflict",
                     "turn_conflict",
-                    f"Turn {client_turn_id} exists with a different "
+                    f"Turn {body.turn_id} exists with a different "
                     "request; send a new turn_id for a new turn.",
                 ),
                 resume_hint="resume it with POST /chat/resume first",
             )
         )
-        return await respond(request, admitted.record, admitted.after, media)
+        return await self.answer.respond(request, admitted.record, admitted.after, media)
 
-    @router.post(
-        "/chat/resume",
-        dependencies=limited,
-        tags=["chat"],
-        openapi_extra=RESUME_OPENAPI,
-        summary=f"Resume a paused turn of {agent.name}",
-    )
-    async def resume(request: Request) -> Response:
+    # (no docstring: it would become the operation's description in the OpenAPI document)
+    async def resume(self, request: Request) -> Response:
+        agent = self.agent
         user = user_of(request)
         media = media_of(request)
-        body = await read_json_object(request, settings.max_body_bytes)
-        known_fields(body, RESUME_FIELDS, "/chat/resume")
-        thread_id = id_field(body, "thread_id", required=True)
-        turn_id = id_field(body, "turn_id", required=True)
-        if "resume" not in body:
-            raise ApiError(
-                422,
-                "invalid_resume",
-                "'resume' is required: the answer to the interrupt, or {interrupt_id: answer}.",
-            )
-        assert thread_id is not None and turn_id is not None
-        answer = body["resume"]
-        request_hash = digest(
-            {"thread_id": id_key(thread_id), "turn_id": id_key(turn_id), "resume": answer}
-        )
-
-        admitted = await admission.resume(
+        body = resume_body(await read_json_object(request, self.relay.settings.max_body_bytes))
+        answer = body.answer
+        request_hash = body.request_hash
+        admitted = await self.admission.resume(
             Resume(
-                thread_id=thread_id,
-                turn_id=turn_id,
+                thread_id=body.thread_id,
+                turn_id=body.turn_id,
                 answer=lambda pending: answer,
                 request_hash=lambda record: request_hash,
                 configurable=configurable_of(agent, request, user),
                 user=user,
                 authorize=resume_authorizer(
-                    relay,
+                    self.relay,
                     request,
                     agent.name,
                     answer,
@@ -220,6 +229,19 @@ def chat_router(
                 raw=answer,
             )
         )
-        return await respond(request, admitted.record, admitted.after, media)
+        return await self.answer.respond(request, admitted.record, admitted.after, media)
 
+
+def chat_router(
+    relay: RelayParts,
+    agent: GraphAgent,
+    admission: Admission,
+    dependencies: list[Any],
+    tools: ClientTools,
+) -> APIRouter:
+    """The agent's ``/chat`` and ``/chat/resume`` (include it with a prefix): the body
+    read and checked, the run admitted (``admission``, shared with its ``/agui``), the
+    answer negotiated. ``tools``: the graph's client-executed tools (a run's limits)."""
+    router = APIRouter()
+    ChatRoutes(relay, agent, admission, tools).add_to(router, [Depends(d) for d in dependencies])
     return router

@@ -1,10 +1,13 @@
 """What a run request says, checked: its fields (an unknown one, a ``threadId`` typo say,
-is refused, not ignored), ids, the message or the graph's own input, the resume answers
-against the thread's pending interrupts, the idempotency fingerprint. Every bad field is
-a 422 with a message that names it (DESIGN.md §5)."""
+is refused, not ignored), ids, the message or the graph's own input, the idempotency
+fingerprint. Every bad field is a 422 with a message that names it (DESIGN.md §5).
+:func:`chat_body` and :func:`resume_body` check a whole ``/chat`` and ``/chat/resume``
+body. The resume answers are checked against the thread's pending interrupts below HTTP
+(relay/langgraph/resume_answers.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import json
@@ -14,12 +17,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from relay.errors import ApiError
+from relay.turns.records import id_key
 
 if TYPE_CHECKING:
-    from relay.langgraph.agent import PendingInterrupt
+    from relay.langgraph.agent import GraphAgent
 
 ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
-_DECISIONS = ("approve", "edit", "reject")
 #: the fields of a ``/chat`` body and of a ``/chat/resume`` body
 CHAT_FIELDS = ("message", "input", "thread_id", "turn_id")
 RESUME_FIELDS = ("thread_id", "turn_id", "resume")
@@ -121,74 +124,69 @@ def message_or_input(body: Mapping[str, Any]) -> tuple[str, Any]:
     return message, None
 
 
-def match_interrupts(resume: Any, pending: Sequence[PendingInterrupt]) -> dict[str, Any]:
-    """The resume payload as ``{interrupt_id: answer}``, checked against what is pending:
-    at most one answer per interrupt, for any of them (as LangGraph takes it: the
-    interrupts left unanswered stay pending, and the turn pauses again on them); an
-    approval (``{"type": "approval"}``) is answered with ``{"approved": bool}``, a
-    human-in-the-loop request (``action_requests``) with one allowed decision per action."""
-    ids = {p.id for p in pending}
-    if isinstance(resume, dict) and resume and set(resume) <= ids:
-        answers = dict(resume)
-    elif len(pending) == 1:
-        answers = {pending[0].id: resume}
-    else:
+@dataclasses.dataclass(frozen=True, slots=True)
+class ChatBody:
+    """A ``/chat`` body, checked: the message (or the graph's own input), the thread and
+    the client's turn id, and the request's idempotency fingerprint."""
+
+    message: str
+    graph_input: Any
+    thread_id: str | None
+    turn_id: str | None
+    request_hash: str
+
+    @property
+    def run_kwargs(self) -> dict[str, Any]:
+        """The run's input as LangGraph's ``Auth`` sees it (``threads.create_run``)."""
+        return {
+            "input": self.graph_input if self.graph_input is not None else {"message": self.message}
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ResumeBody:
+    """A ``/chat/resume`` body, checked: the paused turn, the answer and the request's
+    idempotency fingerprint."""
+
+    thread_id: str
+    turn_id: str
+    answer: Any
+    request_hash: str
+
+
+def chat_body(body: Mapping[str, Any], agent: GraphAgent) -> ChatBody:
+    """The ``/chat`` body checked (422 for a bad field; ``input_required`` when the graph
+    takes its own input and the body has a message)."""
+    known_fields(body, CHAT_FIELDS, "/chat")
+    message, graph_input = message_or_input(body)
+    refusal = agent.message_refusal() if graph_input is None else None
+    if refusal is not None:
+        raise ApiError(422, "input_required", refusal)
+    thread_id = id_field(body, "thread_id")
+    client_turn_id = turn_id_field(body)
+    thread_key = id_key(thread_id) if thread_id else None
+    request_hash = digest(
+        {"message": message, "thread_id": thread_key}
+        if graph_input is None
+        else {"input": graph_input, "thread_id": thread_key}
+    )
+    return ChatBody(message, graph_input, thread_id, client_turn_id, request_hash)
+
+
+def resume_body(body: Mapping[str, Any]) -> ResumeBody:
+    """The ``/chat/resume`` body checked (422 for a bad or missing field)."""
+    known_fields(body, RESUME_FIELDS, "/chat/resume")
+    thread_id = id_field(body, "thread_id", required=True)
+    turn_id = id_field(body, "turn_id", required=True)
+    if "resume" not in body:
         raise ApiError(
             422,
             "invalid_resume",
-            "This turn waits on several interrupts; send "
-            "'resume' as {interrupt_id: answer} for one or more of: "
-            f"{', '.join(sorted(ids))}.",
+            "'resume' is required: the answer to the interrupt, or {interrupt_id: answer}.",
         )
-    for item in pending:
-        if item.id in answers:
-            check_answer(item.value, answers[item.id])
-    return answers
-
-
-def check_answer(value: Any, answer: Any) -> None:
-    if not isinstance(value, Mapping):
-        return
-    if value.get("type") == "approval":
-        if not isinstance(answer, dict) or not isinstance(answer.get("approved"), bool):
-            raise ApiError(
-                422,
-                "invalid_resume",
-                "An approval is answered with "
-                '{"approved": true} or {"approved": false, "comment": "..."}.',
-            )
-        if "comment" in answer and not isinstance(answer["comment"], str):
-            raise ApiError(422, "invalid_resume", "'comment' must be a string.")
-    requests = value.get("action_requests")
-    if isinstance(requests, list):
-        _check_decisions(value, requests, answer)
-
-
-def _check_decisions(value: Mapping[str, Any], requests: list[Any], answer: Any) -> None:
-    """LangChain's human-in-the-loop middleware: ``{"decisions": [...]}``, one per action
-    request, each of a type its review config allows."""
-    decisions = answer.get("decisions") if isinstance(answer, dict) else None
-    if not isinstance(decisions, list) or len(decisions) != len(requests):
-        raise ApiError(
-            422,
-            "invalid_resume",
-            f"This interrupt asks for {len(requests)} "
-            'decision(s): answer {"decisions": [{"type": "approve"}, ...]}, one '
-            "per action request, in order.",
-        )
-    allowed = {
-        str(r.get("action_name")): r.get("allowed_decisions") or list(_DECISIONS)
-        for r in value.get("review_configs") or []
-        if isinstance(r, Mapping)
-    }
-    for request, decision in zip(requests, decisions, strict=True):
-        kind = decision.get("type") if isinstance(decision, dict) else None
-        name = str(request.get("name")) if isinstance(request, Mapping) else ""
-        ok = allowed.get(name, list(_DECISIONS))
-        if kind not in ok:
-            raise ApiError(
-                422,
-                "invalid_resume",
-                f"The decision on {name or 'an action'} "
-                f"must be one of {', '.join(ok)}, not {kind!r}.",
-            )
+    assert thread_id is not None and turn_id is not None
+    answer = body["resume"]
+    request_hash = digest(
+        {"thread_id": id_key(thread_id), "turn_id": id_key(turn_id), "resume": answer}
+    )
+    return ResumeBody(thread_id, turn_id, answer, request_hash)

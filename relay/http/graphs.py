@@ -1,5 +1,6 @@
-"""The served graphs (DESIGN.md §5): ``GET /graphs``, ``GET /graphs/{name}`` (topology and
-the SPA's settings: title, example messages, routes), and the routes of each graph.
+"""The served graphs (DESIGN.md §5): ``GET /graph`` (the relay's own graph),
+``GET /graphs``, ``GET /graphs/{name}`` (topology and the SPA's settings: title, example
+messages, routes), and the routes of each graph.
 
 :func:`mount_agents` puts every :class:`relay.GraphAgent` on an app: ``/graphs/{name}/chat``,
 ``/graphs/{name}/chat/resume`` and ``/graphs/{name}/agui`` for each, and the first also
@@ -14,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
+from starlette.responses import JSONResponse
 
 from relay.errors import ApiError
 from relay.http.errors import error_responses
@@ -29,6 +31,36 @@ if TYPE_CHECKING:
 def routes_of(name: str) -> dict[str, str]:
     base = f"/graphs/{name}"
     return {"chat": f"{base}/chat", "resume": f"{base}/chat/resume", "agui": f"{base}/agui"}
+
+
+class GraphTopology:
+    """The route ``GET /graph``: the topology of the relay's own graph (the first
+    mounted), as LangGraph's ``Auth`` (its ``assistants.read``) allows; ``404 no_graph``
+    on a relay that serves none."""
+
+    def __init__(self, relay: RelayParts) -> None:
+        self.relay = relay
+
+    def add_to(self, router: APIRouter, auth: Sequence[Any]) -> None:
+        """Put the route on ``router``, behind the ``auth`` dependencies."""
+        router.add_api_route(
+            "/graph",
+            self.graph,
+            methods=["GET"],
+            dependencies=list(auth),
+            tags=["graph"],
+            responses=error_responses(401, 404),
+        )
+
+    # (no docstring: it would become the operation's description in the OpenAPI document)
+    async def graph(self, request: Request) -> JSONResponse:
+        relay = self.relay
+        missing = ApiError(404, "no_graph", "This relay serves no graph of its own.")
+        if relay.topology is None:
+            raise missing
+        first = next(iter(relay.agents), "")
+        await authorize_graph(relay.langgraph_auth, request, first, missing)
+        return JSONResponse(relay.topology)
 
 
 def add_graph_routes(
@@ -81,7 +113,7 @@ def mount_agents(
     from relay.http.agent_server import AgentServer, agent_server_router
     from relay.http.agui import agui_router
     from relay.http.chat import chat_router
-    from relay.http.client_tools import ClientTools
+    from relay.langgraph.client_tool_limits import ClientTools
     from relay.turns.admission import Admission
 
     dependencies = [relay.identify, relay.rate_limit, relay.require_bus]

@@ -2,18 +2,25 @@
 replayable turns, listed in ``GET /turns``. The file comes as ``application/json`` (or
 ``application/x-ndjson``, one object a line); another type is ``415``. A file whose
 spans cannot be mapped to events (relay/mapping/unmappable.py) is ``422
-unmappable_spans``, refused whole before anything is stored."""
+unmappable_spans``, refused whole before anything is stored.
+
+:class:`ImportRoute` is the route; :func:`import_response` its work."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
+from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from relay import conventions as c
 from relay.errors import ApiError
+from relay.http.errors import error_responses
+from relay.http.identity import user_key, user_of
+from relay.http.langgraph_auth import authorize
 from relay.http.parts import RelayParts
 from relay.http.requests import is_json, read_body, require_media_type
 from relay.ingest.tracefile import TraceFileError, parse_trace_file
@@ -112,3 +119,38 @@ async def import_response(
         },
         status_code=201,
     )
+
+
+#: the route's body, as the OpenAPI document describes it
+OPENAPI_EXTRA: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"type": "object", "minProperties": 1}}},
+    }
+}
+
+
+class ImportRoute:
+    """The route ``POST /imports`` over ``relay``'s parts."""
+
+    def __init__(self, relay: RelayParts) -> None:
+        self.relay = relay
+
+    def add_to(self, router: APIRouter, auth: Sequence[Any]) -> None:
+        """Put the route on ``router``, behind the ``auth`` dependencies."""
+        router.add_api_route(
+            "/imports",
+            self.imports,
+            methods=["POST"],
+            dependencies=list(auth),
+            tags=["turns"],
+            openapi_extra=OPENAPI_EXTRA,
+            responses=error_responses(400, 401, 413, 415, 422),
+        )
+
+    async def imports(self, request: Request) -> JSONResponse:
+        """A trace file (OTLP JSON, Jaeger v2 API, Jaeger UI JSON) -> stored, replayable
+        turns (relay/http/imports.py), the importer's."""
+        value: dict[str, Any] = {"thread_id": None, "metadata": {}, "if_exists": "raise"}
+        await authorize(self.relay.langgraph_auth, request, "threads", "create", value)
+        return await import_response(self.relay, request, user_key(user_of(request)))

@@ -1,6 +1,7 @@
 """Where a turn's log stands against its record, for ``GET /turns/{id}/events``
-(relay/http/turns.py): a turn ended off the bus (its end is the record's), and a running
-turn whose log the shared bus lost (followed from the reader's cursor, never ended)."""
+(relay/http/turn_events.py): a turn ended off the bus (its end is the record's), and a
+running turn whose log the shared bus lost (followed from the reader's cursor, never
+ended)."""
 
 from __future__ import annotations
 

@@ -88,8 +88,9 @@ class Graph(Protocol):
 
 
 class RunTools(Protocol):
-    """The graph's client-executed tools (:class:`relay.http.client_tools.ClientTools`):
-    a run's ``configurable``, a resume's checked answers, the timer around a run."""
+    """The graph's client-executed tools
+    (:class:`relay.langgraph.client_tool_limits.ClientTools`): a run's ``configurable``, a
+    resume's checked answers, the timer around a run."""
 
     def configure(
         self,

@@ -1,6 +1,8 @@
-"""The routes' side of client-executed tools (relay/langgraph/client_tools.py).
+"""The turns' side of client-executed tools (relay/langgraph/client_tools.py): their
+limits on a run, below HTTP.
 
-:class:`ClientTools` is what ``/chat``, ``/chat/resume`` and ``/agui`` call, a line each:
+:class:`ClientTools` is what admission (relay/turns/admission.py, its ``RunTools``) and
+the run routes (``/chat``, ``/chat/resume``, ``/agui``) call, a line each:
 
 - :meth:`configure`: the run's ``configurable`` with the limits, the AG-UI client's tools
   and, on a resume, the round it answers;
@@ -16,9 +18,10 @@
   ``RELAY_CLIENT_TOOL_TIMEOUT_S`` (a timer on the instance that ran it);
 - :meth:`sweep`, when the relay starts: the graph's turns that a stopped instance left
   waiting on a client tool get their timer again, for the time they have left, and those
-  past it are ended, one at a time (a resume that comes too late ends its turn too);
-- :meth:`agui_entries`: an AG-UI run whose tool messages answer the thread's pending
-  client-tool calls (by ``toolCallId``) is that turn's resume.
+  past it are ended, one at a time (a resume that comes too late ends its turn too).
+
+An AG-UI run whose tool messages answer the thread's pending client-tool calls is that
+turn's resume: relay/http/agui_tools.py reads them.
 """
 
 from __future__ import annotations
@@ -29,12 +32,10 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from relay.auth import User
+from relay.bus.base import Bus
 from relay.errors import ApiError
-from relay.http.chat_input import match_interrupts
-from relay.http.parts import RelayParts
 from relay.langgraph.agent import GraphAgent, PendingInterrupt
 from relay.langgraph.client_tools import (
     ANSWERED_KEY,
@@ -44,17 +45,31 @@ from relay.langgraph.client_tools import (
     is_client_tool_call,
     stop_answers,
 )
-from relay.turns.access import may_see, may_use
-from relay.turns.records import PAUSED, TurnRecord
+from relay.langgraph.resume_answers import match_interrupts
+from relay.settings import RelaySettings
+from relay.turns.records import PAUSED, TurnRecord, TurnStore
 from relay.turns.response import ChatResponse, client_tool_calls, round_of
-from relay.turns.runs import ThreadBusy
+from relay.turns.runs import RunManager, ThreadBusy
 from relay.turns.starting import StartLocks
 
 log = logging.getLogger("relay.client_tools")
 
 
+class ToolParts(Protocol):
+    """What :class:`ClientTools` uses of a relay (:class:`relay.core.Relay` has them)."""
+
+    settings: RelaySettings
+    bus: Bus
+    turns: TurnStore
+    runs: RunManager
+
+
 class ClientTools:
-    def __init__(self, relay: RelayParts, agent: GraphAgent, starting: StartLocks) -> None:
+    """The client-executed tools of one served graph ``agent``, over ``relay``'s parts:
+    a run's limits, a resume's answers checked, the time to answer (see the module);
+    ``starting``: the start locks its expiries take, as admission's starts do."""
+
+    def __init__(self, relay: ToolParts, agent: GraphAgent, starting: StartLocks) -> None:
         self.relay = relay
         self.agent = agent
         self.starting = starting
@@ -282,79 +297,6 @@ class ClientTools:
                 "turn %s: its thread is busy; its expiry waits for the next resume", record.turn_id
             )
 
-    # -- AG-UI: tool messages answer the pending calls ------------------------------------
-
-    async def agui_entries(
-        self, thread_id: str, messages: Sequence[Any], user: User | None = None
-    ) -> list[Any] | None:
-        """The run's tool messages as ``resume[]`` entries when they answer the thread's
-        pending client-tool calls (by ``toolCallId``); None when they answer none. A run
-        that ends with tool messages is one that answers calls: when the turn is no longer
-        paused it is the retry of the run that answered them (its entries again, so it
-        attaches to that run), or a 409."""
-        from ag_ui.core import ResumeEntry
-
-        results = {
-            getattr(m, "tool_call_id", None): m
-            for m in messages
-            if getattr(m, "role", None) == "tool"
-        }
-        answering = bool(messages) and getattr(messages[-1], "role", None) == "tool"
-        if not results:
-            return None
-        latest = await self.relay.turns.list(thread_id, 1)
-        owner = await self.relay.turns.thread_owner(thread_id)
-        mine = latest and may_see(user, latest[0]) and may_use(user, owner)
-        record = latest[0] if mine else None  # else: 404
-        pending: list[tuple[str, Any]] = []
-        if record is not None and record.status == PAUSED:
-            pending = [
-                (p.id, p.value) for p in await self.agent.pending_interrupts(record.thread_id) or []
-            ]
-        elif record is not None and answering and record.resume_hash:
-            pending = self._answered(record)
-        entries = []
-        for interrupt_id, value in pending:
-            if not is_client_tool_call(value) or value.get("call_id") not in results:
-                continue
-            message = results[value.get("call_id")]
-            answer: dict[str, Any] = {"token": value.get("token")}
-            if getattr(message, "error", None):
-                answer["error"] = str(message.error)
-            else:
-                answer["result"] = _content(message.content)
-            entries.append(
-                ResumeEntry(interrupt_id=interrupt_id, status="resolved", payload=answer)
-            )
-        if not entries and answering and record is not None:
-            raise ApiError(
-                409,
-                "not_paused",
-                f"Thread {thread_id} waits on no client tool "
-                "call that these tool messages answer; nothing to resume.",
-            )
-        return entries or None
-
-    def _answered(self, record: TurnRecord) -> list[tuple[str, Any]]:
-        """The interrupts the turn's latest resume answered: its previous run's ``paused``
-        event on the bus (none when retention or a restart dropped it)."""
-        try:
-            reader = self.relay.bus.reader(record.turn_id, max(record.run_after_seq - 1, 0))
-            try:
-                previous = reader.take(1)
-            finally:
-                reader.close()
-        except Exception:
-            return []
-        if not previous or previous[0].type != "paused":
-            return []
-        items = previous[0].fields.get("interrupts")
-        return (
-            [(str(i.get("id")), i.get("value")) for i in items if isinstance(i, Mapping)]
-            if isinstance(items, list)
-            else []
-        )
-
 
 #: paused turns read per query of the start-up sweep
 _SWEEP_PAGE = 200
@@ -368,16 +310,6 @@ def _waits_on_client_tool(record: TurnRecord) -> bool:
         return False
     interrupts = response.get("interrupts") if isinstance(response, dict) else None
     return isinstance(interrupts, list) and bool(client_tool_calls(interrupts))
-
-
-def _content(content: Any) -> Any:
-    """A tool message's content: its JSON when it is JSON, else the text."""
-    if isinstance(content, str):
-        try:
-            return json.loads(content)
-        except ValueError:
-            return content
-    return content
 
 
 _STALE = (
