@@ -49,13 +49,13 @@ from relay.events import ERROR, RUN_TERMINAL
 from relay.http.agent_server_openapi import AGENT_SERVER_OPENAPI
 from relay.http.chat import configurable_of
 from relay.http.chat_input import ID, digest
-from relay.http.client_tools import ClientTools
 from relay.http.errors import error_responses
 from relay.http.identity import user_of
 from relay.http.parts import RelayParts
 from relay.http.requests import read_json_object
 from relay.langgraph.agent import GraphAgent
 from relay.langgraph.checkpoints import read_checkpoints
+from relay.langgraph.client_tool_limits import ClientTools
 from relay.turns.access import may_use
 from relay.turns.admission import Admission, Admitted, NewTurn, Resume
 from relay.turns.records import TurnRecord, id_key
