@@ -119,6 +119,13 @@ class LiveServer:
         return self
 
     def stop(self) -> None:
+        """Stop as ``span-relay serve`` stops on SIGTERM (:class:`relay.cli.RelayServer`):
+        the relay's open streams end with a ``reconnect`` frame first, then uvicorn closes
+        the connections (without it, every stream still open waits out uvicorn's graceful
+        timeout before it is cut)."""
+        relay = getattr(getattr(self.app, "state", None), "relay", None)
+        if relay is not None:
+            relay.begin_shutdown()
         self._server.should_exit = True
         self._thread.join(timeout=15)
         self._socket.close()
@@ -256,15 +263,34 @@ class LiveServers:
         return server
 
     def stop_all(self) -> None:
-        for server in self.started:
-            server.stop()
+        """Stop every server started so far (once: a second call stops nothing)."""
+        while self.started:
+            self.started.pop(0).stop()
+
+
+#: the running test's :class:`LiveServers` (a worker runs one test at a time)
+_RUNNING_SERVERS: list[LiveServers] = []
+
+
+def stop_the_tests_servers() -> None:
+    """Stop the servers the running test started, before a database or a schema they work
+    in is dropped at its end: fixtures are torn down in the reverse order of their
+    set-up, so a test that asked for ``make_server`` before ``postgres_url`` would have
+    its database dropped under servers still running, each of which then waits out its
+    pool's connect timeout flushing its last spans at stop."""
+    for servers in _RUNNING_SERVERS:
+        servers.stop_all()
 
 
 @pytest.fixture
 def live_servers() -> Iterator[LiveServers]:
     servers = LiveServers()
-    yield servers
-    servers.stop_all()
+    _RUNNING_SERVERS.append(servers)
+    try:
+        yield servers
+        servers.stop_all()
+    finally:
+        _RUNNING_SERVERS.remove(servers)
 
 
 @pytest.fixture
@@ -478,6 +504,8 @@ def create_database(name: str) -> str:
 
 
 def drop_database(name: str) -> None:
+    """Drop the database ``name``, once the running test's servers are stopped."""
+    stop_the_tests_servers()
     with postgres_admin(POSTGRES_URL) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
@@ -538,4 +566,5 @@ def postgres_url(postgres_database: str, stale_schema: str) -> Iterator[str]:
         try:
             yield f"{postgres_database}{sep}options=-csearch_path%3D{schema}%2C{stale_schema}"
         finally:
+            stop_the_tests_servers()
             admin.execute(f'DROP SCHEMA "{schema}" CASCADE')

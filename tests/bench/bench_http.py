@@ -250,16 +250,23 @@ async def _latency_round(
 
 async def _latency(port: int, quick: bool) -> list[Figure]:
     plans = [  # (key, streams, interval s, ticks, rounds, one turn for all streams)
-        ("s1", 1, 0.01, 10 if quick else 100, 2 if quick else 5, False),
+        ("s1", 1, 0.01, 10 if quick else 100, 1 if quick else 5, False),
         (
             "s100",
             5 if quick else 100,
             0.05 if quick else 0.1,
             4 if quick else 20,
-            2 if quick else 3,
+            1 if quick else 3,
             False,
         ),
-        ("s1000", 10 if quick else 1000, 0.05 if quick else 1.0, 3 if quick else 5, 2, False),
+        (
+            "s1000",
+            10 if quick else 1000,
+            0.05 if quick else 1.0,
+            3 if quick else 5,
+            1 if quick else 2,
+            False,
+        ),
         # one turn, every event to 1,000 streams: a tick is a burst of 1,000 writes, so
         # the latency is how long the burst takes to drain (the interval leaves it room)
         (
@@ -267,7 +274,7 @@ async def _latency(port: int, quick: bool) -> list[Figure]:
             10 if quick else 1000,
             0.05 if quick else 0.25,
             4 if quick else 12,
-            2 if quick else 3,
+            1 if quick else 3,
             True,
         ),
     ]
@@ -279,7 +286,7 @@ async def _latency(port: int, quick: bool) -> list[Figure]:
             m: {"p50": [], "p99": []} for m in ("raw", "relay")
         }
         incomplete = 0
-        for r in rounds(n_rounds, 10 if quick else 60, minimum=2):
+        for r in rounds(n_rounds, 10 if quick else 60, minimum=min(2, n_rounds)):
             for mode in ("raw", "relay") if r % 2 == 0 else ("relay", "raw"):
                 gc.collect()
                 p50, p99, done = await _latency_round(port, mode, n, interval, ticks, fan)
@@ -352,8 +359,11 @@ def run_latency(quick: bool) -> list[Figure]:
 # -- idle ----------------------------------------------------------------------------------
 
 
-async def _idle_once(srv: Server, mode: str, n: int, heartbeat_s: float) -> tuple[float, int]:
-    """(KiB per stream, streams held) for ``n`` idle streams on a fresh server."""
+async def _idle_once(
+    srv: Server, mode: str, n: int, heartbeat_s: float, hold_s: float
+) -> tuple[float, int]:
+    """(KiB per stream, streams held) for ``n`` idle streams on a fresh server, read once
+    every stream has had a heartbeat and at least ``hold_s`` after they opened."""
     path = "relay" if mode == "relay" else "raw_idle"
     warm = await open_many(srv.port, [f"/{path}/w{i}" for i in range(20)], 20)
     for s in warm:
@@ -365,14 +375,15 @@ async def _idle_once(srv: Server, mode: str, n: int, heartbeat_s: float) -> tupl
     try:
         deadline = time.monotonic() + heartbeat_s * 2 + 60
         readers = [asyncio.create_task(follow(s, deadline)) for s in streams]
-        wait_until = time.monotonic() + heartbeat_s * 1.5 + 0.5
-        for _ in range(int((heartbeat_s * 3.5 + 0.5) / 0.2) + 1):  # bounded poll
+        wait_until = time.monotonic() + hold_s
+        step = min(0.2, heartbeat_s / 4)
+        for _ in range(int((heartbeat_s * 3.5 + 0.5) / step) + 1):  # bounded poll
             if time.monotonic() >= wait_until and (
                 sum(s.heartbeats > 0 for s in streams) >= n
-                or time.monotonic() >= wait_until + heartbeat_s * 2
+                or time.monotonic() >= wait_until + max(heartbeat_s * 2, 1.0)
             ):
                 break
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(step)
         await request(srv.port, "POST", "/gc", timeout=60)
         after = rss_kib(srv.pid)
         held = sum(1 for s in streams if s.heartbeats > 0 and not s.closed)
@@ -384,21 +395,23 @@ async def _idle_once(srv: Server, mode: str, n: int, heartbeat_s: float) -> tupl
     return (after - before) / n, held
 
 
-def _idle_point(mode: str, n: int, heartbeat_s: float) -> tuple[float, int]:
+def _idle_point(mode: str, n: int, heartbeat_s: float, hold_s: float) -> tuple[float, int]:
     with server(heartbeat_s) as srv:
-        return asyncio.run(_idle_once(srv, mode, n, heartbeat_s))
+        return asyncio.run(_idle_once(srv, mode, n, heartbeat_s, hold_s))
 
 
 def run_idle(quick: bool) -> list[Figure]:
     plans = [("s1000", 20 if quick else 1000, 1), ("s10000", 50 if quick else 10_000, 1)]
-    heartbeat_s = 0.5 if quick else 2.0
+    heartbeat_s = 0.2 if quick else 2.0
+    # how long the streams are held at least (a few heartbeats), --quick: until each had one
+    hold_s = 0.0 if quick else heartbeat_s * 1.5 + 0.5
     figs = []
     for key, n, n_rounds in plans:
         per: dict[str, list[float]] = {"relay": [], "raw": []}
         held: list[int] = []
         for _ in rounds(n_rounds, 120, minimum=1):
             for mode in ("raw", "relay"):
-                kib, h = _idle_point(mode, n, heartbeat_s)
+                kib, h = _idle_point(mode, n, heartbeat_s, hold_s)
                 per[mode].append(kib)
                 if mode == "relay":
                     held.append(h)

@@ -10,6 +10,8 @@ body of several times the import limit with no Content-Length (read until over, 
 413), and ``/chat`` bodies of RELAY_MAX_BODY_BYTES. Every answer is a 4xx; what matters
 is the process's RSS (``/proc/PID/status``), sampled every 20 ms: before the burst, the
 peak during it, and after it (the server idle for ``settle_s``).
+``--quick`` aims at import and OTLP limits an eighth of the defaults (:data:`QUICK`):
+the same bodies and answers, at a smoke test's size.
 
 ``python -m tests.bench.bench_memory [ENV=VALUE ...]`` prints the three numbers for a
 server started with those extra environment variables (how the allocator settings were
@@ -27,7 +29,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from tempfile import TemporaryDirectory
 from typing import Any
 
@@ -37,10 +39,25 @@ from tests.bench.harness import ROOT, Figure, stop_process
 from tests.bench.server import rss_kib
 
 MIB = 1024 * 1024
-#: the limits the burst aims at (the settings' defaults, said again to the server)
-IMPORT_MAX = 32 * MIB
-OTLP_MAX = 8 * MIB
-BODY_MAX = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The body limits the burst aims at, said to the server as its settings."""
+
+    #: RELAY_IMPORT_MAX_BYTES
+    import_max: int
+    #: RELAY_OTLP_MAX_BYTES
+    otlp_max: int
+    #: RELAY_MAX_BODY_BYTES
+    body_max: int
+
+
+#: the settings' defaults: what the bench measures
+DEFAULTS = Limits(import_max=32 * MIB, otlp_max=8 * MIB, body_max=64 * 1024)
+#: ``--quick`` (the smoke test): the same bodies, the import and OTLP ones at an eighth of
+#: their limits (the body limit stays: the client-tool result limit is below it)
+QUICK = Limits(import_max=4 * MIB, otlp_max=1 * MIB, body_max=64 * 1024)
 
 
 @dataclass
@@ -60,8 +77,11 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve(env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """``span-relay serve`` on a free port of 127.0.0.1, ready; its process and URL."""
+def serve(
+    env: dict[str, str], limits: Limits = DEFAULTS
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``span-relay serve`` on a free port of 127.0.0.1 with ``limits``, ready; its
+    process and URL."""
     port = _free_port()
     with TemporaryDirectory() as data:
         environ = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "OTEL_"))}
@@ -70,9 +90,9 @@ def serve(env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
                 "RELAY_DATA_DIR": data,
                 "OTEL_TRACES_EXPORTER": "none",
                 "RELAY_OTLP_HTTP": "true",
-                "RELAY_IMPORT_MAX_BYTES": str(IMPORT_MAX),
-                "RELAY_OTLP_MAX_BYTES": str(OTLP_MAX),
-                "RELAY_MAX_BODY_BYTES": str(BODY_MAX),
+                "RELAY_IMPORT_MAX_BYTES": str(limits.import_max),
+                "RELAY_OTLP_MAX_BYTES": str(limits.otlp_max),
+                "RELAY_MAX_BODY_BYTES": str(limits.body_max),
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), environ.get("PYTHONPATH")])),
                 **env,
             }
@@ -101,24 +121,25 @@ def serve(env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
             stop_process(proc, 10, 5)
 
 
-def bodies() -> list[tuple[str, dict[str, str], Any]]:
+def bodies(limits: Limits = DEFAULTS) -> list[tuple[str, dict[str, str], Any]]:
     """(path, headers, body) of every request of one wave: each at its limit."""
+    import_max, otlp_max, body_max = limits.import_max, limits.otlp_max, limits.body_max
     # a JSON document of millions of small values, just under the limit: parsed whole
-    numbers = b'{"resourceSpans":[[' + b"0," * ((IMPORT_MAX - 64) // 2) + b"0]]}"
-    otlp_json = b'{"resourceSpans":[[' + b"0," * ((OTLP_MAX - 64) // 2) + b"0]]}"
-    otlp_proto = b"\x0a\xff\xff\xff\x03" + b"\x00" * (OTLP_MAX - 16)
-    bomb = gzip.compress(b"\x00" * (4 * OTLP_MAX))
-    chat = b'{"message":"' + b"x" * (BODY_MAX - 32) + b'"}'
+    numbers = b'{"resourceSpans":[[' + b"0," * ((import_max - 64) // 2) + b"0]]}"
+    otlp_json = b'{"resourceSpans":[[' + b"0," * ((otlp_max - 64) // 2) + b"0]]}"
+    otlp_proto = b"\x0a\xff\xff\xff\x03" + b"\x00" * (otlp_max - 16)
+    bomb = gzip.compress(b"\x00" * (4 * otlp_max))
+    chat = b'{"message":"' + b"x" * (body_max - 32) + b'"}'
 
     async def chunked() -> AsyncIterator[bytes]:  # no Content-Length: read until over
         piece = b"0," * (MIB // 2)
-        for _ in range(3 * IMPORT_MAX // MIB):
+        for _ in range(3 * import_max // MIB):
             yield piece
 
     json_type = {"Content-Type": "application/json"}
     return [
-        ("/v1/traces", json_type, _topology_span(OTLP_MAX)),
-        ("/imports", json_type, _topology_span(IMPORT_MAX)),
+        ("/v1/traces", json_type, _topology_span(otlp_max)),
+        ("/imports", json_type, _topology_span(import_max)),
         ("/imports", json_type, numbers),
         ("/imports", json_type, chunked),
         ("/v1/traces", json_type, otlp_json),
@@ -162,8 +183,8 @@ def _topology_span(limit: int) -> bytes:
     return body
 
 
-async def _wave(url: str, concurrency: int, statuses: dict[int, int]) -> None:
-    requests = bodies()
+async def _wave(url: str, concurrency: int, statuses: dict[int, int], limits: Limits) -> None:
+    requests = bodies(limits)
     limits = httpx.Limits(max_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
         sem = asyncio.Semaphore(concurrency)
@@ -181,9 +202,15 @@ async def _wave(url: str, concurrency: int, statuses: dict[int, int]) -> None:
         await asyncio.gather(*(send(*req) for req in requests * concurrency))
 
 
-def burst(env: dict[str, str], rounds: int, concurrency: int, settle_s: float) -> Burst:
+def burst(
+    env: dict[str, str],
+    rounds: int,
+    concurrency: int,
+    settle_s: float,
+    limits: Limits = DEFAULTS,
+) -> Burst:
     """One server, ``rounds`` waves; RSS before, peak, after ``settle_s`` idle."""
-    with serve(env) as (proc, url):
+    with serve(env, limits) as (proc, url):
         time.sleep(settle_s)
         before = rss_kib(proc.pid)
         peak = before
@@ -200,7 +227,7 @@ def burst(env: dict[str, str], rounds: int, concurrency: int, settle_s: float) -
         statuses: dict[int, int] = {}
         try:
             for _ in range(rounds):
-                asyncio.run(_wave(url, concurrency, statuses))
+                asyncio.run(_wave(url, concurrency, statuses, limits))
         finally:
             time.sleep(settle_s)
             stop.set()
@@ -210,8 +237,9 @@ def burst(env: dict[str, str], rounds: int, concurrency: int, settle_s: float) -
 
 
 def run_memory(quick: bool) -> list[Figure]:
-    rounds, concurrency, settle_s = (1, 1, 1.0) if quick else (3, 4, 3.0)
-    got = burst({}, rounds, concurrency, settle_s)
+    rounds, concurrency, settle_s = (1, 1, 0.2) if quick else (3, 4, 3.0)
+    limits = QUICK if quick else DEFAULTS
+    got = burst({}, rounds, concurrency, settle_s, limits)
     note = (
         f"before {got.before_mib:.0f} / peak {got.peak_mib:.0f} / after {got.after_mib:.0f} MiB"
         f"; answers {dict(sorted(got.statuses.items()))}"
@@ -236,6 +264,7 @@ def run_memory(quick: bool) -> list[Figure]:
                 "statuses": got.statuses,
                 "rounds": rounds,
                 "concurrency": concurrency,
+                "limits": asdict(limits),
             },
         )
     ]

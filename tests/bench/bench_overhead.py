@@ -378,7 +378,7 @@ async def _overhead(quick: bool) -> list[Figure]:
                 configs[f"{mode}4"] = stream
     k = {4: 4 if quick else 40, 16: 2 if quick else 12}
     for fn in configs.values():  # warm up every path (imports, caches)
-        for _ in range(2 if quick else 20):
+        for _ in range(1 if quick else 20):
             await fn()
     lag_p50: dict[str, list[float]] = {name: [] for name in whole.lags}
 
@@ -393,9 +393,9 @@ async def _overhead(quick: bool) -> list[Figure]:
     per, cpu = await interleaved(
         configs,
         {n: k[16 if n.endswith("16") else 4] for n in configs},
-        3 if quick else 15,
+        1 if quick else 15,
         4 if quick else 60,
-        2 if quick else 5,
+        1 if quick else 5,
         after_round=take_lags,
     )
     rig.close()
@@ -662,21 +662,21 @@ async def _realistic(quick: bool) -> list[Figure]:
             (
                 "offline",
                 2 if quick else 10,
-                3 if quick else 12,
+                1 if quick else 12,
                 5 if quick else 40,
                 "demo agent turn, offline model, 'How do refunds work?'",
             ),
             (
                 "slow",
                 1,
-                2 if quick else 3,
+                1 if quick else 3,
                 5 if quick else 20,
                 "  the same with a simulated 1 s model call",
             ),
         ):
             a_spans = agents[("spans", model)]
             a_relay = agents[("relay", model)]
-            for _ in range(1 if model == "slow" else (2 if quick else 10)):
+            for _ in range(1 if model == "slow" or quick else 10):
                 await spans_turn(a_spans)
                 await relay_run(a_relay)
             per, cpu = await interleaved(
@@ -684,7 +684,7 @@ async def _realistic(quick: bool) -> list[Figure]:
                 k,
                 n_rounds,
                 budget,
-                2,
+                min(2, n_rounds),
             )
             ratios = [b / a for a, b in zip(per["spans"], per["relay"], strict=True)]
             added = [b - a for a, b in zip(per["spans"], per["relay"], strict=True)]

@@ -168,7 +168,12 @@ class CuttingProxy:
         if cut:
             self.cuts_left -= 1
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        up_writer.write(head)
+        # one request per connection: the proxy reads one request head and then only
+        # passes the answer on, so the server is asked to close after it (a kept-alive
+        # connection would hold the browser's next request until the server's keep-alive
+        # timeout closed it)
+        kept = [ln for ln in lines if ln and not ln.lower().startswith("connection:")]
+        up_writer.write(("\r\n".join([*kept, "Connection: close"]) + "\r\n\r\n").encode("latin-1"))
         await up_writer.drain()
         try:
             if not cut:
