@@ -43,7 +43,6 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequen
 from typing import TYPE_CHECKING
 
 from relay.bus.base import AdoptingBus, BusUnavailable
-from relay.bus.redis_handoffs import WAIT_S
 from relay.events import Event
 from relay.spans import SpanRecord
 from relay.store.codec import from_row, to_row
@@ -85,12 +84,14 @@ class StrayRuns:
         *,
         takes: Callable[[str, str], bool],
         take: Callable[[list[SpanRecord]], Awaitable[None]],
-        wait_s: float = WAIT_S,
+        wait_s: float | None = None,
     ) -> None:
         """``takes(turn_id, trace_id)``: whether this instance publishes that run (then a
         part handed here is its); ``take(spans)``: feed them to this instance's receiver;
         ``users``: the user each run's root names, by trace id; ``stats``: the receiver's
-        counts."""
+        counts; ``wait_s``: how long a handoff waits to be taken (None: the channel's
+        own ``WAIT_S``; this module never imports the Redis channel, which needs the
+        ``redis`` extra)."""
         self.channel = channel
         self.bus = bus
         self.turns = turns
@@ -134,7 +135,12 @@ class StrayRuns:
         taken = False
         if self.channel is not None:
             try:
-                taken = await self.channel.hand(turn_id, trace_id, encode_spans(spans), self.wait_s)
+                body = encode_spans(spans)
+                taken = (
+                    await self.channel.hand(turn_id, trace_id, body)
+                    if self.wait_s is None
+                    else await self.channel.hand(turn_id, trace_id, body, self.wait_s)
+                )
             except BusUnavailable as exc:
                 redis_away = True
                 log.error(
