@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from relay.turns.records import HeldThread, TurnRecord, TurnStore
+from relay.turns.threads import ThreadRecord
 
 #: changes a watcher may fall behind by before the oldest are dropped
 QUEUE = 256
@@ -153,8 +154,26 @@ class WatchedTurns:
     async def free_thread(self, record: TurnRecord) -> bool:
         return await self.inner.free_thread(record)
 
-    async def claim_thread(self, thread_id: str, user_id: str) -> str:
-        return await self.inner.claim_thread(thread_id, user_id)
+    async def claim_thread(
+        self, thread_id: str, user_id: str, metadata: Mapping[str, Any] | None = None
+    ) -> str:
+        return await self.inner.claim_thread(thread_id, user_id, metadata)
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        return await self.inner.get_thread(thread_id)
+
+    async def patch_thread(
+        self, thread_id: str, metadata: Mapping[str, Any], *, revive: bool = False
+    ) -> ThreadRecord | None:
+        return await self.inner.patch_thread(thread_id, metadata, revive=revive)
+
+    async def delete_thread(self, thread_id: str) -> None:
+        await self.inner.delete_thread(thread_id)
+
+    async def threads(
+        self, user_id: str | None = None, thread_ids: Sequence[str] | None = None
+    ) -> Sequence[ThreadRecord]:
+        return await self.inner.threads(user_id, thread_ids)
 
     async def thread_owner(self, thread_id: str) -> str | None:
         return await self.inner.thread_owner(thread_id)

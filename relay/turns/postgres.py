@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any
 
-from relay.turns import lease_store
+from relay.turns import lease_store, threads
 from relay.turns.records import (
     RUNNING,
     ThreadedTurnAPI,
@@ -52,6 +52,7 @@ from relay.turns.records import (
     id_key,
     list_filter,
 )
+from relay.turns.threads import ThreadRecord
 
 _COLUMNS = [f.name for f in fields(TurnRecord)]
 #: a session of the records' pool left inside a transaction this long is ended by the
@@ -71,10 +72,7 @@ _THREADS_BACKFILL = (
     "ORDER BY thread_key, COALESCE(graph, '') = '', started_at "
     "ON CONFLICT (thread_key) DO NOTHING"
 )
-_CLAIM = (
-    "INSERT INTO relay_threads (thread_key, owner) VALUES (%s, %s) "
-    "ON CONFLICT (thread_key) DO NOTHING"
-)
+_SQL = threads.ThreadSQL("relay_threads", "relay_turns", "%s", "GREATEST")
 _OWNER = "SELECT owner FROM relay_threads WHERE thread_key = %s"
 
 if TYPE_CHECKING:
@@ -212,6 +210,21 @@ class PostgresTurnStore(ThreadedTurnAPI):
             if cur.fetchone() is None:
                 cur.execute(_THREADS_TABLE)
                 cur.execute(_THREADS_BACKFILL)
+            # a thread's id as spelled, metadata and times (relay/turns/threads.py)
+            cur.execute(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_schema = current_schema() AND table_name = 'relay_threads'"
+            )
+            present = {row[0] for row in cur.fetchall()}
+            for name, kind in threads.DETAIL_COLUMNS.items():
+                if name not in present:
+                    cur.execute(f"ALTER TABLE relay_threads ADD COLUMN {name} {kind}")
+            if "thread_id" not in present:
+                cur.execute(threads.backfill("relay_threads", "relay_turns"))
+                cur.execute(
+                    "CREATE INDEX IF NOT EXISTS relay_threads_owner "
+                    "ON relay_threads (owner, created_at DESC)"
+                )
 
     # -- sync core (worker threads) -------------------------------------------------------
 
@@ -228,7 +241,12 @@ class PostgresTurnStore(ThreadedTurnAPI):
                     values,
                 )
                 # the first turn of a thread makes it its user's (a later one: no change)
-                cur.execute(_CLAIM, (record.thread_key, record.user_id))
+                now = time.time() * 1000
+                cur.execute(
+                    _SQL.claim,
+                    (record.thread_key, record.user_id, record.thread_id, "{}", now, now),
+                )
+                cur.execute(_SQL.touch, (now, record.thread_key))
         except psycopg.errors.UniqueViolation:
             raise TurnExists(record.turn_id) from None
 
@@ -256,6 +274,8 @@ class PostgresTurnStore(ThreadedTurnAPI):
                 f"UPDATE relay_turns SET {sets} WHERE turn_key = %s",
                 [*changes.values(), id_key(turn_id)],
             )
+            if "status" in changes:  # its thread was updated
+                cur.execute(_SQL.touch_of_turn, (time.time() * 1000, id_key(turn_id)))
 
     def _list(
         self,
@@ -308,13 +328,52 @@ class PostgresTurnStore(ThreadedTurnAPI):
         with self._cursor() as cur:
             return lease_store.pg_free_thread(cur, key, record.lock_holder)
 
-    def _claim_thread(self, thread_id: str, user_id: str) -> str:
+    def _claim_thread(self, thread_id: str, user_id: str, metadata: dict[str, Any]) -> str:
         key = id_key(thread_id)
+        now = time.time() * 1000
+        text = threads.metadata_text(metadata)
         with self._cursor() as cur:  # a concurrent claim's insert commits first, or waits
-            cur.execute(_CLAIM, (key, user_id))
+            cur.execute(_SQL.claim, (key, user_id, thread_id, text, now, now))
             cur.execute(_OWNER, (key,))
             row = cur.fetchone()
         return str(row[0])
+
+    def _get_thread(self, thread_id: str) -> ThreadRecord | None:
+        with self._cursor() as cur:
+            cur.execute(_SQL.one, (id_key(thread_id),))
+            row = cur.fetchone()
+        return threads.thread_row(row) if row else None
+
+    def _patch_thread(
+        self, thread_id: str, metadata: dict[str, Any], revive: bool
+    ) -> ThreadRecord | None:
+        key = id_key(thread_id)
+        now = time.time() * 1000
+        with self._cursor() as cur:  # the row locked from the read to the write
+            cur.execute("SELECT 1 FROM relay_threads WHERE thread_key = %s FOR UPDATE", (key,))
+            if cur.fetchone() is None:
+                return None
+            cur.execute(_SQL.one, (key,))
+            row = cur.fetchone()
+            if revive:
+                cur.execute(_SQL.revive, (threads.metadata_text(metadata), now, now, key))
+            else:
+                merged = {**threads.thread_row(row).metadata, **metadata}
+                cur.execute(_SQL.set_metadata, (threads.metadata_text(merged), now, key))
+            cur.execute(_SQL.one, (key,))
+            found = cur.fetchone()
+        return threads.thread_row(found)
+
+    def _delete_thread(self, thread_id: str) -> None:
+        now = time.time() * 1000
+        with self._cursor() as cur:
+            cur.execute(_SQL.delete, (now, now, id_key(thread_id)))
+
+    def _threads(self, user_id: str | None, keys: list[str] | None) -> list[ThreadRecord]:
+        sql, args = _SQL.listing(user_id, keys)
+        with self._cursor() as cur:
+            cur.execute(sql, args)
+            return [threads.thread_row(row) for row in cur.fetchall()]
 
     def _thread_owner(self, thread_id: str) -> str | None:
         with self._cursor() as cur:

@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Any, Protocol, TypeVar
 
+from relay.turns.threads import ThreadRecord
+
 T = TypeVar("T")
 
 RUNNING = "running"
@@ -213,9 +215,34 @@ class TurnStore(Protocol):
         that holds its lock (``record.lock_holder``), if it still does."""
         ...
 
-    async def claim_thread(self, thread_id: str, user_id: str) -> str:
+    async def claim_thread(
+        self, thread_id: str, user_id: str, metadata: Mapping[str, Any] | None = None
+    ) -> str:
         """The owner of the thread (any spelling): the one it has, or, when it has none
-        yet, ``user_id`` ('' for none), which it has from now on (relay/turns/threads.py)."""
+        yet, ``user_id`` ('' for none), which it has from now on, with ``metadata``
+        (relay/turns/threads.py)."""
+        ...
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        """The thread's row (a deleted one too), or None for a thread never claimed."""
+        ...
+
+    async def patch_thread(
+        self, thread_id: str, metadata: Mapping[str, Any], *, revive: bool = False
+    ) -> ThreadRecord | None:
+        """Merge ``metadata`` into the thread's (``revive``: replace it, and bring a
+        deleted thread back, created now); the row after, or None for no thread."""
+        ...
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """Mark the thread deleted: its metadata cleared, listed no more, its owner kept."""
+        ...
+
+    async def threads(
+        self, user_id: str | None = None, thread_ids: Sequence[str] | None = None
+    ) -> Sequence[ThreadRecord]:
+        """The live threads ``user_id`` may see (None: every one; its own and those of no
+        user), only ``thread_ids`` (any spelling) if given; in no particular order."""
         ...
 
     async def thread_owner(self, thread_id: str) -> str | None:
@@ -302,8 +329,26 @@ class ThreadedTurnAPI(ABC):
         return False
 
     @abstractmethod
-    def _claim_thread(self, thread_id: str, user_id: str) -> str:
+    def _claim_thread(self, thread_id: str, user_id: str, metadata: dict[str, Any]) -> str:
         """Claim the thread for ``user_id`` unless it has an owner; its owner."""
+
+    @abstractmethod
+    def _get_thread(self, thread_id: str) -> ThreadRecord | None:
+        """The thread's row, or None."""
+
+    @abstractmethod
+    def _patch_thread(
+        self, thread_id: str, metadata: dict[str, Any], revive: bool
+    ) -> ThreadRecord | None:
+        """``patch_thread``, in one transaction."""
+
+    @abstractmethod
+    def _delete_thread(self, thread_id: str) -> None:
+        """``delete_thread``."""
+
+    @abstractmethod
+    def _threads(self, user_id: str | None, keys: list[str] | None) -> list[ThreadRecord]:
+        """``threads`` by the threads' keys."""
 
     @abstractmethod
     def _thread_owner(self, thread_id: str) -> str | None:
@@ -366,8 +411,27 @@ class ThreadedTurnAPI(ABC):
     async def free_thread(self, record: TurnRecord) -> bool:
         return await self._in_thread(self._free_thread, record)
 
-    async def claim_thread(self, thread_id: str, user_id: str) -> str:
-        return await self._in_thread(self._claim_thread, thread_id, user_id)
+    async def claim_thread(
+        self, thread_id: str, user_id: str, metadata: Mapping[str, Any] | None = None
+    ) -> str:
+        return await self._in_thread(self._claim_thread, thread_id, user_id, dict(metadata or {}))
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        return await self._in_thread(self._get_thread, thread_id)
+
+    async def patch_thread(
+        self, thread_id: str, metadata: Mapping[str, Any], *, revive: bool = False
+    ) -> ThreadRecord | None:
+        return await self._in_thread(self._patch_thread, thread_id, dict(metadata), revive)
+
+    async def delete_thread(self, thread_id: str) -> None:
+        await self._in_thread(self._delete_thread, thread_id)
+
+    async def threads(
+        self, user_id: str | None = None, thread_ids: Sequence[str] | None = None
+    ) -> Sequence[ThreadRecord]:
+        keys = None if thread_ids is None else [id_key(t) for t in thread_ids]
+        return await self._in_thread(self._threads, user_id, keys)
 
     async def thread_owner(self, thread_id: str) -> str | None:
         return await self._in_thread(self._thread_owner, thread_id)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from relay.turns import lease_store, threads
+from relay.turns.threads import ThreadRecord
 from relay.turns.records import (
     _COLUMNS,
     HOLDS_NOTHING,
@@ -87,7 +88,13 @@ _MIGRATIONS = [
     """
     ALTER TABLE turns ADD COLUMN handover TEXT NOT NULL DEFAULT '';
     """,
+    # version 10: a thread's id as spelled, metadata and times (relay/turns/threads.py)
+    f"""
+    {threads.SQLITE_DETAILS};
+    {threads.backfill("threads", "turns")};
+    """,
 ]
+_SQL = threads.SQLITE_SQL
 
 
 def _fill_keys(db: sqlite3.Connection) -> None:
@@ -156,7 +163,12 @@ class SQLiteTurnStore(ThreadedTurnAPI):
                     [getattr(record, c) for c in _COLUMNS],
                 )
                 # the first turn of a thread makes it its user's (a later one: no change)
-                self._db.execute(threads.SQLITE_CLAIM, (record.thread_key, record.user_id))
+                now = time.time() * 1000
+                self._db.execute(
+                    _SQL.claim,
+                    (record.thread_key, record.user_id, record.thread_id, "{}", now, now),
+                )
+                self._db.execute(_SQL.touch, (now, record.thread_key))
             except sqlite3.IntegrityError:
                 self._db.execute("ROLLBACK")
                 raise TurnExists(record.turn_id) from None
@@ -181,6 +193,8 @@ class SQLiteTurnStore(ThreadedTurnAPI):
             self._db.execute(
                 f"UPDATE turns SET {sets} WHERE turn_key = ?", [*changes.values(), id_key(turn_id)]
             )
+            if "status" in changes:  # its thread was updated
+                self._db.execute(_SQL.touch_of_turn, (time.time() * 1000, id_key(turn_id)))
 
     def _list(
         self,
@@ -224,12 +238,48 @@ class SQLiteTurnStore(ThreadedTurnAPI):
             rows = lease_store.sqlite_claim(self._db, _COLUMNS, until, exclude)
         return [TurnRecord(*row) for row in rows]
 
-    def _claim_thread(self, thread_id: str, user_id: str) -> str:
+    def _claim_thread(self, thread_id: str, user_id: str, metadata: dict[str, Any]) -> str:
         key = id_key(thread_id)
+        now = time.time() * 1000
+        text = threads.metadata_text(metadata)
         with self._lock:  # one connection, one lock: the insert and the read are one step
-            self._db.execute(threads.SQLITE_CLAIM, (key, user_id))
+            self._db.execute(_SQL.claim, (key, user_id, thread_id, text, now, now))
             row = self._db.execute(threads.SQLITE_OWNER, (key,)).fetchone()
         return str(row[0])
+
+    def _get_thread(self, thread_id: str) -> ThreadRecord | None:
+        with self._lock:
+            row = self._db.execute(_SQL.one, (id_key(thread_id),)).fetchone()
+        return threads.thread_row(row) if row else None
+
+    def _patch_thread(
+        self, thread_id: str, metadata: dict[str, Any], revive: bool
+    ) -> ThreadRecord | None:
+        key = id_key(thread_id)
+        now = time.time() * 1000
+        with self._lock:  # the read, the merge and the write: one step
+            row = self._db.execute(_SQL.one, (key,)).fetchone()
+            if row is None:
+                return None
+            if revive:
+                text = threads.metadata_text(metadata)
+                self._db.execute(_SQL.revive, (text, now, now, key))
+            else:
+                merged = {**threads.thread_row(row).metadata, **metadata}
+                self._db.execute(_SQL.set_metadata, (threads.metadata_text(merged), now, key))
+            found = self._db.execute(_SQL.one, (key,)).fetchone()
+        return threads.thread_row(found)
+
+    def _delete_thread(self, thread_id: str) -> None:
+        now = time.time() * 1000
+        with self._lock:
+            self._db.execute(_SQL.delete, (now, now, id_key(thread_id)))
+
+    def _threads(self, user_id: str | None, keys: list[str] | None) -> list[ThreadRecord]:
+        sql, args = _SQL.listing(user_id, keys)
+        with self._lock:
+            rows = self._db.execute(sql, args).fetchall()
+        return [threads.thread_row(row) for row in rows]
 
     def _thread_owner(self, thread_id: str) -> str | None:
         with self._lock:
