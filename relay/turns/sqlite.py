@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from relay.turns import lease_store, threads
-from relay.turns.threads import ThreadRecord
 from relay.turns.records import (
     _COLUMNS,
     HOLDS_NOTHING,
@@ -27,6 +26,7 @@ from relay.turns.records import (
     id_key,
     list_filter,
 )
+from relay.turns.threads import ThreadRecord
 
 _MIGRATIONS = [
     # version 1
