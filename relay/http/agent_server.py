@@ -38,8 +38,9 @@ from relay.agent_server.assistants import (
 )
 from relay.agent_server.jsonable import interrupt_json, jsonable
 from relay.agent_server.requests import RunRequest, count_of, run_request
-from relay.agent_server.state import checkpoint_of, thread_state, thread_status
+from relay.agent_server.state import checkpoint_of, thread_state
 from relay.agent_server.stream import RunStreamEncoder, ThreadCheckpoints
+from relay.agent_server.threads import ran_on, thread_json
 from relay.auth import User
 from relay.bus.base import BusLost, BusUnavailable, CursorExpired
 from relay.delivery.negotiation import SSE
@@ -61,12 +62,11 @@ from relay.turns.admission import Admission, Admitted, NewTurn, Resume
 from relay.turns.records import TurnRecord, id_key
 from relay.turns.recovery import terminal_event
 from relay.turns.refusals import Refused
+from relay.turns.threads import ThreadRecord
 from relay.version import __version__
 
-#: the turns read back to find a thread's first (its ``created_at``)
-_FIRST_TURN_SCAN = 1000
 #: what ``/info`` says this server serves (langgraph_sdk reads ``flags``)
-FLAGS = {"assistants": True, "crons": False, "langsmith": False, "store": False}
+FLAGS = {"assistants": True, "crons": False, "langsmith": False, "store": True}
 
 
 @dataclasses.dataclass(slots=True)
@@ -112,12 +112,35 @@ class AgentServer:
     ) -> list[TurnRecord]:
         """The thread's turns (newest first), or a 404 for a thread that does not exist
         or is another user's."""
+        await self.thread_record(thread_id, user)
+        return await self.relay.turns.list(thread_id, limit)
+
+    async def thread_record(self, thread_id: str, user: User | None) -> ThreadRecord:
+        """The thread's row, or a 404 for a thread that does not exist, was deleted or
+        is another user's."""
         if not ID.match(thread_id):
             raise ApiError(404, "unknown_thread", f"There is no thread {thread_id!r}.")
-        owner = await self.relay.turns.thread_owner(thread_id)
-        if owner is None or not may_use(user, owner):
+        record = await self.relay.turns.get_thread(thread_id)
+        if record is None or record.deleted or not may_use(user, record.owner):
             raise ApiError(404, "unknown_thread", f"There is no thread {thread_id} of yours.")
-        return await self.relay.turns.list(thread_id, limit)
+        return record
+
+    async def thread_values(
+        self, record: ThreadRecord
+    ) -> tuple[Any, dict[str, list[dict[str, Any]]]]:
+        """The thread's ``values`` and ``interrupts`` (by task id) from the checkpointer
+        of the graph its latest turn ran on ({} and {} before any)."""
+        found = self.graphs.get(record.last_graph or "")
+        if found is None:
+            return {}, {}
+        config = {"configurable": {"thread_id": record.thread_id}}
+        snapshot = await read_checkpoints(found.agent.graph.aget_state(config))
+        interrupts = {
+            task.id: [interrupt_json(i) for i in task.interrupts]
+            for task in snapshot.tasks
+            if task.interrupts
+        }
+        return jsonable(snapshot.values), interrupts
 
     def agent_of(self, turns: list[TurnRecord]) -> GraphAgent | None:
         if not turns:
@@ -128,26 +151,9 @@ class AgentServer:
     # -- threads --------------------------------------------------------------------------
 
     async def thread(self, thread_id: str, user: User | None) -> dict[str, Any]:
-        turns = await self.thread_turns(thread_id, user, _FIRST_TURN_SCAN)
-        agent = self.agent_of(turns)
-        values: Any = {}
-        interrupts: dict[str, list[dict[str, Any]]] = {}
-        if agent is not None:
-            snapshot = await read_checkpoints(agent.graph.aget_state(_config(turns[0])))
-            values = jsonable(snapshot.values)
-            for task in snapshot.tasks:
-                if task.interrupts:
-                    interrupts[task.id] = [interrupt_json(i) for i in task.interrupts]
-        now = datetime.datetime.now(datetime.UTC).isoformat()
-        return {
-            "thread_id": turns[0].thread_id if turns else thread_id,
-            "created_at": _iso(turns[-1].started_at) if turns else now,
-            "updated_at": _iso(turns[0].ended_at or turns[0].started_at) if turns else now,
-            "metadata": {},
-            "status": thread_status(turns[0].status if turns else None),
-            "values": values,
-            "interrupts": interrupts,
-        }
+        record = await self.thread_record(thread_id, user)
+        values, interrupts = await self.thread_values(record)
+        return thread_json(record, values, interrupts)
 
     async def state(self, thread_id: str, user: User | None) -> dict[str, Any]:
         turns = await self.thread_turns(thread_id, user)
@@ -193,13 +199,9 @@ class AgentServer:
         unknown = sorted(set(body) - {"thread_id", "metadata", "if_exists", "supersteps", "ttl"})
         if unknown:
             raise ApiError(422, "unknown_fields", f"Unknown fields: {', '.join(unknown)}.")
-        if body.get("metadata"):
-            raise ApiError(
-                422,
-                "unsupported_metadata",
-                "Thread metadata is not stored here yet; create the thread without it "
-                "(and without graph_id, which the SDK sends as metadata).",
-            )
+        metadata = body.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise ApiError(422, "invalid_request", "'metadata' must be an object.")
         unserved = sorted(k for k in ("supersteps", "ttl") if body.get(k))
         if unserved:
             raise ApiError(422, "unsupported_field", f"'{unserved[0]}' is not served here yet.")
@@ -214,14 +216,16 @@ class AgentServer:
                 "'thread_id' must be 1-128 characters of letters, digits, '_', '-', '.', ':'.",
             )
         turns = self.relay.turns
-        owner = await turns.thread_owner(thread_id)
-        if owner is None:
-            owner = await turns.claim_thread(thread_id, user.id if user is not None else "")
-        elif if_exists == "raise" and may_use(user, owner):
-            raise ApiError(409, "thread_exists", f"Thread {thread_id} already exists.")
-        if not may_use(user, owner):
+        found = await turns.get_thread(thread_id)
+        if found is None:
+            await turns.claim_thread(thread_id, user.id if user is not None else "", metadata)
+        elif not may_use(user, found.owner):
             # another user's thread is one that does not exist for this one: never a 409
             raise ApiError(409, "thread_unavailable", f"Thread id {thread_id} cannot be used.")
+        elif found.deleted:  # its owner makes it again
+            await turns.patch_thread(thread_id, metadata, revive=True)
+        elif if_exists == "raise":
+            raise ApiError(409, "thread_exists", f"Thread {thread_id} already exists.")
         return await self.thread(thread_id, user)
 
     # -- runs -----------------------------------------------------------------------------
@@ -245,7 +249,7 @@ class AgentServer:
         configurable = {**run.configurable, **configurable_of(agent, request, user)}
         if run.has_resume:
             answer = run.resume
-            return await served.admission.resume(
+            admitted = await served.admission.resume(
                 Resume(
                     thread_id=thread_id,
                     turn_id=None,
@@ -257,9 +261,11 @@ class AgentServer:
                     raw=answer,
                 )
             )
+            await ran_on(self.relay.turns, admitted.record.thread_id, agent)
+            return admitted
         graph_input = run.graph_input
         message = json.dumps(graph_input, ensure_ascii=False, default=str)[:2000]
-        return await served.admission.chat(
+        admitted = await served.admission.chat(
             NewTurn(
                 message=message,
                 graph_input=graph_input,
@@ -272,6 +278,8 @@ class AgentServer:
                 resume_hint="answer it with command.resume",
             )
         )
+        await ran_on(self.relay.turns, admitted.record.thread_id, agent)
+        return admitted
 
     async def stream(self, request: Request, thread_id: str) -> Response:
         body = await read_json_object(request, self.relay.settings.max_body_bytes)
@@ -376,12 +384,6 @@ def _config(record: TurnRecord) -> dict[str, Any]:
 
 def _location(record: TurnRecord) -> str:
     return f"/threads/{record.thread_id}/runs/{record.turn_id}"
-
-
-def _iso(epoch_ms: float | None) -> str | None:
-    if not epoch_ms:
-        return None
-    return datetime.datetime.fromtimestamp(epoch_ms / 1000, datetime.UTC).isoformat()
 
 
 def _empty_state(thread_id: str) -> dict[str, Any]:

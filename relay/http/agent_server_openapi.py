@@ -76,11 +76,7 @@ AGENT_SERVER_OPENAPI: dict[str, dict[str, Any]] = {
     "create_thread": _body(
         {
             "thread_id": _ID,
-            "metadata": {
-                "type": "object",
-                "maxProperties": 0,
-                "description": "thread metadata is not stored yet: only {} is taken",
-            },
+            "metadata": {"type": "object", "description": "the thread's metadata"},
             "if_exists": {"type": "string", "enum": ["raise", "do_nothing"]},
         }
     ),

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from relay.bus.redis_cancels import CancelChannel
     from relay.ingest.receiver import OTLPReceiver
     from relay.langgraph.agent import GraphAgent
+    from relay.langgraph.thread_ttl import ThreadGate
 
 
 class RelayParts(Protocol):
@@ -54,6 +55,10 @@ class RelayParts(Protocol):
     topology: dict[str, Any] | None
     #: the served graphs by name, in mount order (GET /graphs); empty for a relay-only server
     agents: dict[str, GraphAgent]
+    #: a thread's runs and its deletion, apart in this process
+    threads: ThreadGate
+    #: the LangGraph store of the graphs compiled without one (opened by the lifespan)
+    graph_store: Any
     #: the dependency that checks ``Authorization: Bearer`` (RELAY_API_TOKEN): the OTLP
     #: receiver's credential
     require_token: Callable[..., Awaitable[None]]

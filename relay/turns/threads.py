@@ -75,7 +75,8 @@ def backfill(threads: str, turns: str) -> str:
 
 @dataclasses.dataclass(slots=True)
 class ThreadRecord:
-    """A thread row: ``last_status`` is its latest turn's status (None: no turn yet)."""
+    """A thread row: ``last_status`` and ``last_graph`` are its latest turn's status and
+    served graph (None: no turn yet)."""
 
     thread_id: str
     owner: str
@@ -84,6 +85,7 @@ class ThreadRecord:
     updated_at: float
     deleted: bool
     last_status: str | None
+    last_graph: str | None
 
 
 class ThreadSQL:
@@ -106,11 +108,13 @@ class ThreadSQL:
             f"UPDATE {threads} SET updated_at = {greatest}(updated_at, {p}) "
             f"WHERE thread_key = (SELECT thread_key FROM {turns} WHERE turn_key = {p})"
         )
+        latest = (
+            f"(SELECT t.{{}} FROM {turns} t WHERE t.thread_key = h.thread_key "
+            "ORDER BY t.started_at DESC LIMIT 1)"
+        )
         self.select = (
             "SELECT thread_id, owner, metadata, created_at, updated_at, deleted_at, "
-            f"(SELECT t.status FROM {turns} t WHERE t.thread_key = h.thread_key "
-            "ORDER BY t.started_at DESC LIMIT 1) "
-            f"FROM {threads} h"
+            f"{latest.format('status')}, {latest.format('graph')} FROM {threads} h"
         )
         self.one = f"{self.select} WHERE h.thread_key = {p}"
         self.set_metadata = (
@@ -144,7 +148,7 @@ SQLITE_SQL = ThreadSQL("threads", "turns", "?", "MAX")
 
 def thread_row(row: Any) -> ThreadRecord:
     """A row of :attr:`ThreadSQL.select` as a record."""
-    thread_id, owner, metadata, created_at, updated_at, deleted_at, last_status = row
+    thread_id, owner, metadata, created_at, updated_at, deleted_at, last_status, graph = row
     try:
         found = json.loads(metadata or "{}")
     except ValueError:
@@ -157,6 +161,7 @@ def thread_row(row: Any) -> ThreadRecord:
         updated_at=float(updated_at or 0),
         deleted=deleted_at is not None,
         last_status=last_status,
+        last_graph=graph or None,
     )
 
 

@@ -281,7 +281,7 @@ def test_what_is_refused(sdk: SyncLangGraphClient) -> None:
         thread_id
     )
     with pytest.raises(UnprocessableEntityError):
-        sdk.threads.create(metadata={"owner": "me"})  # not stored yet: said, not dropped
+        sdk.threads.create(ttl=5)  # not served yet: said, not dropped
     with pytest.raises(NotFoundError):
         sdk.threads.get(str(uuid.uuid4()))
     # runs.wait raises httpx's own error (the SDK reads its body for a reconnect)

@@ -1,0 +1,199 @@
+"""The store routes of LangGraph's Agent Server API (``/store/items``,
+``/store/items/search``, ``/store/namespaces``) over the relay's LangGraph store
+(relay/langgraph/store.py), framework-free: the bodies read and checked, each user kept
+to their own namespaces, items in LangGraph's shapes.
+
+Who sees what: the Agent Server leaves a store's isolation to langgraph.json's auth
+handlers; its documented handler (``@auth.on.store``) allows a user the namespaces whose
+first label is their identity. span-relay applies that rule itself for RELAY_AUTH users
+(a JWT's or the proxy's user): a user puts, reads, deletes and searches only under
+``(user_id, ...)``; a search or a namespace listing without a prefix is one under
+``(user_id,)``; anything else is a ``403 forbidden_namespace``. A graph that keeps a
+user's memories under ``(user_id, ...)`` (``config["configurable"]["user_id"]``, which
+the relay sets for a run of that user) shares them with that user's frontend. Without
+users (RELAY_AUTH ``none`` or ``token``) the store is everyone's, as under ``langgraph
+dev``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from relay.agent_server.requests import count_of
+from relay.errors import ApiError
+
+_MAX_LABELS = 32
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Scope:
+    """The namespaces a caller may use: under ``(user_id,)``, or any (``user_id`` None)."""
+
+    user_id: str | None
+
+    def check(self, namespace: tuple[str, ...]) -> tuple[str, ...]:
+        """``namespace`` if the caller may use it, else a 403."""
+        if self.user_id is not None and namespace[:1] != (self.user_id,):
+            raise ApiError(
+                403,
+                "forbidden_namespace",
+                "Your items are under a namespace whose first label is your user id.",
+            )
+        return namespace
+
+    def prefix(self, namespace: tuple[str, ...]) -> tuple[str, ...]:
+        """A search's or a listing's prefix: the caller's own when none is given."""
+        if not namespace and self.user_id is not None:
+            return (self.user_id,)
+        return self.check(namespace) if namespace else namespace
+
+
+def namespace_of(value: Any, key: str, *, empty: bool = False) -> tuple[str, ...]:
+    """A namespace: a list of labels, none empty, none with a '.' or a NUL."""
+    if value is None and empty:
+        return ()
+    if (
+        not isinstance(value, list)
+        or len(value) > _MAX_LABELS
+        or (not value and not empty)
+        or not all(isinstance(v, str) and v and "." not in v and "\x00" not in v for v in value)
+    ):
+        raise ApiError(
+            422,
+            "invalid_namespace",
+            f"'{key}' must be a list of up to {_MAX_LABELS} labels, each a non-empty "
+            "string without '.'.",
+        )
+    if value and value[0] == "langgraph" and not empty:
+        raise ApiError(422, "invalid_namespace", "A namespace cannot begin with 'langgraph'.")
+    return tuple(value)
+
+
+def dotted_namespace(value: str) -> tuple[str, ...]:
+    """``GET /store/items?namespace=a.b``: the SDK joins the labels with dots."""
+    return namespace_of(value.split(".") if value else [], "namespace")
+
+
+def key_of(value: Any) -> str:
+    """An item's key: a string without NUL."""
+    if not isinstance(value, str) or not value or "\x00" in value or len(value) > 1024:
+        raise ApiError(422, "invalid_key", "'key' must be a non-empty string (up to 1024).")
+    return value
+
+
+def _unknown(body: Mapping[str, Any], allowed: Sequence[str]) -> None:
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise ApiError(422, "unknown_fields", f"Unknown fields: {', '.join(unknown)}.")
+
+
+def _json_object(
+    body: Mapping[str, Any], key: str, required: bool, nul_free: bool
+) -> dict[str, Any] | None:
+    value = body.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, dict):
+        raise ApiError(422, "invalid_request", f"'{key}' must be an object.")
+    if nul_free and "\\u0000" in json.dumps(value):  # PostgreSQL's jsonb holds no NUL
+        raise ApiError(422, "invalid_request", f"'{key}' must not hold a NUL character.")
+    return value
+
+
+@dataclasses.dataclass(slots=True)
+class PutItem:
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    index: Any
+    ttl: float | None
+
+
+def put_item(body: Mapping[str, Any], nul_free: bool) -> PutItem:
+    """The body of ``PUT /store/items`` (``nul_free``: a store on PostgreSQL, whose
+    ``jsonb`` holds no NUL character: a value with one is a 422)."""
+    _unknown(body, ("namespace", "key", "value", "index", "ttl"))
+    index = body.get("index")
+    if (
+        index is not None
+        and index is not False
+        and (not isinstance(index, list) or not all(isinstance(i, str) and i for i in index))
+    ):
+        raise ApiError(422, "invalid_request", "'index' must be false or a list of fields.")
+    ttl = body.get("ttl")
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0):
+        raise ApiError(422, "invalid_request", "'ttl' must be a positive number of minutes.")
+    value = _json_object(body, "value", True, nul_free) or {}
+    return PutItem(
+        namespace=namespace_of(body.get("namespace"), "namespace"),
+        key=key_of(body.get("key")),
+        value=value,
+        index=index,
+        ttl=float(ttl) if ttl is not None else None,
+    )
+
+
+def delete_item(body: Mapping[str, Any]) -> tuple[tuple[str, ...], str]:
+    """The body of ``DELETE /store/items``: the namespace and key."""
+    _unknown(body, ("namespace", "key"))
+    return namespace_of(body.get("namespace"), "namespace"), key_of(body.get("key"))
+
+
+@dataclasses.dataclass(slots=True)
+class SearchItems:
+    prefix: tuple[str, ...]
+    filter: dict[str, Any] | None
+    limit: int
+    offset: int
+    query: str | None
+    refresh_ttl: bool | None
+
+
+def search_items(body: Mapping[str, Any], nul_free: bool) -> SearchItems:
+    """The body of ``POST /store/items/search`` (``nul_free`` as for :func:`put_item`)."""
+    _unknown(body, ("namespace_prefix", "filter", "limit", "offset", "query", "refresh_ttl"))
+    query = body.get("query")
+    if query is not None and (not isinstance(query, str) or "\x00" in query):
+        raise ApiError(422, "invalid_request", "'query' must be a string.")
+    refresh = body.get("refresh_ttl")
+    if refresh is not None and not isinstance(refresh, bool):
+        raise ApiError(422, "invalid_request", "'refresh_ttl' must be true or false.")
+    return SearchItems(
+        prefix=namespace_of(body.get("namespace_prefix"), "namespace_prefix", empty=True),
+        filter=_json_object(body, "filter", False, nul_free),
+        limit=count_of(body, "limit", 10, 1, 1000),
+        offset=count_of(body, "offset", 0, 0, 1_000_000),
+        query=query or None,
+        refresh_ttl=refresh,
+    )
+
+
+@dataclasses.dataclass(slots=True)
+class ListNamespaces:
+    prefix: tuple[str, ...]
+    suffix: tuple[str, ...]
+    max_depth: int | None
+    limit: int
+    offset: int
+
+
+def list_namespaces(body: Mapping[str, Any]) -> ListNamespaces:
+    """The body of ``POST /store/namespaces``."""
+    _unknown(body, ("prefix", "suffix", "max_depth", "limit", "offset"))
+    depth = body.get("max_depth")
+    return ListNamespaces(
+        prefix=namespace_of(body.get("prefix"), "prefix", empty=True),
+        suffix=namespace_of(body.get("suffix"), "suffix", empty=True),
+        max_depth=None if depth is None else count_of(body, "max_depth", 1, 1, _MAX_LABELS),
+        limit=count_of(body, "limit", 100, 1, 1000),
+        offset=count_of(body, "offset", 0, 0, 1_000_000),
+    )
+
+
+def item_json(item: Any) -> dict[str, Any]:
+    """A store ``Item`` (or ``SearchItem``) as LangGraph's server sends it."""
+    found: dict[str, Any] = item.dict()
+    return found

@@ -1,0 +1,168 @@
+"""The thread routes of LangGraph's Agent Server API beyond create and get (issue 34):
+``POST /threads/search``, ``POST /threads/count``, ``PATCH /threads/{thread_id}`` and
+``DELETE /threads/{thread_id}``, over the thread rows of the turn store
+(relay/turns/threads.py); a user sees and changes only their own threads (and those of
+no user).
+
+``DELETE`` deletes the thread's checkpoints (``adelete_thread`` of every served graph's
+checkpointer) and marks its row deleted (its metadata cleared; listed and read no more,
+a ``404``); its turn records and stored spans stay, the trace of what happened
+(``GET /turns/{run_id}``, replay); its id stays its owner's. A thread with a running turn
+is a ``409 thread_busy``, and so is one that a run holds meanwhile (in this process, the
+thread gate; across replicas, the thread lock), as the checkpointer's TTL sweeper does.
+``POST /threads/{thread_id}/copy`` is not served (a copy of every checkpoint under a new
+thread id).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from starlette.responses import JSONResponse, Response
+
+from relay.agent_server.threads import (
+    count_query,
+    matching,
+    patch_metadata,
+    search_query,
+    thread_json,
+)
+from relay.auth import User
+from relay.errors import ApiError
+from relay.http.agent_server import AgentServer
+from relay.http.agent_server_bodies import BODIES
+from relay.http.errors import error_responses
+from relay.http.identity import user_of
+from relay.http.requests import read_json_object
+from relay.turns.records import RUNNING
+
+
+def _busy(thread_id: str) -> ApiError:
+    return ApiError(409, "thread_busy", f"Thread {thread_id} has a run going; try again after.")
+
+
+class ThreadRoutes:
+    """What the routes do, over one :class:`AgentServer`'s graphs and relay."""
+
+    def __init__(self, server: AgentServer) -> None:
+        self.server = server
+        self.relay = server.relay
+
+    async def search(self, body: dict[str, Any], user: User | None) -> list[dict[str, Any]]:
+        query = search_query(body)
+        records = await self.relay.turns.threads(_user_id(user), query.ids)
+        page = matching(records, query)[query.offset : query.offset + query.limit]
+        found = []
+        for record in page:
+            values: Any = None
+            interrupts: dict[str, Any] = {}
+            if "values" in query.select or "interrupts" in query.select:
+                values, interrupts = await self.server.thread_values(record)
+            found.append(thread_json(record, values, interrupts, query.select))
+        return found
+
+    async def count(self, body: dict[str, Any], user: User | None) -> int:
+        query = count_query(body)
+        return len(matching(await self.relay.turns.threads(_user_id(user)), query))
+
+    async def patch(self, thread_id: str, body: dict[str, Any], user: User | None) -> Any:
+        metadata = patch_metadata(body)
+        await self.server.thread_record(thread_id, user)
+        await self.relay.turns.patch_thread(thread_id, metadata)
+        return await self.server.thread(thread_id, user)
+
+    async def delete(self, thread_id: str, user: User | None) -> None:
+        record = await self.server.thread_record(thread_id, user)
+        if record.last_status == RUNNING:
+            raise _busy(thread_id)
+        async with self.relay.threads.deleting(record.thread_id) as free:
+            if not free:
+                raise _busy(thread_id)
+            held = await self.relay.turns.lock_thread(record.thread_id)
+            if held is None:  # another instance runs it
+                raise _busy(thread_id)
+            try:
+                again = await self.relay.turns.get_thread(thread_id)
+                if again is not None and again.last_status == RUNNING:
+                    raise _busy(thread_id)
+                for saver in self._checkpointers():
+                    await saver.adelete_thread(record.thread_id)
+                await self.relay.turns.delete_thread(thread_id)
+            finally:
+                await held.release()
+
+    def _checkpointers(self) -> list[Any]:
+        """The served graphs' checkpointers, each once."""
+        found: dict[int, Any] = {}
+        for served in self.server.graphs.values():
+            saver = getattr(served.agent.graph, "checkpointer", None)
+            if saver is not None and not isinstance(saver, bool):
+                found.setdefault(id(saver), saver)
+        return list(found.values())
+
+
+def _user_id(user: User | None) -> str | None:
+    return user.id if user is not None else None
+
+
+def thread_routes_router(server: AgentServer) -> APIRouter:
+    """The routes (see the module docstring) over ``server``'s graphs."""
+    router = APIRouter(tags=["langgraph"])
+    routes = ThreadRoutes(server)
+    relay = server.relay
+    reads = [Depends(relay.identify)]
+    limit = relay.settings.max_body_bytes
+
+    @router.post(
+        "/threads/search",
+        dependencies=reads,
+        responses=error_responses(401, 422),
+        openapi_extra=BODIES["search_threads"],
+    )
+    async def search_threads(request: Request) -> Response:
+        """LangGraph's thread search: the caller's threads, filtered, sorted, paged."""
+        server.check_auth()
+        body = await read_json_object(request, limit)
+        return JSONResponse(await routes.search(body, user_of(request)))
+
+    @router.post(
+        "/threads/count",
+        dependencies=reads,
+        responses=error_responses(401, 422),
+        openapi_extra=BODIES["count_threads"],
+    )
+    async def count_threads(request: Request) -> Response:
+        """How many of the caller's threads match (LangGraph's ``threads.count``)."""
+        server.check_auth()
+        body = await read_json_object(request, limit)
+        return JSONResponse(await routes.count(body, user_of(request)))
+
+    @router.patch(
+        "/threads/{thread_id}",
+        dependencies=reads,
+        responses=error_responses(401, 404, 422),
+        openapi_extra=BODIES["patch_thread"],
+    )
+    async def patch_thread(request: Request, thread_id: str) -> Response:
+        """Merge metadata into the thread's; the thread after."""
+        server.check_auth()
+        body = await read_json_object(request, limit)
+        thread = await routes.patch(thread_id, body, user_of(request))
+        if "return=minimal" in request.headers.get("prefer", ""):
+            return Response(status_code=204)
+        return JSONResponse(thread)
+
+    @router.delete(
+        "/threads/{thread_id}",
+        dependencies=reads,
+        status_code=204,
+        responses=error_responses(401, 404, 409),
+    )
+    async def delete_thread(request: Request, thread_id: str) -> Response:
+        """Delete the thread's checkpoints and the thread (its turns and spans stay)."""
+        server.check_auth()
+        await routes.delete(thread_id, user_of(request))
+        return Response(status_code=204)
+
+    return router
