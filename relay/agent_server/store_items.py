@@ -18,7 +18,7 @@ dev``.
 from __future__ import annotations
 
 import dataclasses
-import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,6 +26,15 @@ from relay.agent_server.requests import count_of
 from relay.errors import ApiError
 
 _MAX_LABELS = 32
+#: an item's longest ``ttl``: 100 years, in minutes
+MAX_TTL = 52_560_000
+#: the integers a store's JSON encoder (orjson) writes: signed or unsigned 64-bit
+INT_RANGE = (-(2**63), 2**64 - 1)
+#: a filter's key: a path of names the stores can query
+FILTER_KEY = "^[A-Za-z0-9_-]{1,64}([.][A-Za-z0-9_-]{1,64}){0,15}$"
+#: a filter's comparison operators (LangGraph's stores)
+OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+_FILTER_KEY = re.compile(FILTER_KEY)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,8 +60,12 @@ class Scope:
         return self.check(namespace) if namespace else namespace
 
 
-def namespace_of(value: Any, key: str, *, empty: bool = False) -> tuple[str, ...]:
-    """A namespace: a list of labels, none empty, none with a '.' or a NUL."""
+def namespace_of(
+    value: Any, key: str, *, empty: bool = False, writing: bool = True
+) -> tuple[str, ...]:
+    """A namespace: a list of labels, none empty, none with a '.' or a NUL; ``empty``: a
+    prefix, which may have none; ``writing``: an item's, whose first label is never
+    ``langgraph`` (LangGraph's own)."""
     if value is None and empty:
         return ()
     if (
@@ -67,14 +80,14 @@ def namespace_of(value: Any, key: str, *, empty: bool = False) -> tuple[str, ...
             f"'{key}' must be a list of up to {_MAX_LABELS} labels, each a non-empty "
             "string without '.'.",
         )
-    if value and value[0] == "langgraph" and not empty:
+    if value and value[0] == "langgraph" and writing and not empty:
         raise ApiError(422, "invalid_namespace", "A namespace cannot begin with 'langgraph'.")
     return tuple(value)
 
 
 def dotted_namespace(value: str) -> tuple[str, ...]:
     """``GET /store/items?namespace=a.b``: the SDK joins the labels with dots."""
-    return namespace_of(value.split(".") if value else [], "namespace")
+    return namespace_of(value.split(".") if value else [], "namespace", writing=False)
 
 
 def key_of(value: Any) -> str:
@@ -90,6 +103,24 @@ def _unknown(body: Mapping[str, Any], allowed: Sequence[str]) -> None:
         raise ApiError(422, "unknown_fields", f"Unknown fields: {', '.join(unknown)}.")
 
 
+def _storable(value: Any, key: str, nul_free: bool) -> None:
+    """A 422 for what a store cannot keep: an integer beyond 64 bits, and with
+    ``nul_free`` (PostgreSQL's jsonb) a string holding NUL."""
+    pending = [value]
+    while pending:
+        found = pending.pop()
+        if isinstance(found, dict):
+            pending.extend(found.values())
+            pending.extend(found.keys())
+        elif isinstance(found, list):
+            pending.extend(found)
+        elif isinstance(found, int) and not isinstance(found, bool):
+            if not INT_RANGE[0] <= found <= INT_RANGE[1]:
+                raise ApiError(422, "invalid_request", f"'{key}' holds an integer beyond 64 bits.")
+        elif nul_free and isinstance(found, str) and "\x00" in found:
+            raise ApiError(422, "invalid_request", f"'{key}' must not hold a NUL character.")
+
+
 def _json_object(
     body: Mapping[str, Any], key: str, required: bool, nul_free: bool
 ) -> dict[str, Any] | None:
@@ -98,9 +129,24 @@ def _json_object(
         return None
     if not isinstance(value, dict):
         raise ApiError(422, "invalid_request", f"'{key}' must be an object.")
-    if nul_free and "\\u0000" in json.dumps(value):  # PostgreSQL's jsonb holds no NUL
-        raise ApiError(422, "invalid_request", f"'{key}' must not hold a NUL character.")
+    _storable(value, key, nul_free)
     return value
+
+
+def _filter(body: Mapping[str, Any], nul_free: bool) -> dict[str, Any] | None:
+    """A search's filter: keys the stores can query, each a value to equal or an object
+    of :data:`OPERATORS`."""
+    found = _json_object(body, "filter", False, nul_free)
+    for key, value in (found or {}).items():
+        if not _FILTER_KEY.match(key):
+            raise ApiError(
+                422, "invalid_filter", f"Filter key {key!r}: names of letters, digits, _ or -."
+            )
+        if isinstance(value, dict) and not set(value) <= set(OPERATORS):
+            raise ApiError(
+                422, "invalid_filter", f"Filter {key!r}: the operators are {', '.join(OPERATORS)}."
+            )
+    return found
 
 
 @dataclasses.dataclass(slots=True)
@@ -124,8 +170,12 @@ def put_item(body: Mapping[str, Any], nul_free: bool) -> PutItem:
     ):
         raise ApiError(422, "invalid_request", "'index' must be false or a list of fields.")
     ttl = body.get("ttl")
-    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0):
-        raise ApiError(422, "invalid_request", "'ttl' must be a positive number of minutes.")
+    if ttl is not None and (
+        isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl <= MAX_TTL
+    ):
+        raise ApiError(
+            422, "invalid_request", f"'ttl' must be minutes, more than 0, at most {MAX_TTL}."
+        )
     value = _json_object(body, "value", True, nul_free) or {}
     return PutItem(
         namespace=namespace_of(body.get("namespace"), "namespace"),
@@ -163,7 +213,7 @@ def search_items(body: Mapping[str, Any], nul_free: bool) -> SearchItems:
         raise ApiError(422, "invalid_request", "'refresh_ttl' must be true or false.")
     return SearchItems(
         prefix=namespace_of(body.get("namespace_prefix"), "namespace_prefix", empty=True),
-        filter=_json_object(body, "filter", False, nul_free),
+        filter=_filter(body, nul_free),
         limit=count_of(body, "limit", 10, 1, 1000),
         offset=count_of(body, "offset", 0, 0, 1_000_000),
         query=query or None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from relay.agent_server.store_items import FILTER_KEY, INT_RANGE, MAX_TTL, OPERATORS
 from relay.agent_server.threads import FIELDS, SORT_BY, STATUSES
 
 _ID = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,128}$"}
@@ -22,6 +23,50 @@ _ITEM_NAMESPACE = {
     "maxItems": 32,
 }
 _KEY = {"type": "string", "pattern": "^[^\\x00]{1,1024}$"}
+#: JSON a store keeps (integers within 64 bits, strings without NUL, which PostgreSQL's
+#: jsonb refuses), to ``depth`` levels of nesting
+_TEXT = {"type": "string", "pattern": "^[^\\x00]*$"}
+_SCALARS: list[dict[str, Any]] = [
+    _TEXT,
+    {"type": "integer", "minimum": INT_RANGE[0], "maximum": INT_RANGE[1]},
+    {"type": "number", "minimum": -1e300, "maximum": 1e300},
+    {"type": "boolean"},
+    {"type": "null"},
+]
+
+
+def _json(depth: int) -> dict[str, Any]:
+    """A JSON value to ``depth`` levels of arrays and objects."""
+    if depth == 0:
+        return {"anyOf": _SCALARS}
+    inner = _json(depth - 1)
+    return {
+        "anyOf": [
+            *_SCALARS,
+            {"type": "array", "items": inner},
+            {"type": "object", "propertyNames": _TEXT, "additionalProperties": inner},
+        ]
+    }
+
+
+#: an item's value: an object of JSON (documented to 4 levels; deeper is taken too)
+_VALUE = {"type": "object", "propertyNames": _TEXT, "additionalProperties": _json(3)}
+#: a search's filter: keys the stores can query, each a value to equal or an object of
+#: LangGraph's comparison operators
+_FILTER = {
+    "type": "object",
+    "propertyNames": {"pattern": FILTER_KEY},
+    "additionalProperties": {
+        "anyOf": [
+            *_SCALARS,
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {op: {"anyOf": _SCALARS} for op in OPERATORS},
+            },
+        ]
+    },
+}
 _STATUS = {"type": "string", "enum": list(STATUSES)}
 
 
@@ -59,8 +104,13 @@ BODIES: dict[str, dict[str, Any]] = {
         {
             "namespace": _ITEM_NAMESPACE,
             "key": _KEY,
-            "value": _OBJECT,
-            "ttl": {"type": "number", "exclusiveMinimum": 0, "description": "minutes"},
+            "value": _VALUE,
+            "ttl": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "maximum": MAX_TTL,
+                "description": "minutes (with langgraph.json's store.ttl)",
+            },
             "index": {
                 "anyOf": [
                     {"type": "boolean", "enum": [False]},
@@ -76,10 +126,10 @@ BODIES: dict[str, dict[str, Any]] = {
     "search_items": _body(
         {
             "namespace_prefix": _NAMESPACE,
-            "filter": _OBJECT,
+            "filter": _FILTER,
             "limit": {"type": "integer", "minimum": 1, "maximum": 1000},
             "offset": {"type": "integer", "minimum": 0, "maximum": 1000000},
-            "query": {"type": "string", "maxLength": 10000},
+            "query": {"type": "string", "pattern": "^[^\\x00]{0,10000}$"},
             "refresh_ttl": {"type": "boolean"},
         }
     ),

@@ -8,6 +8,8 @@ Which namespaces a user may use: relay/agent_server/store_items.py.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -30,6 +32,9 @@ from relay.http.errors import error_responses
 from relay.http.identity import user_of
 from relay.http.requests import read_json_object
 
+#: ``GET /store/items``'s namespace: labels joined by dots (none empty)
+_DOTTED = "^[^.\\x00]{1,256}([.][^.\\x00]{1,256}){0,31}$"
+
 
 def _store(server: AgentServer) -> Any:
     """The store the routes use: the relay's, else the first served graph's own."""
@@ -45,6 +50,16 @@ def _store(server: AgentServer) -> Any:
 def _nul_free(store: Any) -> bool:
     """Whether the store's values may not hold NUL (PostgreSQL's jsonb)."""
     return type(store).__module__.startswith("langgraph.store.postgres")
+
+
+@contextlib.contextmanager
+def _refused_as_422() -> Iterator[None]:
+    """What the store itself refuses (a filter key it cannot query, an operator it does
+    not know: a ``ValueError``) as a 422 that says why."""
+    try:
+        yield
+    except ValueError as exc:
+        raise ApiError(422, "invalid_request", " ".join(str(exc).split())[:300]) from None
 
 
 def _scope(request: Request) -> Scope:
@@ -73,7 +88,8 @@ def store_router(server: AgentServer) -> APIRouter:
         namespace = _scope(request).check(item.namespace)
         extra: dict[str, Any] = {} if item.ttl is None else {"ttl": item.ttl}
         try:
-            await store.aput(namespace, item.key, item.value, index=item.index, **extra)
+            with _refused_as_422():
+                await store.aput(namespace, item.key, item.value, index=item.index, **extra)
         except NotImplementedError:
             raise ApiError(
                 422, "unsupported_field", "'ttl' needs langgraph.json's store.ttl."
@@ -83,8 +99,8 @@ def store_router(server: AgentServer) -> APIRouter:
     @router.get("/store/items", dependencies=reads, responses=error_responses(401, 403, 404, 422))
     async def get(
         request: Request,
-        key: str = Query(..., max_length=1024),
-        namespace: str = Query("", max_length=8192),
+        key: str = Query(..., pattern="^[^\\x00]{1,1024}$"),
+        namespace: str = Query(..., pattern=_DOTTED),
         refresh_ttl: bool | None = None,
     ) -> dict[str, Any]:
         """An item by namespace (its labels joined by dots) and key."""
@@ -122,14 +138,15 @@ def store_router(server: AgentServer) -> APIRouter:
         server.check_auth()
         store = _store(server)
         asked = search_items(await read_json_object(request, limit), _nul_free(store))
-        found = await store.asearch(
-            _scope(request).prefix(asked.prefix),
-            query=asked.query,
-            filter=asked.filter,
-            limit=asked.limit,
-            offset=asked.offset,
-            refresh_ttl=asked.refresh_ttl,
-        )
+        with _refused_as_422():
+            found = await store.asearch(
+                _scope(request).prefix(asked.prefix),
+                query=asked.query,
+                filter=asked.filter,
+                limit=asked.limit,
+                offset=asked.offset,
+                refresh_ttl=asked.refresh_ttl,
+            )
         return {"items": [item_json(item) for item in found]}
 
     @router.post(
