@@ -6,16 +6,21 @@ items, search and namespaces."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
+from langgraph.graph import END, START, StateGraph
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError
+from typing_extensions import TypedDict
 
+from relay import GraphAgent, Relay
 from tests.agent_server_graphs import agent_server_app
 from tests.conftest import LiveServer, LiveServers
 
@@ -23,18 +28,46 @@ SECRET = "proxy-secret-0123456789"
 CHAT_ASSISTANT = str(uuid.uuid5(uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), "chat"))
 
 
+#: the gates the gated graph's runs wait on, by name (the server runs in this process)
+GATES: dict[str, threading.Event] = {}
+
+
+class Gate(TypedDict, total=False):
+    gate: str
+    done: bool
+
+
+def wait_at_gate(state: Gate) -> dict[str, Any]:
+    """Runs until the test opens the gate named in the input (a minute at most)."""
+    GATES[state["gate"]].wait(60)
+    return {"done": True}
+
+
+def gated_app(env: dict[str, str]) -> FastAPI:
+    """One graph, ``gated``, whose run goes on until the test lets it end."""
+    builder = StateGraph(Gate)
+    builder.add_node("wait", wait_at_gate)
+    builder.add_edge(START, "wait")
+    builder.add_edge("wait", END)
+    relay = Relay.from_env(dict(env))
+    app = FastAPI(lifespan=relay.lifespan)
+    relay.mount(app, GraphAgent(builder.compile(), name="gated"))
+    return app
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def serve(
     request: pytest.FixtureRequest, app_env: dict[str, str], live_servers: LiveServers
 ) -> Callable[..., LiveServer]:
-    """``serve(**env)``: the three graphs on one relay, its records, checkpoints and
-    store in SQLite or in PostgreSQL."""
+    """``serve(**env)``: the three graphs on one relay (``serve(gated=True, ...)``: the
+    gated graph), its records, checkpoints and store in SQLite or in PostgreSQL."""
     backend: dict[str, str] = {}
     if request.param == "postgres":
         backend["RELAY_STORE"] = request.getfixturevalue("postgres_url")
 
-    def make(**env: str) -> LiveServer:
-        return live_servers.start(agent_server_app({**app_env, **backend, **env}))
+    def make(gated: bool = False, **env: str) -> LiveServer:
+        build = gated_app if gated else agent_server_app
+        return live_servers.start(build({**app_env, **backend, **env}))
 
     return make
 
@@ -109,21 +142,20 @@ def test_thread_metadata_search_update_delete(serve: Callable[..., LiveServer]) 
 
 
 def test_a_thread_with_a_running_run_is_not_deleted(serve: Callable[..., LiveServer]) -> None:
-    server = serve()
+    server = serve(gated=True)
     sdk = get_sync_client(url=server.url)
     thread_id = sdk.threads.create()["thread_id"]
-    stream = sdk.runs.stream(
-        thread_id, "approval", input={"question": "Wait?"}, stream_mode="values"
-    )
-    first = next(iter(stream))
-    assert first.event == "metadata"
-    # the approval graph pauses: once it has, the thread is no longer busy
-    status = sdk.threads.get(thread_id)["status"]
-    if status == "busy":
-        with pytest.raises(ConflictError):
-            sdk.threads.delete(thread_id)
-    list(stream)
-    assert sdk.threads.get(thread_id)["status"] == "interrupted"
+    name = str(uuid.uuid4())
+    gate = GATES[name] = threading.Event()
+    stream = iter(sdk.runs.stream(thread_id, "gated", input={"gate": name}))
+    assert next(stream).event == "metadata"  # the run's turn is running from here
+    assert sdk.threads.get(thread_id)["status"] == "busy"
+    with pytest.raises(ConflictError):
+        sdk.threads.delete(thread_id)
+    gate.set()
+    rest = list(stream)
+    assert rest[-1].data == {"gate": name, "done": True}
+    assert sdk.threads.get(thread_id)["status"] == "idle"
     sdk.threads.delete(thread_id)
     with pytest.raises(NotFoundError):
         sdk.threads.get(thread_id)
