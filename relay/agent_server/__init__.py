@@ -10,7 +10,10 @@ routes of relay/http/agent_server.py need of it, in LangGraph's shapes:
 - state.py: a checkpoint as a ``ThreadState``, a thread's status from its latest turn;
 - requests.py: a run's request body, read and checked;
 - stream.py: a run's turn log as LangGraph's stream modes (``values``, ``updates``,
-  ``messages-tuple``, ``custom``), checkpoints read at step boundaries.
+  ``messages-tuple``, ``custom``), checkpoints read at step boundaries;
+- threads.py: a thread row as a ``Thread``, the thread search (filter, sort, page) and
+  the bodies of search, count and update;
+- store_items.py: the store routes' bodies, each user's namespaces, items as LangGraph's.
 
 Every run is a span-relay turn, started and resumed through
 :class:`relay.turns.admission.Admission`: the run id is the turn id.

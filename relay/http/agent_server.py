@@ -6,14 +6,18 @@ clients call to list assistants, make and read threads, and stream or wait for r
   the served graphs, one assistant each (relay/agent_server/assistants.py);
 - ``POST /threads``, ``GET /threads/{thread_id}``, ``GET /threads/{thread_id}/state``,
   ``POST /threads/{thread_id}/history``: a thread is claimed for its user as a turn's is,
-  and read from the checkpointer of the graph its turns ran on;
+  with its metadata and times in the turn store's thread table (relay/turns/threads.py),
+  and read from the checkpointer of the graph its turns ran on; a run adds its graph's
+  ``graph_id`` and ``assistant_id`` to the thread's metadata (the search, update and
+  delete of threads: relay/http/agent_server_threads.py; the store routes:
+  relay/http/agent_server_store.py);
 - ``POST /threads/{thread_id}/runs/stream`` and ``/runs/wait``: every run is a span-relay
   turn, started (``input``) or resumed (``command.resume``) through the graph's
   :class:`relay.turns.admission.Admission`; the run id is the turn id (a resume's is the
   paused turn's), so ``/turns/{run_id}`` and its events are the run's.
 
-Not served yet (a 404 or a 422 that says so): runs create/join/cancel, threads search,
-the store routes, the ``commands`` + ``stream/events`` protocol, subgraph streams. With
+Not served yet (a 404 or a 422 that says so): runs create/join/cancel, thread copy,
+the ``commands`` + ``stream/events`` protocol, subgraph streams. With
 langgraph.json's ``auth`` these routes answer ``501``: its handlers are not applied here
 yet, and a route that skipped them would open what they close.
 """
