@@ -221,14 +221,17 @@ class AgentServer:
             )
         turns = self.relay.turns
         found = await turns.get_thread(thread_id)
-        if found is None:
-            await turns.claim_thread(thread_id, user.id if user is not None else "", metadata)
-        elif not may_use(user, found.owner):
+        owner = found.owner if found is not None else None
+        if owner is None:  # a concurrent claim may win: the owner is the claim's answer
+            owner = await turns.claim_thread(
+                thread_id, user.id if user is not None else "", metadata
+            )
+        if not may_use(user, owner):
             # another user's thread is one that does not exist for this one: never a 409
             raise ApiError(409, "thread_unavailable", f"Thread id {thread_id} cannot be used.")
-        elif found.deleted:  # its owner makes it again
+        if found is not None and found.deleted:  # its owner makes it again
             await turns.patch_thread(thread_id, metadata, revive=True)
-        elif if_exists == "raise":
+        elif found is not None and if_exists == "raise":
             raise ApiError(409, "thread_exists", f"Thread {thread_id} already exists.")
         return await self.thread(thread_id, user)
 
