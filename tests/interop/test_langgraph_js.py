@@ -1,0 +1,94 @@
+"""LangGraph's own JavaScript client, ``@langchain/langgraph-sdk`` (the one agent-chat-ui and
+``useStream`` are built on), against span-relay's Agent Server API on a real uvicorn.
+
+tests/interop/langgraph_js/client.mjs makes the calls those frontends make (the graph's
+assistant, a thread, a run streamed in ``values``, ``messages-tuple``, ``updates`` and
+``custom`` at once, the thread's state and history, an interrupt seen in ``values`` and
+answered with ``command.resume``, a run waited for) and prints what the client got; this
+test reads it as such a frontend would. The packages come from ``npm ci`` against the
+committed lock file."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.agent_server_graphs import ANSWER, agent_server_app
+from tests.conftest import LiveServers
+from tests.node_packages import node_project
+
+pytestmark = pytest.mark.slow  # run first: tests/conftest.py orders the suite
+
+CLIENT_DIR = Path(__file__).parent / "langgraph_js"
+NAMESPACE_GRAPH = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
+
+
+@pytest.fixture(scope="module")
+def js_client() -> Path:
+    return node_project(CLIENT_DIR, "LangGraph's JavaScript client")
+
+
+def run_client(folder: Path, url: str) -> dict[str, Any]:
+    done = subprocess.run(
+        ["node", "client.mjs", url], cwd=folder, capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def of(parts: list[dict[str, Any]], name: str) -> list[Any]:
+    return [p["data"] for p in parts if p["event"] == name]
+
+
+def test_the_javascript_client_streams_reads_and_resumes_as_a_frontend_does(
+    js_client: Path, app_env: dict[str, str], live_servers: LiveServers
+) -> None:
+    server = live_servers.start(agent_server_app(app_env))
+    report = run_client(js_client, server.url)
+
+    chat_id = str(uuid.uuid5(NAMESPACE_GRAPH, "chat"))
+    assert [a["assistant_id"] for a in report["assistants"]] == [chat_id]
+    assert report["assistant"]["assistant_id"] == chat_id
+
+    parts = report["chat"]
+    assert parts[0]["event"] == "metadata" and parts[0]["data"]["run_id"]
+    run_id = parts[0]["data"]["run_id"]
+    values = of(parts, "values")
+    assert values[-1]["messages"][-1]["content"] == ANSWER
+    assert values[-1]["messages"][0]["type"] == "human"
+    # messages-tuple: [chunk, metadata], the chunks the model streamed, in order
+    tuples = of(parts, "messages")
+    assert tuples and all(isinstance(t, list) and len(t) == 2 for t in tuples)
+    assert "".join(chunk["content"] for chunk, _ in tuples) == ANSWER
+    assert {meta["langgraph_node"] for _, meta in tuples} == {"agent"}
+    assert [list(u) for u in of(parts, "updates")] == [["prepare"], ["agent"]]
+    assert of(parts, "custom") == [{"stage": "prepare"}]
+
+    state = report["state"]
+    assert state["values"]["messages"][-1]["content"] == ANSWER and state["next"] == []
+    assert state["checkpoint"]["thread_id"] == report["thread"]["thread_id"]
+    history = report["history"]
+    assert history[0]["checkpoint"] == state["checkpoint"]
+    for newer, older in itertools.pairwise(history):
+        assert newer["parent_checkpoint"] == older["checkpoint"]
+    assert report["thread_after"]["status"] == "idle"
+
+    asked = of(report["asked"], "values")
+    assert asked[-1]["__interrupt__"][0]["value"] == {"question": "Ship it?"}
+    assert report["asked_state"]["next"] == ["ask"]
+    assert report["asked_state"]["interrupts"][0]["value"] == {"question": "Ship it?"}
+    answered = of(report["answered"], "values")
+    assert answered[-1] == {"question": "Ship it?", "answer": "yes"}
+
+    assert report["waited"]["messages"][-1]["content"] == ANSWER
+    # the run is a span-relay turn: its record, under the run's id
+    record = httpx.get(f"{server.url}/turns/{run_id}", timeout=30).json()
+    assert record["status"] == "answered" and record["graph"] == "chat"
