@@ -27,7 +27,8 @@ const report = {};
 
 // agent-chat-ui: the assistant of the graph it was pointed at, by the graph's name
 report.assistants = await client.assistants.search({ graphId: "chat" });
-report.assistant = await client.assistants.get("chat");
+// (by the id the search gave: the Agent Server takes no graph name here, 422)
+report.assistant = await client.assistants.get(report.assistants[0].assistant_id);
 
 // useStream: a thread, then one run streamed in the modes it asks for
 const thread = await client.threads.create();
