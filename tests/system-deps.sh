@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything the tests drive for real that pip does not install:
 #  - Debian packages: chromium (browser tests; never a Playwright download), nginx-light
-#    (proxy tests), nodejs/npm (SPA unit tests, the Node.js OTLP and AG-UI clients);
+#    (proxy tests), nodejs/npm (SPA unit tests, the Node.js OTLP and AG-UI clients,
+#    LangGraph's JavaScript SDK);
 #  - the npm packages of the Node.js test clients, from their lock files (npm ci);
 #  - Redis and PostgreSQL must answer on 127.0.0.1 (this machine kind starts them; if one
 #    is down and this is root, it is started the way the machine starts it).
@@ -27,7 +28,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # the Node.js test clients, exactly as locked
-for dir in tests/interop/node tests/interop/agui; do
+for dir in tests/interop/node tests/interop/agui tests/interop/langgraph_js; do
   if [ -f "$dir/package-lock.json" ] && command -v npm >/dev/null 2>&1; then
     npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >/dev/null
   fi

@@ -18,7 +18,11 @@ not carry. Frames, in LangGraph's SSE shapes:
   ``{"__interrupt__": [...]}``;
 - ``messages-tuple`` (event ``messages``): ``[chunk, metadata]`` per ``text_delta``, the
   chunk an ``AIMessageChunk``'s ``model_dump()``, the metadata ``langgraph_node``,
-  ``langgraph_step``, ``langgraph_checkpoint_ns``, ``thread_id``, ``run_id``;
+  ``langgraph_step``, ``langgraph_checkpoint_ns``, ``thread_id``, ``run_id``; and, as
+  LangGraph does, each message a node returned that was not streamed as it was written
+  (a tool's message, an answer the node made itself), whole, once its step is saved. A
+  returned message whose id is a streamed message's (the relay's instrumentation records
+  LangChain's message id on each chunk) was sent already, as LangGraph does;
 - ``custom``: a ``custom`` event's payload (``data``);
 - ``error`` ``{"error", "message"}`` for a failed or cancelled run (and for a stream
   that lost the shared bus).
@@ -116,6 +120,8 @@ class RunStreamEncoder:
         self._latest: Any = None
         #: each top-level node's latest start: (step, task id), for message metadata
         self._nodes: dict[str, tuple[Any, Any]] = {}
+        #: the ids of the messages streamed chunk by chunk (text_delta)
+        self._streamed: set[str] = set()
 
     # -- the encoder interface of relay.delivery.streaming ---------------------------------
 
@@ -128,6 +134,7 @@ class RunStreamEncoder:
         if event.type == NODE_STARTED and not fields.get("namespace"):
             self._nodes[str(fields.get("node"))] = (fields.get("step"), fields.get("task_id"))
         if event.type == TEXT_DELTA and "messages-tuple" in self.modes:
+            self._streamed.add(str(fields.get("message_id")))
             return frame("messages", self._message(fields))
         if event.type == CUSTOM and "custom" in self.modes:
             return frame("custom", fields.get("data"))
@@ -165,7 +172,7 @@ class RunStreamEncoder:
 
     @property
     def _wants_checkpoints(self) -> bool:
-        return bool(self.modes & {"values", "updates"})
+        return bool(self.modes & {"values", "updates", "messages-tuple"})
 
     async def _steps(self) -> bytes:
         """``values`` and ``updates`` of every step saved since the last one sent."""
@@ -177,9 +184,13 @@ class RunStreamEncoder:
         known = self.sent is not None and checkpoint_id_of(snapshots[0]) == self.sent
         previous = snapshots[0] if known else None
         for snapshot in snapshots[1:] if known else snapshots:
-            if previous is not None and "updates" in self.modes:
+            if previous is not None:
                 for update in step_updates(previous.tasks):
-                    if "__start__" not in update:
+                    if "__start__" in update:
+                        continue
+                    if "messages-tuple" in self.modes:
+                        out += self._returned_messages(update)
+                    if "updates" in self.modes:
                         out.append(frame("updates", update))
             source = (snapshot.metadata or {}).get("source")
             if source == "loop" and "values" in self.modes:
@@ -217,13 +228,30 @@ class RunStreamEncoder:
 
     def _message(self, fields: Mapping[str, Any]) -> list[Any]:
         node = str(fields.get("node") or "")
-        step, task_id = self._nodes.get(node, (None, None))
         chunk = AIMessageChunk(content=str(fields.get("delta") or ""), id=fields.get("message_id"))
-        metadata = {
+        return [jsonable(chunk.model_dump()), self._metadata(node)]
+
+    def _metadata(self, node: str) -> dict[str, Any]:
+        step, task_id = self._nodes.get(node, (None, None))
+        return {
             "thread_id": self.thread_id,
             "run_id": self.run_id,
             "langgraph_node": node,
             "langgraph_step": step,
             "langgraph_checkpoint_ns": f"{node}:{task_id}" if task_id else node,
         }
-        return [jsonable(chunk.model_dump()), metadata]
+
+    def _returned_messages(self, update: Mapping[str, Any]) -> list[bytes]:
+        """The ``messages`` frames of the messages a node returned and did not stream."""
+        out: list[bytes] = []
+        for node, wrote in update.items():
+            messages = wrote.get("messages") if isinstance(wrote, Mapping) else None
+            if isinstance(messages, Mapping):
+                messages = [messages]
+            if not isinstance(messages, list):
+                continue
+            for message in messages:
+                if not isinstance(message, Mapping) or message.get("id") in self._streamed:
+                    continue  # streamed: sent already, chunk by chunk
+                out.append(frame("messages", [message, self._metadata(node)]))
+        return out

@@ -215,7 +215,12 @@ class GraphInstrumentation(BaseCallbackHandler):
         opened = self._open.get(run_id)
         if opened is None or self.add_event is None or not isinstance(token, str) or not token:
             return
-        self.add_event(opened.span, c.DELTA_EVENT, {c.DELTA_TEXT: token})
+        attributes = {c.DELTA_TEXT: token}
+        # the id LangChain gives the message being written (LangGraph's own streams name it)
+        message_id = getattr(getattr(kwargs.get("chunk"), "message", None), "id", None)
+        if isinstance(message_id, str) and message_id:
+            attributes[c.DELTA_MESSAGE_ID] = message_id
+        self.add_event(opened.span, c.DELTA_EVENT, attributes)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         opened = self._open.get(run_id)

@@ -135,7 +135,10 @@ def test_a_streamed_run_in_every_mode_is_a_turn(
     assert updates[1]["agent"]["messages"][0]["content"] == ANSWER
 
     messages = of(parts, "messages")
-    assert "".join(chunk["content"] for chunk, _ in messages) == ANSWER
+    chunks = [m for m, _ in messages if m["type"] == "AIMessageChunk"]
+    assert "".join(chunk["content"] for chunk in chunks) == ANSWER
+    # then the message the node returned (not streamed under its id), whole, as LangGraph
+    assert [(m["type"], m["content"]) for m, _ in messages[len(chunks) :]] == [("ai", ANSWER)]
     chunk, metadata = messages[0]
     assert chunk["type"] == "AIMessageChunk" and chunk["id"]
     assert metadata["langgraph_node"] == "agent" and metadata["langgraph_step"] == 2
@@ -149,7 +152,11 @@ def test_a_streamed_run_in_every_mode_is_a_turn(
         events = events_of(stream_get(http, f"{server.url}/turns/{run_id}/events"))
     assert events[0]["type"] == "graph_topology" and events[-1]["type"] == "turn_completed"
     deltas = [e["delta"] for e in events if e["type"] == "text_delta"]
-    assert [chunk["content"] for chunk, _ in messages] == deltas
+    assert [chunk["content"] for chunk in chunks] == deltas
+    # the chunks carry the id LangChain gave the streamed message, the turn's deltas too
+    assert {chunk["id"] for chunk in chunks} == {
+        e["message_id"] for e in events if e["type"] == "text_delta"
+    }
 
     # the thread, its state and its history
     after = sdk.threads.get(thread_id)

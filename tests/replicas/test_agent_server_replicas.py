@@ -63,7 +63,8 @@ def test_a_thread_made_on_one_replica_runs_and_resumes_on_the_other(
             stream_mode=["messages-tuple", "values"],
         )
     )
-    tokens = "".join(d[0]["content"] for e, d in chatted if e == "messages")
+    chunks = [d[0] for e, d in chatted if e == "messages" and d[0]["type"] == "AIMessageChunk"]
+    tokens = "".join(chunk["content"] for chunk in chunks)
     assert tokens == ANSWER
     history = on_b.threads.get_history(chat_thread)
     assert history[0]["values"]["messages"][-1]["content"] == ANSWER

@@ -1,0 +1,68 @@
+// LangGraph's own JavaScript client (@langchain/langgraph-sdk) against an Agent Server API,
+// making the calls agent-chat-ui and useStream make: the assistant of a graph, a thread, a
+// run streamed in several modes at once, the thread's state and history, an interrupt seen
+// in `values` and answered with `command.resume`, a run waited for.
+//
+//   node client.mjs URL
+//
+// Prints one JSON report of what the client got (tests/interop/test_langgraph_js.py
+// asserts it). The graphs are tests/agent_server_graphs.py's: `chat` (a fake model that
+// streams tokens, a `custom` payload from its first node) and `approval` (interrupt()).
+import { Client } from "@langchain/langgraph-sdk";
+
+const url = process.argv[2];
+if (!url) {
+  console.error("usage: node client.mjs URL");
+  process.exit(2);
+}
+const client = new Client({ apiUrl: url });
+
+async function collect(generator) {
+  const parts = [];
+  for await (const part of generator) parts.push({ event: part.event, data: part.data });
+  return parts;
+}
+
+const report = {};
+
+// agent-chat-ui: the assistant of the graph it was pointed at, by the graph's name
+report.assistants = await client.assistants.search({ graphId: "chat" });
+// (by the id the search gave: the Agent Server takes no graph name here, 422)
+report.assistant = await client.assistants.get(report.assistants[0].assistant_id);
+
+// useStream: a thread, then one run streamed in the modes it asks for
+const thread = await client.threads.create();
+report.thread = thread;
+report.chat = await collect(
+  client.runs.stream(thread.thread_id, "chat", {
+    input: { messages: [{ type: "human", content: "hi" }] },
+    streamMode: ["values", "messages-tuple", "updates", "custom"],
+  }),
+);
+report.state = await client.threads.getState(thread.thread_id);
+report.history = await client.threads.getHistory(thread.thread_id, { limit: 10 });
+report.thread_after = await client.threads.get(thread.thread_id);
+
+// an interrupt: seen in values as __interrupt__, answered with command.resume
+const asked = await client.threads.create();
+report.asked = await collect(
+  client.runs.stream(asked.thread_id, "approval", {
+    input: { question: "Ship it?" },
+    streamMode: "values",
+  }),
+);
+report.asked_state = await client.threads.getState(asked.thread_id);
+report.answered = await collect(
+  client.runs.stream(asked.thread_id, "approval", {
+    command: { resume: "yes" },
+    streamMode: "values",
+  }),
+);
+
+// a run waited for
+const waited = await client.threads.create();
+report.waited = await client.runs.wait(waited.thread_id, "chat", {
+  input: { messages: [{ type: "human", content: "again" }] },
+});
+
+process.stdout.write(JSON.stringify(report));

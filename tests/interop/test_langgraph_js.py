@@ -1,0 +1,172 @@
+"""LangGraph's own JavaScript client, ``@langchain/langgraph-sdk`` (the one agent-chat-ui and
+``useStream`` are built on), against span-relay's Agent Server API on a real uvicorn.
+
+tests/interop/langgraph_js/client.mjs makes the calls those frontends make (the graph's
+assistant, a thread, a run streamed in ``values``, ``messages-tuple``, ``updates`` and
+``custom`` at once, the thread's state and history, an interrupt seen in ``values`` and
+answered with ``command.resume``, a run waited for) and prints what the client got; this
+test reads it as such a frontend would, from span-relay and from LangGraph's own Agent
+Server (``langgraph dev``) serving the same graphs: the same script passes against both.
+The packages come from ``npm ci`` against the committed lock file."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.agent_server_graphs import ANSWER, agent_server_app
+from tests.conftest import LiveServers
+from tests.interop.conftest import wait_until
+from tests.node_packages import node_project
+
+pytestmark = pytest.mark.slow  # run first: tests/conftest.py orders the suite
+
+CLIENT_DIR = Path(__file__).parent / "langgraph_js"
+NAMESPACE_GRAPH = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
+
+
+@pytest.fixture(scope="module")
+def js_client() -> Path:
+    return node_project(CLIENT_DIR, "LangGraph's JavaScript client")
+
+
+@pytest.fixture(scope="module")
+def langgraph_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``langgraph dev`` serving CLIENT_DIR's langgraph.json (its graphs.py), from the
+    peer's own venv (tests/bench/peer/requirements-peer.txt: installed once, reused while
+    the pins are the same); its base URL."""
+    from tests.bench.peer.servers import OFFLINE_ENV, ensure_peer_venv, free_port
+
+    logs = tmp_path_factory.mktemp("langgraph-dev")
+    exe = ensure_peer_venv(logs / "install.log")
+    workdir = logs / "project"
+    workdir.mkdir()
+    for name in ("langgraph.json", "graphs.py"):
+        shutil.copy(CLIENT_DIR / name, workdir / name)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(OFFLINE_ENV)
+    env["PATH"] = f"{exe.parent}{os.pathsep}{env.get('PATH', '')}"
+    log = (logs / "server.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            str(exe),
+            "dev",
+            "--no-browser",
+            "--no-reload",
+            "--config",
+            "langgraph.json",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        cwd=workdir,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _answers(proc, url, logs), timeout=180, what="langgraph dev ready")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _answers(proc: subprocess.Popen[bytes], url: str, logs: Path) -> bool:
+    assert proc.poll() is None, (logs / "server.log").read_text(errors="replace")
+    try:
+        return httpx.get(f"{url}/ok", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def run_client(folder: Path, url: str) -> dict[str, Any]:
+    done = subprocess.run(
+        ["node", "client.mjs", url], cwd=folder, capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def of(parts: list[dict[str, Any]], name: str) -> list[Any]:
+    return [p["data"] for p in parts if p["event"] == name]
+
+
+def check_report(report: dict[str, Any]) -> str:
+    """What a frontend reads of the client's report, the same from either server; the
+    chat run's id."""
+    chat_id = str(uuid.uuid5(NAMESPACE_GRAPH, "chat"))
+    assert [a["assistant_id"] for a in report["assistants"]] == [chat_id]
+    assert report["assistant"]["assistant_id"] == chat_id
+
+    parts = report["chat"]
+    assert parts[0]["event"] == "metadata" and parts[0]["data"]["run_id"]
+    values = of(parts, "values")
+    assert values[-1]["messages"][-1]["content"] == ANSWER
+    assert values[-1]["messages"][0]["type"] == "human"
+    # messages-tuple: [message, metadata]: the chunks the model streamed, in order, then
+    # the message the node returned (a new one: it was not streamed under its id), whole
+    tuples = of(parts, "messages")
+    assert tuples and all(isinstance(t, list) and len(t) == 2 for t in tuples)
+    chunks = [m for m, _ in tuples if m["type"] == "AIMessageChunk"]
+    assert "".join(chunk["content"] for chunk in chunks) == ANSWER
+    assert [(m["type"], m["content"]) for m, _ in tuples[len(chunks) :]] == [("ai", ANSWER)]
+    assert {meta["langgraph_node"] for _, meta in tuples} == {"agent"}
+    assert [list(u) for u in of(parts, "updates")] == [["prepare"], ["agent"]]
+    assert of(parts, "custom") == [{"stage": "prepare"}]
+
+    state = report["state"]
+    assert state["values"]["messages"][-1]["content"] == ANSWER and state["next"] == []
+    assert state["checkpoint"]["thread_id"] == report["thread"]["thread_id"]
+    history = report["history"]
+    assert history[0]["checkpoint"] == state["checkpoint"]
+    for newer, older in itertools.pairwise(history):
+        assert newer["parent_checkpoint"] == older["checkpoint"]
+    assert report["thread_after"]["status"] == "idle"
+
+    asked = of(report["asked"], "values")
+    assert asked[-1]["__interrupt__"][0]["value"] == {"question": "Ship it?"}
+    assert report["asked_state"]["next"] == ["ask"]
+    assert report["asked_state"]["interrupts"][0]["value"] == {"question": "Ship it?"}
+    answered = of(report["answered"], "values")
+    assert answered[-1] == {"question": "Ship it?", "answer": "yes"}
+
+    assert report["waited"]["messages"][-1]["content"] == ANSWER
+    return str(parts[0]["data"]["run_id"])
+
+
+def test_the_javascript_client_streams_reads_and_resumes_against_span_relay(
+    js_client: Path, app_env: dict[str, str], live_servers: LiveServers
+) -> None:
+    server = live_servers.start(agent_server_app(app_env))
+    run_id = check_report(run_client(js_client, server.url))
+    # the run is a span-relay turn: its record, under the run's id
+    record = httpx.get(f"{server.url}/turns/{run_id}", timeout=30).json()
+    assert record["status"] == "answered" and record["graph"] == "chat"
+
+
+def test_the_same_client_script_passes_against_langgraph_dev(
+    js_client: Path, langgraph_dev: str
+) -> None:
+    """The peer that proves the shapes: LangGraph's Agent Server (`langgraph dev`, in its
+    own venv) serving the same graphs from this folder's langgraph.json."""
+    check_report(run_client(js_client, langgraph_dev))
