@@ -151,6 +151,13 @@ def check_report(report: dict[str, Any]) -> str:
     assert answered[-1] == {"question": "Ship it?", "answer": "yes"}
 
     assert report["waited"]["messages"][-1]["content"] == ANSWER
+
+    # the thread list: the graph's threads by the metadata their runs wrote, newest first
+    listed = [t["thread_id"] for t in report["listed"]]
+    assert listed == [report["waited_thread"], report["thread"]["thread_id"]]
+    assert all(t["metadata"]["graph_id"] == "chat" for t in report["listed"])
+    assert report["created"]["metadata"] == {"topic": "refunds"}
+    assert [t["thread_id"] for t in report["by_topic"]] == [report["created"]["thread_id"]]
     return str(parts[0]["data"]["run_id"])
 
 

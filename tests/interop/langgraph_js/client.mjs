@@ -61,8 +61,20 @@ report.answered = await collect(
 
 // a run waited for
 const waited = await client.threads.create();
+report.waited_thread = waited.thread_id;
 report.waited = await client.runs.wait(waited.thread_id, "chat", {
   input: { messages: [{ type: "human", content: "again" }] },
 });
+
+// agent-chat-ui's thread list: the threads of the graph, newest first, by the metadata a
+// run writes on its thread; and a thread created with metadata of its own
+report.created = await client.threads.create({ metadata: { topic: "refunds" } });
+report.listed = await client.threads.search({
+  metadata: { graph_id: "chat" },
+  limit: 10,
+  sortBy: "updated_at",
+  sortOrder: "desc",
+});
+report.by_topic = await client.threads.search({ metadata: { topic: "refunds" } });
 
 process.stdout.write(JSON.stringify(report));
