@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -263,3 +264,24 @@ def replica_env(tmp_path: Path, gates: Path, **overrides: str) -> dict[str, str]
         **overrides,
     )
     return env
+
+
+@contextlib.contextmanager
+def replicas_of(
+    folder: Path, graph: Path, gates: Path
+) -> Iterator[tuple[Callable[..., Replica], Gates]]:
+    """``start(name, **env)`` makes a replica of ``graph`` in ``folder`` (ready when it
+    returns), and the gates its nodes wait on; every replica started is stopped at the
+    end."""
+    started: list[Replica] = []
+
+    def start(name: str, **env: str) -> Replica:
+        replica = Replica(name, replica_env(folder, gates, **env), folder, graph)
+        started.append(replica)
+        return replica.wait_ready()
+
+    try:
+        yield start, Gates(gates)
+    finally:
+        for replica in started:
+            replica.stop()

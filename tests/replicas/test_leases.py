@@ -32,7 +32,7 @@ import pytest
 import redis
 
 from tests.interop.conftest import TurnReader, wait_until
-from tests.replicas.processes import Gates, Replica, replica_env, write_gated_graph
+from tests.replicas.processes import Gates, Replica, replicas_of, write_gated_graph
 
 pytestmark = pytest.mark.slow
 
@@ -43,17 +43,8 @@ TAKEOVER_BOUND_S = 90
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[Callable[..., Replica], Gates]]:
-    graph, gates = write_gated_graph(tmp_path)
-    started: list[Replica] = []
-
-    def start(name: str, **env: str) -> Replica:
-        replica = Replica(name, replica_env(tmp_path, gates, **env), tmp_path, graph)
-        started.append(replica)
-        return replica.wait_ready()
-
-    yield start, Gates(gates)
-    for replica in started:
-        replica.stop()
+    with replicas_of(tmp_path, *write_gated_graph(tmp_path)) as made:
+        yield made
 
 
 def chat(base: str, message: str, thread_id: str | None = None) -> httpx.Response:

@@ -31,7 +31,7 @@ import httpx
 import pytest
 
 from tests.interop.conftest import TurnReader, wait_until
-from tests.replicas.processes import Gates, Replica, replica_env, write_recovery_graph
+from tests.replicas.processes import Gates, Replica, replicas_of, write_recovery_graph
 from tests.replicas.test_leases import (
     LEASE_S,
     TAKEOVER_BOUND_S,
@@ -47,17 +47,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[Callable[..., Replica], Gates]]:
-    graph, gates = write_recovery_graph(tmp_path)
-    started: list[Replica] = []
-
-    def start(name: str, **env: str) -> Replica:
-        replica = Replica(name, replica_env(tmp_path, gates, **env), tmp_path, graph)
-        started.append(replica)
-        return replica.wait_ready()
-
-    yield start, Gates(gates)
-    for replica in started:
-        replica.stop()
+    with replicas_of(tmp_path, *write_recovery_graph(tmp_path)) as made:
+        yield made
 
 
 def seqs_follow(events: list[dict]) -> bool:
