@@ -50,3 +50,54 @@ def matches(
         elif have != wanted:
             return False
     return True
+
+
+#: how deep LangGraph lets ``$or``/``$and`` nest in a filter
+MAX_FILTER_NESTING = 2
+
+
+def matches_metadata(filters: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
+    """Whether a resource's whole ``metadata`` (a thread row's, an assistant's) passes a
+    LangGraph filter, as the Agent Server matches one: each key equal (``value`` or
+    ``{"$eq": value}``) or holding (``{"$contains": value or [values]}``, a list
+    holding each) and present; ``{"$or": [f, g, ...]}`` (at least two) any of them,
+    ``{"$and": [...]}`` all, nested at most :data:`MAX_FILTER_NESTING` deep; the keys
+    together: all of them. Any other operator, or an ``$or``/``$and`` that is not a list
+    of two filters or more, is :class:`UnsupportedFilter`: the caller fails closed."""
+    return _matches(filters, metadata, 0)
+
+
+def _matches(filters: Mapping[str, Any], metadata: Mapping[str, Any], depth: int) -> bool:
+    if depth > MAX_FILTER_NESTING:
+        raise UnsupportedFilter(f"a filter nested over {MAX_FILTER_NESTING} levels")
+    for key, wanted in filters.items():
+        if key in ("$or", "$and"):
+            if not isinstance(wanted, list) or len(wanted) < 2:
+                raise UnsupportedFilter(f"{key} that is not a list of two filters or more")
+            if not all(isinstance(group, Mapping) for group in wanted):
+                raise UnsupportedFilter(f"{key} with a member that is not a filter")
+            results = [_matches(group, metadata, depth + 1) for group in wanted]
+            if not (any(results) if key == "$or" else all(results)):
+                return False
+            continue
+        if key not in metadata:
+            return False
+        have = metadata[key]
+        if isinstance(wanted, Mapping):
+            if len(wanted) != 1:
+                raise UnsupportedFilter(f"a filter on {key!r} with {len(wanted)} operators")
+            operator, operand = next(iter(wanted.items()))
+            if operator == "$eq":
+                if have != operand:
+                    return False
+            elif operator == "$contains":
+                if not isinstance(have, list):
+                    return False
+                needed = operand if isinstance(operand, list) else [operand]
+                if not all(item in have for item in needed):
+                    return False
+            else:
+                raise UnsupportedFilter(f"a filter operator {operator!r} on {key!r}")
+        elif have != wanted:
+            return False
+    return True

@@ -16,10 +16,14 @@ clients call to list assistants, make and read threads, and stream or wait for r
   :class:`relay.turns.admission.Admission`; the run id is the turn id (a resume's is the
   paused turn's), so ``/turns/{run_id}`` and its events are the run's.
 
+With langgraph.json's ``auth``, each route calls the ``@auth.on`` handler the Agent
+Server calls (relay/http/agent_server_auth.py): ``assistants.search``/``read``,
+``threads.create``/``read``/``create_run``; a route added here calls
+:meth:`AgentServer.authorize` (or :meth:`AgentServer.authorized_thread`) before it acts,
+and :meth:`AgentServer.check_auth` (a ``501``) until it does.
+
 Not served yet (a 404 or a 422 that says so): runs create/join/cancel, thread copy,
-the ``commands`` + ``stream/events`` protocol, subgraph streams. With
-langgraph.json's ``auth`` these routes answer ``501``: its handlers are not applied here
-yet, and a route that skipped them would open what they close.
+the ``commands`` + ``stream/events`` protocol, subgraph streams.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import JSONResponse, Response
 
 from relay.agent_server.assistants import (
+    assistant_id_of,
     assistant_of,
     find,
     graph_json,
@@ -51,6 +56,7 @@ from relay.delivery.negotiation import SSE
 from relay.delivery.streaming import MAX_BATCH
 from relay.errors import ApiError
 from relay.events import ERROR, RUN_TERMINAL
+from relay.http.agent_server_auth import AgentServerAuth
 from relay.http.agent_server_openapi import AGENT_SERVER_OPENAPI
 from relay.http.chat import configurable_of
 from relay.http.chat_input import ID, digest
@@ -90,6 +96,8 @@ class AgentServer:
         self.graphs: dict[str, Served] = {}
         #: when the assistants were registered (they are the graphs this process serves)
         self.created_at = datetime.datetime.now(datetime.UTC)
+        #: langgraph.json's ``auth`` on these routes (allows everything without one)
+        self.auth = AgentServerAuth(relay.langgraph_auth)
 
     def add(self, agent: GraphAgent, admission: Admission, tools: ClientTools) -> None:
         self.graphs[agent.name] = Served(agent, admission, tools)
@@ -97,13 +105,56 @@ class AgentServer:
     # -- lookups --------------------------------------------------------------------------
 
     def check_auth(self) -> None:
+        """A ``501`` with langgraph.json's ``auth``, for a route that does not call its
+        handlers (:meth:`authorize`) yet: a route that skipped them would open what they
+        close."""
         if self.relay.langgraph_auth is not None:
             raise ApiError(
                 501,
                 "not_implemented",
-                "LangGraph's Agent Server routes do not apply langgraph.json's auth "
-                "handlers yet; use /chat, /agui and the turn API.",
+                "This Agent Server route does not apply langgraph.json's auth handlers "
+                "yet; use /chat, /agui and the turn API.",
             )
+
+    async def authorize(
+        self, request: Request, resource: str, action: str, value: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """LangGraph's handler of ``resource.action`` (``threads.read``, ``store.put``, ...)
+        on ``value``, the Agent Server's value dict of that action, which the handler may
+        change (a create's ``metadata``, a store's ``namespace``): its filter (a dict the
+        caller matches against what it acts on: :meth:`authorized_thread`), None (allowed,
+        unfiltered; always None without langgraph.json's ``auth``), or its refusal (an
+        ApiError: ``403``, or the status it raised)."""
+        return await self.auth.authorize(request, resource, action, value)
+
+    async def authorized_thread(
+        self,
+        request: Request,
+        thread_id: str,
+        action: str,
+        value: dict[str, Any] | None = None,
+    ) -> ThreadRecord:
+        """``threads.<action>``'s handler (``value``: by default ``{"thread_id": ...}``),
+        then the thread's row: a ``404`` for a thread that does not exist, was deleted, is
+        another user's, or whose metadata the handler's filter does not match."""
+        filters = await self.authorize(
+            request, "threads", action, value if value is not None else {"thread_id": thread_id}
+        )
+        record = await self.thread_record(thread_id, user_of(request))
+        if not self.auth.thread_passes(filters, record):
+            raise ApiError(404, "unknown_thread", f"There is no thread {thread_id} of yours.")
+        return record
+
+    async def authorized_assistant(self, request: Request, assistant_id: str) -> Served:
+        """``assistants.read``'s handler, then the assistant: a ``404`` when its filter
+        does not match the assistant's metadata."""
+        value: dict[str, Any] = {"assistant_id": assistant_id}
+        filters = await self.authorize(request, "assistants", "read", value)
+        served = self.served(assistant_id)
+        listed = assistant_of(served.agent, self.created_at)
+        if not self.auth.passes(filters, listed["metadata"]):
+            raise ApiError(404, "unknown_assistant", f"No assistant {assistant_id!r} here.")
+        return served
 
     def served(self, assistant_id: str) -> Served:
         agent = find([s.agent for s in self.graphs.values()], assistant_id)
@@ -199,7 +250,8 @@ class AgentServer:
 
         return await read_checkpoints(read())
 
-    async def create_thread(self, body: dict[str, Any], user: User | None) -> dict[str, Any]:
+    async def create_thread(self, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+        user = user_of(request)
         unknown = sorted(set(body) - {"thread_id", "metadata", "if_exists", "supersteps", "ttl"})
         if unknown:
             raise ApiError(422, "unknown_fields", f"Unknown fields: {', '.join(unknown)}.")
@@ -219,9 +271,16 @@ class AgentServer:
                 "invalid_thread_id",
                 "'thread_id' must be 1-128 characters of letters, digits, '_', '-', '.', ':'.",
             )
+        # threads.create: its handler may stamp the metadata (the documented ``owner``)
+        value = {"thread_id": thread_id, "metadata": metadata, "if_exists": if_exists}
+        filters = await self.authorize(request, "threads", "create", value)
+        metadata = self.auth.metadata_of(value, "threads.create")
         turns = self.relay.turns
         found = await turns.get_thread(thread_id)
         owner = found.owner if found is not None else None
+        if found is not None and not found.deleted and not self.auth.thread_passes(filters, found):
+            # as the Agent Server answers a create its filter does not let through
+            raise ApiError(409, "thread_exists", f"Thread {thread_id} already exists.")
         if owner is None:  # a concurrent claim may win: the owner is the claim's answer
             owner = await turns.claim_thread(
                 thread_id, user.id if user is not None else "", metadata
@@ -244,6 +303,13 @@ class AgentServer:
         user = user_of(request)
         if not ID.match(thread_id):
             raise ApiError(404, "unknown_thread", f"There is no thread {thread_id!r}.")
+        agent = served.agent
+        run_id = str(uuid.uuid4())
+        # threads.create_run: its handler may stamp the run's metadata, which a thread
+        # the run creates starts with; its filter must let an existing thread through
+        value = run_value(thread_id, run_id, agent.name, run)
+        filters = await self.authorize(request, "threads", "create_run", value)
+        metadata = self.auth.metadata_of(value, "threads.create_run")
         owner = await self.relay.turns.thread_owner(thread_id)
         if owner is None and not run.create_thread:
             raise ApiError(
@@ -251,8 +317,10 @@ class AgentServer:
                 "unknown_thread",
                 f"There is no thread {thread_id}; create it first, or send if_not_exists 'create'.",
             )
-        agent = served.agent
-        run_id = str(uuid.uuid4())
+        if owner is not None and filters:
+            found = await self.relay.turns.get_thread(thread_id)
+            if found is None or not self.auth.thread_passes(filters, found):
+                raise ApiError(404, "unknown_thread", f"There is no thread {thread_id} of yours.")
         configurable = {**run.configurable, **configurable_of(agent, request, user)}
         if run.has_resume:
             answer = run.resume
@@ -286,6 +354,8 @@ class AgentServer:
             )
         )
         await ran_on(self.relay.turns, admitted.record.thread_id, agent)
+        if owner is None and metadata:  # the run made the thread: its metadata is the run's
+            await self.relay.turns.patch_thread(admitted.record.thread_id, metadata)
         return admitted
 
     async def stream(self, request: Request, thread_id: str) -> Response:
@@ -381,6 +451,28 @@ class AgentServer:
         return found
 
 
+def run_value(thread_id: str, run_id: str, graph: str, run: RunRequest) -> dict[str, Any]:
+    """What LangGraph's ``threads.create_run`` handler gets for a run (``RunsCreate``)."""
+    command = {"resume": run.resume} if run.has_resume else None
+    return {
+        "thread_id": thread_id,
+        "assistant_id": assistant_id_of(graph),
+        "run_id": run_id,
+        "status": "pending",
+        "metadata": dict(run.metadata),
+        "prevent_insert_if_inflight": True,
+        "multitask_strategy": "reject",
+        "if_not_exists": "create" if run.create_thread else "reject",
+        "after_seconds": 0,
+        "kwargs": {
+            "input": run.graph_input,
+            "command": command,
+            "config": {"configurable": dict(run.configurable)},
+            "stream_mode": list(run.stream_modes),
+        },
+    }
+
+
 async def _nothing(record: TurnRecord) -> None:
     """No further check of a resumed turn: its user was checked by the admission."""
 
@@ -435,19 +527,25 @@ def agent_server_router(server: AgentServer, dependencies: list[Any]) -> APIRout
         openapi_extra=docs["search"],
     )
     async def search(request: Request) -> Response:
-        server.check_auth()
         body = await read_json_object(request, settings.max_body_bytes)
         matches, page = search_filter(body)
+        value = {
+            "graph_id": body.get("graph_id"),
+            "metadata": body.get("metadata") or {},
+            "limit": page.stop - page.start,
+            "offset": page.start,
+        }
+        filters = await server.authorize(request, "assistants", "search", value)
         listed = [assistant_of(s.agent, server.created_at) for s in server.graphs.values()]
-        found = [a for a in listed if matches(a)]
+        found = [a for a in listed if matches(a) and server.auth.passes(filters, a["metadata"])]
         return JSONResponse(found[page])
 
     @router.get(
         "/assistants/{assistant_id}", dependencies=reads, responses=error_responses(401, 404)
     )
-    async def assistant(assistant_id: str) -> dict[str, Any]:
-        server.check_auth()
-        return assistant_of(server.served(assistant_id).agent, server.created_at)
+    async def assistant(request: Request, assistant_id: str) -> dict[str, Any]:
+        served = await server.authorized_assistant(request, assistant_id)
+        return assistant_of(served.agent, server.created_at)
 
     @router.get(
         "/assistants/{assistant_id}/graph",
@@ -455,20 +553,21 @@ def agent_server_router(server: AgentServer, dependencies: list[Any]) -> APIRout
         responses=error_responses(401, 404, 422),
     )
     async def graph_of(
-        assistant_id: str, xray: str = Query("false", pattern="^(true|false|[0-9]{1,2})$")
+        request: Request,
+        assistant_id: str,
+        xray: str = Query("false", pattern="^(true|false|[0-9]{1,2})$"),
     ) -> dict[str, Any]:
-        server.check_auth()
         depth: int | bool = xray == "true" if xray in ("true", "false") else int(xray)
-        return graph_json(server.served(assistant_id).agent.graph, depth)
+        served = await server.authorized_assistant(request, assistant_id)
+        return graph_json(served.agent.graph, depth)
 
     @router.get(
         "/assistants/{assistant_id}/schemas",
         dependencies=reads,
         responses=error_responses(401, 404),
     )
-    async def schemas(assistant_id: str) -> dict[str, Any]:
-        server.check_auth()
-        return schemas_of(server.served(assistant_id).agent)
+    async def schemas(request: Request, assistant_id: str) -> dict[str, Any]:
+        return schemas_of((await server.authorized_assistant(request, assistant_id)).agent)
 
     @router.post(
         "/threads",
@@ -477,20 +576,19 @@ def agent_server_router(server: AgentServer, dependencies: list[Any]) -> APIRout
         openapi_extra=docs["create_thread"],
     )
     async def create_thread(request: Request) -> dict[str, Any]:
-        server.check_auth()
         body = await read_json_object(request, settings.max_body_bytes)
-        return await server.create_thread(body, user_of(request))
+        return await server.create_thread(request, body)
 
     @router.get("/threads/{thread_id}", dependencies=reads, responses=error_responses(401, 404))
     async def thread(request: Request, thread_id: str) -> dict[str, Any]:
-        server.check_auth()
+        await server.authorized_thread(request, thread_id, "read")
         return await server.thread(thread_id, user_of(request))
 
     @router.get(
         "/threads/{thread_id}/state", dependencies=reads, responses=error_responses(401, 404)
     )
     async def state(request: Request, thread_id: str) -> dict[str, Any]:
-        server.check_auth()
+        await server.authorized_thread(request, thread_id, "read")
         return await server.state(thread_id, user_of(request))
 
     @router.post(
@@ -500,8 +598,8 @@ def agent_server_router(server: AgentServer, dependencies: list[Any]) -> APIRout
         openapi_extra=docs["history"],
     )
     async def history(request: Request, thread_id: str) -> Response:
-        server.check_auth()
         body = await read_json_object(request, settings.max_body_bytes)
+        await server.authorized_thread(request, thread_id, "read")
         return JSONResponse(await server.history(thread_id, user_of(request), body))
 
     @router.post(
@@ -511,7 +609,6 @@ def agent_server_router(server: AgentServer, dependencies: list[Any]) -> APIRout
         openapi_extra=docs["run_stream"],
     )
     async def run_stream(request: Request, thread_id: str) -> Response:
-        server.check_auth()
         return await server.stream(request, thread_id)
 
     @router.post(
@@ -521,7 +618,6 @@ def agent_server_router(server: AgentServer, dependencies: list[Any]) -> APIRout
         openapi_extra=docs["run_wait"],
     )
     async def run_wait(request: Request, thread_id: str) -> Response:
-        server.check_auth()
         return await server.wait(request, thread_id)
 
     return router
