@@ -38,7 +38,6 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import JSONResponse, Response
 
 from relay.agent_server.assistants import (
-    assistant_id_of,
     assistant_of,
     find,
     graph_json,
@@ -56,7 +55,7 @@ from relay.delivery.negotiation import SSE
 from relay.delivery.streaming import MAX_BATCH
 from relay.errors import ApiError
 from relay.events import ERROR, RUN_TERMINAL
-from relay.http.agent_server_auth import AgentServerAuth
+from relay.http.agent_server_auth import AgentServerAuth, run_value
 from relay.http.agent_server_openapi import AGENT_SERVER_OPENAPI
 from relay.http.chat import configurable_of
 from relay.http.chat_input import ID, digest
@@ -449,28 +448,6 @@ class AgentServer:
         finally:
             reader.close()
         return found
-
-
-def run_value(thread_id: str, run_id: str, graph: str, run: RunRequest) -> dict[str, Any]:
-    """What LangGraph's ``threads.create_run`` handler gets for a run (``RunsCreate``)."""
-    command = {"resume": run.resume} if run.has_resume else None
-    return {
-        "thread_id": thread_id,
-        "assistant_id": assistant_id_of(graph),
-        "run_id": run_id,
-        "status": "pending",
-        "metadata": dict(run.metadata),
-        "prevent_insert_if_inflight": True,
-        "multitask_strategy": "reject",
-        "if_not_exists": "create" if run.create_thread else "reject",
-        "after_seconds": 0,
-        "kwargs": {
-            "input": run.graph_input,
-            "command": command,
-            "config": {"configurable": dict(run.configurable)},
-            "stream_mode": list(run.stream_modes),
-        },
-    }
 
 
 async def _nothing(record: TurnRecord) -> None:

@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 
+from relay.agent_server.assistants import assistant_id_of
+from relay.agent_server.requests import RunRequest
 from relay.auth.filters import UnsupportedFilter, matches_metadata
 from relay.errors import ApiError
 from relay.http.identity import user_of
@@ -51,6 +53,28 @@ def thread_metadata(record: ThreadRecord) -> dict[str, Any]:
     found: dict[str, Any] = {"owner": record.owner} if record.owner else {}
     found.update(record.metadata)
     return found
+
+
+def run_value(thread_id: str, run_id: str, graph: str, run: RunRequest) -> dict[str, Any]:
+    """What LangGraph's ``threads.create_run`` handler gets for a run (``RunsCreate``)."""
+    command = {"resume": run.resume} if run.has_resume else None
+    return {
+        "thread_id": thread_id,
+        "assistant_id": assistant_id_of(graph),
+        "run_id": run_id,
+        "status": "pending",
+        "metadata": dict(run.metadata),
+        "prevent_insert_if_inflight": True,
+        "multitask_strategy": "reject",
+        "if_not_exists": "create" if run.create_thread else "reject",
+        "after_seconds": 0,
+        "kwargs": {
+            "input": run.graph_input,
+            "command": command,
+            "config": {"configurable": dict(run.configurable)},
+            "stream_mode": list(run.stream_modes),
+        },
+    }
 
 
 class AgentServerAuth:

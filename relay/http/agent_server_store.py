@@ -219,9 +219,8 @@ def store_router(server: AgentServer) -> APIRouter:
                 "refresh_ttl": asked.refresh_ttl,
             }
             required = _handler_filter(server, await auth.ask("search", value), nul_free)
-            asked = search_items(
-                {**value, "namespace_prefix": _labels(value.pop("namespace", None))}, nul_free
-            )
+            prefix = _labels(value.pop("namespace", None))
+            asked = search_items({**value, "namespace_prefix": prefix}, nul_free)
             item_filter = asked.filter
             if required:
                 try:
@@ -265,7 +264,8 @@ def store_router(server: AgentServer) -> APIRouter:
                 "offset": asked.offset,
             }
             await auth.ask("list_namespaces", value)
-            asked = list_namespaces({**value, "prefix": _labels(value.pop("namespace", None))})
+            prefix = _labels(value.pop("namespace", None))
+            asked = list_namespaces({**value, "prefix": prefix})
         found = await store.alist_namespaces(
             prefix=auth.scope("list_namespaces").prefix(asked.prefix) or None,
             suffix=asked.suffix or None,
