@@ -8,7 +8,9 @@ handlers; its documented handler (``@auth.on.store``) allows a user the namespac
 first label is their identity. span-relay applies that rule itself for RELAY_AUTH users
 (a JWT's or the proxy's user): a user puts, reads, deletes and searches only under
 ``(user_id, ...)``; a search or a namespace listing without a prefix is one under
-``(user_id,)``; anything else is a ``403 forbidden_namespace``. A graph that keeps a
+``(user_id,)``; anything else is a ``403 forbidden_namespace``. With langgraph.json's
+``auth`` its ``store`` handlers decide instead, where one does (relay/http/agent_server_store.py;
+:func:`and_filters` joins a handler's search filter to the request's). A graph that keeps a
 user's memories under ``(user_id, ...)`` (``config["configurable"]["user_id"]``, which
 the relay sets for a run of that user) shares them with that user's frontend. Without
 users (RELAY_AUTH ``none`` or ``token``) the store is everyone's, as under ``langgraph
