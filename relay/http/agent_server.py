@@ -500,7 +500,7 @@ def agent_server_router(server: AgentServer, dependencies: list[Any]) -> APIRout
     @router.post(
         "/assistants/search",
         dependencies=reads,
-        responses=error_responses(401, 422),
+        responses=error_responses(401, 403, 422),
         openapi_extra=docs["search"],
     )
     async def search(request: Request) -> Response:
@@ -518,7 +518,7 @@ def agent_server_router(server: AgentServer, dependencies: list[Any]) -> APIRout
         return JSONResponse(found[page])
 
     @router.get(
-        "/assistants/{assistant_id}", dependencies=reads, responses=error_responses(401, 404)
+        "/assistants/{assistant_id}", dependencies=reads, responses=error_responses(401, 403, 404)
     )
     async def assistant(request: Request, assistant_id: str) -> dict[str, Any]:
         served = await server.authorized_assistant(request, assistant_id)
@@ -527,7 +527,7 @@ def agent_server_router(server: AgentServer, dependencies: list[Any]) -> APIRout
     @router.get(
         "/assistants/{assistant_id}/graph",
         dependencies=reads,
-        responses=error_responses(401, 404, 422),
+        responses=error_responses(401, 403, 404, 422),
     )
     async def graph_of(
         request: Request,
@@ -541,7 +541,7 @@ def agent_server_router(server: AgentServer, dependencies: list[Any]) -> APIRout
     @router.get(
         "/assistants/{assistant_id}/schemas",
         dependencies=reads,
-        responses=error_responses(401, 404),
+        responses=error_responses(401, 403, 404),
     )
     async def schemas(request: Request, assistant_id: str) -> dict[str, Any]:
         return schemas_of((await server.authorized_assistant(request, assistant_id)).agent)
@@ -549,20 +549,22 @@ def agent_server_router(server: AgentServer, dependencies: list[Any]) -> APIRout
     @router.post(
         "/threads",
         dependencies=reads,
-        responses=error_responses(401, 409, 422),
+        responses=error_responses(401, 403, 409, 422),
         openapi_extra=docs["create_thread"],
     )
     async def create_thread(request: Request) -> dict[str, Any]:
         body = await read_json_object(request, settings.max_body_bytes)
         return await server.create_thread(request, body)
 
-    @router.get("/threads/{thread_id}", dependencies=reads, responses=error_responses(401, 404))
+    @router.get(
+        "/threads/{thread_id}", dependencies=reads, responses=error_responses(401, 403, 404)
+    )
     async def thread(request: Request, thread_id: str) -> dict[str, Any]:
         await server.authorized_thread(request, thread_id, "read")
         return await server.thread(thread_id, user_of(request))
 
     @router.get(
-        "/threads/{thread_id}/state", dependencies=reads, responses=error_responses(401, 404)
+        "/threads/{thread_id}/state", dependencies=reads, responses=error_responses(401, 403, 404)
     )
     async def state(request: Request, thread_id: str) -> dict[str, Any]:
         await server.authorized_thread(request, thread_id, "read")
@@ -571,7 +573,7 @@ def agent_server_router(server: AgentServer, dependencies: list[Any]) -> APIRout
     @router.post(
         "/threads/{thread_id}/history",
         dependencies=reads,
-        responses=error_responses(401, 404, 422),
+        responses=error_responses(401, 403, 404, 422),
         openapi_extra=docs["history"],
     )
     async def history(request: Request, thread_id: str) -> Response:
@@ -582,7 +584,7 @@ def agent_server_router(server: AgentServer, dependencies: list[Any]) -> APIRout
     @router.post(
         "/threads/{thread_id}/runs/stream",
         dependencies=runs,
-        responses=error_responses(401, 404, 409, 422),
+        responses=error_responses(401, 403, 404, 409, 422),
         openapi_extra=docs["run_stream"],
     )
     async def run_stream(request: Request, thread_id: str) -> Response:
@@ -591,7 +593,7 @@ def agent_server_router(server: AgentServer, dependencies: list[Any]) -> APIRout
     @router.post(
         "/threads/{thread_id}/runs/wait",
         dependencies=runs,
-        responses=error_responses(401, 404, 409, 422),
+        responses=error_responses(401, 403, 404, 409, 422),
         openapi_extra=docs["run_wait"],
     )
     async def run_wait(request: Request, thread_id: str) -> Response:

@@ -150,7 +150,7 @@ def thread_routes_router(server: AgentServer) -> APIRouter:
     @router.post(
         "/threads/search",
         dependencies=reads,
-        responses=error_responses(401, 422),
+        responses=error_responses(401, 403, 422),
         openapi_extra=BODIES["search_threads"],
     )
     async def search_threads(request: Request) -> Response:
@@ -161,7 +161,7 @@ def thread_routes_router(server: AgentServer) -> APIRouter:
     @router.post(
         "/threads/count",
         dependencies=reads,
-        responses=error_responses(401, 422),
+        responses=error_responses(401, 403, 422),
         openapi_extra=BODIES["count_threads"],
     )
     async def count_threads(request: Request) -> Response:
@@ -172,7 +172,7 @@ def thread_routes_router(server: AgentServer) -> APIRouter:
     @router.patch(
         "/threads/{thread_id}",
         dependencies=reads,
-        responses=error_responses(401, 404, 422),
+        responses=error_responses(401, 403, 404, 422),
         openapi_extra=BODIES["patch_thread"],
     )
     async def patch_thread(request: Request, thread_id: str) -> Response:
@@ -187,7 +187,7 @@ def thread_routes_router(server: AgentServer) -> APIRouter:
         "/threads/{thread_id}",
         dependencies=reads,
         status_code=204,
-        responses=error_responses(401, 404, 409),
+        responses=error_responses(401, 403, 404, 409),
     )
     async def delete_thread(request: Request, thread_id: str) -> Response:
         """Delete the thread's checkpoints and the thread (its turns and spans stay)."""
