@@ -118,7 +118,7 @@ class AgentServerAuth:
         the search itself, even with no thread to list)."""
         if not filters:
             return lambda record: True
-        self.passes(filters, {})
+        self.passes(filters, {})  # checks the filter whole (matches_metadata)
         return lambda record: self.thread_passes(filters, record)
 
     def metadata_of(self, value: Mapping[str, Any], action: str) -> dict[str, Any]:
