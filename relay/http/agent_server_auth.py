@@ -1,6 +1,6 @@
 """langgraph.json's ``auth`` on LangGraph's Agent Server routes (issue 34): the ``@auth.on``
 handler the Agent Server calls for each route, and what its answer does there, as the
-Agent Server applies it (README "Your LangGraph frontend" has the table).
+Agent Server applies it (README "langgraph.json's `auth`" has the table).
 
 The handler is LangGraph's most specific one (relay/auth/langgraph_auth.py: resource and
 action, then resource, then action, then the global ``@auth.on``); it gets
