@@ -1,8 +1,9 @@
 """The store routes of LangGraph's Agent Server API (issue 34) over the relay's LangGraph
 store (relay/langgraph/store.py; a served graph's own, when every graph was compiled with
 one): ``PUT /store/items`` (204), ``GET /store/items?namespace=a.b&key=k`` (the item, or
-404), ``DELETE /store/items`` (204), ``POST /store/items/search`` (``{"items": [...]}``,
-each with its ``score``), ``POST /store/namespaces`` (``{"namespaces": [[...]]}``).
+``null`` when there is none, as LangGraph answers: the SDKs' ``get_item`` gives None),
+``DELETE /store/items`` (204), ``POST /store/items/search`` (``{"items": [...]}``, each
+with its ``score``), ``POST /store/namespaces`` (``{"namespaces": [[...]]}``).
 Which namespaces a user may use: relay/agent_server/store_items.py.
 
 With langgraph.json's ``auth``, each route calls the Agent Server's ``store`` handler
@@ -153,14 +154,15 @@ def store_router(server: AgentServer) -> APIRouter:
             ) from None
         return Response(status_code=204)
 
-    @router.get("/store/items", dependencies=reads, responses=error_responses(401, 403, 404, 422))
+    @router.get("/store/items", dependencies=reads, responses=error_responses(401, 403, 422))
     async def get(
         request: Request,
         key: str = Query(..., pattern="^[^\\x00]{1,1024}$"),
         namespace: str = Query(..., pattern=_DOTTED),
         refresh_ttl: bool | None = None,
-    ) -> dict[str, Any]:
-        """An item by namespace (its labels joined by dots) and key."""
+    ) -> dict[str, Any] | None:
+        """An item by namespace (its labels joined by dots) and key; ``null`` when there
+        is none (LangGraph's answer, which its SDKs read as None)."""
         store = _store(server)
         auth = _StoreAuth(server, request)
         asked = {"namespace": dotted_namespace(namespace), "key": key, "refresh_ttl": refresh_ttl}
@@ -172,7 +174,7 @@ def store_router(server: AgentServer) -> APIRouter:
             found_namespace, key_of(asked.get("key")), refresh_ttl=asked.get("refresh_ttl")
         )
         if found is None:
-            raise ApiError(404, "unknown_item", f"No item {key!r} in {namespace!r}.")
+            return None
         return item_json(found)
 
     @router.delete(

@@ -119,6 +119,7 @@ def client_script(url: str) -> dict[str, Any]:
     report["alice_namespaces"] = alice.store.list_namespaces()["namespaces"]
     bob.store.delete_item(["notes"], "a")
     report["after_bobs_delete"] = alice.store.get_item(["notes"], "a")["value"]["text"]
+    report["missing_item"] = alice.store.get_item(["notes"], "nothing here")
 
     alice.threads.delete(thread_id)
     report["deleted"] = failure(lambda: alice.threads.get(thread_id))
@@ -185,6 +186,7 @@ def test_the_same_client_reads_the_same_auth_from_both_servers(
         assert report["alice_search"] == ["tea"] and report["bob_search"] == ["bob's"]
         assert report["alice_namespaces"] == [["alice", "notes"]]
         assert report["after_bobs_delete"] == "tea"
+        assert report["missing_item"] is None  # 200 null on both: the SDK's None
         for key in ("bob_get", "bob_state", "bob_history", "bob_update", "bob_run"):
             assert report[key][0] == 404, (key, report[key])
         for key in ("bob_delete", "carol_put"):
