@@ -7,10 +7,11 @@ Served: ``assistant_id``, ``input`` (the graph's own input object), ``command.re
 ``config.configurable`` (the relay's own entries win; other ``config`` keys are a 422),
 ``if_not_exists`` (``reject`` or ``create``), ``on_disconnect`` (``continue``, the
 default, or ``cancel``), ``multitask_strategy`` ``reject``, ``metadata`` (written into the
-metadata of a thread the run creates, as LangGraph does; not kept on the run). Accepted and
-without effect:
+metadata of a thread the run creates, as LangGraph does; not kept on the run),
+``stream_resumable`` (the stream's frames get ``id:`` lines, which the join stream
+resumes after: relay/agent_server/stream.py). Accepted and without effect:
 ``stream_subgraphs`` (subgraph events are not sent as ``mode|ns`` yet),
-``stream_resumable`` (the stream sends no ids yet), ``durability`` (runs always save each
+``durability`` (runs always save each
 step: ``sync``), ``checkpoint_during``, ``strict_resume``, ``langsmith_tracer``.
 """
 
@@ -27,7 +28,6 @@ STREAM_MODES = ("values", "updates", "messages-tuple", "custom")
 #: fields accepted that do not change the run (see the module docstring)
 _WITHOUT_EFFECT = (
     "stream_subgraphs",
-    "stream_resumable",
     "durability",
     "checkpoint_during",
     "strict_resume",
@@ -55,6 +55,7 @@ _SERVED = (
     "on_disconnect",
     "multitask_strategy",
     "metadata",
+    "stream_resumable",
 )
 KNOWN_FIELDS = frozenset((*_SERVED, *_WITHOUT_EFFECT, *_NOT_SERVED))
 _MISSING = object()
@@ -75,6 +76,8 @@ class RunRequest:
     on_disconnect: str
     #: the run's ``metadata``: what a thread the run creates starts with
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: ``stream_resumable``: the run stream's frames carry ids
+    resumable: bool = False
 
 
 def count_of(body: Mapping[str, Any], key: str, default: int, least: int, most: int) -> int:
@@ -194,4 +197,5 @@ def run_request(body: Mapping[str, Any]) -> RunRequest:
         create_thread=_choice(body, "if_not_exists", ("reject", "create"), "reject") == "create",
         on_disconnect=_choice(body, "on_disconnect", ("continue", "cancel"), "continue"),
         metadata=dict(metadata or {}),
+        resumable=body.get("stream_resumable") is True,
     )

@@ -33,6 +33,7 @@ import datetime
 import json
 import uuid
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import JSONResponse, Response
@@ -51,12 +52,12 @@ from relay.agent_server.stream import RunStreamEncoder, ThreadCheckpoints
 from relay.agent_server.threads import ran_on, thread_json
 from relay.auth import User
 from relay.bus.base import BusLost, BusUnavailable, CursorExpired
-from relay.delivery.negotiation import SSE
 from relay.delivery.streaming import MAX_BATCH
 from relay.errors import ApiError
 from relay.events import ERROR, RUN_TERMINAL
 from relay.http.agent_server_auth import AgentServerAuth, run_value
 from relay.http.agent_server_openapi import AGENT_SERVER_OPENAPI
+from relay.http.agent_server_streams import run_location, run_stream
 from relay.http.chat import configurable_of
 from relay.http.chat_input import ID, digest
 from relay.http.errors import error_responses
@@ -69,7 +70,6 @@ from relay.langgraph.client_tool_limits import ClientTools
 from relay.turns.access import may_use
 from relay.turns.admission import Admission, Admitted, NewTurn, Resume
 from relay.turns.records import TurnRecord, id_key
-from relay.turns.recovery import terminal_event
 from relay.turns.refusals import Refused
 from relay.turns.threads import ThreadRecord
 from relay.version import __version__
@@ -361,11 +361,6 @@ class AgentServer:
         body = await read_json_object(request, self.relay.settings.max_body_bytes)
         run = run_request(body)
         served = self.served(run.assistant_id)
-        baseline = None
-        if await self.relay.turns.thread_owner(thread_id) is not None:
-            baseline = await read_checkpoints(
-                ThreadCheckpoints(served.agent.graph, thread_id).latest_id()
-            )
         admitted = await self.admit(request, thread_id, run, served)
         record = admitted.record
         encoder = RunStreamEncoder(
@@ -373,33 +368,16 @@ class AgentServer:
             record.thread_id,
             run.stream_modes,
             ThreadCheckpoints(served.agent.graph, record.thread_id),
-            baseline,
+            start=admitted.after,
+            resumable=run.resumable,
         )
-        location = _location(record)
-        headers = [
-            (b"content-location", location.encode()),
-            (b"location", f"{location}/stream".encode()),
-        ]
-        relay = self.relay
-        if relay.runs.running(record.turn_id) or relay.bus.has_turn(record.turn_id):
-            return relay.streams.live(
-                record.turn_id,
-                admitted.after,
-                SSE,
-                stop_at=RUN_TERMINAL,
-                on_disconnect=run.on_disconnect,
-                encoder=encoder,
-                frames=encoder.frames,
-                headers=headers,
-            )
-        latest = await relay.turns.get(record.turn_id) or record
-        return relay.streams.fixed(
-            [terminal_event(latest, admitted.after)],
-            admitted.after,
-            SSE,
-            encoder=encoder,
-            frames=encoder.frames,
-            headers=headers,
+        location = run_location(record)
+        # the join stream, with this stream's modes (a client reconnects there, as
+        # LangGraph's SDKs do, and sends only the query it lacks)
+        join = f"{location}/stream?" + urlencode([("stream_mode", m) for m in run.stream_modes])
+        headers = [(b"content-location", location.encode()), (b"location", join.encode())]
+        return await run_stream(
+            self.relay, record, encoder, on_disconnect=run.on_disconnect, headers=headers
         )
 
     async def wait(self, request: Request, thread_id: str) -> Response:
@@ -411,7 +389,7 @@ class AgentServer:
         response = await self.relay.runs.wait(record.turn_id)
         latest = await self.relay.turns.get(record.turn_id) or record
         status = response.status if response is not None else latest.status
-        headers = {"Content-Location": _location(record)}
+        headers = {"Content-Location": run_location(record)}
         if status in ("error", "cancelled", "interrupted"):
             ended = await self.run_error(record.turn_id, admitted.after)
             message = response.answer if response is not None else f"The run ended: {status}."
@@ -456,10 +434,6 @@ async def _nothing(record: TurnRecord) -> None:
 
 def _config(record: TurnRecord) -> dict[str, Any]:
     return {"configurable": {"thread_id": record.thread_id}}
-
-
-def _location(record: TurnRecord) -> str:
-    return f"/threads/{record.thread_id}/runs/{record.turn_id}"
 
 
 def _empty_state(thread_id: str) -> dict[str, Any]:
