@@ -138,12 +138,14 @@ class _Follow:
         out, self.pending = self.pending, b""
         return out
 
-    async def idle(self) -> bool:
-        """Wait a while for something to happen (a turn, an event); a heartbeat in
-        :attr:`pending` when the stream has been quiet long enough. False: stop."""
+    async def idle(self, wait: bool = True) -> bool:
+        """Wait a while for something to happen (a turn, an event: ``wait``, unless the
+        caller waited already); a heartbeat in :attr:`pending` when the stream has been
+        quiet long enough. False: stop."""
         if self.events.closing.is_set():
             return False
-        await self.watcher.next(POLL_S)
+        if wait:
+            await self.watcher.next(POLL_S)
         if time.monotonic() - self.sent_at >= self.events.heartbeat_s:
             self.pending += HEARTBEAT
             self.sent_at = time.monotonic()
@@ -186,26 +188,29 @@ class _Follow:
             if not bus.has_turn(record.turn_id):
                 with contextlib.suppress(BusUnavailable):
                     await bus.lookup(record.turn_id)  # a paused turn resumed elsewhere
+            waited = False
             if bus.has_turn(record.turn_id):
                 reader = bus.reader(record.turn_id, read)
                 try:
-                    while batch := reader.take(BATCH):
-                        for event in batch:
-                            yield self._send(await encoder.encode(event))
-                            read, last = event.seq, _latest(last, event)
-                        if last is not None and last.is_turn_terminal:
-                            return
-                    if last is None or not last.is_run_terminal:
-                        if await reader.wait(POLL_S):
+                    while not self.events.closing.is_set():
+                        if batch := reader.take(BATCH):
+                            for event in batch:
+                                yield self._send(await encoder.encode(event))
+                                read, last = event.seq, _latest(last, event)
+                            if last is not None and last.is_turn_terminal:
+                                return
                             continue
+                        waited = True  # (a reader over I/O learns of events by waiting)
+                        if not await reader.wait(POLL_S):
+                            break  # quiet: look at the thread and the record, heartbeat
                 except CursorExpired:
-                    if read == 0:  # the log's start is gone: the stored spans have it
-                        for event in await self._off_the_bus(record):
-                            yield self._send(await encoder.encode(event))
-                            read, last = event.seq, _latest(last, event)
-                        continue
-                    self.ended = True
-                    return
+                    if read > 0:
+                        self.ended = True
+                        return
+                    for event in await self._off_the_bus(record):  # the log's start is gone
+                        yield self._send(await encoder.encode(event))
+                        read, last = event.seq, _latest(last, event)
+                    continue
                 except (BusLost, BusUnavailable):
                     self.ended = True
                     return
@@ -220,7 +225,7 @@ class _Follow:
                 if latest.status not in (RUNNING, PAUSED):  # over, its log gone: its end
                     yield self._send(await encoder.encode(terminal_event(latest, read)))
                     return
-            if not await self.idle():
+            if not await self.idle(wait=not waited):
                 return
             yield self.take()
 
@@ -229,8 +234,6 @@ class _Follow:
         stored = await self.events.stored(record.turn_id)
         if stored:
             return stored
-        if record.status in (RUNNING, PAUSED) and record.last_seq == 0:
-            return []
         return [terminal_event(record, 0)] if record.status not in (RUNNING, PAUSED) else []
 
 

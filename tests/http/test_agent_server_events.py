@@ -250,3 +250,21 @@ def test_bad_commands_and_stream_requests_are_4xx(server: LiveServer) -> None:
         assert answer.json()["error"]["code"] in ("invalid_request", "unknown_fields")
     bad_header = httpx.post(events, json={"channels": ["values"]}, headers={"Last-Event-ID": "x"})
     assert bad_header.status_code == 422
+
+
+def test_after_a_restart_the_cursor_holds_from_the_stored_spans(
+    app_env: dict[str, str], live_servers: LiveServers
+) -> None:
+    first = live_servers.start(agent_server_app(app_env))
+    thread_id = str(uuid.uuid4())
+    params = {"assistant_id": "chat", "input": {"messages": [{"role": "user", "content": "hi"}]}}
+    assert command(first.url, thread_id, "run.start", params).status_code == 200
+    whole = read_events(first.url, thread_id, ended("completed"))
+    first.stop()
+
+    # a new process on the same data: the in-process bus holds no log; the turn's stored
+    # spans give it back, and the same events with the same ids come of it
+    again = live_servers.start(agent_server_app(app_env))
+    for cut in (1, len(whole) // 2, len(whole) - 1):
+        rest = read_events(again.url, thread_id, ended("completed"), since=whole[cut - 1]["seq"])
+        assert whole[:cut] + rest == whole
