@@ -87,17 +87,22 @@ class ThreadEvents:
         found = await self.turns.list(thread_id, MAX_TURNS)
         return sorted(found, key=lambda r: (r.started_at, r.turn_key))
 
-    async def stream(self, thread_id: str, request: StreamRequest) -> AsyncIterator[bytes]:
-        """The connection's SSE bytes (see the module docstring)."""
+    async def cursor_of(self, thread_id: str, since: int | None) -> int:
+        """Where a connection starts (it gets the events after this ``seq``): its cursor,
+        or, without one, just before the thread's latest turn. Fixed when the request is
+        answered, before the stream's first byte."""
+        if since is not None:
+            return since
+        turns = await self.ordered(thread_id)
+        return event_seq(max(len(turns), 1), 0, 0) - 1
+
+    async def stream(
+        self, thread_id: str, request: StreamRequest, cursor: int
+    ) -> AsyncIterator[bytes]:
+        """The connection's SSE bytes from ``cursor`` on (see the module docstring)."""
         key = id_key(thread_id)
         with self.feed.watch(lambda record: record.thread_key == key) as watcher:
-            turns = await self.ordered(thread_id)
-            if request.since is None:
-                ordinal = max(len(turns), 1)
-                cursor = event_seq(ordinal, 0, 0) - 1
-            else:
-                cursor = request.since
-                ordinal = max(position_of(cursor)[0], 1)
+            ordinal = max(position_of(cursor)[0], 1)
             follow = _Follow(self, thread_id, request, cursor, watcher)
             while not self.closing.is_set():
                 turns = await self.ordered(thread_id)

@@ -129,8 +129,11 @@ class EventRoutes:
             relay.settings.heartbeat_s,
             relay.closing,
         )
+        cursor = await events.cursor_of(thread_id, asked.since)
         return StreamingResponse(
-            events.stream(thread_id, asked), media_type="text/event-stream", headers=STREAM_HEADERS
+            events.stream(thread_id, asked, cursor),
+            media_type="text/event-stream",
+            headers=STREAM_HEADERS,
         )
 
     async def stored(self, turn_id: str) -> list[Event] | None:
