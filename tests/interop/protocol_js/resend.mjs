@@ -1,17 +1,20 @@
 // Events resent per reconnect, measured with LangGraph's own SSE transport for the
 // streaming protocol (@langchain/langgraph-sdk's ProtocolSseTransportAdapter, what
-// ThreadStream and useStream use). Usage: node resend.mjs <apiUrl> [plain|cursor]
+// ThreadStream and useStream use).
+// Usage: node resend.mjs <apiUrl> [plain|cursor] [assistant=chat] [runs=3] [channels]
 //
-// A thread gets three runs (run.start through the transport); then one event stream
-// (lifecycle, input, values) reads them and is cut right after the third run's
-// `completed`; the transport reconnects on its own; a fourth run is started and the
+// A thread gets `runs` runs (run.start through the transport); then one event stream
+// (channels, comma-separated: lifecycle,input,values by default) reads them and is cut
+// right after the last one's `completed`; the transport reconnects on its own; a fourth run is started and the
 // stream is read until its `completed`. Through the fetch the transport is given, the
 // script records what each connection sent (body, Last-Event-ID) and got; resent: the
 // events a reconnection delivered that the stream had had already. "cursor" adds the
 // Last-Event-ID of the stream's last event to the reconnect (the transport sends none).
 import { Client, ProtocolSseTransportAdapter } from "@langchain/langgraph-sdk";
 
-const [apiUrl, mode = "plain"] = process.argv.slice(2);
+const [apiUrl, mode = "plain", assistant = "chat", runCount = "3", channelList] =
+  process.argv.slice(2);
+const CHANNELS = (channelList ?? "lifecycle,input,values").split(",");
 const INPUT = { messages: [{ role: "user", content: "hi" }] };
 const connections = [];
 const had = new Set();
@@ -90,7 +93,7 @@ const transport = new ProtocolSseTransportAdapter({
 let commandId = 0;
 async function start() {
   commandId += 1;
-  const params = { assistant_id: "chat", input: INPUT };
+  const params = { assistant_id: assistant, input: INPUT };
   const answer = await transport.send({ id: commandId, method: "run.start", params });
   if (answer?.type !== "success") throw new Error(`run.start: ${JSON.stringify(answer)}`);
   return answer.result.run_id;
@@ -110,12 +113,12 @@ const completed = (runId) => (event) =>
 
 let fourth = null; // the fourth run, started once the stream has reconnected
 const runs = [];
-for (let run = 1; run <= 3; run += 1) {
+for (let run = 1; run <= Number(runCount); run += 1) {
   runs.push(await start());
   await idle();
 }
-cutAfter = completed(runs[2]);
-const stream = transport.openEventStream({ channels: ["lifecycle", "input", "values"] });
+cutAfter = completed(runs.at(-1));
+const stream = transport.openEventStream({ channels: CHANNELS });
 await stream.ready;
 let finished = false;
 const timer = setTimeout(() => {
