@@ -48,8 +48,11 @@ from relay.turns.recovery import terminal_event
 
 #: the turns of a thread looked at, at most
 MAX_TURNS = 10_000
-#: how often a stream with nothing to send looks again (a resume, a new turn, the store)
+#: how often a stream with nothing to send looks again (a resume, a turn's record)
 POLL_S = 0.5
+#: how often a waiting stream lists the thread's turns unasked (the turn feed tells it of
+#: a new turn at once; this is the fallback for one the feed did not carry)
+LOOK_S = 5.0
 #: a relay event batch read at once
 BATCH = 64
 HEARTBEAT = b": heartbeat\n\n"
@@ -105,7 +108,7 @@ class ThreadEvents:
             ordinal = max(position_of(cursor)[0], 1)
             follow = _Follow(self, thread_id, request, cursor, watcher)
             while not self.closing.is_set():
-                turns = await self.ordered(thread_id)
+                turns = await follow.turns()
                 if ordinal > len(turns):
                     if not await follow.idle():
                         return
@@ -138,6 +141,19 @@ class _Follow:
         self.pending = b""
         #: the stream is over (the bus was lost, the server closes)
         self.ended = False
+        #: the thread's turns as last listed, and when; whether the feed told of a change
+        self._turns: list[TurnRecord] = []
+        self._looked_at = -LOOK_S
+        self._heard = True
+
+    async def turns(self) -> list[TurnRecord]:
+        """The thread's turns in order, listed again when the turn feed told of a change
+        of one of them, or :data:`LOOK_S` after the last listing."""
+        if self._heard or time.monotonic() - self._looked_at >= LOOK_S:
+            self._heard = False
+            self._looked_at = time.monotonic()
+            self._turns = await self.events.ordered(self.thread_id)
+        return self._turns
 
     def take(self) -> bytes:
         out, self.pending = self.pending, b""
@@ -149,8 +165,8 @@ class _Follow:
         quiet long enough. False: stop."""
         if self.events.closing.is_set():
             return False
-        if wait:
-            await self.watcher.next(POLL_S)
+        if await self.watcher.next(POLL_S if wait else 0):
+            self._heard = True
         if time.monotonic() - self.sent_at >= self.events.heartbeat_s:
             self.pending += HEARTBEAT
             self.sent_at = time.monotonic()
@@ -222,8 +238,7 @@ class _Follow:
                 finally:
                     reader.close()
             if last is not None and last.is_run_terminal:
-                turns = await self.events.ordered(self.thread_id)
-                if len(turns) > ordinal:
+                if len(await self.turns()) > ordinal:
                     return  # paused, and a newer turn started: go on to it
             elif not bus.has_turn(record.turn_id):
                 latest = await self.events.turns.get(record.turn_id) or record
