@@ -48,6 +48,7 @@ from relay.agent_server.thread_events import ThreadEvents
 from relay.errors import ApiError
 from relay.events import Event
 from relay.http.agent_server import AgentServer
+from relay.http.agent_server_openapi import AGENT_SERVER_OPENAPI
 from relay.http.errors import error_responses
 from relay.http.identity import user_of
 from relay.http.replay import load_turn_events
@@ -164,7 +165,8 @@ def events_router(server: AgentServer, dependencies: list[Any]) -> APIRouter:
     @router.post(
         "/threads/{thread_id}/commands",
         dependencies=runs,
-        responses=error_responses(401, 404, 409, 422),
+        responses=error_responses(401),
+        openapi_extra=AGENT_SERVER_OPENAPI["commands"],
     )
     async def commands(request: Request, thread_id: str) -> Response:
         """One command of LangGraph's streaming protocol (``run.start``,
@@ -176,6 +178,7 @@ def events_router(server: AgentServer, dependencies: list[Any]) -> APIRouter:
         "/threads/{thread_id}/stream/events",
         dependencies=[Depends(server.relay.identify)],
         responses=error_responses(401, 404, 422),
+        openapi_extra=AGENT_SERVER_OPENAPI["stream_events"],
     )
     async def stream_events(request: Request, thread_id: str) -> Response:
         """The thread's events (SSE), from a cursor (``since`` or ``Last-Event-ID``)."""
