@@ -41,6 +41,7 @@ from relay.agent_server.protocol_events import (
     sse_all,
 )
 from relay.bus.base import Bus, BusLost, BusUnavailable, CursorExpired
+from relay.errors import ApiError
 from relay.events import MESSAGE_SAVED, Event
 from relay.turns.feed import TurnFeed, Watcher
 from relay.turns.records import PAUSED, RUNNING, TurnRecord, TurnStore, id_key
@@ -93,11 +94,18 @@ class ThreadEvents:
     async def cursor_of(self, thread_id: str, since: int | None) -> int:
         """Where a connection starts (it gets the events after this ``seq``): its cursor,
         or, without one, just before the thread's latest turn. Fixed when the request is
-        answered, before the stream's first byte."""
-        if since is not None:
-            return since
+        answered, before the stream's first byte. A cursor in a turn the thread does not
+        have is a ``400 invalid_cursor``."""
         turns = await self.ordered(thread_id)
-        return event_seq(max(len(turns), 1), 0, 0) - 1
+        if since is None:
+            return event_seq(max(len(turns), 1), 0, 0) - 1
+        if position_of(since)[0] > len(turns):
+            raise ApiError(
+                400,
+                "invalid_cursor",
+                f"Event {since} is not one of this thread's: it has {len(turns)} turns.",
+            )
+        return since
 
     async def stream(
         self, thread_id: str, request: StreamRequest, cursor: int
