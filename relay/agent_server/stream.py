@@ -63,6 +63,7 @@ from relay.events import (
     dumps,
 )
 from relay.langgraph.agent import TRACE_KEY
+from relay.langgraph.checkpoints import read_checkpoints
 
 #: the checkpoints read back at most at one step boundary
 MAX_HISTORY = 1000
@@ -110,16 +111,20 @@ class ThreadCheckpoints:
     async def of_run(self, trace_id: str) -> tuple[Any, list[Any]]:
         """The checkpoints the run ``trace_id`` wrote, oldest first (at most
         :data:`MAX_HISTORY`), and the one before them (None: the run began the thread)."""
-        found: list[Any] = []
-        parent = None
-        async for snapshot in self.graph.aget_state_history(self.config, limit=MAX_HISTORY):
-            if trace_of(snapshot) == trace_id:
-                found.append(snapshot)
-            elif found:  # the checkpoint the run began from
-                parent = snapshot
-                break
-        found.reverse()
-        return parent, found
+
+        async def read() -> tuple[Any, list[Any]]:
+            found: list[Any] = []
+            history = self.graph.aget_state_history(self.config, limit=MAX_HISTORY)
+            async for snapshot in history:
+                if trace_of(snapshot) == trace_id:
+                    found.append(snapshot)
+                elif found:  # the checkpoint the run began from
+                    found.reverse()
+                    return snapshot, found
+            found.reverse()
+            return None, found
+
+        return await read_checkpoints(read())
 
 
 def frame(name: str, data: Any, event_id: str | None = None) -> bytes:

@@ -23,7 +23,8 @@ Server calls (relay/http/agent_server_auth.py): ``assistants.search``/``read``,
 and :meth:`AgentServer.check_auth` (a ``501``) until it does.
 
 Not served yet (a 404 or a 422 that says so): runs create/join/cancel, thread copy,
-the ``commands`` + ``stream/events`` protocol, subgraph streams.
+subgraph streams. The ``commands`` + ``stream/events`` protocol:
+relay/http/agent_server_events.py.
 """
 
 from __future__ import annotations
