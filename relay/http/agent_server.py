@@ -29,6 +29,7 @@ relay/http/agent_server_events.py.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import json
@@ -70,11 +71,14 @@ from relay.langgraph.checkpoints import read_checkpoints
 from relay.langgraph.client_tool_limits import ClientTools
 from relay.turns.access import may_use
 from relay.turns.admission import Admission, Admitted, NewTurn, Resume
-from relay.turns.records import TurnRecord, id_key
+from relay.turns.records import RUNNING, TurnRecord, id_key
 from relay.turns.refusals import Refused
+from relay.turns.response import ChatResponse
 from relay.turns.threads import ThreadRecord
 from relay.version import __version__
 
+#: how long a join waits on a turn's log before it looks at the turn's record again
+JOIN_RECHECK_S = 5.0
 #: what ``/info`` says this server serves (langgraph_sdk reads ``flags``)
 FLAGS = {"assistants": True, "crons": False, "langsmith": False, "store": True}
 
@@ -386,21 +390,61 @@ class AgentServer:
         run = run_request(body)
         served = self.served(run.assistant_id)
         admitted = await self.admit(request, thread_id, run, served)
-        record = admitted.record
-        response = await self.relay.runs.wait(record.turn_id)
+        response = await self.relay.runs.wait(admitted.record.turn_id)
+        return await self.run_result(admitted.record, admitted.after, response)
+
+    async def join(self, request: Request, record: TurnRecord) -> Response:
+        """``GET .../runs/{run_id}/join``: the result of the turn's latest run once it has
+        ended, wherever it runs (this instance, or another: read from the shared log)."""
+        turn_id = record.turn_id
+        if self.relay.runs.running(turn_id):
+            return await self.run_result(
+                record, record.run_after_seq, await self.relay.runs.wait(turn_id)
+            )
+        while record.status == RUNNING and not await self.run_ended(turn_id, record.run_after_seq):
+            record = await self.relay.turns.get(turn_id) or record
+        return await self.run_result(record, record.run_after_seq, None)
+
+    async def run_ended(self, turn_id: str, after: int) -> bool:
+        """Whether the turn's log after ``after`` holds its run's end, waiting up to
+        :data:`JOIN_RECHECK_S` for it (False: not yet, or no log to read: look at the
+        record again, which recovery settles)."""
+        reader = self.relay.bus.reader(turn_id, after)
+        try:
+            while True:
+                batch = reader.take(MAX_BATCH)
+                if any(event.type in RUN_TERMINAL for event in batch):
+                    return True
+                if batch:
+                    continue
+                if reader.exhausted or not await reader.wait(JOIN_RECHECK_S):
+                    return False
+        except (BusLost, BusUnavailable, CursorExpired):
+            await asyncio.sleep(JOIN_RECHECK_S)
+            return False
+        finally:
+            reader.close()
+
+    async def run_result(
+        self, record: TurnRecord, after: int, response: ChatResponse | None
+    ) -> Response:
+        """What ``/runs/wait`` and a join answer: the thread's values at the run's end
+        (``__interrupt__`` when it paused), or ``{"__error__": {error, message}}``."""
         latest = await self.relay.turns.get(record.turn_id) or record
         status = response.status if response is not None else latest.status
         headers = {"Content-Location": run_location(record)}
         if status in ("error", "cancelled", "interrupted"):
-            ended = await self.run_error(record.turn_id, admitted.after)
+            ended = await self.run_error(record.turn_id, after)
             message = response.answer if response is not None else f"The run ended: {status}."
             error = {
                 "error": ended.get("code", status),
                 "message": ended.get("message", message),
             }
             return JSONResponse({"__error__": error}, headers=headers)
-        graph = served.agent.graph
-        snapshot = await read_checkpoints(graph.aget_state(_config(record)))
+        served = self.graphs.get(record.graph)
+        if served is None:
+            return JSONResponse({}, headers=headers)
+        snapshot = await read_checkpoints(served.agent.graph.aget_state(_config(record)))
         values = jsonable(snapshot.values)
         if not isinstance(values, dict):
             values = {"__root__": values}
