@@ -19,10 +19,9 @@ clients call to list assistants, make and read threads, and stream or wait for r
 With langgraph.json's ``auth``, each route calls the ``@auth.on`` handler the Agent
 Server calls (relay/http/agent_server_auth.py): ``assistants.search``/``read``,
 ``threads.create``/``read``/``create_run``; a route added here calls
-:meth:`AgentServer.authorize` (or :meth:`AgentServer.authorized_thread`) before it acts,
-and :meth:`AgentServer.check_auth` (a ``501``) until it does.
+:meth:`AgentServer.authorize` (or :meth:`AgentServer.authorized_thread`) before it acts.
 
-Not served yet (a 404 or a 422 that says so): runs create/join/cancel, thread copy,
+Not served yet (a 404 or a 422 that says so): thread copy,
 subgraph streams. The ``commands`` + ``stream/events`` protocol:
 relay/http/agent_server_events.py.
 """
@@ -107,18 +106,6 @@ class AgentServer:
         self.graphs[agent.name] = Served(agent, admission, tools)
 
     # -- lookups --------------------------------------------------------------------------
-
-    def check_auth(self) -> None:
-        """A ``501`` with langgraph.json's ``auth``, for a route that does not call its
-        handlers (:meth:`authorize`) yet: a route that skipped them would open what they
-        close."""
-        if self.relay.langgraph_auth is not None:
-            raise ApiError(
-                501,
-                "not_implemented",
-                "This Agent Server route does not apply langgraph.json's auth handlers "
-                "yet; use /chat, /agui and the turn API.",
-            )
 
     async def authorize(
         self, request: Request, resource: str, action: str, value: dict[str, Any]
