@@ -1,7 +1,7 @@
 """LangChain's agent-chat-ui, unchanged, against span-relay, in headless Chromium, beside
 span-relay's own SPA on the same turn. Opt-in, not part of ``make test``:
 
-    python -m tests.interop.agent_chat_ui --source DIR [--out DIR]
+    python -m tests.interop.agent_chat_ui --source DIR [--out DIR] [--against langgraph-dev]
 
 ``DIR`` is a checkout of github.com/langchain-ai/agent-chat-ui (the app is not on the npm
 registry). The first run installs its packages from its own ``pnpm-lock.yaml``
@@ -22,7 +22,10 @@ points it at span-relay by its own URL parameters (``?apiUrl=...&assistantId=...
    modes it asked for) and the relay's access log (CORS preflights too), and writes the
    screenshots (each page, and both side by side) to ``--out``.
 
-It exits 1 when a step fails or a call the app made was refused. Why it is not in the
+With ``--against langgraph-dev`` the same steps (without the SPA) run against LangGraph's
+own Agent Server serving the same graphs (the peer: tests/interop/langgraph_dev.py), which
+shows the app's calls and what it draws are the same. It exits 1 when a step fails or a
+call the app made was refused. Why it is not in the
 suite: its source is on GitHub only, its packages take about 870 MB and its build 450 MB
 and one to two minutes of two cores (docs: README, "Your LangGraph frontend")."""
 
@@ -155,10 +158,26 @@ def started(cmd: list[str], cwd: Path, env: dict[str, str], log: Path) -> Iterat
 
 
 @contextlib.contextmanager
-def servers(source: Path, logs: Path) -> Iterator[tuple[str, str]]:
-    """span-relay serving CONFIG and agent-chat-ui's ``next start``: their base URLs."""
-    relay_port, ui_port = free_port(), free_port()
-    relay, ui = f"http://127.0.0.1:{relay_port}", f"http://127.0.0.1:{ui_port}"
+def agent_server(ui: str, logs: Path, against: str) -> Iterator[str]:
+    """The server agent-chat-ui talks to, serving CONFIG's graphs: span-relay
+    (``serve --config``, the app's origin in RELAY_CORS_ORIGINS), or LangGraph's own
+    ``langgraph dev`` (tests/interop/langgraph_dev.py; its CORS allows any origin) on a
+    copy of them; its base URL."""
+    if against == "langgraph-dev":
+        from tests.interop.langgraph_dev import langgraph_dev
+
+        project = logs / "project"
+        project.mkdir()
+        shutil.copy(HERE / "graphs.py", project / "graphs.py")
+        shutil.copy(HERE.parent / "langgraph_js" / "graphs.py", project / "chat_graphs.py")
+        config = json.loads(CONFIG.read_text())
+        config["graphs"]["chat"] = "./chat_graphs.py:chat"
+        (project / "langgraph.json").write_text(json.dumps(config))
+        with langgraph_dev(project, logs) as url:
+            yield url
+        return
+    port = free_port()
+    relay = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "OTEL_"))}
     env.update(
         PYTHONPATH=str(REPO),
@@ -166,17 +185,26 @@ def servers(source: Path, logs: Path) -> Iterator[tuple[str, str]]:
         RELAY_CORS_ORIGINS=ui,
         OTEL_TRACES_EXPORTER="none",
     )
-    relay_cmd = [sys.executable, "-m", "relay.cli", "serve", "--config", str(CONFIG)]
-    relay_cmd += ["--host", "127.0.0.1", "--port", str(relay_port)]
+    cmd = [sys.executable, "-m", "relay.cli", "serve", "--config", str(CONFIG)]
+    cmd += ["--host", "127.0.0.1", "--port", str(port)]
+    with started(cmd, REPO, env, logs / "server.log") as proc:
+        wait_for(f"{relay}/info", proc, "span-relay", logs / "server.log")
+        yield relay
+
+
+@contextlib.contextmanager
+def servers(source: Path, logs: Path, against: str) -> Iterator[tuple[str, str]]:
+    """The Agent Server (:func:`agent_server`) and agent-chat-ui's ``next start``: their
+    base URLs."""
+    ui = f"http://127.0.0.1:{free_port()}"
     ui_env = dict(os.environ, NEXT_TELEMETRY_DISABLED="1")
-    ui_cmd = ["node_modules/.bin/next", "start", "-H", "127.0.0.1", "-p", str(ui_port)]
+    ui_cmd = ["node_modules/.bin/next", "start", "-H", "127.0.0.1", "-p", ui.rsplit(":", 1)[1]]
     with (
-        started(relay_cmd, REPO, env, logs / "relay.log") as relay_proc,
+        agent_server(ui, logs, against) as server,
         started(ui_cmd, source, ui_env, logs / "next.log") as ui_proc,
     ):
-        wait_for(f"{relay}/info", relay_proc, "span-relay", logs / "relay.log")
         wait_for(ui, ui_proc, "next start", logs / "next.log")
-        yield relay, ui
+        yield server, ui
 
 
 def record_calls(page: Any, relay: str, report: Report) -> None:
@@ -231,7 +259,25 @@ def side_by_side(browser: Any, left: Path, right: Path, out: Path, title: str) -
     page.close()
 
 
-def drive(relay: str, ui: str, chromium: str, out: Path, report: Report) -> None:
+def spa_on_turn(browser: Any, relay: str, run_id: str, report: Report) -> Any:
+    """span-relay's SPA with the turn ``run_id`` opened by its id (the panel of Turns),
+    once it shows the turn waiting for its review."""
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.on("pageerror", lambda e: report.problems.append(f"SPA: {e}"))
+    page.goto(f"{relay}/?graph=review")
+    page.locator("#history-open").click()
+    page.locator("#open-turn-id").fill(run_id)
+    page.locator("#open-turn-go").click()
+    expect(page.locator("#outcome-text")).to_contain_text("wait", ignore_case=True)
+    return page
+
+
+def drive(relay: str, ui: str, chromium: str, out: Path, report: Report, spa: bool = True) -> None:
+    """The steps of the module docstring; ``spa``: the relay's SPA beside it (span-relay
+    only)."""
     from playwright.sync_api import expect, sync_playwright
 
     expect.set_options(timeout=TIMEOUT_MS)
@@ -302,28 +348,23 @@ def drive(relay: str, ui: str, chromium: str, out: Path, report: Report) -> None
         expect(review.get_by_text("send_email").first).to_be_visible()
         waiting = shot(review, "agent-chat-ui-interrupt.png")
 
-        spa = browser.new_page(viewport=viewport)
-        spa.set_default_timeout(TIMEOUT_MS)
-        spa.on("pageerror", lambda e: report.problems.append(f"SPA: {e}"))
-        spa.goto(f"{relay}/?graph=review")
-        spa.locator("#history-open").click()
-        spa.locator("#open-turn-id").fill(run_id)
-        spa.locator("#open-turn-go").click()
-        expect(spa.locator("#outcome-text")).to_contain_text("wait", ignore_case=True)
-        spa_waiting = shot(spa, "spa-interrupt.png")
-        side_by_side(
-            browser, waiting, spa_waiting, out / "side-by-side-interrupt.png", "the review waits"
-        )
-        report.screenshots.append(out / "side-by-side-interrupt.png")
+        if spa:
+            page = spa_on_turn(browser, relay, run_id, report)
+            spa_waiting = shot(page, "spa-interrupt.png")
+            pair = out / "side-by-side-interrupt.png"
+            side_by_side(browser, waiting, spa_waiting, pair, "the review waits")
+            report.screenshots.append(pair)
 
         approve.click()
         expect(review.get_by_text(SENT)).to_be_visible()
-        expect(spa.get_by_text(SENT).first).to_be_visible()
         done = shot(review, "agent-chat-ui-approved.png")
-        spa_done = shot(spa, "spa-approved.png")
-        side_by_side(browser, done, spa_done, out / "side-by-side-approved.png", "approved")
-        report.screenshots.append(out / "side-by-side-approved.png")
-        print(f"review turn {run_id}: interrupt shown by both, approved, answered in both")
+        if spa:
+            expect(page.get_by_text(SENT).first).to_be_visible()
+            spa_done = shot(page, "spa-approved.png")
+            pair = out / "side-by-side-approved.png"
+            side_by_side(browser, done, spa_done, pair, "approved")
+            report.screenshots.append(pair)
+        print(f"review turn {run_id}: interrupt shown, approved, answered")
         browser.close()
 
 
@@ -337,30 +378,39 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "img" / "agent-chat-ui")
     parser.add_argument(
+        "--against",
+        choices=["span-relay", "langgraph-dev"],
+        default="span-relay",
+        help="the server: span-relay, or LangGraph's own langgraph dev (the peer)",
+    )
+    parser.add_argument(
         "--chromium", default=os.environ.get("CHROMIUM_PATH") or shutil.which("chromium")
     )
     args = parser.parse_args(argv)
     if not args.chromium:
         raise SystemExit("no chromium (apt-get install chromium, or --chromium PATH)")
+    if args.against == "langgraph-dev":
+        args.out = args.out / "langgraph-dev"
     args.out.mkdir(parents=True, exist_ok=True)
     report = Report()
     logs = Path(tempfile.mkdtemp(prefix="agent-chat-ui-"))
     source = args.source.resolve()
     prepare(source, logs, report)
     failed: BaseException | None = None
-    with servers(source, logs) as (relay, ui):
-        print(f"span-relay {relay}, agent-chat-ui {ui} (logs: {logs})")
+    with servers(source, logs, args.against) as (relay, ui):
+        print(f"{args.against} {relay}, agent-chat-ui {ui} (logs: {logs})")
         try:
-            drive(relay, ui, args.chromium, args.out, report)
+            drive(relay, ui, args.chromium, args.out, report, spa=args.against == "span-relay")
         except Exception as exc:  # the calls so far are printed below all the same
             failed = exc
-    print("\nagent-chat-ui's calls to span-relay (as the browser saw them):")
+    print(f"\nagent-chat-ui's calls to {args.against} (as the browser saw them):")
     for call in report.calls:
         print("  " + call.line())
-    print("\nspan-relay's access log:")
-    for line in (logs / "relay.log").read_text(errors="replace").splitlines():
-        if "uvicorn.access" in line:
-            print("  " + line.split("uvicorn.access: ", 1)[-1])
+    if args.against == "span-relay":  # langgraph dev logs each request its own way
+        print("\nspan-relay's access log (CORS preflights too):")
+        for line in (logs / "server.log").read_text(errors="replace").splitlines():
+            if "uvicorn.access" in line:
+                print("  " + line.split("uvicorn.access: ", 1)[-1])
     print("\ntimings:")
     for what, seconds in report.timings.items():
         print(f"  {what}: {seconds:.1f} s")
