@@ -188,6 +188,13 @@ def run_request(body: Mapping[str, Any]) -> RunRequest:
     if has_resume and graph_input is not None:
         raise _refuse("Send 'input' or 'command.resume', not both.")
     if not has_resume and graph_input is None:
+        if body.get("checkpoint") is not None or body.get("checkpoint_id") is not None:
+            raise ApiError(
+                422,
+                "unsupported_field",
+                "A run from a checkpoint with neither 'input' nor 'command' (a regenerate: "
+                "a branch) is not served here yet.",
+            )
         raise _refuse("Send 'input' (the graph's input) or 'command.resume'.")
     _choice(body, "multitask_strategy", ("reject",), "reject")
     metadata = body.get("metadata")

@@ -84,6 +84,10 @@ def test_a_run_may_name_the_threads_latest_checkpoint_never_an_earlier_one(
         },
     )
     assert by_id.status_code == 422
+    # agent-chat-ui's regenerate: no input, from the checkpoint before the answer
+    regenerate = run(client, base, thread_id, {"assistant_id": "chat", "checkpoint": earlier})
+    assert regenerate.status_code == 422
+    assert "regenerate" in regenerate.json()["error"]["message"]
     # a subgraph's checkpoint, and a checkpoint of a thread that does not exist yet
     nested = {**head_of(client, base, thread_id), "checkpoint_ns": "agent:1"}
     sub = run(client, base, thread_id, {"assistant_id": "chat", "input": {}, "checkpoint": nested})
