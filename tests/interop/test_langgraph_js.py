@@ -52,9 +52,13 @@ def langgraph_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
-def run_client(folder: Path, url: str) -> dict[str, Any]:
+def run_client(folder: Path, url: str, gates: Path) -> dict[str, Any]:
     done = subprocess.run(
-        ["node", "client.mjs", url], cwd=folder, capture_output=True, text=True, timeout=180
+        ["node", "client.mjs", url, str(gates)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert done.returncode == 0, done.stderr
     report: dict[str, Any] = json.loads(done.stdout)
@@ -65,9 +69,10 @@ def of(parts: list[dict[str, Any]], name: str) -> list[Any]:
     return [p["data"] for p in parts if p["event"] == name]
 
 
-def check_report(report: dict[str, Any]) -> str:
+def check_report(report: dict[str, Any], whole_rejoin: bool = True) -> str:
     """What a frontend reads of the client's report, the same from either server; the
-    chat run's id."""
+    chat run's id. ``whole_rejoin``: a rejoined stream holds every frame after the cut
+    (span-relay's); the peer's loses the ``custom`` frames written while no one read."""
     chat_id = str(uuid.uuid5(NAMESPACE_GRAPH, "chat"))
     assert [a["assistant_id"] for a in report["assistants"]] == [chat_id]
     assert report["assistant"]["assistant_id"] == chat_id
@@ -112,22 +117,41 @@ def check_report(report: dict[str, Any]) -> str:
     assert all(t["metadata"]["graph_id"] == "chat" for t in report["listed"])
     assert report["created"]["metadata"] == {"topic": "refunds"}
     assert [t["thread_id"] for t in report["by_topic"]] == [report["created"]["thread_id"]]
+
+    # a run stream cut after the third part, and joined again from the last id the client
+    # had: the rest, nothing twice
+    first, rest = report["first_part"], report["rest"]
+    assert of(first, "custom") == [{"part": n} for n in range(3)]
+    if whole_rejoin:
+        assert of(rest, "custom") == [{"part": n} for n in range(3, 6)]
+    else:  # langgraph-api 0.16.7: the custom parts after the cut are gone (0 of 3 here)
+        assert all(part in [{"part": n} for n in range(3, 6)] for part in of(rest, "custom"))
+    assert [list(u) for u in of(first + rest, "updates")] == [["before_gate"], ["after_gate"]]
+    assert all(p["id"] for p in first[1:])  # (the peer gives its metadata frame no id)
+    run_id = first[0]["data"]["run_id"]
+    assert report["running_read"]["status"] == "running"
+    assert report["joined"]["parts"] == [0, 1, 2, 3, 4, 5]
+    assert report["ended_read"]["status"] == "success"
+    assert [r["run_id"] for r in report["listed_runs"]] == [run_id]
+    # a background run (the peer may have it queued), cancelled: interrupted
+    assert report["started"]["status"] in ("pending", "running")
+    assert report["cancelled_read"]["status"] == "interrupted"
     return str(parts[0]["data"]["run_id"])
 
 
 def test_the_javascript_client_streams_reads_and_resumes_against_span_relay(
-    js_client: Path, app_env: dict[str, str], live_servers: LiveServers
+    js_client: Path, app_env: dict[str, str], live_servers: LiveServers, tmp_path: Path
 ) -> None:
     server = live_servers.start(agent_server_app(app_env))
-    run_id = check_report(run_client(js_client, server.url))
+    run_id = check_report(run_client(js_client, server.url, tmp_path))
     # the run is a span-relay turn: its record, under the run's id
     record = httpx.get(f"{server.url}/turns/{run_id}", timeout=30).json()
     assert record["status"] == "answered" and record["graph"] == "chat"
 
 
 def test_the_same_client_script_passes_against_langgraph_dev(
-    js_client: Path, langgraph_dev: str
+    js_client: Path, langgraph_dev: str, tmp_path: Path
 ) -> None:
     """The peer that proves the shapes: LangGraph's Agent Server (`langgraph dev`, in its
     own venv) serving the same graphs from this folder's langgraph.json."""
-    check_report(run_client(js_client, langgraph_dev))
+    check_report(run_client(js_client, langgraph_dev, tmp_path), whole_rejoin=False)
