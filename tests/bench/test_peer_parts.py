@@ -11,6 +11,7 @@ from tests.bench.peer.sse import (
     Resumed,
     SSEEvent,
     SSEParser,
+    differences,
     distinct_ids,
     lost_and_duplicated,
     per_event,
@@ -110,6 +111,12 @@ def test_per_event_splits_the_counts_by_event_type() -> None:
     }
 
 
+def test_differences_name_the_events() -> None:
+    uncut = [SSEEvent("messages", "a", "1"), SSEEvent("values", "x" * 200, "2")]
+    got = differences(uncut, uncut[:1], uncut[:1])  # "a" twice, the values frame lost
+    assert got == {"lost": ["values: " + "x" * 120], "duplicated": ["messages: a"]}
+
+
 def test_same_client_rows_per_cut_and_sides_without_a_figure() -> None:
     point = {"lost": 1, "duplicated": 0}
     data = {
@@ -135,6 +142,7 @@ def test_same_client_rows_per_cut_and_sides_without_a_figure() -> None:
                 "points": [point, point, {"lost": 0, "duplicated": 0}],
             }
         },
+        "events": {},  # the newer protocol: served by neither
         "broken_count": {"span-relay": 0, "peer": 0},
     }
     table = {row.figure: row for row in same_client.rows(data, 20)}
@@ -142,11 +150,14 @@ def test_same_client_rows_per_cut_and_sides_without_a_figure() -> None:
     assert table["runs/stream: first SSE frame p99"].peer == 3.0
     assert table["memory per idle joined stream (20)"].ours is None
     assert table["memory per idle joined stream (20)"].ahead == "-"
-    assert table["gap per cut (4 cuts): frames missing"].peer == 0.5
-    assert table["dup per cut (4 cuts): frames twice"].peer == 1.5
-    assert table["events resent per reconnect"].peer == 1.0
-    assert table["cuts with a gap or a dup"].peer == 2
-    assert table["distinct SSE ids per frame"].peer == 0.8
+    assert table["join stream, 4 cuts: gap per cut (frames missing)"].peer == 0.5
+    assert table["join stream, 4 cuts: dup per cut (frames twice)"].peer == 1.5
+    assert table["join stream, 4 cuts: events resent per reconnect"].peer == 1.0
+    assert table["join stream, 4 cuts: cuts with a gap or a dup"].peer == 2
+    assert table["join stream, 4 cuts: distinct ids per frame"].peer == 0.8
     of_which = [r for r in same_client.rows(data, 20) if r.figure.startswith("  of which")]
-    assert [r.peer for r in of_which] == [0.5, 0.0, 0.0, 1.0, 0.0, 0.0]  # messages, updates, values
+    # messages, updates, values: gaps, then dups; the newer protocol's rows all n/a
+    assert [r.peer for r in of_which[:6]] == [0.5, 0.0, 0.0, 1.0, 0.0, 0.0]
+    newer = [r for r in same_client.rows(data, 20) if r.figure.startswith("stream/events")]
+    assert newer and all(r.ours is None and r.peer is None for r in newer)
     assert table["runs not served whole"].ahead == "even"

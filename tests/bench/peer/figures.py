@@ -20,7 +20,13 @@ import httpx
 
 from tests.bench.peer.client import Dialect, Reading, message_input, read
 from tests.bench.peer.servers import Server
-from tests.bench.peer.sse import Resumed, distinct_ids, lost_and_duplicated, per_event
+from tests.bench.peer.sse import (
+    Resumed,
+    differences,
+    distinct_ids,
+    lost_and_duplicated,
+    per_event,
+)
 
 WORDS = 70  # graphs.WORDS: tokens per run of the `tokens` graph
 
@@ -250,6 +256,7 @@ async def reconnects(
                 "duplicated": counted.duplicated,
                 "resent": counted.resent,
                 "by_event": {n: _counts(r) for n, r in kinds.items() if r != Resumed(0, 0)},
+                **differences(uncut.events, first.events, resumed.events),
                 "uncut_events": len(uncut.events),
                 "resumed_events": len(resumed.events),
                 "last_id": first.last_id,

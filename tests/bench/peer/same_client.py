@@ -20,7 +20,9 @@ The figures (figures.py, the sides alternating wherever both run the same loop):
   with the last frame's id, both parts compared with an uncut read (``Last-Event-ID: -1``)
   as multisets: frames missing (gap) and frames received twice (dup) per cut, in all and
   per mode (``messages``, ``updates``, ``values``);
-- events resent per reconnect: frames of the resume that the client had before the cut.
+- events resent per reconnect: frames of the resume that the client had before the cut;
+- the same three on the newer protocol (thread_events.py: ``POST /threads/{id}/commands``
+  ``run.start``, ``POST /threads/{id}/stream/events`` reopened with ``since``, its cursor).
 
 A figure a server does not serve (a route answering 404, a stream without ``id:`` lines)
 is ``n/a`` on its side, with the reason printed under the table. The exit status is 0
@@ -37,7 +39,7 @@ import sys
 import time
 from typing import Any
 
-from tests.bench.peer import figures, report, servers
+from tests.bench.peer import figures, report, servers, thread_events
 from tests.bench.peer.client import Peer, message_input, read
 from tests.bench.peer.report import Row
 
@@ -47,7 +49,7 @@ MODES = ["values", "updates", "messages-tuple"]
 EVENTS = ("messages", "updates", "values")
 SIDES = ("span-relay", "peer")
 
-FULL = {"per_round": 10, "rounds": 3, "idle": 500, "cuts": 12}
+FULL = {"per_round": 10, "rounds": 4, "idle": 500, "cuts": 40}
 QUICK = {"per_round": 2, "rounds": 2, "idle": 20, "cuts": 2}
 
 
@@ -56,16 +58,18 @@ def dialects() -> list[Peer]:
     return [Peer(name, MODES) for name in SIDES]
 
 
-async def served(side: figures.Side) -> dict[str, str | None]:
+async def served(side: figures.Side) -> tuple[dict[str, str | None], int]:
     """What of the figures' routes the server serves: for each of ``resumable`` (a
-    streamed run's frames carry ``id:`` lines and its join stream replays them) and
-    ``background`` (``POST /threads/{id}/runs``), None when served, else why not."""
+    streamed run's frames carry ``id:`` lines and its join stream replays them),
+    ``background`` (``POST /threads/{id}/runs``) and ``events`` (the newer protocol:
+    thread_events.py), None when served, else why not; and the events of a run on the
+    newer protocol (its reconnect figure's cut points are drawn below that)."""
     dialect = side.dialect
     assert isinstance(dialect, Peer)
     request, handle = dialect.start("tokens", message_input("Hello"))
     reading = await read(side.client, request, dialect)
     handle = dialect.handle_of(handle, reading)
-    out: dict[str, str | None] = {"resumable": None, "background": None}
+    out: dict[str, str | None] = {"resumable": None, "background": None, "events": None}
     without_id = sum(1 for e in reading.events if e.id is None)
     joined = await read(side.client, dialect.join(handle, None), dialect)
     if reading.status != 200:
@@ -78,7 +82,8 @@ async def served(side: figures.Side) -> dict[str, str | None]:
         await dialect.start_waiting(side.client, "trivial", message_input("Hello"))
     except RuntimeError as e:
         out["background"] = str(e)
-    return out
+    out["events"], events = await thread_events.served(side.client)
+    return out, events
 
 
 async def measure(sides: list[figures.Side], size: dict[str, int], seed: int) -> dict[str, Any]:
@@ -86,7 +91,10 @@ async def measure(sides: list[figures.Side], size: dict[str, int], seed: int) ->
         for _ in range(3):
             await figures.turn(side, "tokens")
     report.log("what each server serves")
-    serves = {s.name: await served(s) for s in sides}
+    serves: dict[str, dict[str, str | None]] = {}
+    v2_events: dict[str, int] = {}
+    for side in sides:
+        serves[side.name], v2_events[side.name] = await served(side)
     for side in sides:
         side.broken.clear()
     report.log("first event latency")
@@ -101,6 +109,13 @@ async def measure(sides: list[figures.Side], size: dict[str, int], seed: int) ->
             resumed[side.name] = await figures.reconnects(
                 side, size["cuts"], seed, per_run, deadline_s=100
             )
+    report.log("reconnects on the newer protocol")
+    events: dict[str, Any] = {}
+    for side in sides:
+        if serves[side.name]["events"] is None:
+            events[side.name] = await thread_events.reconnects(
+                side.client, size["cuts"], seed, v2_events[side.name], deadline_s=100
+            )
     report.log("idle streams")
     idle: dict[str, Any] = {}
     for side in sides:
@@ -111,6 +126,7 @@ async def measure(sides: list[figures.Side], size: dict[str, int], seed: int) ->
         "served": serves,
         "latency": seq,
         "reconnect": resumed,
+        "events": events,
         "idle": idle,
         "broken": {s.name: s.broken[:20] for s in sides},
         "broken_count": {s.name: len(s.broken) for s in sides},
@@ -147,39 +163,48 @@ def rows(data: dict[str, Any], idle_n: int) -> list[Row]:
         "KiB",
         "lower",
     )
-    resumed = data["reconnect"]
+    _reconnect_rows(both, data["reconnect"], "join stream")
+    _reconnect_rows(both, data["events"], "stream/events")
+    both("runs not served whole", data["broken_count"], lambda n: n, "", "lower")
+    return out
+
+
+def _per_cut(key: str, event: str | None = None) -> Any:
+    """A reconnect figure's count (of one event type, or of all) per cut."""
+
+    def get(d: dict[str, Any]) -> float:
+        where = d if event is None else d["by_event"].get(event, {})
+        return float(where.get(key, 0)) / max(1, d["cuts"])
+
+    return get
+
+
+def _reconnect_rows(both: Any, resumed: dict[str, Any], where: str) -> None:
+    """The reconnect figures of one protocol (``resumed``: figures.reconnects or
+    thread_events.reconnects of each side)."""
     cuts = max((r["cuts"] for r in resumed.values()), default=0)
-
-    def per_cut(key: str, event: str | None = None) -> Any:
-        def get(d: dict[str, Any]) -> float:
-            where = d if event is None else d["by_event"].get(event, {})
-            return where.get(key, 0) / max(1, d["cuts"])
-
-        return get
-
-    both(f"gap per cut ({cuts} cuts): frames missing", resumed, per_cut("lost"), "", "lower")
+    head = f"{where}, {cuts} cuts"
+    both(f"{head}: gap per cut (frames missing)", resumed, _per_cut("lost"), "", "lower")
     for event in EVENTS:
-        both(f"  of which `{event}`", resumed, per_cut("lost", event), "", "lower")
-    both(f"dup per cut ({cuts} cuts): frames twice", resumed, per_cut("duplicated"), "", "lower")
+        both(f"  of which `{event}`", resumed, _per_cut("lost", event), "", "lower")
+    both(f"{head}: dup per cut (frames twice)", resumed, _per_cut("duplicated"), "", "lower")
     for event in EVENTS:
-        both(f"  of which `{event}`", resumed, per_cut("duplicated", event), "", "lower")
+        both(f"  of which `{event}`", resumed, _per_cut("duplicated", event), "", "lower")
     both(
-        "cuts with a gap or a dup",
+        f"{head}: cuts with a gap or a dup",
         resumed,
         lambda d: sum(1 for p in d["points"] if p["lost"] or p["duplicated"]),
         "",
         "lower",
     )
-    both("events resent per reconnect", resumed, per_cut("resent"), "", "lower")
+    both(f"{head}: events resent per reconnect", resumed, _per_cut("resent"), "", "lower")
     both(
-        "distinct SSE ids per frame",
+        f"{head}: distinct ids per frame",
         resumed,
         lambda d: d["distinct_ids"] / max(1, d["events"]),
         "",
         "higher",
     )
-    both("runs not served whole", data["broken_count"], lambda n: n, "", "lower")
-    return out
 
 
 async def run(size: dict[str, int], seed: int) -> dict[str, Any]:

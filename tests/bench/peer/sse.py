@@ -106,6 +106,21 @@ def lost_and_duplicated(
     )
 
 
+def differences(
+    uncut: Iterable[SSEEvent], before_cut: Iterable[SSEEvent], after_resume: Iterable[SSEEvent]
+) -> dict[str, list[str]]:
+    """Which events were lost and which duplicated (``event: data``, cut at 120
+    characters): what a report shows of a cut that went wrong."""
+    want = Counter(map(_key, uncut))
+    got = Counter(map(_key, before_cut))
+    got.update(map(_key, after_resume))
+
+    def shown(c: Counter[tuple[str, str]]) -> list[str]:
+        return [f"{e}: {d[:120]}" for (e, d), n in c.items() for _ in range(n)]
+
+    return {"lost": shown(want - got), "duplicated": shown(got - want)}
+
+
 def per_event(
     uncut: list[SSEEvent], before_cut: list[SSEEvent], after_resume: list[SSEEvent]
 ) -> dict[str, Resumed]:
