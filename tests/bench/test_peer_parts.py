@@ -114,7 +114,7 @@ def test_per_event_splits_the_counts_by_event_type() -> None:
 def test_differences_name_the_events() -> None:
     uncut = [SSEEvent("messages", "a", "1"), SSEEvent("values", "x" * 200, "2")]
     got = differences(uncut, uncut[:1], uncut[:1])  # "a" twice, the values frame lost
-    assert got == {"lost": ["values: " + "x" * 120], "duplicated": ["messages: a"]}
+    assert got == {"lost_events": ["values: " + "x" * 120], "duplicated_events": ["messages: a"]}
 
 
 def test_same_client_rows_per_cut_and_sides_without_a_figure() -> None:

@@ -118,7 +118,7 @@ def differences(
     def shown(c: Counter[tuple[str, str]]) -> list[str]:
         return [f"{e}: {d[:120]}" for (e, d), n in c.items() for _ in range(n)]
 
-    return {"lost": shown(want - got), "duplicated": shown(got - want)}
+    return {"lost_events": shown(want - got), "duplicated_events": shown(got - want)}
 
 
 def per_event(
