@@ -22,7 +22,9 @@ The figures (figures.py, the sides alternating wherever both run the same loop):
   per mode (``messages``, ``updates``, ``values``);
 - events resent per reconnect: frames of the resume that the client had before the cut;
 - the same three on the newer protocol (thread_events.py: ``POST /threads/{id}/commands``
-  ``run.start``, ``POST /threads/{id}/stream/events`` reopened with ``since``, its cursor).
+  ``run.start``, ``POST /threads/{id}/stream/events`` reopened with ``since``, its cursor);
+  and the frames resent by a reconnect without a cursor (as LangGraph's JavaScript
+  client reconnects) in the 5th run of a thread that the client followed run by run.
 
 A figure a server does not serve (a route answering 404, a stream without ``id:`` lines)
 is ``n/a`` on its side, with the reason printed under the table. The exit status is 0
@@ -49,8 +51,11 @@ MODES = ["values", "updates", "messages-tuple"]
 EVENTS = ("messages", "updates", "values")
 SIDES = ("span-relay", "peer")
 
-FULL = {"per_round": 10, "rounds": 4, "idle": 500, "cuts": 40}
-QUICK = {"per_round": 2, "rounds": 2, "idle": 20, "cuts": 2}
+FULL = {"per_round": 10, "rounds": 4, "idle": 500, "cuts": 40, "nocursor": 3}
+QUICK = {"per_round": 2, "rounds": 2, "idle": 20, "cuts": 2, "nocursor": 1}
+#: the run of a thread whose stream the no-cursor reconnect cuts (the runs before it: what a
+#: server that replays the thread sends again)
+NOCURSOR_RUN = 5
 
 
 def dialects() -> list[Peer]:
@@ -111,10 +116,14 @@ async def measure(sides: list[figures.Side], size: dict[str, int], seed: int) ->
             )
     report.log("reconnects on the newer protocol")
     events: dict[str, Any] = {}
+    nocursor: dict[str, Any] = {}
     for side in sides:
         if serves[side.name]["events"] is None:
             events[side.name] = await thread_events.reconnects(
                 side.client, size["cuts"], seed, v2_events[side.name], deadline_s=100
+            )
+            nocursor[side.name] = await thread_events.resent_without_cursor(
+                side.client, size["nocursor"], NOCURSOR_RUN, seed, v2_events[side.name]
             )
     report.log("idle streams")
     idle: dict[str, Any] = {}
@@ -127,6 +136,7 @@ async def measure(sides: list[figures.Side], size: dict[str, int], seed: int) ->
         "latency": seq,
         "reconnect": resumed,
         "events": events,
+        "nocursor": nocursor,
         "idle": idle,
         "broken": {s.name: s.broken[:20] for s in sides},
         "broken_count": {s.name: len(s.broken) for s in sides},
@@ -165,6 +175,14 @@ def rows(data: dict[str, Any], idle_n: int) -> list[Row]:
     )
     _reconnect_rows(both, data["reconnect"], "join stream")
     _reconnect_rows(both, data["events"], "stream/events")
+    both(
+        f"stream/events, reconnect without a cursor in a thread's run {NOCURSOR_RUN}: "
+        "frames resent",
+        data["nocursor"],
+        lambda d: d["resent"] / max(1, d["threads"]),
+        "",
+        "lower",
+    )
     both("runs not served whole", data["broken_count"], lambda n: n, "", "lower")
     return out
 

@@ -84,6 +84,14 @@ async def start(client: httpx.AsyncClient, graph: str, graph_input: dict[str, An
     r = await client.post("/threads", json={"thread_id": thread_id})
     if r.status_code != 200:
         raise RuntimeError(f"POST /threads answered {r.status_code}")
+    await run_on(client, thread_id, graph, graph_input)
+    return thread_id
+
+
+async def run_on(
+    client: httpx.AsyncClient, thread_id: str, graph: str, graph_input: dict[str, Any]
+) -> None:
+    """``run.start`` on the thread (the thread's runs before it have ended)."""
     r = await client.post(
         f"/threads/{thread_id}/commands",
         json={
@@ -95,7 +103,6 @@ async def start(client: httpx.AsyncClient, graph: str, graph_input: dict[str, An
     answer = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
     if r.status_code != 200 or answer.get("type") != "success":
         raise RuntimeError(f"POST /threads/{{id}}/commands answered {r.status_code}")
-    return thread_id
 
 
 async def read_events(
@@ -104,9 +111,12 @@ async def read_events(
     since: int | None = None,
     stop_after: int | None = None,
     timeout_s: float = 30.0,
+    end_after: int | None = None,
 ) -> EventsReading:
     """The thread's events (after ``since``), until the run's end or ``stop_after``
-    events (then the connection is closed: a cut)."""
+    events (then the connection is closed: a cut). ``end_after``: only a terminal event
+    whose ``seq`` is above it ends the reading (a replay of the thread's earlier runs
+    passes theirs)."""
     body: dict[str, Any] = {"channels": CHANNELS}
     if since is not None:
         body["since"] = since
@@ -141,7 +151,7 @@ async def read_events(
                         event, seq, ends = normalised(frame)
                         events.append(event)
                         last_seq = seq if seq is not None else last_seq
-                        ended = ended or ends
+                        ended = ended or (ends and (end_after is None or (seq or 0) > end_after))
                         if done():
                             break
                     if done():
@@ -207,6 +217,47 @@ async def reconnects(
         "by_event": by_event,
         "events": events,
         "distinct_ids": ids,
+        "points": points,
+    }
+
+
+async def resent_without_cursor(
+    client: httpx.AsyncClient, threads: int, runs: int, seed: int, events_per_run: int
+) -> dict[str, Any]:
+    """A reconnect as LangGraph's JavaScript client makes it (no ``since``, no
+    ``Last-Event-ID``) on a thread's ``runs``-th run: the client follows the thread run
+    after run (each stream opened with ``since`` = the last ``seq`` it has), cuts the
+    last run's stream after k events, and reopens it without a cursor, until that run's
+    end. Resent: the frames of the reopened stream with a ``seq`` the client had."""
+    rng = random.Random(seed)
+    points: list[dict[str, Any]] = []
+    for _ in range(threads):
+        k = 1 + int(rng.random() * max(1, events_per_run - 2))
+        thread_id = await start(client, "tokens", message_input("Hello"))
+        had = await read_events(client, thread_id)
+        last = had.last_seq
+        for _ in range(runs - 2):
+            await run_on(client, thread_id, "tokens", message_input("Hello"))
+            reading = await read_events(client, thread_id, since=last)
+            last = reading.last_seq
+        await run_on(client, thread_id, "tokens", message_input("Hello"))
+        cut = await read_events(client, thread_id, since=last, stop_after=k)
+        last = cut.last_seq
+        reopened = await read_events(client, thread_id, end_after=last)
+        seqs = [int(e.id) for e in reopened.events if e.id is not None]
+        points.append(
+            {
+                "k": len(cut.events),
+                "had_seq": last,
+                "sent": len(reopened.events),
+                "resent": sum(1 for q in seqs if last is not None and q <= last),
+                "ended": reopened.ended,
+            }
+        )
+    return {
+        "threads": len(points),
+        "runs": runs,
+        "resent": sum(p["resent"] for p in points),
         "points": points,
     }
 
