@@ -13,7 +13,10 @@ routes of relay/http/agent_server.py need of it, in LangGraph's shapes:
   ``messages-tuple``, ``custom``), checkpoints read at step boundaries;
 - threads.py: a thread row as a ``Thread``, the thread search (filter, sort, page) and
   the bodies of search, count and update;
-- store_items.py: the store routes' bodies, each user's namespaces, items as LangGraph's.
+- store_items.py: the store routes' bodies, each user's namespaces, items as LangGraph's;
+- commands.py, protocol_events.py, thread_events.py: LangGraph's streaming protocol
+  (``/threads/{id}/commands`` and ``/threads/{id}/stream/events``): its commands, a
+  turn's log as its events with durable ids, a thread's events followed turn by turn.
 
 Every run is a span-relay turn, started and resumed through
 :class:`relay.turns.admission.Admission`: the run id is the turn id.

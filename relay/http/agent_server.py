@@ -17,7 +17,8 @@ clients call to list assistants, make and read threads, and stream or wait for r
   paused turn's), so ``/turns/{run_id}`` and its events are the run's.
 
 Not served yet (a 404 or a 422 that says so): runs create/join/cancel, thread copy,
-the ``commands`` + ``stream/events`` protocol, subgraph streams. With
+subgraph streams. The ``commands`` + ``stream/events`` protocol:
+relay/http/agent_server_events.py. With
 langgraph.json's ``auth`` these routes answer ``501``: its handlers are not applied here
 yet, and a route that skipped them would open what they close.
 """

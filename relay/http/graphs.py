@@ -111,6 +111,7 @@ def mount_agents(
     here, where a graph is served: a relay that serves none (``--relay-only``) never
     imports LangGraph or LangChain (``span-relay --help`` and ``import relay`` neither)."""
     from relay.http.agent_server import AgentServer, agent_server_router
+    from relay.http.agent_server_events import events_router
     from relay.http.agent_server_store import store_router
     from relay.http.agent_server_threads import thread_routes_router
     from relay.http.agui import agui_router
@@ -126,6 +127,7 @@ def mount_agents(
         app.include_router(agent_server_router(server, dependencies))
         app.include_router(thread_routes_router(server))
         app.include_router(store_router(server))
+        app.include_router(events_router(server, dependencies))
     for index, agent in enumerate(agents):
         # client-executed tools: one per graph, shared by its routes (their timers, the
         # start-up sweep of the turns a stopped instance left waiting on one)
