@@ -144,6 +144,7 @@ def test_same_client_rows_per_cut_and_sides_without_a_figure() -> None:
         },
         "events": {},  # the newer protocol: served by neither
         "nocursor": {},
+        "idle_events": {},
         "broken_count": {"span-relay": 0, "peer": 0},
     }
     table = {row.figure: row for row in same_client.rows(data, 20)}

@@ -14,7 +14,9 @@ import pytest
 
 from tests.bench.peer import figures, same_client, servers
 
-TINY = {"per_round": 2, "rounds": 1, "idle": 5, "cuts": 2, "nocursor": 1}
+#: hold_s: the idle streams' `hold` run ends soon after they are counted (a server stops
+#: only once its running turns have ended or its grace period is over)
+TINY = {"per_round": 2, "rounds": 1, "idle": 5, "cuts": 2, "nocursor": 1, "hold_s": 5}
 
 
 async def measure(server: servers.Server) -> dict[str, Any]:
@@ -27,7 +29,7 @@ async def measure(server: servers.Server) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-def test_span_relay_serves_every_figure_to_the_agent_server_client(tmp_path: Path) -> None:
+def test_the_agent_server_client_measures_span_relay(tmp_path: Path) -> None:
     server = servers.start_relay(tmp_path)
     try:
         data = asyncio.run(measure(server))
@@ -56,6 +58,8 @@ def test_span_relay_serves_every_figure_to_the_agent_server_client(tmp_path: Pat
     # of that run again, none of the four runs before it
     (nocursor,) = data["nocursor"]["span-relay"]["points"]
     assert nocursor["ended"] and nocursor["resent"] == nocursor["k"] > 0, nocursor
+    idle = data["idle_events"]["span-relay"]
+    assert idle["streams"] == TINY["idle"], idle
     rows = {r.figure: r for r in same_client.rows(data, TINY["idle"])}
     assert rows["runs/stream: first SSE frame p50"].ours is not None
     assert rows["stream/events, 2 cuts: gap per cut (frames missing)"].ours == 0

@@ -15,7 +15,7 @@ The figures (figures.py, the sides alternating wherever both run the same loop):
 - first event latency: the first SSE frame after the request, and the first ``messages``
   event with content (a token), p50/p99 over sequential `tokens` runs;
 - memory per idle stream: N readers joined to one silent `hold` run, the server's RSS
-  delta per reader;
+  delta per reader (and N readers of its thread's ``stream/events``);
 - gap and duplicate per cut: `tokens` runs cut after k frames (k seeded-random), resumed
   with the last frame's id, both parts compared with an uncut read (``Last-Event-ID: -1``)
   as multisets: frames missing (gap) and frames received twice (dup) per cut, in all and
@@ -131,6 +131,12 @@ async def measure(sides: list[figures.Side], size: dict[str, int], seed: int) ->
         why = serves[side.name]
         if why["resumable"] is None and why["background"] is None:
             idle[side.name] = await figures.idle_streams(side, size["idle"])
+    idle_events: dict[str, Any] = {}
+    for side in sides:  # last: its `hold` runs go on after it
+        if serves[side.name]["events"] is None:
+            idle_events[side.name] = await thread_events.idle_streams(
+                side.server, size["idle"], hold_s=size.get("hold_s", 60)
+            )
     return {
         "served": serves,
         "latency": seq,
@@ -138,6 +144,7 @@ async def measure(sides: list[figures.Side], size: dict[str, int], seed: int) ->
         "events": events,
         "nocursor": nocursor,
         "idle": idle,
+        "idle_events": idle_events,
         "broken": {s.name: s.broken[:20] for s in sides},
         "broken_count": {s.name: len(s.broken) for s in sides},
     }
@@ -169,6 +176,13 @@ def rows(data: dict[str, Any], idle_n: int) -> list[Row]:
     both(
         f"memory per idle joined stream ({idle_n})",
         data["idle"],
+        lambda d: d["kib_per_stream"],
+        "KiB",
+        "lower",
+    )
+    both(
+        f"memory per idle stream/events stream ({idle_n})",
+        data["idle_events"],
         lambda d: d["kib_per_stream"],
         "KiB",
         "lower",

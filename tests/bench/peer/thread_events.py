@@ -23,12 +23,15 @@ import json
 import random
 import time
 import uuid
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from tests.bench.peer.client import message_input
+from tests.bench.peer.figures import client_for
+from tests.bench.peer.servers import Server
 from tests.bench.peer.sse import (
     SSEEvent,
     SSEParser,
@@ -259,6 +262,46 @@ async def resent_without_cursor(
         "runs": runs,
         "resent": sum(p["resent"] for p in points),
         "points": points,
+    }
+
+
+async def idle_streams(
+    server: Server, n: int, hold_s: float = 60.0, settle_s: float = 2.0
+) -> dict[str, Any]:
+    """figures.idle_streams on this protocol: the server's RSS delta per reader with ``n``
+    readers of one thread whose run is running and silent (the `hold` graph), each
+    ``POST /threads/{id}/stream/events`` held open once its response headers came."""
+    async with client_for(server, n + 10) as client:
+        thread_id = await start(client, "hold", message_input("wait", hold_s=hold_s))
+        await asyncio.sleep(settle_s)
+        rss0 = server.rss_kib()
+        opened = 0
+        async with AsyncExitStack() as stack:
+
+            async def join() -> None:
+                nonlocal opened
+                response = await stack.enter_async_context(
+                    client.stream(
+                        "POST",
+                        f"/threads/{thread_id}/stream/events",
+                        json={"channels": CHANNELS},
+                        headers={"Accept": "text/event-stream"},
+                    )
+                )
+                if response.status_code == 200:
+                    opened += 1
+
+            for first in range(0, n, 50):
+                await asyncio.wait_for(
+                    asyncio.gather(*(join() for _ in range(min(50, n - first)))), timeout=60
+                )
+            await asyncio.sleep(settle_s)
+            rss1 = server.rss_kib()
+    return {
+        "streams": opened,
+        "rss_before_kib": rss0,
+        "rss_after_kib": rss1,
+        "kib_per_stream": (rss1 - rss0) / max(1, opened),
     }
 
 
