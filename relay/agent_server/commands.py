@@ -30,6 +30,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from relay.agent_server.protocol_events import whole_number
+
 #: the methods of the protocol (version 0.0.21 of ``@langchain/protocol``)
 KNOWN = frozenset(
     {
@@ -46,6 +48,8 @@ KNOWN = frozenset(
     }
 )
 SERVED = frozenset({"run.start", "input.respond"})
+#: the largest command id (a JavaScript safe integer)
+MAX_ID = 2**53 - 1
 
 
 class CommandError(Exception):
@@ -79,8 +83,8 @@ def command_of(payload: Any) -> Command:
     """The command a body is, or a :class:`CommandError` that says what is wrong."""
     if not isinstance(payload, dict):
         raise CommandError(None, "invalid_argument", "A command is a JSON object.", 422)
-    command_id = payload.get("id")
-    if not isinstance(command_id, int) or isinstance(command_id, bool) or command_id < 0:
+    command_id = whole_number(payload.get("id"))
+    if command_id is None or not 0 <= command_id <= MAX_ID:
         raise CommandError(
             None, "invalid_argument", "A command needs an 'id': a whole number, 0 or more.", 422
         )

@@ -73,6 +73,8 @@ from relay.langgraph.checkpoints import read_checkpoints
 ORDINAL_BITS, SEQ_BITS, SUB_BITS = 21, 20, 12
 #: the largest ``seq`` (and cursor) there is
 MAX_CURSOR = (1 << (ORDINAL_BITS + SEQ_BITS + SUB_BITS)) - 1
+#: the deepest ``depth`` a stream request may ask for
+MAX_DEPTH = 1000
 #: the channels of the protocol (``custom:<name>`` too); those served send events
 CHANNELS = frozenset(
     {
@@ -172,8 +174,8 @@ def stream_request(body: Mapping[str, Any]) -> StreamRequest:
             raise _invalid("'namespaces' must be a list of namespaces (lists of strings).")
         found = tuple(tuple(ns) for ns in namespaces)
     depth = body.get("depth")
-    if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 0):
-        raise _invalid("'depth' must be a whole number, 0 or more.")
+    if depth is not None and (whole_number(depth) is None or not 0 <= depth <= MAX_DEPTH):
+        raise _invalid(f"'depth' must be a whole number from 0 to {MAX_DEPTH}.")
     return StreamRequest(EventFilter(frozenset(channels), found), cursor_of(body.get("since")))
 
 
@@ -183,12 +185,22 @@ def cursor_of(value: Any) -> int | None:
         return None
     if isinstance(value, str) and value.isdigit() and len(value) <= 16:
         value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_CURSOR:
+    value = whole_number(value)
+    if value is None or not 0 <= value <= MAX_CURSOR:
         raise _invalid(
             "The cursor ('since', or Last-Event-ID) must be the 'seq' of an event of this "
             "stream, a whole number."
         )
     return value
+
+
+def whole_number(value: Any) -> int | None:
+    """A JSON whole number (``5`` or ``5.0``) as an int; None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not (value.is_integer() and abs(value) < 2**63):
+        return None
+    return int(value)
 
 
 def _custom_channel(channel: str) -> bool:

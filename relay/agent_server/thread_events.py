@@ -41,6 +41,7 @@ from relay.agent_server.protocol_events import (
     sse_all,
 )
 from relay.bus.base import Bus, BusLost, BusUnavailable, CursorExpired
+from relay.errors import ApiError
 from relay.events import MESSAGE_SAVED, Event
 from relay.turns.feed import TurnFeed, Watcher
 from relay.turns.records import PAUSED, RUNNING, TurnRecord, TurnStore, id_key
@@ -48,8 +49,11 @@ from relay.turns.recovery import terminal_event
 
 #: the turns of a thread looked at, at most
 MAX_TURNS = 10_000
-#: how often a stream with nothing to send looks again (a resume, a new turn, the store)
+#: how often a stream with nothing to send looks again (a resume, a turn's record)
 POLL_S = 0.5
+#: how often a waiting stream lists the thread's turns unasked (the turn feed tells it of
+#: a new turn at once; this is the fallback for one the feed did not carry)
+LOOK_S = 5.0
 #: a relay event batch read at once
 BATCH = 64
 HEARTBEAT = b": heartbeat\n\n"
@@ -87,20 +91,32 @@ class ThreadEvents:
         found = await self.turns.list(thread_id, MAX_TURNS)
         return sorted(found, key=lambda r: (r.started_at, r.turn_key))
 
-    async def stream(self, thread_id: str, request: StreamRequest) -> AsyncIterator[bytes]:
-        """The connection's SSE bytes (see the module docstring)."""
+    async def cursor_of(self, thread_id: str, since: int | None) -> int:
+        """Where a connection starts (it gets the events after this ``seq``): its cursor,
+        or, without one, just before the thread's latest turn. Fixed when the request is
+        answered, before the stream's first byte. A cursor in a turn the thread does not
+        have is a ``400 invalid_cursor``."""
+        turns = await self.ordered(thread_id)
+        if since is None:
+            return event_seq(max(len(turns), 1), 0, 0) - 1
+        if position_of(since)[0] > len(turns):
+            raise ApiError(
+                400,
+                "invalid_cursor",
+                f"Event {since} is not one of this thread's: it has {len(turns)} turns.",
+            )
+        return since
+
+    async def stream(
+        self, thread_id: str, request: StreamRequest, cursor: int
+    ) -> AsyncIterator[bytes]:
+        """The connection's SSE bytes from ``cursor`` on (see the module docstring)."""
         key = id_key(thread_id)
         with self.feed.watch(lambda record: record.thread_key == key) as watcher:
-            turns = await self.ordered(thread_id)
-            if request.since is None:
-                ordinal = max(len(turns), 1)
-                cursor = event_seq(ordinal, 0, 0) - 1
-            else:
-                cursor = request.since
-                ordinal = max(position_of(cursor)[0], 1)
+            ordinal = max(position_of(cursor)[0], 1)
             follow = _Follow(self, thread_id, request, cursor, watcher)
             while not self.closing.is_set():
-                turns = await self.ordered(thread_id)
+                turns = await follow.turns()
                 if ordinal > len(turns):
                     if not await follow.idle():
                         return
@@ -133,6 +149,19 @@ class _Follow:
         self.pending = b""
         #: the stream is over (the bus was lost, the server closes)
         self.ended = False
+        #: the thread's turns as last listed, and when; whether the feed told of a change
+        self._turns: list[TurnRecord] = []
+        self._looked_at = -LOOK_S
+        self._heard = True
+
+    async def turns(self) -> list[TurnRecord]:
+        """The thread's turns in order, listed again when the turn feed told of a change
+        of one of them, or :data:`LOOK_S` after the last listing."""
+        if self._heard or time.monotonic() - self._looked_at >= LOOK_S:
+            self._heard = False
+            self._looked_at = time.monotonic()
+            self._turns = await self.events.ordered(self.thread_id)
+        return self._turns
 
     def take(self) -> bytes:
         out, self.pending = self.pending, b""
@@ -144,8 +173,8 @@ class _Follow:
         quiet long enough. False: stop."""
         if self.events.closing.is_set():
             return False
-        if wait:
-            await self.watcher.next(POLL_S)
+        if await self.watcher.next(POLL_S if wait else 0):
+            self._heard = True
         if time.monotonic() - self.sent_at >= self.events.heartbeat_s:
             self.pending += HEARTBEAT
             self.sent_at = time.monotonic()
@@ -217,8 +246,7 @@ class _Follow:
                 finally:
                     reader.close()
             if last is not None and last.is_run_terminal:
-                turns = await self.events.ordered(self.thread_id)
-                if len(turns) > ordinal:
+                if len(await self.turns()) > ordinal:
                     return  # paused, and a newer turn started: go on to it
             elif not bus.has_turn(record.turn_id):
                 latest = await self.events.turns.get(record.turn_id) or record

@@ -60,6 +60,69 @@ _RUN = _body(
     oneOf=[{"required": ["input"]}, {"required": ["command"]}],
 )
 
+_CONFIG = {"type": "object", "additionalProperties": False, "properties": {"configurable": _OBJECT}}
+_COMMAND = {
+    "anyOf": [
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["id", "method", "params"],
+            "properties": {
+                "id": {"type": "integer", "minimum": 0, "maximum": 2**53 - 1},
+                "method": {"const": "run.start"},
+                "params": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["assistant_id", "input"],
+                    "properties": {
+                        "assistant_id": {"type": "string", "minLength": 1},
+                        "input": {"type": "object", "description": "the graph's own input"},
+                        "config": _CONFIG,
+                        "metadata": _OBJECT,
+                    },
+                },
+            },
+        },
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["id", "method", "params"],
+            "properties": {
+                "id": {"type": "integer", "minimum": 0, "maximum": 2**53 - 1},
+                "method": {"const": "input.respond"},
+                "params": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["interrupt_id", "response"],
+                    "properties": {
+                        "namespace": {"type": "array", "maxItems": 0},
+                        "interrupt_id": {"type": "string", "minLength": 1},
+                        "response": {"description": "the answer"},
+                    },
+                },
+            },
+        },
+    ]
+}
+#: a refused command: the protocol's error, or the relay's own (a body that is not JSON)
+_COMMAND_ERROR = {
+    "anyOf": [
+        {
+            "type": "object",
+            "required": ["type", "id", "error", "message"],
+            "properties": {
+                "type": {"const": "error"},
+                "id": {"type": ["integer", "null"]},
+                "error": {"type": "string"},
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+            },
+        },
+        {"$ref": "#/components/schemas/ErrorBody"},
+    ]
+}
+_CHANNELS = ["values", "updates", "messages", "tools", "lifecycle", "input", "checkpoints"]
+
 AGENT_SERVER_OPENAPI: dict[str, dict[str, Any]] = {
     "search": _body(
         {
@@ -103,6 +166,50 @@ AGENT_SERVER_OPENAPI: dict[str, dict[str, Any]] = {
                 "description": "The thread's values at the run's end (with __interrupt__ "
                 "when it paused), or {__error__: {error, message}}",
                 "content": {"application/json": {"schema": _OBJECT}},
+            }
+        },
+    },
+    "commands": {
+        "requestBody": {"required": True, "content": {"application/json": {"schema": _COMMAND}}},
+        "responses": {
+            "200": {
+                "description": "{type: success, id, result: {run_id}}",
+                "content": {"application/json": {"schema": _OBJECT}},
+            },
+            **{
+                str(code): {
+                    "description": reason,
+                    "content": {"application/json": {"schema": _COMMAND_ERROR}},
+                }
+                for code, reason in (
+                    (404, "No such thread, assistant or run waiting for input"),
+                    (409, "The thread has a run going"),
+                    (422, "Not a command this server runs, or a bad one"),
+                )
+            },
+        },
+    },
+    "stream_events": {
+        **_body(
+            {
+                "channels": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {"type": "string", "enum": [*_CHANNELS, "tasks", "custom"]},
+                },
+                "namespaces": {
+                    "type": "array",
+                    "items": {"type": "array", "items": {"type": "string"}},
+                },
+                "depth": {"type": "integer", "minimum": 0, "maximum": 1000},
+                "since": {"type": "integer", "minimum": 0, "maximum": 2**53 - 1},
+            },
+            required=["channels"],
+        ),
+        "responses": {
+            "200": {
+                "description": "The thread's events (SSE), each with its seq as id",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
             }
         },
     },

@@ -250,6 +250,8 @@ def test_bad_commands_and_stream_requests_are_4xx(server: LiveServer) -> None:
         assert answer.json()["error"]["code"] in ("invalid_request", "unknown_fields")
     bad_header = httpx.post(events, json={"channels": ["values"]}, headers={"Last-Event-ID": "x"})
     assert bad_header.status_code == 422
+    future = httpx.post(events, json={"channels": ["values"], "since": 2 << 32})  # turn 2
+    assert future.status_code == 400 and future.json()["error"]["code"] == "invalid_cursor"
 
 
 def test_after_a_restart_the_cursor_holds_from_the_stored_spans(
