@@ -129,7 +129,7 @@ def test_same_client_rows_per_cut_and_sides_without_a_figure() -> None:
             }
             for side in ("span-relay", "peer")
         },
-        "idle": {"peer": {"kib_per_stream": 30.0}},  # span-relay: not served
+        "idle_joined": {"peer": {"kib_per_stream": 30.0}},  # span-relay: not served
         "reconnect": {
             "peer": {
                 "cuts": 4,

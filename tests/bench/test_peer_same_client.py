@@ -23,7 +23,12 @@ async def measure(server: servers.Server) -> dict[str, Any]:
     (dialect,) = (d for d in same_client.dialects() if d.name == "span-relay")
     side = figures.Side(dialect, server, figures.client_for(server))
     try:
-        return await same_client.measure([side], TINY, seed=34)
+        data = await same_client.measure([side], TINY, seed=34)
+        for kind in ("joined", "events"):
+            data[f"idle_{kind}"] = await same_client.idle_streams(
+                kind, [side], TINY, data["served"]
+            )
+        return data
     finally:
         await side.client.aclose()
 

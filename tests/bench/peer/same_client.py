@@ -15,7 +15,8 @@ The figures (figures.py, the sides alternating wherever both run the same loop):
 - first event latency: the first SSE frame after the request, and the first ``messages``
   event with content (a token), p50/p99 over sequential `tokens` runs;
 - memory per idle stream: N readers joined to one silent `hold` run, the server's RSS
-  delta per reader (and N readers of its thread's ``stream/events``);
+  delta per reader (and N readers of its thread's ``stream/events``), each kind on a
+  fresh pair of servers;
 - gap and duplicate per cut: `tokens` runs cut after k frames (k seeded-random), resumed
   with the last frame's id, both parts compared with an uncut read (``Last-Event-ID: -1``)
   as multisets: frames missing (gap) and frames received twice (dup) per cut, in all and
@@ -51,7 +52,7 @@ MODES = ["values", "updates", "messages-tuple"]
 EVENTS = ("messages", "updates", "values")
 SIDES = ("span-relay", "peer")
 
-FULL = {"per_round": 10, "rounds": 4, "idle": 500, "cuts": 40, "nocursor": 3}
+FULL = {"per_round": 10, "rounds": 4, "idle": 500, "cuts": 30, "nocursor": 3}
 QUICK = {"per_round": 2, "rounds": 2, "idle": 20, "cuts": 2, "nocursor": 1}
 #: the run of a thread whose stream the no-cursor reconnect cuts (the runs before it: what a
 #: server that replays the thread sends again)
@@ -125,29 +126,34 @@ async def measure(sides: list[figures.Side], size: dict[str, int], seed: int) ->
             nocursor[side.name] = await thread_events.resent_without_cursor(
                 side.client, size["nocursor"], NOCURSOR_RUN, seed, v2_events[side.name]
             )
-    report.log("idle streams")
-    idle: dict[str, Any] = {}
-    for side in sides:
-        why = serves[side.name]
-        if why["resumable"] is None and why["background"] is None:
-            idle[side.name] = await figures.idle_streams(side, size["idle"])
-    idle_events: dict[str, Any] = {}
-    for side in sides:  # last: its `hold` runs go on after it
-        if serves[side.name]["events"] is None:
-            idle_events[side.name] = await thread_events.idle_streams(
-                side.server, size["idle"], hold_s=size.get("hold_s", 60)
-            )
     return {
         "served": serves,
         "latency": seq,
         "reconnect": resumed,
         "events": events,
         "nocursor": nocursor,
-        "idle": idle,
-        "idle_events": idle_events,
         "broken": {s.name: s.broken[:20] for s in sides},
         "broken_count": {s.name: len(s.broken) for s in sides},
     }
+
+
+async def idle_streams(
+    kind: str, sides: list[figures.Side], size: dict[str, int], serves: dict[str, Any]
+) -> dict[str, Any]:
+    """Memory per idle stream of one ``kind`` (``joined``: the join stream of a run;
+    ``events``: the newer protocol's thread stream) on each side that serves it. The
+    servers should be fresh: a heap that held other streams before gives their freed
+    memory to these (run() starts a pair for each kind)."""
+    out: dict[str, Any] = {}
+    for side in sides:
+        why = serves[side.name]
+        if kind == "joined" and why["resumable"] is None and why["background"] is None:
+            out[side.name] = await figures.idle_streams(side, size["idle"])
+        elif kind == "events" and why["events"] is None:
+            out[side.name] = await thread_events.idle_streams(
+                side.server, size["idle"], hold_s=size.get("hold_s", 60)
+            )
+    return out
 
 
 def rows(data: dict[str, Any], idle_n: int) -> list[Row]:
@@ -175,7 +181,7 @@ def rows(data: dict[str, Any], idle_n: int) -> list[Row]:
     both("runs/stream: frames per run", seq, lambda d: d["events_per_turn"], "", "")
     both(
         f"memory per idle joined stream ({idle_n})",
-        data["idle"],
+        data["idle_joined"],
         lambda d: d["kib_per_stream"],
         "KiB",
         "lower",
@@ -244,9 +250,21 @@ async def run(size: dict[str, int], seed: int) -> dict[str, Any]:
     logs.mkdir(parents=True, exist_ok=True)
     servers.raise_fd_limit()
     exe = servers.ensure_peer_venv(logs / "peer-install.log")
+    report.log("starting span-relay and the peer")
+    data = await on_fresh_servers(exe, logs, lambda sides: measure(sides, size, seed))
+    for kind in ("joined", "events"):
+        report.log(f"idle streams ({kind}), on fresh servers")
+        data[f"idle_{kind}"] = await on_fresh_servers(
+            exe, logs, lambda sides, k=kind: idle_streams(k, sides, size, data["served"])
+        )
+    data["logs"] = str(logs)
+    return data
+
+
+async def on_fresh_servers(exe: Any, logs: Any, work: Any) -> Any:
+    """``await work(sides)`` against a span-relay and a peer started for it, then stopped."""
     started: list[servers.Server] = []
     try:
-        report.log("starting span-relay and the peer")
         started.append(servers.start_relay(logs))
         started.append(servers.start_peer(exe, logs))
         sides = [
@@ -254,12 +272,10 @@ async def run(size: dict[str, int], seed: int) -> dict[str, Any]:
             for dialect, server in zip(dialects(), started, strict=True)
         ]
         try:
-            data = await measure(sides, size, seed)
+            return await work(sides)
         finally:
             for side in sides:
                 await side.client.aclose()
-        data["logs"] = str(logs)
-        return data
     finally:
         for server in started:
             server.stop()
