@@ -38,24 +38,21 @@ does the ``values``/``updates``/``messages``/``custom`` part; this module reshap
 - the run's end: ``lifecycle`` ``completed``, ``failed`` (``error``: the message), or,
   at a pause, ``interrupted``.
 
-Checkpoints are read as the run stream reads them, at each top-level node's start and at
-the run's end, but bounded so that a later reading finds what an earlier one did: at a
-node of step ``k`` the checkpoints before step ``k``, at the run's end those written by
-the time of its terminal event (its ``ts``), and never one older than the turn
-(:class:`TurnCheckpoints`). Only the root namespace (``[]``) is streamed: no subgraph
-events yet.
+Checkpoints are read as the run stream reads them (relay/agent_server/stream.py), at each
+top-level node's start and at the run's end, chosen by the run's trace and the step, so
+that a later reading finds what an earlier one did. Only the root namespace (``[]``) is
+streamed: no subgraph events yet.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from relay.agent_server.jsonable import jsonable
-from relay.agent_server.stream import MAX_HISTORY, RunStreamEncoder, checkpoint_id_of
+from relay.agent_server.stream import RunStreamEncoder, ThreadCheckpoints
 from relay.errors import ApiError
 from relay.events import (
     ERROR,
@@ -66,7 +63,6 @@ from relay.events import (
     TURN_COMPLETED,
     Event,
 )
-from relay.langgraph.checkpoints import read_checkpoints
 
 #: bits of an event's ``seq`` (:func:`event_seq`): the turn's ordinal in its thread, the
 #: relay event's seq in the turn's log, the event's place among those the relay event made
@@ -91,8 +87,6 @@ CHANNELS = frozenset(
 )
 #: the run stream modes a turn is encoded with (all of them: a connection filters)
 _MODES = ("values", "updates", "messages-tuple", "custom")
-#: how long after a run's terminal event a checkpoint it wrote may bear (clock rounding)
-_END_SLACK_MS = 5.0
 #: a message's type -> its protocol role (a tool's message is not a transcript message)
 _ROLES = {"ai": "ai", "AIMessageChunk": "ai", "human": "human", "system": "system"}
 
@@ -207,56 +201,6 @@ def _custom_channel(channel: str) -> bool:
     return channel.startswith("custom:") and len(channel) > len("custom:")
 
 
-class TurnCheckpoints:
-    """The checkpoints of one turn of a thread as :class:`RunStreamEncoder` reads them,
-    bounded (see the module docstring): never one older than the turn's baseline (the
-    thread's latest checkpoint when the turn started), none of a later step or time than
-    the boundary being read (:attr:`before_step`, :attr:`until_ms`)."""
-
-    def __init__(self, graph: Any, thread_id: str, started_ms: float) -> None:
-        self.graph = graph
-        self.config = {"configurable": {"thread_id": thread_id}}
-        self.started_ms = started_ms
-        self.before_step: int | None = None
-        self.until_ms: float | None = None
-
-    async def _history(self) -> list[Any]:
-        async def read() -> list[Any]:
-            return [s async for s in self.graph.aget_state_history(self.config, limit=MAX_HISTORY)]
-
-        return await read_checkpoints(read())
-
-    async def baseline(self) -> str | None:
-        """The id of the thread's latest checkpoint written before the turn started."""
-        for snapshot in await self._history():
-            if _created_ms(snapshot) < self.started_ms:
-                return checkpoint_id_of(snapshot)
-        return None
-
-    async def since(self, checkpoint_id: str | None) -> list[Any]:
-        found: list[Any] = []
-        for snapshot in await self._history():
-            step = (snapshot.metadata or {}).get("step")
-            if self.before_step is not None and isinstance(step, int) and step >= self.before_step:
-                continue
-            if self.until_ms is not None and _created_ms(snapshot) > self.until_ms:
-                continue
-            found.append(snapshot)
-            if checkpoint_id_of(snapshot) == checkpoint_id:
-                break
-            if _created_ms(snapshot) < self.started_ms:
-                break  # the baseline: the turn's checkpoints begin after it
-        found.reverse()
-        return found
-
-
-def _created_ms(snapshot: Any) -> float:
-    created = getattr(snapshot, "created_at", None)
-    if not created:
-        return 0.0
-    return datetime.datetime.fromisoformat(str(created)).timestamp() * 1000
-
-
 def _frames(data: bytes) -> list[tuple[str, Any]]:
     """The ``(event, data)`` of the run stream's SSE frames (one-line JSON each)."""
     found: list[tuple[str, Any]] = []
@@ -287,7 +231,7 @@ def _text_of(content: Any) -> str:
 class TurnEncoder:
     """The protocol events of one turn, relay event by relay event, from the turn's first
     (the encoding keeps state: the checkpoints sent, the open message). ``ordinal``: the
-    turn's place in its thread; ``started_ms``: its record's ``started_at``."""
+    turn's place in its thread."""
 
     def __init__(
         self,
@@ -296,36 +240,23 @@ class TurnEncoder:
         thread_id: str,
         graph_name: str,
         graph: Any,
-        started_ms: float,
     ) -> None:
         self.ordinal = ordinal
         self.turn_id = turn_id
         self.graph_name = graph_name
-        self.checkpoints = TurnCheckpoints(graph, thread_id, started_ms)
-        self.run = RunStreamEncoder(turn_id, thread_id, _MODES, self.checkpoints, None)
-        self._started = False
+        self.run = RunStreamEncoder(turn_id, thread_id, _MODES, ThreadCheckpoints(graph, thread_id))
         self._in_run = False
         #: the message being streamed: (id, node, text so far)
         self._open: tuple[str, str, str] | None = None
 
     async def encode(self, event: Event) -> list[dict[str, Any]]:
         """The protocol events relay event ``event`` makes (in order; their ids follow)."""
-        if not self._started:
-            self._started = True
-            self.run.sent = await self.checkpoints.baseline()
         made: list[tuple[str, Any, str | None]] = []  # (method, data, node)
         if not self._in_run and event.type != MESSAGE_SAVED:  # (the answer's, after its end)
             self._in_run = True
             made.append(("lifecycle", self._lifecycle("running"), None))
-        top_level = not event.fields.get("namespace")
-        step = event.fields.get("step")
-        if event.type == NODE_STARTED and top_level:
+        if event.type == NODE_STARTED and not event.fields.get("namespace"):
             made += self._finish_message()
-            self.checkpoints.before_step = step if isinstance(step, int) else None
-            self.checkpoints.until_ms = event.ts
-        else:
-            self.checkpoints.before_step = None
-            self.checkpoints.until_ms = event.ts + _END_SLACK_MS
         for name, data in _frames(await self.run.frames([event])):
             made += self._reshape(name, data, event)
         if event.type in RUN_TERMINAL:

@@ -6,10 +6,12 @@ Served: ``assistant_id``, ``input`` (the graph's own input object), ``command.re
 ``stream_mode`` (``values``, ``updates``, ``messages-tuple``, ``custom``: one or a list),
 ``config.configurable`` (the relay's own entries win; other ``config`` keys are a 422),
 ``if_not_exists`` (``reject`` or ``create``), ``on_disconnect`` (``continue``, the
-default, or ``cancel``), ``multitask_strategy`` ``reject``. Accepted and without effect:
-``metadata`` (not stored),
+default, or ``cancel``), ``multitask_strategy`` ``reject``, ``metadata`` (written into the
+metadata of a thread the run creates, as LangGraph does; not kept on the run),
+``stream_resumable`` (the stream's frames get ``id:`` lines, which the join stream
+resumes after: relay/agent_server/stream.py). Accepted and without effect:
 ``stream_subgraphs`` (subgraph events are not sent as ``mode|ns`` yet),
-``stream_resumable`` (the stream sends no ids yet), ``durability`` (runs always save each
+``durability`` (runs always save each
 step: ``sync``), ``checkpoint_during``, ``strict_resume``, ``langsmith_tracer``.
 """
 
@@ -25,9 +27,7 @@ from relay.errors import ApiError
 STREAM_MODES = ("values", "updates", "messages-tuple", "custom")
 #: fields accepted that do not change the run (see the module docstring)
 _WITHOUT_EFFECT = (
-    "metadata",
     "stream_subgraphs",
-    "stream_resumable",
     "durability",
     "checkpoint_during",
     "strict_resume",
@@ -54,6 +54,8 @@ _SERVED = (
     "if_not_exists",
     "on_disconnect",
     "multitask_strategy",
+    "metadata",
+    "stream_resumable",
 )
 KNOWN_FIELDS = frozenset((*_SERVED, *_WITHOUT_EFFECT, *_NOT_SERVED))
 _MISSING = object()
@@ -72,6 +74,10 @@ class RunRequest:
     configurable: dict[str, Any]
     create_thread: bool
     on_disconnect: str
+    #: the run's ``metadata``: what a thread the run creates starts with
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: ``stream_resumable``: the run stream's frames carry ids
+    resumable: bool = False
 
 
 def count_of(body: Mapping[str, Any], key: str, default: int, least: int, most: int) -> int:
@@ -178,6 +184,9 @@ def run_request(body: Mapping[str, Any]) -> RunRequest:
     if not has_resume and graph_input is None:
         raise _refuse("Send 'input' (the graph's input) or 'command.resume'.")
     _choice(body, "multitask_strategy", ("reject",), "reject")
+    metadata = body.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise _refuse("'metadata' must be an object.")
     return RunRequest(
         assistant_id=assistant_id,
         graph_input=graph_input,
@@ -187,4 +196,6 @@ def run_request(body: Mapping[str, Any]) -> RunRequest:
         configurable=_configurable_of(body),
         create_thread=_choice(body, "if_not_exists", ("reject", "create"), "reject") == "create",
         on_disconnect=_choice(body, "on_disconnect", ("continue", "cancel"), "continue"),
+        metadata=dict(metadata or {}),
+        resumable=body.get("stream_resumable") is True,
     )

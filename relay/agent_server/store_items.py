@@ -8,7 +8,9 @@ handlers; its documented handler (``@auth.on.store``) allows a user the namespac
 first label is their identity. span-relay applies that rule itself for RELAY_AUTH users
 (a JWT's or the proxy's user): a user puts, reads, deletes and searches only under
 ``(user_id, ...)``; a search or a namespace listing without a prefix is one under
-``(user_id,)``; anything else is a ``403 forbidden_namespace``. A graph that keeps a
+``(user_id,)``; anything else is a ``403 forbidden_namespace``. With langgraph.json's
+``auth`` its ``store`` handlers decide instead, where one does (relay/http/agent_server_store.py;
+:func:`and_filters` joins a handler's search filter to the request's). A graph that keeps a
 user's memories under ``(user_id, ...)`` (``config["configurable"]["user_id"]``, which
 the relay sets for a run of that user) shares them with that user's frontend. Without
 users (RELAY_AUTH ``none`` or ``token``) the store is everyone's, as under ``langgraph
@@ -247,3 +249,32 @@ def item_json(item: Any) -> dict[str, Any]:
     """A store ``Item`` (or ``SearchItem``) as LangGraph's server sends it."""
     found: dict[str, Any] = item.dict()
     return found
+
+
+def checked_filter(found: Any, nul_free: bool) -> dict[str, Any] | None:
+    """A filter from elsewhere (an auth handler's) checked as a search's own is."""
+    return _filter({"filter": found}, nul_free)
+
+
+def and_filters(
+    asked: Mapping[str, Any] | None, required: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """A search's own filter (``asked``) AND an auth handler's (``required``) as one
+    store filter; None when no item can pass both (two different ``$eq`` on one key). Two
+    different operands of another operator on one key: a ValueError (the caller refuses)."""
+    merged: dict[str, Any] = dict(asked or {})
+    for key, wanted in required.items():
+        if key not in merged:
+            merged[key] = wanted
+            continue
+        have = merged[key]
+        operators = dict(have) if isinstance(have, dict) else {"$eq": have}
+        more = wanted if isinstance(wanted, dict) else {"$eq": wanted}
+        for operator, operand in more.items():
+            if operator in operators and operators[operator] != operand:
+                if operator == "$eq":
+                    return None
+                raise ValueError(f"two different {operator} on {key!r}")
+            operators[operator] = operand
+        merged[key] = operators
+    return merged

@@ -1,4 +1,5 @@
-"""A run's turn log as LangGraph's run stream (``POST /threads/{id}/runs/stream``).
+"""A run's turn log as LangGraph's run stream (``POST /threads/{id}/runs/stream``, and the
+join stream ``GET /threads/{id}/runs/{run_id}/stream``).
 
 :class:`RunStreamEncoder` is an encoder of :class:`relay.delivery.streaming.EventStream`
 (the same writer as every stream of the relay: heartbeats, send timeout, disconnects,
@@ -8,10 +9,11 @@ not carry. Frames, in LangGraph's SSE shapes:
 
 - first ``metadata`` ``{"run_id", "attempt": 1}``;
 - ``values``: the state after each step. A run saves each step's checkpoint before the
-  next step starts (relay/langgraph/agent.py ``DURABILITY``), so at a top-level
-  ``node_started`` the checkpoints of the steps before it are there, and at the run's
-  end all of them: each checkpoint of the run not yet sent (``source`` ``loop``) is one
-  ``values`` frame, oldest first. A run that paused ends with its state again, with
+  next step starts (relay/langgraph/agent.py ``DURABILITY``) and marks each checkpoint
+  with its trace (``TRACE_KEY``: a run of a turn is a trace), so at a top-level
+  ``node_started`` of step k the run's checkpoints of the steps before k are there, and
+  at the run's end all of them: each is one ``values`` frame (``source`` ``loop``),
+  oldest first. A run that paused ends with its state again, with
   ``__interrupt__: [{value, id}]``;
 - ``updates``: ``{node: update}`` per task of each finished step (the step's checkpoint's
   tasks, whose results the next checkpoint settles); a pause ends with
@@ -26,6 +28,16 @@ not carry. Frames, in LangGraph's SSE shapes:
 - ``custom``: a ``custom`` event's payload (``data``);
 - ``error`` ``{"error", "message"}`` for a failed or cancelled run (and for a stream
   that lost the shared bus).
+
+**Event ids.** Which frames an event makes depends only on the turn's log and the run's
+checkpoints (a step's checkpoints are chosen by the step and the trace, never by what
+happened to be saved when the frame was made), so the same log gives the same frames,
+live, from another replica, and after the run ended. Frame ``n`` of the event with seq
+``S`` has the id ``S.n``, counted over every mode (the frames of the modes a stream did
+not ask for count too): an id means the same frame in any stream of the run, whatever
+its modes. A stream that resumes after ``S.n`` (``Last-Event-ID``) makes the run's frames
+again from its start and sends those after it: nothing missed, nothing twice. The
+``metadata`` frame is ``A.0``, ``A`` the seq the run's events follow.
 
 Only the top level is streamed: no ``mode|namespace`` events for subgraphs yet.
 """
@@ -50,15 +62,24 @@ from relay.events import (
     Event,
     dumps,
 )
+from relay.langgraph.agent import TRACE_KEY
+from relay.langgraph.checkpoints import read_checkpoints
 
 #: the checkpoints read back at most at one step boundary
 MAX_HISTORY = 1000
+#: the stream modes whose frames are numbered (in this order within an event's frames)
+MODES = ("values", "updates", "messages-tuple", "custom")
+#: a frame every stream sends, whatever its modes (``metadata``, ``error``)
+ALWAYS = "*"
+
+#: one frame before it is written: (the mode it belongs to, its event name, its data)
+Part = tuple[str, str, Any]
 
 
 class Checkpoints(Protocol):
     """The thread's checkpoints (:class:`relay.agent_server.stream.ThreadCheckpoints`)."""
 
-    async def since(self, checkpoint_id: str | None) -> list[Any]: ...
+    async def of_run(self, trace_id: str) -> tuple[Any, list[Any]]: ...
 
 
 def checkpoint_id_of(snapshot: Any) -> str | None:
@@ -68,6 +89,18 @@ def checkpoint_id_of(snapshot: Any) -> str | None:
     return str(found) if found else None
 
 
+def trace_of(snapshot: Any) -> str | None:
+    """The trace id of the run that wrote a checkpoint (None: not a relay run's)."""
+    found = (getattr(snapshot, "metadata", None) or {}).get(TRACE_KEY)
+    return str(found) if found else None
+
+
+def step_of(snapshot: Any) -> int:
+    """A checkpoint's step (-1, the input's, when it has none)."""
+    found = (getattr(snapshot, "metadata", None) or {}).get("step")
+    return found if isinstance(found, int) else -1
+
+
 class ThreadCheckpoints:
     """A thread's checkpoints from a compiled graph's checkpointer."""
 
@@ -75,31 +108,47 @@ class ThreadCheckpoints:
         self.graph = graph
         self.config = {"configurable": {"thread_id": thread_id}}
 
-    async def latest_id(self) -> str | None:
-        """The id of the thread's latest checkpoint (None: it has none)."""
-        return checkpoint_id_of(await self.graph.aget_state(self.config))
+    async def of_run(self, trace_id: str) -> tuple[Any, list[Any]]:
+        """The checkpoints the run ``trace_id`` wrote, oldest first (at most
+        :data:`MAX_HISTORY`), and the one before them (None: the run began the thread)."""
 
-    async def since(self, checkpoint_id: str | None) -> list[Any]:
-        """The snapshots from ``checkpoint_id`` (included) to the latest, oldest first;
-        all of them (at most :data:`MAX_HISTORY`) when ``checkpoint_id`` is None."""
-        found: list[Any] = []
-        async for snapshot in self.graph.aget_state_history(self.config, limit=MAX_HISTORY):
-            found.append(snapshot)
-            if checkpoint_id is not None and checkpoint_id_of(snapshot) == checkpoint_id:
-                break
-        found.reverse()
-        return found
+        async def read() -> tuple[Any, list[Any]]:
+            found: list[Any] = []
+            history = self.graph.aget_state_history(self.config, limit=MAX_HISTORY)
+            async for snapshot in history:
+                if trace_of(snapshot) == trace_id:
+                    found.append(snapshot)
+                elif found:  # the checkpoint the run began from
+                    found.reverse()
+                    return snapshot, found
+            found.reverse()
+            return None, found
+
+        return await read_checkpoints(read())
 
 
-def frame(name: str, data: Any) -> bytes:
-    """One SSE frame, as LangGraph's server writes it (no id)."""
-    return f"event: {name}\ndata: {dumps(data)}\n\n".encode()
+def frame(name: str, data: Any, event_id: str | None = None) -> bytes:
+    """One SSE frame, as LangGraph's server writes it (with an ``id:`` line or none)."""
+    head = f"event: {name}\n" if event_id is None else f"event: {name}\nid: {event_id}\n"
+    return f"{head}data: {dumps(data)}\n\n".encode()
+
+
+def parse_event_id(raw: str | None) -> tuple[int, int] | None:
+    """A ``Last-Event-ID`` of this stream (``S.n``) as ``(S, n)``; None for none, ``-1``
+    (LangGraph's "from the start") or an empty one; ValueError for anything else."""
+    if raw is None or raw.strip() in ("", "-1"):
+        return None
+    seq, dot, index = raw.strip().partition(".")
+    if not dot or not seq.isdigit() or not index.isdigit() or len(raw) > 40:
+        raise ValueError(raw)
+    return int(seq), int(index)
 
 
 class RunStreamEncoder:
-    """LangGraph's run stream of one run (see the module docstring). ``baseline``: the
-    thread's latest checkpoint before the run started (None: none), where the run's own
-    checkpoints begin."""
+    """LangGraph's run stream of one run (see the module docstring). ``start``: the seq
+    the run's events follow (the ``metadata`` frame's id); ``resumable``: write ``id:``
+    lines; ``cursor``: the last frame the client has (``(S, n)``), whose frames and
+    every one before it are made and not sent."""
 
     media_type = SSE
 
@@ -109,15 +158,22 @@ class RunStreamEncoder:
         thread_id: str,
         modes: Sequence[str],
         checkpoints: Checkpoints,
-        baseline: str | None,
+        *,
+        start: int = 0,
+        resumable: bool = False,
+        cursor: tuple[int, int] | None = None,
     ) -> None:
         self.run_id = run_id
         self.thread_id = thread_id
-        self.modes = frozenset(modes)
+        self.modes = frozenset(modes) | {ALWAYS}
         self.checkpoints = checkpoints
-        #: the last checkpoint whose values (and step's updates) were sent
-        self.sent = baseline
-        self._latest: Any = None
+        self.start = start
+        self.resumable = resumable
+        self.cursor = cursor
+        #: the checkpoints whose values (and step's updates) were made
+        self._made: set[str] = set()
+        #: each run's (trace's) latest checkpoint made, for its pause's values
+        self._latest: dict[str, Any] = {}
         #: each top-level node's latest start: (step, task id), for message metadata
         self._nodes: dict[str, tuple[Any, Any]] = {}
         #: the ids of the messages streamed chunk by chunk (text_delta)
@@ -126,18 +182,14 @@ class RunStreamEncoder:
     # -- the encoder interface of relay.delivery.streaming ---------------------------------
 
     def preamble(self) -> bytes:
-        return frame("metadata", {"run_id": self.run_id, "attempt": 1})
+        return self._write(
+            self.start, [(ALWAYS, "metadata", {"run_id": self.run_id, "attempt": 1})]
+        )
 
     def event(self, event: Event) -> bytes:
-        """The frames an event makes by itself (``messages``, ``custom``)."""
-        fields = event.fields
-        if event.type == NODE_STARTED and not fields.get("namespace"):
-            self._nodes[str(fields.get("node"))] = (fields.get("step"), fields.get("task_id"))
-        if event.type == TEXT_DELTA and "messages-tuple" in self.modes:
-            self._streamed.add(str(fields.get("message_id")))
-            return frame("messages", self._message(fields))
-        if event.type == CUSTOM and "custom" in self.modes:
-            return frame("custom", fields.get("data"))
+        """An event's frames without I/O: none (every batch goes through :meth:`frames`;
+        the writer asks this only of the ``message_saved`` after the end, which makes
+        no frame in LangGraph's stream)."""
         return b""
 
     def heartbeat(self) -> bytes:
@@ -160,71 +212,92 @@ class RunStreamEncoder:
         """A batch's frames: checkpoints read at each step boundary and at the end."""
         out: list[bytes] = []
         for event in batch:
+            parts: list[Part] = []
             top_level = not event.fields.get("namespace")
-            if event.type == NODE_STARTED and top_level and self._wants_checkpoints:
-                out.append(await self._steps())
+            if event.type == NODE_STARTED and top_level:
+                step = event.fields.get("step")
+                parts += await self._steps(event.trace_id, step if isinstance(step, int) else None)
             elif event.type in (TURN_COMPLETED, PAUSED, ERROR):
-                if self._wants_checkpoints:
-                    out.append(await self._steps())
-                out.append(await self._end(event))
-            out.append(self.event(event))
+                parts += await self._steps(event.trace_id, None)
+                parts += await self._end(event)
+            parts += self._of_event(event)
+            out.append(self._write(event.seq, parts))
         return b"".join(out)
 
-    @property
-    def _wants_checkpoints(self) -> bool:
-        return bool(self.modes & {"values", "updates", "messages-tuple"})
-
-    async def _steps(self) -> bytes:
-        """``values`` and ``updates`` of every step saved since the last one sent."""
-        snapshots = await self.checkpoints.since(self.sent)
-        if not snapshots:
-            return b""
-        self._latest = snapshots[-1]
+    def _write(self, seq: int, parts: list[Part]) -> bytes:
+        """The parts of the event ``seq`` this stream sends: its modes', after the cursor."""
         out: list[bytes] = []
-        known = self.sent is not None and checkpoint_id_of(snapshots[0]) == self.sent
-        previous = snapshots[0] if known else None
-        for snapshot in snapshots[1:] if known else snapshots:
-            if previous is not None:
-                for update in step_updates(previous.tasks):
-                    if "__start__" in update:
-                        continue
-                    if "messages-tuple" in self.modes:
-                        out += self._returned_messages(update)
-                    if "updates" in self.modes:
-                        out.append(frame("updates", update))
-            source = (snapshot.metadata or {}).get("source")
-            if source == "loop" and "values" in self.modes:
-                out.append(frame("values", jsonable(snapshot.values)))
-            previous = snapshot
-        self.sent = checkpoint_id_of(snapshots[-1])
+        for index, (mode, name, data) in enumerate(parts):
+            if mode not in self.modes:
+                continue
+            if self.cursor is not None and (seq, index) <= self.cursor:
+                continue
+            out.append(frame(name, data, f"{seq}.{index}" if self.resumable else None))
         return b"".join(out)
 
-    async def _end(self, event: Event) -> bytes:
+    def _of_event(self, event: Event) -> list[Part]:
+        """The frames an event makes by itself (``messages``, ``custom``)."""
+        fields = event.fields
+        if event.type == NODE_STARTED and not fields.get("namespace"):
+            self._nodes[str(fields.get("node"))] = (fields.get("step"), fields.get("task_id"))
+        if event.type == TEXT_DELTA:
+            self._streamed.add(str(fields.get("message_id")))
+            return [("messages-tuple", "messages", self._message(fields))]
+        if event.type == CUSTOM:
+            return [("custom", "custom", fields.get("data"))]
+        return []
+
+    async def _steps(self, trace_id: str, below: int | None) -> list[Part]:
+        """``values`` and ``updates`` of the run's steps before ``below`` (None: all of
+        them) not made yet."""
+        parent, snapshots = await self.checkpoints.of_run(trace_id)
+        out: list[Part] = []
+        previous = parent
+        for snapshot in snapshots:
+            if below is not None and step_of(snapshot) >= below:
+                break
+            self._latest[trace_id] = snapshot  # read again: a pause's interrupts are new
+            made = checkpoint_id_of(snapshot)
+            if made not in self._made:
+                self._made.add(str(made))
+                if previous is not None:
+                    out += self._updates(previous)
+                if (snapshot.metadata or {}).get("source") == "loop":
+                    out.append(("values", "values", jsonable(snapshot.values)))
+            previous = snapshot
+        return out
+
+    def _updates(self, previous: Any) -> list[Part]:
+        """The ``updates`` (and returned messages) of the tasks of ``previous``'s step."""
+        out: list[Part] = []
+        for update in step_updates(previous.tasks):
+            if "__start__" in update:
+                continue
+            out += self._returned_messages(update)
+            out.append(("updates", "updates", update))
+        return out
+
+    async def _end(self, event: Event) -> list[Part]:
         """A pause's interrupts, or a failure's ``error`` frame."""
         if event.type == ERROR:
-            return frame(
-                "error",
-                {"error": event.fields.get("code"), "message": event.fields.get("message")},
-            )
+            fields = event.fields
+            return [
+                (ALWAYS, "error", {"error": fields.get("code"), "message": fields.get("message")})
+            ]
         if event.type != PAUSED:
-            return b""
-        latest = self._latest
-        if latest is None:
-            found = await self.checkpoints.since(self.sent)
-            latest = found[-1] if found else None
+            return []
+        latest = self._latest.get(event.trace_id)
         if latest is not None:
             interrupts = [interrupt_json(i) for i in latest.interrupts]
         else:
             interrupts = [jsonable(i) for i in event.fields.get("interrupts", [])]
-        out = []
-        if "updates" in self.modes:
-            out.append(frame("updates", {"__interrupt__": interrupts}))
-        if "values" in self.modes:
-            values = jsonable(latest.values) if latest is not None else {}
-            if not isinstance(values, dict):
-                values = {}
-            out.append(frame("values", {**values, "__interrupt__": interrupts}))
-        return b"".join(out)
+        values = jsonable(latest.values) if latest is not None else {}
+        if not isinstance(values, dict):
+            values = {}
+        return [
+            ("updates", "updates", {"__interrupt__": interrupts}),
+            ("values", "values", {**values, "__interrupt__": interrupts}),
+        ]
 
     def _message(self, fields: Mapping[str, Any]) -> list[Any]:
         node = str(fields.get("node") or "")
@@ -241,9 +314,9 @@ class RunStreamEncoder:
             "langgraph_checkpoint_ns": f"{node}:{task_id}" if task_id else node,
         }
 
-    def _returned_messages(self, update: Mapping[str, Any]) -> list[bytes]:
+    def _returned_messages(self, update: Mapping[str, Any]) -> list[Part]:
         """The ``messages`` frames of the messages a node returned and did not stream."""
-        out: list[bytes] = []
+        out: list[Part] = []
         for node, wrote in update.items():
             messages = wrote.get("messages") if isinstance(wrote, Mapping) else None
             if isinstance(messages, Mapping):
@@ -253,5 +326,5 @@ class RunStreamEncoder:
             for message in messages:
                 if not isinstance(message, Mapping) or message.get("id") in self._streamed:
                     continue  # streamed: sent already, chunk by chunk
-                out.append(frame("messages", [message, self._metadata(node)]))
+                out.append(("messages-tuple", "messages", [message, self._metadata(node)]))
         return out

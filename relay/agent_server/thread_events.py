@@ -194,9 +194,7 @@ class _Follow:
         graph = self.events.graphs.get(record.graph)
         if graph is None:
             return  # not a run of a served graph (a turn received over OTLP): no events
-        encoder = TurnEncoder(
-            ordinal, record.turn_id, self.thread_id, record.graph, graph, record.started_at
-        )
+        encoder = TurnEncoder(ordinal, record.turn_id, self.thread_id, record.graph, graph)
         bus = self.events.bus
         read = 0  # the relay seq encoded so far
         last: Event | None = None

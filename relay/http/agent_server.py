@@ -16,20 +16,26 @@ clients call to list assistants, make and read threads, and stream or wait for r
   :class:`relay.turns.admission.Admission`; the run id is the turn id (a resume's is the
   paused turn's), so ``/turns/{run_id}`` and its events are the run's.
 
+With langgraph.json's ``auth``, each route calls the ``@auth.on`` handler the Agent
+Server calls (relay/http/agent_server_auth.py): ``assistants.search``/``read``,
+``threads.create``/``read``/``create_run``; a route added here calls
+:meth:`AgentServer.authorize` (or :meth:`AgentServer.authorized_thread`) before it acts,
+and :meth:`AgentServer.check_auth` (a ``501``) until it does.
+
 Not served yet (a 404 or a 422 that says so): runs create/join/cancel, thread copy,
 subgraph streams. The ``commands`` + ``stream/events`` protocol:
-relay/http/agent_server_events.py. With
-langgraph.json's ``auth`` these routes answer ``501``: its handlers are not applied here
-yet, and a route that skipped them would open what they close.
+relay/http/agent_server_events.py.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import json
 import uuid
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import JSONResponse, Response
@@ -48,11 +54,12 @@ from relay.agent_server.stream import RunStreamEncoder, ThreadCheckpoints
 from relay.agent_server.threads import ran_on, thread_json
 from relay.auth import User
 from relay.bus.base import BusLost, BusUnavailable, CursorExpired
-from relay.delivery.negotiation import SSE
 from relay.delivery.streaming import MAX_BATCH
 from relay.errors import ApiError
 from relay.events import ERROR, RUN_TERMINAL
+from relay.http.agent_server_auth import AgentServerAuth, run_value
 from relay.http.agent_server_openapi import AGENT_SERVER_OPENAPI
+from relay.http.agent_server_streams import run_location, run_stream
 from relay.http.chat import configurable_of
 from relay.http.chat_input import ID, digest
 from relay.http.errors import error_responses
@@ -64,12 +71,14 @@ from relay.langgraph.checkpoints import read_checkpoints
 from relay.langgraph.client_tool_limits import ClientTools
 from relay.turns.access import may_use
 from relay.turns.admission import Admission, Admitted, NewTurn, Resume
-from relay.turns.records import TurnRecord, id_key
-from relay.turns.recovery import terminal_event
+from relay.turns.records import RUNNING, TurnRecord, id_key
 from relay.turns.refusals import Refused
+from relay.turns.response import ChatResponse
 from relay.turns.threads import ThreadRecord
 from relay.version import __version__
 
+#: how long a join waits on a turn's log before it looks at the turn's record again
+JOIN_RECHECK_S = 5.0
 #: what ``/info`` says this server serves (langgraph_sdk reads ``flags``)
 FLAGS = {"assistants": True, "crons": False, "langsmith": False, "store": True}
 
@@ -91,6 +100,8 @@ class AgentServer:
         self.graphs: dict[str, Served] = {}
         #: when the assistants were registered (they are the graphs this process serves)
         self.created_at = datetime.datetime.now(datetime.UTC)
+        #: langgraph.json's ``auth`` on these routes (allows everything without one)
+        self.auth = AgentServerAuth(relay.langgraph_auth)
 
     def add(self, agent: GraphAgent, admission: Admission, tools: ClientTools) -> None:
         self.graphs[agent.name] = Served(agent, admission, tools)
@@ -98,13 +109,56 @@ class AgentServer:
     # -- lookups --------------------------------------------------------------------------
 
     def check_auth(self) -> None:
+        """A ``501`` with langgraph.json's ``auth``, for a route that does not call its
+        handlers (:meth:`authorize`) yet: a route that skipped them would open what they
+        close."""
         if self.relay.langgraph_auth is not None:
             raise ApiError(
                 501,
                 "not_implemented",
-                "LangGraph's Agent Server routes do not apply langgraph.json's auth "
-                "handlers yet; use /chat, /agui and the turn API.",
+                "This Agent Server route does not apply langgraph.json's auth handlers "
+                "yet; use /chat, /agui and the turn API.",
             )
+
+    async def authorize(
+        self, request: Request, resource: str, action: str, value: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """LangGraph's handler of ``resource.action`` (``threads.read``, ``store.put``, ...)
+        on ``value``, the Agent Server's value dict of that action, which the handler may
+        change (a create's ``metadata``, a store's ``namespace``): its filter (a dict the
+        caller matches against what it acts on: :meth:`authorized_thread`), None (allowed,
+        unfiltered; always None without langgraph.json's ``auth``), or its refusal (an
+        ApiError: ``403``, or the status it raised)."""
+        return await self.auth.authorize(request, resource, action, value)
+
+    async def authorized_thread(
+        self,
+        request: Request,
+        thread_id: str,
+        action: str,
+        value: dict[str, Any] | None = None,
+    ) -> ThreadRecord:
+        """``threads.<action>``'s handler (``value``: by default ``{"thread_id": ...}``),
+        then the thread's row: a ``404`` for a thread that does not exist, was deleted, is
+        another user's, or whose metadata the handler's filter does not match."""
+        filters = await self.authorize(
+            request, "threads", action, value if value is not None else {"thread_id": thread_id}
+        )
+        record = await self.thread_record(thread_id, user_of(request))
+        if not self.auth.thread_passes(filters, record):
+            raise ApiError(404, "unknown_thread", f"There is no thread {thread_id} of yours.")
+        return record
+
+    async def authorized_assistant(self, request: Request, assistant_id: str) -> Served:
+        """``assistants.read``'s handler, then the assistant: a ``404`` when its filter
+        does not match the assistant's metadata."""
+        value: dict[str, Any] = {"assistant_id": assistant_id}
+        filters = await self.authorize(request, "assistants", "read", value)
+        served = self.served(assistant_id)
+        listed = assistant_of(served.agent, self.created_at)
+        if not self.auth.passes(filters, listed["metadata"]):
+            raise ApiError(404, "unknown_assistant", f"No assistant {assistant_id!r} here.")
+        return served
 
     def served(self, assistant_id: str) -> Served:
         agent = find([s.agent for s in self.graphs.values()], assistant_id)
@@ -200,7 +254,8 @@ class AgentServer:
 
         return await read_checkpoints(read())
 
-    async def create_thread(self, body: dict[str, Any], user: User | None) -> dict[str, Any]:
+    async def create_thread(self, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+        user = user_of(request)
         unknown = sorted(set(body) - {"thread_id", "metadata", "if_exists", "supersteps", "ttl"})
         if unknown:
             raise ApiError(422, "unknown_fields", f"Unknown fields: {', '.join(unknown)}.")
@@ -220,9 +275,16 @@ class AgentServer:
                 "invalid_thread_id",
                 "'thread_id' must be 1-128 characters of letters, digits, '_', '-', '.', ':'.",
             )
+        # threads.create: its handler may stamp the metadata (the documented ``owner``)
+        value = {"thread_id": thread_id, "metadata": metadata, "if_exists": if_exists}
+        filters = await self.authorize(request, "threads", "create", value)
+        metadata = self.auth.metadata_of(value, "threads.create")
         turns = self.relay.turns
         found = await turns.get_thread(thread_id)
         owner = found.owner if found is not None else None
+        if found is not None and not found.deleted and not self.auth.thread_passes(filters, found):
+            # as the Agent Server answers a create its filter does not let through
+            raise ApiError(409, "thread_exists", f"Thread {thread_id} already exists.")
         if owner is None:  # a concurrent claim may win: the owner is the claim's answer
             owner = await turns.claim_thread(
                 thread_id, user.id if user is not None else "", metadata
@@ -245,6 +307,13 @@ class AgentServer:
         user = user_of(request)
         if not ID.match(thread_id):
             raise ApiError(404, "unknown_thread", f"There is no thread {thread_id!r}.")
+        agent = served.agent
+        run_id = str(uuid.uuid4())
+        # threads.create_run: its handler may stamp the run's metadata, which a thread
+        # the run creates starts with; its filter must let an existing thread through
+        value = run_value(thread_id, run_id, agent.name, run)
+        filters = await self.authorize(request, "threads", "create_run", value)
+        metadata = self.auth.metadata_of(value, "threads.create_run")
         owner = await self.relay.turns.thread_owner(thread_id)
         if owner is None and not run.create_thread:
             raise ApiError(
@@ -252,8 +321,10 @@ class AgentServer:
                 "unknown_thread",
                 f"There is no thread {thread_id}; create it first, or send if_not_exists 'create'.",
             )
-        agent = served.agent
-        run_id = str(uuid.uuid4())
+        if owner is not None and filters:
+            found = await self.relay.turns.get_thread(thread_id)
+            if found is None or not self.auth.thread_passes(filters, found):
+                raise ApiError(404, "unknown_thread", f"There is no thread {thread_id} of yours.")
         configurable = {**run.configurable, **configurable_of(agent, request, user)}
         if run.has_resume:
             answer = run.resume
@@ -287,17 +358,14 @@ class AgentServer:
             )
         )
         await ran_on(self.relay.turns, admitted.record.thread_id, agent)
+        if owner is None and metadata:  # the run made the thread: its metadata is the run's
+            await self.relay.turns.patch_thread(admitted.record.thread_id, metadata)
         return admitted
 
     async def stream(self, request: Request, thread_id: str) -> Response:
         body = await read_json_object(request, self.relay.settings.max_body_bytes)
         run = run_request(body)
         served = self.served(run.assistant_id)
-        baseline = None
-        if await self.relay.turns.thread_owner(thread_id) is not None:
-            baseline = await read_checkpoints(
-                ThreadCheckpoints(served.agent.graph, thread_id).latest_id()
-            )
         admitted = await self.admit(request, thread_id, run, served)
         record = admitted.record
         encoder = RunStreamEncoder(
@@ -305,33 +373,16 @@ class AgentServer:
             record.thread_id,
             run.stream_modes,
             ThreadCheckpoints(served.agent.graph, record.thread_id),
-            baseline,
+            start=admitted.after,
+            resumable=run.resumable,
         )
-        location = _location(record)
-        headers = [
-            (b"content-location", location.encode()),
-            (b"location", f"{location}/stream".encode()),
-        ]
-        relay = self.relay
-        if relay.runs.running(record.turn_id) or relay.bus.has_turn(record.turn_id):
-            return relay.streams.live(
-                record.turn_id,
-                admitted.after,
-                SSE,
-                stop_at=RUN_TERMINAL,
-                on_disconnect=run.on_disconnect,
-                encoder=encoder,
-                frames=encoder.frames,
-                headers=headers,
-            )
-        latest = await relay.turns.get(record.turn_id) or record
-        return relay.streams.fixed(
-            [terminal_event(latest, admitted.after)],
-            admitted.after,
-            SSE,
-            encoder=encoder,
-            frames=encoder.frames,
-            headers=headers,
+        location = run_location(record)
+        # the join stream, with this stream's modes (a client reconnects there, as
+        # LangGraph's SDKs do, and sends only the query it lacks)
+        join = f"{location}/stream?" + urlencode([("stream_mode", m) for m in run.stream_modes])
+        headers = [(b"content-location", location.encode()), (b"location", join.encode())]
+        return await run_stream(
+            self.relay, record, encoder, on_disconnect=run.on_disconnect, headers=headers
         )
 
     async def wait(self, request: Request, thread_id: str) -> Response:
@@ -339,21 +390,61 @@ class AgentServer:
         run = run_request(body)
         served = self.served(run.assistant_id)
         admitted = await self.admit(request, thread_id, run, served)
-        record = admitted.record
-        response = await self.relay.runs.wait(record.turn_id)
+        response = await self.relay.runs.wait(admitted.record.turn_id)
+        return await self.run_result(admitted.record, admitted.after, response)
+
+    async def join(self, request: Request, record: TurnRecord) -> Response:
+        """``GET .../runs/{run_id}/join``: the result of the turn's latest run once it has
+        ended, wherever it runs (this instance, or another: read from the shared log)."""
+        turn_id = record.turn_id
+        if self.relay.runs.running(turn_id):
+            return await self.run_result(
+                record, record.run_after_seq, await self.relay.runs.wait(turn_id)
+            )
+        while record.status == RUNNING and not await self.run_ended(turn_id, record.run_after_seq):
+            record = await self.relay.turns.get(turn_id) or record
+        return await self.run_result(record, record.run_after_seq, None)
+
+    async def run_ended(self, turn_id: str, after: int) -> bool:
+        """Whether the turn's log after ``after`` holds its run's end, waiting up to
+        :data:`JOIN_RECHECK_S` for it (False: not yet, or no log to read: look at the
+        record again, which recovery settles)."""
+        reader = self.relay.bus.reader(turn_id, after)
+        try:
+            while True:
+                batch = reader.take(MAX_BATCH)
+                if any(event.type in RUN_TERMINAL for event in batch):
+                    return True
+                if batch:
+                    continue
+                if reader.exhausted or not await reader.wait(JOIN_RECHECK_S):
+                    return False
+        except (BusLost, BusUnavailable, CursorExpired):
+            await asyncio.sleep(JOIN_RECHECK_S)
+            return False
+        finally:
+            reader.close()
+
+    async def run_result(
+        self, record: TurnRecord, after: int, response: ChatResponse | None
+    ) -> Response:
+        """What ``/runs/wait`` and a join answer: the thread's values at the run's end
+        (``__interrupt__`` when it paused), or ``{"__error__": {error, message}}``."""
         latest = await self.relay.turns.get(record.turn_id) or record
         status = response.status if response is not None else latest.status
-        headers = {"Content-Location": _location(record)}
+        headers = {"Content-Location": run_location(record)}
         if status in ("error", "cancelled", "interrupted"):
-            ended = await self.run_error(record.turn_id, admitted.after)
+            ended = await self.run_error(record.turn_id, after)
             message = response.answer if response is not None else f"The run ended: {status}."
             error = {
                 "error": ended.get("code", status),
                 "message": ended.get("message", message),
             }
             return JSONResponse({"__error__": error}, headers=headers)
-        graph = served.agent.graph
-        snapshot = await read_checkpoints(graph.aget_state(_config(record)))
+        served = self.graphs.get(record.graph)
+        if served is None:
+            return JSONResponse({}, headers=headers)
+        snapshot = await read_checkpoints(served.agent.graph.aget_state(_config(record)))
         values = jsonable(snapshot.values)
         if not isinstance(values, dict):
             values = {"__root__": values}
@@ -388,10 +479,6 @@ async def _nothing(record: TurnRecord) -> None:
 
 def _config(record: TurnRecord) -> dict[str, Any]:
     return {"configurable": {"thread_id": record.thread_id}}
-
-
-def _location(record: TurnRecord) -> str:
-    return f"/threads/{record.thread_id}/runs/{record.turn_id}"
 
 
 def _empty_state(thread_id: str) -> dict[str, Any]:
@@ -432,97 +519,103 @@ def agent_server_router(server: AgentServer, dependencies: list[Any]) -> APIRout
     @router.post(
         "/assistants/search",
         dependencies=reads,
-        responses=error_responses(401, 422),
+        responses=error_responses(401, 403, 422),
         openapi_extra=docs["search"],
     )
     async def search(request: Request) -> Response:
-        server.check_auth()
         body = await read_json_object(request, settings.max_body_bytes)
         matches, page = search_filter(body)
+        value = {
+            "graph_id": body.get("graph_id"),
+            "metadata": body.get("metadata") or {},
+            "limit": page.stop - page.start,
+            "offset": page.start,
+        }
+        filters = await server.authorize(request, "assistants", "search", value)
         listed = [assistant_of(s.agent, server.created_at) for s in server.graphs.values()]
-        found = [a for a in listed if matches(a)]
+        found = [a for a in listed if matches(a) and server.auth.passes(filters, a["metadata"])]
         return JSONResponse(found[page])
 
     @router.get(
-        "/assistants/{assistant_id}", dependencies=reads, responses=error_responses(401, 404)
+        "/assistants/{assistant_id}", dependencies=reads, responses=error_responses(401, 403, 404)
     )
-    async def assistant(assistant_id: str) -> dict[str, Any]:
-        server.check_auth()
-        return assistant_of(server.served(assistant_id).agent, server.created_at)
+    async def assistant(request: Request, assistant_id: str) -> dict[str, Any]:
+        served = await server.authorized_assistant(request, assistant_id)
+        return assistant_of(served.agent, server.created_at)
 
     @router.get(
         "/assistants/{assistant_id}/graph",
         dependencies=reads,
-        responses=error_responses(401, 404, 422),
+        responses=error_responses(401, 403, 404, 422),
     )
     async def graph_of(
-        assistant_id: str, xray: str = Query("false", pattern="^(true|false|[0-9]{1,2})$")
+        request: Request,
+        assistant_id: str,
+        xray: str = Query("false", pattern="^(true|false|[0-9]{1,2})$"),
     ) -> dict[str, Any]:
-        server.check_auth()
         depth: int | bool = xray == "true" if xray in ("true", "false") else int(xray)
-        return graph_json(server.served(assistant_id).agent.graph, depth)
+        served = await server.authorized_assistant(request, assistant_id)
+        return graph_json(served.agent.graph, depth)
 
     @router.get(
         "/assistants/{assistant_id}/schemas",
         dependencies=reads,
-        responses=error_responses(401, 404),
+        responses=error_responses(401, 403, 404),
     )
-    async def schemas(assistant_id: str) -> dict[str, Any]:
-        server.check_auth()
-        return schemas_of(server.served(assistant_id).agent)
+    async def schemas(request: Request, assistant_id: str) -> dict[str, Any]:
+        return schemas_of((await server.authorized_assistant(request, assistant_id)).agent)
 
     @router.post(
         "/threads",
         dependencies=reads,
-        responses=error_responses(401, 409, 422),
+        responses=error_responses(401, 403, 409, 422),
         openapi_extra=docs["create_thread"],
     )
     async def create_thread(request: Request) -> dict[str, Any]:
-        server.check_auth()
         body = await read_json_object(request, settings.max_body_bytes)
-        return await server.create_thread(body, user_of(request))
+        return await server.create_thread(request, body)
 
-    @router.get("/threads/{thread_id}", dependencies=reads, responses=error_responses(401, 404))
+    @router.get(
+        "/threads/{thread_id}", dependencies=reads, responses=error_responses(401, 403, 404)
+    )
     async def thread(request: Request, thread_id: str) -> dict[str, Any]:
-        server.check_auth()
+        await server.authorized_thread(request, thread_id, "read")
         return await server.thread(thread_id, user_of(request))
 
     @router.get(
-        "/threads/{thread_id}/state", dependencies=reads, responses=error_responses(401, 404)
+        "/threads/{thread_id}/state", dependencies=reads, responses=error_responses(401, 403, 404)
     )
     async def state(request: Request, thread_id: str) -> dict[str, Any]:
-        server.check_auth()
+        await server.authorized_thread(request, thread_id, "read")
         return await server.state(thread_id, user_of(request))
 
     @router.post(
         "/threads/{thread_id}/history",
         dependencies=reads,
-        responses=error_responses(401, 404, 422),
+        responses=error_responses(401, 403, 404, 422),
         openapi_extra=docs["history"],
     )
     async def history(request: Request, thread_id: str) -> Response:
-        server.check_auth()
         body = await read_json_object(request, settings.max_body_bytes)
+        await server.authorized_thread(request, thread_id, "read")
         return JSONResponse(await server.history(thread_id, user_of(request), body))
 
     @router.post(
         "/threads/{thread_id}/runs/stream",
         dependencies=runs,
-        responses=error_responses(401, 404, 409, 422),
+        responses=error_responses(401, 403, 404, 409, 422),
         openapi_extra=docs["run_stream"],
     )
     async def run_stream(request: Request, thread_id: str) -> Response:
-        server.check_auth()
         return await server.stream(request, thread_id)
 
     @router.post(
         "/threads/{thread_id}/runs/wait",
         dependencies=runs,
-        responses=error_responses(401, 404, 409, 422),
+        responses=error_responses(401, 403, 404, 409, 422),
         openapi_extra=docs["run_wait"],
     )
     async def run_wait(request: Request, thread_id: str) -> Response:
-        server.check_auth()
         return await server.wait(request, thread_id)
 
     return router

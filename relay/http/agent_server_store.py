@@ -1,14 +1,25 @@
 """The store routes of LangGraph's Agent Server API (issue 34) over the relay's LangGraph
 store (relay/langgraph/store.py; a served graph's own, when every graph was compiled with
 one): ``PUT /store/items`` (204), ``GET /store/items?namespace=a.b&key=k`` (the item, or
-404), ``DELETE /store/items`` (204), ``POST /store/items/search`` (``{"items": [...]}``,
-each with its ``score``), ``POST /store/namespaces`` (``{"namespaces": [[...]]}``).
+``null`` when there is none, as LangGraph answers: the SDKs' ``get_item`` gives None),
+``DELETE /store/items`` (204), ``POST /store/items/search`` (``{"items": [...]}``, each
+with its ``score``), ``POST /store/namespaces`` (``{"namespaces": [[...]]}``).
 Which namespaces a user may use: relay/agent_server/store_items.py.
+
+With langgraph.json's ``auth``, each route calls the Agent Server's ``store`` handler
+(``@auth.on.store``, or ``@auth.on.store.put``, ``get``, ``search``, ``delete``,
+``list_namespaces``, or a global one) with the Agent Server's value: it may refuse
+(``403``, or its own status), rewrite ``value["namespace"]`` (the route uses the namespace
+it leaves, checked again), and for a search return a filter, ANDed with the request's own.
+Where a handler decides, the namespaces are the handlers' to guard, as on the Agent
+Server; where none does (no store, action or global handler), the relay keeps each user
+under ``(identity, ...)`` as for its own users, never open.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,11 +28,14 @@ from starlette.responses import Response
 
 from relay.agent_server.store_items import (
     Scope,
+    and_filters,
+    checked_filter,
     delete_item,
     dotted_namespace,
     item_json,
     key_of,
     list_namespaces,
+    namespace_of,
     put_item,
     search_items,
 )
@@ -67,6 +81,45 @@ def _scope(request: Request) -> Scope:
     return Scope(user.id if user is not None and user.id else None)
 
 
+class _StoreAuth:
+    """The store's handlers of langgraph.json's ``auth`` for one request (see the module
+    docstring): whether one decides an action, and its answer."""
+
+    def __init__(self, server: AgentServer, request: Request) -> None:
+        self.server = server
+        self.request = request
+
+    def decides(self, action: str) -> bool:
+        return self.server.auth.has_store_handler(action)
+
+    def scope(self, action: str) -> Scope:
+        """The relay's own namespace rule, unless a handler decides ``action``."""
+        return Scope(None) if self.decides(action) else _scope(self.request)
+
+    async def ask(self, action: str, value: dict[str, Any]) -> dict[str, Any] | None:
+        """The handler's answer on ``value`` (which it may change): its filter or None."""
+        if not self.decides(action):
+            return None
+        return await self.server.authorize(self.request, "store", action, value)
+
+
+def _labels(namespace: Any) -> Any:
+    """A namespace a handler left (a tuple, a list, None) as the body's list."""
+    return list(namespace) if isinstance(namespace, tuple | list) else namespace
+
+
+def _handler_filter(server: AgentServer, found: Any, nul_free: bool) -> dict[str, Any] | None:
+    """A store handler's search filter, checked as a request's (else a ``500``)."""
+    try:
+        return checked_filter(found, nul_free)
+    except ApiError as exc:
+        raise ApiError(
+            500,
+            "auth_filter_unsupported",
+            f"The store handler returned a filter the store cannot apply: {exc.message}",
+        ) from None
+
+
 def store_router(server: AgentServer) -> APIRouter:
     """The routes (see the module docstring)."""
     router = APIRouter(tags=["langgraph"])
@@ -82,10 +135,15 @@ def store_router(server: AgentServer) -> APIRouter:
     )
     async def put(request: Request) -> Response:
         """Store an item (LangGraph's ``store.put_item``)."""
-        server.check_auth()
         store = _store(server)
         item = put_item(await read_json_object(request, limit), _nul_free(store))
-        namespace = _scope(request).check(item.namespace)
+        auth = _StoreAuth(server, request)
+        if auth.decides("put"):
+            value = dataclasses.asdict(item)
+            await auth.ask("put", value)
+            value["namespace"] = _labels(value.get("namespace"))
+            item = put_item(value, _nul_free(store))
+        namespace = auth.scope("put").check(item.namespace)
         extra: dict[str, Any] = {} if item.ttl is None else {"ttl": item.ttl}
         try:
             with _refused_as_422():
@@ -96,20 +154,27 @@ def store_router(server: AgentServer) -> APIRouter:
             ) from None
         return Response(status_code=204)
 
-    @router.get("/store/items", dependencies=reads, responses=error_responses(401, 403, 404, 422))
+    @router.get("/store/items", dependencies=reads, responses=error_responses(401, 403, 422))
     async def get(
         request: Request,
         key: str = Query(..., pattern="^[^\\x00]{1,1024}$"),
         namespace: str = Query(..., pattern=_DOTTED),
         refresh_ttl: bool | None = None,
-    ) -> dict[str, Any]:
-        """An item by namespace (its labels joined by dots) and key."""
-        server.check_auth()
+    ) -> dict[str, Any] | None:
+        """An item by namespace (its labels joined by dots) and key; ``null`` when there
+        is none (LangGraph's answer, which its SDKs read as None)."""
         store = _store(server)
-        found_namespace = _scope(request).check(dotted_namespace(namespace))
-        found = await store.aget(found_namespace, key_of(key), refresh_ttl=refresh_ttl)
+        auth = _StoreAuth(server, request)
+        asked = {"namespace": dotted_namespace(namespace), "key": key, "refresh_ttl": refresh_ttl}
+        await auth.ask("get", asked)
+        found_namespace = auth.scope("get").check(
+            namespace_of(_labels(asked.get("namespace")), "namespace", writing=False)
+        )
+        found = await store.aget(
+            found_namespace, key_of(asked.get("key")), refresh_ttl=asked.get("refresh_ttl")
+        )
         if found is None:
-            raise ApiError(404, "unknown_item", f"No item {key!r} in {namespace!r}.")
+            return None
         return item_json(found)
 
     @router.delete(
@@ -121,10 +186,16 @@ def store_router(server: AgentServer) -> APIRouter:
     )
     async def delete(request: Request) -> Response:
         """Delete an item (nothing to delete is no error, as in LangGraph)."""
-        server.check_auth()
         store = _store(server)
         namespace, key = delete_item(await read_json_object(request, limit))
-        await store.adelete(_scope(request).check(namespace), key)
+        auth = _StoreAuth(server, request)
+        if auth.decides("delete"):
+            value: dict[str, Any] = {"namespace": namespace, "key": key}
+            await auth.ask("delete", value)
+            namespace, key = delete_item(
+                {"namespace": _labels(value.get("namespace")), "key": value.get("key")}
+            )
+        await store.adelete(auth.scope("delete").check(namespace), key)
         return Response(status_code=204)
 
     @router.post(
@@ -135,14 +206,40 @@ def store_router(server: AgentServer) -> APIRouter:
     )
     async def search(request: Request) -> dict[str, Any]:
         """Items under a namespace prefix, by ``filter`` and (semantic) ``query``."""
-        server.check_auth()
         store = _store(server)
-        asked = search_items(await read_json_object(request, limit), _nul_free(store))
+        nul_free = _nul_free(store)
+        asked = search_items(await read_json_object(request, limit), nul_free)
+        auth = _StoreAuth(server, request)
+        item_filter = asked.filter
+        if auth.decides("search"):
+            value = {
+                "namespace": asked.prefix,
+                "filter": asked.filter,
+                "limit": asked.limit,
+                "offset": asked.offset,
+                "query": asked.query,
+                "refresh_ttl": asked.refresh_ttl,
+            }
+            required = _handler_filter(server, await auth.ask("search", value), nul_free)
+            prefix = _labels(value.pop("namespace", None))
+            asked = search_items({**value, "namespace_prefix": prefix}, nul_free)
+            item_filter = asked.filter
+            if required:
+                try:
+                    item_filter = and_filters(asked.filter, required)
+                except ValueError as exc:
+                    raise ApiError(
+                        500,
+                        "auth_filter_unsupported",
+                        f"The store handler's filter and the search's: {exc}; refused.",
+                    ) from None
+                if item_filter is None:  # no item passes both
+                    return {"items": []}
         with _refused_as_422():
             found = await store.asearch(
-                _scope(request).prefix(asked.prefix),
+                auth.scope("search").prefix(asked.prefix),
                 query=asked.query,
-                filter=asked.filter,
+                filter=item_filter,
                 limit=asked.limit,
                 offset=asked.offset,
                 refresh_ttl=asked.refresh_ttl,
@@ -157,11 +254,22 @@ def store_router(server: AgentServer) -> APIRouter:
     )
     async def namespaces(request: Request) -> dict[str, Any]:
         """The namespaces under ``prefix`` (and ending in ``suffix``)."""
-        server.check_auth()
         store = _store(server)
         asked = list_namespaces(await read_json_object(request, limit))
+        auth = _StoreAuth(server, request)
+        if auth.decides("list_namespaces"):
+            value = {
+                "namespace": asked.prefix or None,
+                "suffix": asked.suffix or None,
+                "max_depth": asked.max_depth,
+                "limit": asked.limit,
+                "offset": asked.offset,
+            }
+            await auth.ask("list_namespaces", value)
+            prefix = _labels(value.pop("namespace", None))
+            asked = list_namespaces({**value, "prefix": prefix})
         found = await store.alist_namespaces(
-            prefix=_scope(request).prefix(asked.prefix) or None,
+            prefix=auth.scope("list_namespaces").prefix(asked.prefix) or None,
             suffix=asked.suffix or None,
             max_depth=asked.max_depth,
             limit=asked.limit,

@@ -12,16 +12,23 @@ is a ``409 thread_busy``, and so is one that a run holds meanwhile (in this proc
 thread gate; across replicas, the thread lock), as the checkpointer's TTL sweeper does.
 ``POST /threads/{thread_id}/copy`` is not served (a copy of every checkpoint under a new
 thread id).
+
+With langgraph.json's ``auth`` (relay/http/agent_server_auth.py): search and count call
+``threads.search`` (its filter hides the threads it does not match), ``PATCH``
+``threads.update`` and ``DELETE`` ``threads.delete`` (a thread their filter does not match
+is a ``404``), as the Agent Server does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import JSONResponse, Response
 
 from relay.agent_server.threads import (
+    ThreadQuery,
     count_query,
     matching,
     patch_metadata,
@@ -36,6 +43,7 @@ from relay.http.errors import error_responses
 from relay.http.identity import user_of
 from relay.http.requests import read_json_object
 from relay.turns.records import RUNNING
+from relay.turns.threads import ThreadRecord
 
 
 def _busy(thread_id: str) -> ApiError:
@@ -49,10 +57,12 @@ class ThreadRoutes:
         self.server = server
         self.relay = server.relay
 
-    async def search(self, body: dict[str, Any], user: User | None) -> list[dict[str, Any]]:
+    async def search(self, request: Request, body: dict[str, Any]) -> list[dict[str, Any]]:
         query = search_query(body)
-        records = await self.relay.turns.threads(_user_id(user), query.ids)
-        page = matching(records, query)[query.offset : query.offset + query.limit]
+        allowed = await self._listing(request, query.metadata, query.status, query)
+        records = await self.relay.turns.threads(_user_id(user_of(request)), query.ids)
+        found_records = [r for r in matching(records, query) if allowed(r)]
+        page = found_records[query.offset : query.offset + query.limit]
         found = []
         for record in page:
             values: Any = None
@@ -62,18 +72,41 @@ class ThreadRoutes:
             found.append(thread_json(record, values, interrupts, query.select))
         return found
 
-    async def count(self, body: dict[str, Any], user: User | None) -> int:
+    async def count(self, request: Request, body: dict[str, Any]) -> int:
         query = count_query(body)
-        return len(matching(await self.relay.turns.threads(_user_id(user)), query))
+        allowed = await self._listing(request, query.metadata, query.status, None)
+        records = await self.relay.turns.threads(_user_id(user_of(request)))
+        return len([r for r in matching(records, query) if allowed(r)])
 
-    async def patch(self, thread_id: str, body: dict[str, Any], user: User | None) -> Any:
+    async def _listing(
+        self,
+        request: Request,
+        metadata: dict[str, Any],
+        status: str | None,
+        query: ThreadQuery | None,
+    ) -> Callable[[ThreadRecord], bool]:
+        """``threads.search``'s handler (a count is a search of no page): the threads its
+        filter lets through."""
+        value = {
+            "metadata": metadata,
+            "values": {},
+            "status": status,
+            "limit": query.limit if query is not None else 0,
+            "offset": query.offset if query is not None else 0,
+        }
+        filters = await self.server.authorize(request, "threads", "search", value)
+        return self.server.auth.listing(filters)
+
+    async def patch(self, request: Request, thread_id: str, body: dict[str, Any]) -> Any:
         metadata = patch_metadata(body)
-        await self.server.thread_record(thread_id, user)
+        user = user_of(request)
+        value = {"thread_id": thread_id, "metadata": metadata}
+        await self.server.authorized_thread(request, thread_id, "update", value)
         await self.relay.turns.patch_thread(thread_id, metadata)
         return await self.server.thread(thread_id, user)
 
-    async def delete(self, thread_id: str, user: User | None) -> None:
-        record = await self.server.thread_record(thread_id, user)
+    async def delete(self, request: Request, thread_id: str) -> None:
+        record = await self.server.authorized_thread(request, thread_id, "delete")
         if record.last_status == RUNNING:
             raise _busy(thread_id)
         async with self.relay.threads.deleting(record.thread_id) as free:
@@ -117,38 +150,35 @@ def thread_routes_router(server: AgentServer) -> APIRouter:
     @router.post(
         "/threads/search",
         dependencies=reads,
-        responses=error_responses(401, 422),
+        responses=error_responses(401, 403, 422),
         openapi_extra=BODIES["search_threads"],
     )
     async def search_threads(request: Request) -> Response:
         """LangGraph's thread search: the caller's threads, filtered, sorted, paged."""
-        server.check_auth()
         body = await read_json_object(request, limit)
-        return JSONResponse(await routes.search(body, user_of(request)))
+        return JSONResponse(await routes.search(request, body))
 
     @router.post(
         "/threads/count",
         dependencies=reads,
-        responses=error_responses(401, 422),
+        responses=error_responses(401, 403, 422),
         openapi_extra=BODIES["count_threads"],
     )
     async def count_threads(request: Request) -> Response:
         """How many of the caller's threads match (LangGraph's ``threads.count``)."""
-        server.check_auth()
         body = await read_json_object(request, limit)
-        return JSONResponse(await routes.count(body, user_of(request)))
+        return JSONResponse(await routes.count(request, body))
 
     @router.patch(
         "/threads/{thread_id}",
         dependencies=reads,
-        responses=error_responses(401, 404, 422),
+        responses=error_responses(401, 403, 404, 422),
         openapi_extra=BODIES["patch_thread"],
     )
     async def patch_thread(request: Request, thread_id: str) -> Response:
         """Merge metadata into the thread's; the thread after."""
-        server.check_auth()
         body = await read_json_object(request, limit)
-        thread = await routes.patch(thread_id, body, user_of(request))
+        thread = await routes.patch(request, thread_id, body)
         if "return=minimal" in request.headers.get("prefer", ""):
             return Response(status_code=204)
         return JSONResponse(thread)
@@ -157,12 +187,11 @@ def thread_routes_router(server: AgentServer) -> APIRouter:
         "/threads/{thread_id}",
         dependencies=reads,
         status_code=204,
-        responses=error_responses(401, 404, 409),
+        responses=error_responses(401, 403, 404, 409),
     )
     async def delete_thread(request: Request, thread_id: str) -> Response:
         """Delete the thread's checkpoints and the thread (its turns and spans stay)."""
-        server.check_auth()
-        await routes.delete(thread_id, user_of(request))
+        await routes.delete(request, thread_id)
         return Response(status_code=204)
 
     return router

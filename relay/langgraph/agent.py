@@ -75,6 +75,9 @@ log = logging.getLogger("relay.agent")
 #: from the last step that completed, and a node that completed never runs again on a
 #: recovery (relay/turns/recovering.py). It costs one checkpoint write's wait per step.
 DURABILITY = "sync"
+#: the key of a checkpoint's metadata that holds the trace id of the run that wrote it
+#: (a run of a turn is a trace: a resume's and a recovery's are traces of their own)
+TRACE_KEY = "relay_trace_id"
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -384,7 +387,14 @@ class GraphAgent:
             run_configurable = stream_writer_config(
                 run_configurable, spans.custom.write, getattr(self.graph, "store", None)
             )
-        config: dict[str, Any] = {"configurable": run_configurable, "callbacks": [spans]}
+        run_configurable["run_id"] = record.turn_id  # as the Agent Server's: in checkpoints
+        config: dict[str, Any] = {
+            "configurable": run_configurable,
+            "callbacks": [spans],
+            # each checkpoint says which run (trace) wrote it: the Agent Server routes'
+            # run streams read a run's own steps by it (relay/agent_server/stream.py)
+            "metadata": {TRACE_KEY: run.trace_id},
+        }
         control = RunControl()  # a graceful stop drains it at a step boundary
         drain = current_drain.get()
         if drain is not None:

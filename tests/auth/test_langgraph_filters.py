@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from relay.auth.filters import UnsupportedFilter, matches
+from relay.auth.filters import UnsupportedFilter, matches, matches_metadata
 
 THREAD = {"owner": "alice", "graph_id": "agent", "assistant_id": "agent"}
 
@@ -48,3 +48,46 @@ def test_a_thread_without_an_owner_matches_no_owner_filter() -> None:
 def test_what_cannot_be_checked_is_unsupported(filters: dict[str, Any]) -> None:
     with pytest.raises(UnsupportedFilter):
         matches(filters, THREAD)
+
+
+#: a thread row's whole metadata, as the Agent Server routes match it
+ROW = {"owner": "alice", "project": "apollo", "tags": ["a", "b"], "n": 1}
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        ({}, True),
+        ({"project": "apollo", "owner": {"$eq": "alice"}}, True),
+        ({"project": "gemini"}, False),
+        ({"missing": None}, False),  # a key the metadata lacks: no match, even for None
+        ({"tags": {"$contains": "a"}}, True),
+        ({"tags": {"$contains": ["a", "b"]}}, True),
+        ({"tags": {"$contains": ["a", "c"]}}, False),
+        ({"$or": [{"owner": "bob"}, {"project": "apollo"}]}, True),
+        ({"$or": [{"owner": "bob"}, {"project": "gemini"}]}, False),
+        ({"$and": [{"owner": "alice"}, {"n": 1}]}, True),
+        ({"$and": [{"owner": "alice"}, {"n": 2}]}, False),
+        ({"$or": [{"owner": "bob"}, {"n": 1}], "project": "gemini"}, False),
+        ({"$or": [{"$and": [{"owner": "alice"}, {"n": 1}]}, {"owner": "bob"}]}, True),
+    ],
+)
+def test_filters_on_a_thread_rows_metadata(filters: dict[str, Any], expected: bool) -> None:
+    assert matches_metadata(filters, ROW) is expected
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"owner": {"$regex": "a.*"}},
+        {"owner": {"$eq": "alice", "$ne": "bob"}},
+        {"$or": [{"owner": "alice"}]},  # fewer than two
+        {"$and": "owner"},
+        {"$or": [{"owner": "bob"}, {"$or": [{"n": 1}, {"$or": [{"n": 1}, {"n": 2}]}]}]},
+        # checked whole: an earlier key that fails does not hide a later one's operator
+        {"owner": "bob", "project": {"$in": ["apollo"]}},
+    ],
+)
+def test_a_filter_the_agent_server_would_not_apply_is_refused(filters: dict[str, Any]) -> None:
+    with pytest.raises(UnsupportedFilter):
+        matches_metadata(filters, ROW)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import shutil
 import subprocess
 import uuid
@@ -26,7 +25,7 @@ import pytest
 
 from tests.agent_server_graphs import ANSWER, agent_server_app
 from tests.conftest import LiveServers
-from tests.interop.conftest import wait_until
+from tests.interop.langgraph_dev import langgraph_dev as peer
 from tests.node_packages import node_project
 
 pytestmark = pytest.mark.slow  # run first: tests/conftest.py orders the suite
@@ -42,60 +41,15 @@ def js_client() -> Path:
 
 @pytest.fixture(scope="module")
 def langgraph_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``langgraph dev`` serving CLIENT_DIR's langgraph.json (its graphs.py), from the
-    peer's own venv (tests/bench/peer/requirements-peer.txt: installed once, reused while
-    the pins are the same); its base URL."""
-    from tests.bench.peer.servers import OFFLINE_ENV, ensure_peer_venv, free_port
-
+    """``langgraph dev`` serving CLIENT_DIR's langgraph.json (its graphs.py)
+    (tests/interop/langgraph_dev.py); its base URL."""
     logs = tmp_path_factory.mktemp("langgraph-dev")
-    exe = ensure_peer_venv(logs / "install.log")
     workdir = logs / "project"
     workdir.mkdir()
     for name in ("langgraph.json", "graphs.py"):
         shutil.copy(CLIENT_DIR / name, workdir / name)
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(OFFLINE_ENV)
-    env["PATH"] = f"{exe.parent}{os.pathsep}{env.get('PATH', '')}"
-    log = (logs / "server.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            str(exe),
-            "dev",
-            "--no-browser",
-            "--no-reload",
-            "--config",
-            "langgraph.json",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        cwd=workdir,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: _answers(proc, url, logs), timeout=180, what="langgraph dev ready")
+    with peer(workdir, logs) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-
-
-def _answers(proc: subprocess.Popen[bytes], url: str, logs: Path) -> bool:
-    assert proc.poll() is None, (logs / "server.log").read_text(errors="replace")
-    try:
-        return httpx.get(f"{url}/ok", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def run_client(folder: Path, url: str) -> dict[str, Any]:
