@@ -1,7 +1,7 @@
 """The same-client benchmark (tests/bench/peer/same_client.py) against span-relay alone, at a
 tiny size: ``span-relay serve`` on the benchmark's langgraph.json, driven by the Agent
 Server client the peer is driven by. No peer install, no timing thresholds: only that
-span-relay's side of each figure it serves is measured, and what its reconnects count.
+span-relay's side of every figure is measured, and what its reconnects count.
 """
 
 from __future__ import annotations
@@ -40,8 +40,7 @@ def test_the_agent_server_client_measures_span_relay(tmp_path: Path) -> None:
         data = asyncio.run(measure(server))
     finally:
         server.stop()
-    served = data["served"]["span-relay"]
-    assert served["events"] is None, served
+    assert data["served"]["span-relay"] == {"resumable": None, "background": None, "events": None}
     assert data["broken_count"]["span-relay"] == 0, data["broken"]
     latency = data["latency"]["span-relay"]
     assert latency["turns"] == 2
@@ -50,6 +49,15 @@ def test_the_agent_server_client_measures_span_relay(tmp_path: Path) -> None:
         0 < e <= t
         for e, t in zip(latency["first_event_ms"], latency["first_token_ms"], strict=True)
     )
+    # the join stream: a rejoin with the last frame's Last-Event-ID gets exactly the rest
+    joined = data["reconnect"]["span-relay"]
+    assert joined["cuts"] == 2
+    for point in joined["points"]:
+        assert point["resume_status"] == point["uncut_status"] == 200, point
+        assert point["last_id"] is not None, point
+        assert (point["lost"], point["duplicated"], point["resent"]) == (0, 0, 0), point
+        assert point["resumed_events"] == point["uncut_events"] - point["k"], point
+    assert joined["distinct_ids"] == joined["events"]  # every frame its own id
     # the newer protocol: a reconnect with ``since`` gets exactly the rest of the run
     resumed = data["events"]["span-relay"]
     assert resumed["cuts"] == 2
@@ -63,8 +71,11 @@ def test_the_agent_server_client_measures_span_relay(tmp_path: Path) -> None:
     # of that run again, none of the four runs before it
     (nocursor,) = data["nocursor"]["span-relay"]["points"]
     assert nocursor["ended"] and nocursor["resent"] == nocursor["k"] > 0, nocursor
-    idle = data["idle_events"]["span-relay"]
-    assert idle["streams"] == TINY["idle"], idle
+    for kind in ("joined", "events"):
+        idle = data[f"idle_{kind}"]["span-relay"]
+        assert idle["streams"] == TINY["idle"], (kind, idle)
     rows = {r.figure: r for r in same_client.rows(data, TINY["idle"])}
-    assert rows["runs/stream: first SSE frame p50"].ours is not None
+    missing = [name for name, row in rows.items() if row.ours is None]
+    assert not missing, missing
+    assert rows["join stream, 2 cuts: gap per cut (frames missing)"].ours == 0
     assert rows["stream/events, 2 cuts: gap per cut (frames missing)"].ours == 0
