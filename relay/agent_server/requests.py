@@ -2,7 +2,11 @@
 and checked: what this slice of the Agent Server API serves, and a clear 422 for what it
 does not (never a field silently dropped that changes what the run does).
 
-Served: ``assistant_id``, ``input`` (the graph's own input object), ``command.resume``,
+Served: ``assistant_id``, ``input`` (the graph's own input object), ``command.resume`` (an
+empty ``input`` beside it, as agent-chat-ui sends a resume, is no input; LangGraph runs the
+command), ``checkpoint`` / ``checkpoint_id`` (``useStream`` with ``fetchStateHistory``
+names the thread's head with each run; the route serves the thread's latest only, and a
+branch from an earlier one is a 422: relay/http/agent_server.py),
 ``stream_mode`` (``values``, ``updates``, ``messages-tuple``, ``custom``: one or a list),
 ``config.configurable`` (the relay's own entries win; other ``config`` keys are a 422),
 ``if_not_exists`` (``reject`` or ``create``), ``on_disconnect`` (``continue``, the
@@ -40,8 +44,6 @@ _NOT_SERVED = (
     "interrupt_after",
     "feedback_keys",
     "webhook",
-    "checkpoint",
-    "checkpoint_id",
     "on_completion",
     "after_seconds",
 )
@@ -56,6 +58,8 @@ _SERVED = (
     "multitask_strategy",
     "metadata",
     "stream_resumable",
+    "checkpoint",
+    "checkpoint_id",
 )
 KNOWN_FIELDS = frozenset((*_SERVED, *_WITHOUT_EFFECT, *_NOT_SERVED))
 _MISSING = object()
@@ -78,6 +82,9 @@ class RunRequest:
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: ``stream_resumable``: the run stream's frames carry ids
     resumable: bool = False
+    #: the checkpoint the run asks to start from (``checkpoint.checkpoint_id`` or
+    #: ``checkpoint_id``); None: the thread's latest, the only one served
+    checkpoint_id: str | None = None
 
 
 def count_of(body: Mapping[str, Any], key: str, default: int, least: int, most: int) -> int:
@@ -179,9 +186,18 @@ def run_request(body: Mapping[str, Any]) -> RunRequest:
     if graph_input is not None and not isinstance(graph_input, dict):
         raise _refuse("'input' must be an object: the graph's own input.")
     has_resume, resume = _resume_of(body)
+    if has_resume and graph_input == {}:
+        graph_input = None  # nothing to drop: the resume is the run's input
     if has_resume and graph_input is not None:
         raise _refuse("Send 'input' or 'command.resume', not both.")
     if not has_resume and graph_input is None:
+        if body.get("checkpoint") is not None or body.get("checkpoint_id") is not None:
+            raise ApiError(
+                422,
+                "unsupported_field",
+                "A run from a checkpoint with neither 'input' nor 'command' (a regenerate: "
+                "a branch) is not served here yet.",
+            )
         raise _refuse("Send 'input' (the graph's input) or 'command.resume'.")
     _choice(body, "multitask_strategy", ("reject",), "reject")
     metadata = body.get("metadata")
@@ -198,4 +214,27 @@ def run_request(body: Mapping[str, Any]) -> RunRequest:
         on_disconnect=_choice(body, "on_disconnect", ("continue", "cancel"), "continue"),
         metadata=dict(metadata or {}),
         resumable=body.get("stream_resumable") is True,
+        checkpoint_id=_checkpoint_of(body),
     )
+
+
+def _checkpoint_of(body: Mapping[str, Any]) -> str | None:
+    """The checkpoint id ``checkpoint`` (an object, LangGraph's Checkpoint) names, else
+    ``checkpoint_id``; None when neither does. A subgraph's checkpoint (a
+    ``checkpoint_ns`` that is not empty) is a 422."""
+    checkpoint = body.get("checkpoint")
+    named = body.get("checkpoint_id")
+    if checkpoint is not None:
+        if not isinstance(checkpoint, dict):
+            raise _refuse("'checkpoint' must be an object: a checkpoint of the thread.")
+        if checkpoint.get("checkpoint_ns") not in (None, ""):
+            raise ApiError(
+                422,
+                "unsupported_field",
+                "'checkpoint' of a subgraph (checkpoint_ns) is not served here yet.",
+            )
+        inner = checkpoint.get("checkpoint_id")
+        named = inner if inner is not None else named  # LangGraph's order: checkpoint wins
+    if named is not None and (not isinstance(named, str) or not named):
+        raise _refuse("'checkpoint_id' must be a checkpoint id.")
+    return named

@@ -108,6 +108,10 @@ class ThreadCheckpoints:
         self.graph = graph
         self.config = {"configurable": {"thread_id": thread_id}}
 
+    async def latest_id(self) -> str | None:
+        """The id of the thread's latest checkpoint (None: it has none)."""
+        return checkpoint_id_of(await self.graph.aget_state(self.config))
+
     async def of_run(self, trace_id: str) -> tuple[Any, list[Any]]:
         """The checkpoints the run ``trace_id`` wrote, oldest first (at most
         :data:`MAX_HISTORY`), and the one before them (None: the run began the thread)."""

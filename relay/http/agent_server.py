@@ -14,17 +14,17 @@ clients call to list assistants, make and read threads, and stream or wait for r
 - ``POST /threads/{thread_id}/runs/stream`` and ``/runs/wait``: every run is a span-relay
   turn, started (``input``) or resumed (``command.resume``) through the graph's
   :class:`relay.turns.admission.Admission`; the run id is the turn id (a resume's is the
-  paused turn's), so ``/turns/{run_id}`` and its events are the run's.
+  paused turn's), so ``/turns/{run_id}`` and its events are the run's; a ``checkpoint``
+  the run names must be the thread's latest (:meth:`AgentServer.check_from_latest`);
 
 With langgraph.json's ``auth``, each route calls the ``@auth.on`` handler the Agent
 Server calls (relay/http/agent_server_auth.py): ``assistants.search``/``read``,
 ``threads.create``/``read``/``create_run``; a route added here calls
-:meth:`AgentServer.authorize` (or :meth:`AgentServer.authorized_thread`) before it acts,
-and :meth:`AgentServer.check_auth` (a ``501``) until it does.
+:meth:`AgentServer.authorize` (or :meth:`AgentServer.authorized_thread`) before it acts.
 
-Not served yet (a 404 or a 422 that says so): runs create/join/cancel, thread copy,
-subgraph streams. The ``commands`` + ``stream/events`` protocol:
-relay/http/agent_server_events.py.
+Not served yet (a 404 or a 422 that says so): thread copy, subgraph streams, a run from
+an earlier checkpoint (a branch: agent-chat-ui's "edit" and "regenerate" of an earlier
+message). The ``commands`` + ``stream/events`` protocol: relay/http/agent_server_events.py.
 """
 
 from __future__ import annotations
@@ -107,18 +107,6 @@ class AgentServer:
         self.graphs[agent.name] = Served(agent, admission, tools)
 
     # -- lookups --------------------------------------------------------------------------
-
-    def check_auth(self) -> None:
-        """A ``501`` with langgraph.json's ``auth``, for a route that does not call its
-        handlers (:meth:`authorize`) yet: a route that skipped them would open what they
-        close."""
-        if self.relay.langgraph_auth is not None:
-            raise ApiError(
-                501,
-                "not_implemented",
-                "This Agent Server route does not apply langgraph.json's auth handlers "
-                "yet; use /chat, /agui and the turn API.",
-            )
 
     async def authorize(
         self, request: Request, resource: str, action: str, value: dict[str, Any]
@@ -325,6 +313,8 @@ class AgentServer:
             found = await self.relay.turns.get_thread(thread_id)
             if found is None or not self.auth.thread_passes(filters, found):
                 raise ApiError(404, "unknown_thread", f"There is no thread {thread_id} of yours.")
+        if run.checkpoint_id is not None:
+            await self.check_from_latest(thread_id, owner is not None, run.checkpoint_id, served)
         configurable = {**run.configurable, **configurable_of(agent, request, user)}
         if run.has_resume:
             answer = run.resume
@@ -361,6 +351,26 @@ class AgentServer:
         if owner is None and metadata:  # the run made the thread: its metadata is the run's
             await self.relay.turns.patch_thread(admitted.record.thread_id, metadata)
         return admitted
+
+    async def check_from_latest(
+        self, thread_id: str, exists: bool, checkpoint_id: str, served: Served
+    ) -> None:
+        """A run may name the checkpoint it starts from only when it is the thread's
+        latest (what ``useStream`` sends with each run): a branch from an earlier one is a
+        422."""
+        latest = None
+        if exists:
+            latest = await read_checkpoints(
+                ThreadCheckpoints(served.agent.graph, thread_id).latest_id()
+            )
+        if latest != checkpoint_id:
+            raise ApiError(
+                422,
+                "unsupported_field",
+                f"Checkpoint {checkpoint_id} is not the latest of thread {thread_id}: a run "
+                "from an earlier checkpoint (a branch) is not served here yet; leave "
+                "'checkpoint' out, or name the latest.",
+            )
 
     async def stream(self, request: Request, thread_id: str) -> Response:
         body = await read_json_object(request, self.relay.settings.max_body_bytes)

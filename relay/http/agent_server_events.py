@@ -26,8 +26,9 @@ thread's last run): span-relay resends 82 events (that run) whether the thread h
 or 10 runs, 0 with ``Last-Event-ID``; the Agent Server (langgraph-api 0.16.7) 78, 234,
 780, with ``Last-Event-ID`` the same.
 
-With langgraph.json's ``auth`` these routes answer ``501`` as the other Agent Server routes
-do (``AgentServer.check_auth``). The WebSocket transport is not served.
+With langgraph.json's ``auth``, a command that starts or resumes a run asks
+``threads.create_run`` (in ``AgentServer.admit``), the event stream ``threads.read``, as
+the Agent Server does. The WebSocket transport is not served.
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ class EventRoutes:
         if asked.since is None:
             since = cursor_of(request.headers.get("last-event-id") or None)
             asked = type(asked)(asked.filter, since)
-        await self.server.thread_record(thread_id, user_of(request))
+        await self.server.authorized_thread(request, thread_id, "read")
         relay = self.relay
         events = ThreadEvents(
             relay.turns,
@@ -169,24 +170,22 @@ def events_router(server: AgentServer, dependencies: list[Any]) -> APIRouter:
     @router.post(
         "/threads/{thread_id}/commands",
         dependencies=runs,
-        responses=error_responses(401),
+        responses=error_responses(401, 403),
         openapi_extra=AGENT_SERVER_OPENAPI["commands"],
     )
     async def commands(request: Request, thread_id: str) -> Response:
         """One command of LangGraph's streaming protocol (``run.start``,
         ``input.respond``)."""
-        server.check_auth()
         return await routes.command(request, thread_id)
 
     @router.post(
         "/threads/{thread_id}/stream/events",
         dependencies=[Depends(server.relay.identify)],
-        responses=error_responses(400, 401, 404, 422),
+        responses=error_responses(400, 401, 403, 404, 422),
         openapi_extra=AGENT_SERVER_OPENAPI["stream_events"],
     )
     async def stream_events(request: Request, thread_id: str) -> Response:
         """The thread's events (SSE), from a cursor (``since`` or ``Last-Event-ID``)."""
-        server.check_auth()
         return await routes.events(request, thread_id)
 
     return router

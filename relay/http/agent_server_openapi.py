@@ -55,9 +55,23 @@ _RUN = _body(
         "on_disconnect": {"type": "string", "enum": ["continue", "cancel"]},
         "multitask_strategy": {"type": "string", "enum": ["reject"]},
         "durability": {"type": "string", "enum": ["sync", "async", "exit"]},
+        "checkpoint": {
+            "type": "object",
+            "description": "the thread's latest checkpoint (a branch from an earlier one: 422)",
+            "properties": {
+                "checkpoint_id": {"type": "string", "minLength": 1},
+                "checkpoint_ns": {"const": ""},
+            },
+        },
+        "checkpoint_id": {"type": "string", "minLength": 1, "description": "as checkpoint"},
     },
     required=["assistant_id"],
-    oneOf=[{"required": ["input"]}, {"required": ["command"]}],
+    # input or command.resume; an empty input beside a resume (useStream's) is no input
+    anyOf=[
+        {"required": ["input"], "not": {"required": ["command"]}},
+        {"required": ["command"], "not": {"required": ["input"]}},
+        {"required": ["command"], "properties": {"input": {"maxProperties": 0}}},
+    ],
 )
 
 _CONFIG = {"type": "object", "additionalProperties": False, "properties": {"configurable": _OBJECT}}

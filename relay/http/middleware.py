@@ -58,9 +58,20 @@ def cors_policy(
             return None
         return {
             "allow_origins": list(settings.cors_origins),
-            "allow_methods": ["GET", "POST"],
-            "allow_headers": ["Authorization", "Content-Type", "Accept", "Last-Event-ID", "Prefer"],
-            "expose_headers": ["Location"],
+            # PATCH, PUT, DELETE: the Agent Server API's thread and store routes
+            "allow_methods": ["GET", "POST", "PATCH", "PUT", "DELETE"],
+            # X-Api-Key: what LangGraph's SDKs send their api_key as (an @auth.authenticate
+            # may read it)
+            "allow_headers": [
+                "Authorization",
+                "Content-Type",
+                "Accept",
+                "Last-Event-ID",
+                "Prefer",
+                "X-Api-Key",
+            ],
+            # Content-Location: the run a stream is of, which LangGraph's JS SDK reads
+            "expose_headers": ["Location", "Content-Location"],
         }
     policy: dict[str, Any] = {}
     for key, value in configured.items():

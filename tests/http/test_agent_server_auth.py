@@ -179,6 +179,14 @@ ROUTES: list[tuple[str, str, Any]] = [
     ("POST", "/threads/t-1/history", {}),
     ("POST", "/threads/t-1/runs/stream", {"assistant_id": "support_agent", "input": HELLO}),
     ("POST", "/threads/t-1/runs/wait", {"assistant_id": "support_agent", "input": HELLO}),
+    ("POST", "/threads/t-1/runs", {"assistant_id": "support_agent", "input": HELLO}),
+    ("GET", "/threads/t-1/runs", None),
+    ("GET", "/threads/t-1/runs/r-1", None),
+    ("GET", "/threads/t-1/runs/r-1/join", None),
+    ("GET", "/threads/t-1/runs/r-1/stream", None),
+    ("POST", "/threads/t-1/runs/r-1/cancel", None),
+    ("POST", "/threads/t-1/commands", {"id": 1, "method": "run.start", "params": {}}),
+    ("POST", "/threads/t-1/stream/events", {}),
     ("PUT", "/store/items", {"namespace": ["n"], "key": "k", "value": {}}),
     ("GET", "/store/items?namespace=n&key=k", None),
     ("DELETE", "/store/items", {"namespace": ["n"], "key": "k"}),
@@ -281,6 +289,48 @@ def test_runs_are_create_run_of_their_thread_and_their_users_turns(api: Api) -> 
     assert who.json()["messages"][-1]["content"] == (
         f"You are alice (alice, alice, {permissions}, alice)."
     )
+
+
+def test_a_run_and_its_streams_are_read_and_cancelled_as_its_thread_is(api: Api) -> None:
+    thread_id = api.thread(ALICE)["thread_id"]
+    started = api.call(
+        ALICE,
+        "POST",
+        f"/threads/{thread_id}/runs",
+        {"assistant_id": "support_agent", "input": HELLO},
+    )
+    assert started.status_code == 200, started.text
+    run = f"/threads/{thread_id}/runs/{started.json()['run_id']}"
+    assert api.call(ALICE, "GET", f"{run}/join").json()["messages"][-1]["content"] == (
+        "You asked: hello"
+    )
+    # threads.read: another user's thread does not exist, nor do its runs and streams
+    for method, path, body in [
+        ("GET", f"/threads/{thread_id}/runs", None),
+        ("GET", run, None),
+        ("GET", f"{run}/join", None),
+        ("GET", f"{run}/stream", None),
+        ("POST", f"{run}/cancel", None),  # threads.update
+        ("POST", f"/threads/{thread_id}/stream/events", {"channels": ["values"]}),
+    ]:
+        assert missing(api.call(BOB, method, path, body)), (method, path)
+    assert [r["status"] for r in api.call(ALICE, "GET", f"/threads/{thread_id}/runs").json()] == [
+        "success"
+    ]
+    frames = api.call({**ALICE, "Last-Event-ID": "-1"}, "GET", f"{run}/stream")
+    assert frames.status_code == 200 and "event: values" in frames.text
+    # the newer protocol's command on another user's thread: no such thread
+    refused = api.call(
+        BOB,
+        "POST",
+        f"/threads/{thread_id}/commands",
+        {
+            "id": 1,
+            "method": "run.start",
+            "params": {"assistant_id": "support_agent", "input": HELLO},
+        },
+    )
+    assert refused.status_code == 404, refused.text
 
 
 def test_a_run_that_creates_its_thread_writes_the_handlers_metadata(api: Api) -> None:
