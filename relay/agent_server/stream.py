@@ -13,8 +13,11 @@ not carry. Frames, in LangGraph's SSE shapes:
   with its trace (``TRACE_KEY``: a run of a turn is a trace), so at a top-level
   ``node_started`` of step k the run's checkpoints of the steps before k are there, and
   at the run's end all of them: each is one ``values`` frame (``source`` ``loop``),
-  oldest first. A run that paused ends with its state again, with
-  ``__interrupt__: [{value, id}]``;
+  oldest first; a resumed run (``command.resume``: it writes no ``input`` checkpoint)
+  first sends the state it resumes from, as LangGraph does (at the first step boundary
+  that has one of the run's checkpoints: after the resumed step's ``messages``). A run
+  that paused ends with its state again, with
+  ``__interrupt__: [{value, id, response_schema}]``;
 - ``updates``: ``{node: update}`` per task of each finished step (the step's checkpoint's
   tasks, whose results the next checkpoint settles); a pause ends with
   ``{"__interrupt__": [...]}``;
@@ -127,6 +130,16 @@ class ThreadCheckpoints:
         return await read_checkpoints(read())
 
 
+def streamed_interrupt(item: Any) -> dict[str, Any]:
+    """An interrupt as LangGraph's run stream writes it: ``{"value", "id"}`` and, where this
+    LangGraph's ``Interrupt`` has it, ``response_schema`` (the stream writes the dataclass's
+    fields; the thread's state, relay/agent_server/state.py, does not)."""
+    found = interrupt_json(item)
+    if hasattr(item, "response_schema"):
+        found["response_schema"] = jsonable(item.response_schema)
+    return found
+
+
 def frame(name: str, data: Any, event_id: str | None = None) -> bytes:
     """One SSE frame, as LangGraph's server writes it (with an ``id:`` line or none)."""
     head = f"event: {name}\n" if event_id is None else f"event: {name}\nid: {event_id}\n"
@@ -178,6 +191,8 @@ class RunStreamEncoder:
         self._nodes: dict[str, tuple[Any, Any]] = {}
         #: the ids of the messages streamed chunk by chunk (text_delta)
         self._streamed: set[str] = set()
+        #: the runs (traces) whose start was read: a resume's first values are sent once
+        self._begun: set[str] = set()
 
     # -- the encoder interface of relay.delivery.streaming ---------------------------------
 
@@ -252,6 +267,10 @@ class RunStreamEncoder:
         them) not made yet."""
         parent, snapshots = await self.checkpoints.of_run(trace_id)
         out: list[Part] = []
+        settled = [s for s in snapshots if below is None or step_of(s) < below]
+        if settled and trace_id not in self._begun:
+            self._begun.add(trace_id)
+            out += self._resumed_from(parent, settled[0])
         previous = parent
         for snapshot in snapshots:
             if below is not None and step_of(snapshot) >= below:
@@ -266,6 +285,17 @@ class RunStreamEncoder:
                     out.append(("values", "values", jsonable(snapshot.values)))
             previous = snapshot
         return out
+
+    def _resumed_from(self, parent: Any, first: Any) -> list[Part]:
+        """A resumed run's first ``values``: the state it resumes from, as LangGraph sends
+        it. A run resumes when it began from a checkpoint and its own first one is not an
+        ``input`` checkpoint (a run with input writes one before its first node starts; a
+        ``command.resume`` writes none). Told by the run's first checkpoint, so it is sent
+        at the first step boundary that has one (the same one live and replayed): before
+        the resumed step's ``updates`` and ``values``, after its ``messages``."""
+        if parent is None or (first.metadata or {}).get("source") == "input":
+            return []
+        return [("values", "values", jsonable(parent.values))]
 
     def _updates(self, previous: Any) -> list[Part]:
         """The ``updates`` (and returned messages) of the tasks of ``previous``'s step."""
@@ -288,7 +318,7 @@ class RunStreamEncoder:
             return []
         latest = self._latest.get(event.trace_id)
         if latest is not None:
-            interrupts = [interrupt_json(i) for i in latest.interrupts]
+            interrupts = [streamed_interrupt(i) for i in latest.interrupts]
         else:
             interrupts = [jsonable(i) for i in event.fields.get("interrupts", [])]
         values = jsonable(latest.values) if latest is not None else {}
