@@ -9,8 +9,8 @@ Served: ``assistant_id``, ``input`` (the graph's own input object), ``command.re
 default, or ``cancel``), ``multitask_strategy`` ``reject``, ``metadata`` (written into the
 metadata of a thread the run creates, as LangGraph does; not kept on the run),
 ``stream_resumable`` (the stream's frames get ``id:`` lines, which the join stream
-resumes after: relay/agent_server/stream.py). Accepted and without effect:
-``stream_subgraphs`` (subgraph events are not sent as ``mode|ns`` yet),
+resumes after: relay/agent_server/stream.py), ``stream_subgraphs`` (a boolean: the
+stream's subgraph events too, named ``mode|namespace``). Accepted and without effect:
 ``durability`` (runs always save each
 step: ``sync``), ``checkpoint_during``, ``strict_resume``, ``langsmith_tracer``.
 """
@@ -27,7 +27,6 @@ from relay.errors import ApiError
 STREAM_MODES = ("values", "updates", "messages-tuple", "custom")
 #: fields accepted that do not change the run (see the module docstring)
 _WITHOUT_EFFECT = (
-    "stream_subgraphs",
     "durability",
     "checkpoint_during",
     "strict_resume",
@@ -56,6 +55,7 @@ _SERVED = (
     "multitask_strategy",
     "metadata",
     "stream_resumable",
+    "stream_subgraphs",
 )
 KNOWN_FIELDS = frozenset((*_SERVED, *_WITHOUT_EFFECT, *_NOT_SERVED))
 _MISSING = object()
@@ -78,6 +78,8 @@ class RunRequest:
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: ``stream_resumable``: the run stream's frames carry ids
     resumable: bool = False
+    #: ``stream_subgraphs``: the run stream sends the subgraphs' ``mode|ns`` events
+    subgraphs: bool = False
 
 
 def count_of(body: Mapping[str, Any], key: str, default: int, least: int, most: int) -> int:
@@ -198,4 +200,15 @@ def run_request(body: Mapping[str, Any]) -> RunRequest:
         on_disconnect=_choice(body, "on_disconnect", ("continue", "cancel"), "continue"),
         metadata=dict(metadata or {}),
         resumable=body.get("stream_resumable") is True,
+        subgraphs=_flag(body, "stream_subgraphs"),
     )
+
+
+def _flag(body: Mapping[str, Any], name: str) -> bool:
+    """A boolean field (absent or null: false); anything else is a 422."""
+    found = body.get(name)
+    if found is None:
+        return False
+    if not isinstance(found, bool):
+        raise _refuse(f"'{name}' must be a boolean.")
+    return found

@@ -375,6 +375,7 @@ class AgentServer:
             ThreadCheckpoints(served.agent.graph, record.thread_id),
             start=admitted.after,
             resumable=run.resumable,
+            subgraphs=run.subgraphs,
         )
         location = run_location(record)
         # the join stream, with this stream's modes (a client reconnects there, as

@@ -35,7 +35,7 @@ CHECKPOINT_KEYS = {"thread_id", "checkpoint_ns", "checkpoint_id", "checkpoint_ma
 
 @pytest.fixture
 def serve(app_env: dict[str, str], live_servers: LiveServers) -> Callable[..., LiveServer]:
-    """``serve(**env)``: the three graphs on one relay in a real uvicorn."""
+    """``serve(**env)``: the graphs on one relay in a real uvicorn."""
 
     def make(**env: str) -> LiveServer:
         return live_servers.start(agent_server_app({**app_env, **env}))
@@ -71,7 +71,7 @@ def test_info_and_assistants_are_the_served_graphs(sdk: SyncLangGraphClient) -> 
     assert isinstance(info["version"], str) and isinstance(info["langgraph_py_version"], str)
 
     found = sdk.assistants.search()
-    assert sorted(a["graph_id"] for a in found) == ["approval", "broken", "chat"]
+    assert sorted(a["graph_id"] for a in found) == ["approval", "broken", "chat", "nested"]
     chat = sdk.assistants.search(graph_id="chat")
     assert len(chat) == 1
     assistant = chat[0]
