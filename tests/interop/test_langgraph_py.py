@@ -66,7 +66,12 @@ def check(found: dict[str, Any]) -> None:
     assert found["history_head_is_state"] and all(found["history_links"])
     assert of(found["asked"], "values")[-1]["__interrupt__"][0]["value"] == {"question": "Ship it?"}
     assert of(found["answered"], "values")[-1] == {"question": "Ship it?", "answer": "yes"}
-    assert found["listed"] == ["thread#3", "thread#1"]
+    assert found["listed"] == ["thread#4", "thread#1"]
+    nested = found["nested"]
+    assert {p["event"] for p in nested} >= {"custom|research", "messages|research"}
+    assert of(nested, "custom|research") == [{"searching": "tides"}]
+    assert [list(u) for u in of(nested, "updates|research")] == [["search"], ["summarise"]]
+    assert [list(u) for u in of(nested, "updates")] == [["plan"], ["research"]]
     assert found["store_search"] == [[["prefs", "ada"], "theme", {"color": "green"}]]
     assert found["store_after_delete"] is None
 

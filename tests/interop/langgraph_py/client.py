@@ -1,7 +1,8 @@
 """LangGraph's own Python client, ``langgraph_sdk``, against an Agent Server API, making the
 calls agent-chat-ui and ``useStream`` make (as tests/interop/langgraph_js/client.mjs does
 with the JavaScript client): the assistants of a graph and its drawing, a thread, a run
-streamed in ``values``, ``messages-tuple``, ``updates`` and ``custom`` at once, the
+streamed in ``values``, ``messages-tuple``, ``updates`` and ``custom`` at once (and one
+of a graph with a subgraph, with ``stream_subgraphs``), the
 thread's state and history, threads searched by metadata, an interrupt seen in ``values``
 and answered with ``Command(resume=...)``, a run waited for, and the store's items.
 
@@ -57,8 +58,16 @@ def parts_of(stream: list[tuple[str, Any]]) -> list[dict[str, Any]]:
             # and not in span-relay's text deltas yet: left out of the comparison
             message = {k: v for k, v in data[0].items() if k != "chunk_position"}
             data = [message, {k: v for k, v in data[1].items() if k in _MESSAGE_METADATA}]
+        mode, _, ns = event.partition("|")
+        if ns:  # a subgraph's: its namespace without the task ids (research:<id> -> research)
+            event = f"{mode}|{task_free(ns)}"
         out.append({"event": event, "data": data})
     return out
+
+
+def task_free(ns: str) -> str:
+    """A checkpoint namespace without its task ids."""
+    return "|".join(part.split(":")[0] for part in ns.split("|"))
 
 
 async def collect(stream: Any) -> list[tuple[str, Any]]:
@@ -110,6 +119,21 @@ async def main(url: str) -> dict[str, Any]:
     out["history_values"] = [h["values"] for h in history]
     after = await client.threads.get(thread_id)
     out["thread_after"] = {"status": after["status"], "graph_id": after["metadata"]["graph_id"]}
+
+    # a graph with a subgraph, streamed with its subgraphs' events (mode|namespace)
+    nested = (await client.threads.create())["thread_id"]
+    ids.name("thread", nested)
+    out["nested"] = parts_of(
+        await collect(
+            client.runs.stream(
+                nested,
+                "nested",
+                input={"messages": [{"type": "human", "content": "tides?"}]},
+                stream_mode=["values", "messages-tuple", "updates", "custom"],
+                stream_subgraphs=True,
+            )
+        )
+    )
 
     # an interrupt: seen in values as __interrupt__, answered with Command(resume=...)
     asked = (await client.threads.create())["thread_id"]
@@ -181,7 +205,7 @@ def normalise(value: Any, ids: Ids) -> Any:
             if key == "thread_id":
                 kept[key] = ids.name("thread", item)
             elif key == "langgraph_checkpoint_ns" and isinstance(item, str):
-                kept[key] = "|".join(part.split(":")[0] for part in item.split("|"))
+                kept[key] = task_free(item)
             elif key in ("checkpoint_ns", "langgraph_path", "langgraph_triggers"):
                 kept[key] = item
             elif key.startswith(("checkpoint_", "ls_", "x-")) or key in _SERVER_METADATA:
