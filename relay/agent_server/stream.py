@@ -270,11 +270,12 @@ class RunStreamEncoder:
                 step = event.fields.get("step")
                 below = step if isinstance(step, int) else None
                 ns = self._enter(event.fields)
-                parts += await self._subgraph_steps(event.trace_id, ns, below)
-                if ns:
-                    parts += await self._steps(event.trace_id, below, ns)
-                else:
+                if not ns:
+                    parts += await self._subgraph_steps(event.trace_id, ns, below)
                     parts += await self._steps(event.trace_id, below)
+                elif below is not None:  # (a subgraph's node without a step: no boundary)
+                    parts += await self._subgraph_steps(event.trace_id, ns, below)
+                    parts += await self._steps(event.trace_id, below, ns)
             elif event.type in (TURN_COMPLETED, PAUSED, ERROR):
                 parts += await self._subgraph_steps(event.trace_id, "", None)
                 parts += await self._steps(event.trace_id, None)
@@ -318,8 +319,16 @@ class RunStreamEncoder:
         node = str(fields.get("node") or "")
         task_id = fields.get("task_id")
         ns = ""
-        if fields.get("namespace"):
+        names = fields.get("namespace")
+        if names and isinstance(names, list):
+            # its parent node's namespace: by the parent span, else (a span between them:
+            # a subgraph invoked inside a node) the latest start of its enclosing node;
+            # else its names alone (frames named so; no checkpoints read for them)
             ns = self._paths.get(str(fields.get("parent_span_id")), "")
+            if not ns:
+                ns = self._nodes.get(str(names[-1]), (None, "", ""))[1]
+            if not ns:
+                ns = "|".join(str(name) for name in names)
         own = f"{node}:{task_id}" if task_id else node
         path = f"{ns}|{own}" if ns else own
         self._paths[str(fields.get("span_id"))] = path
@@ -348,6 +357,8 @@ class RunStreamEncoder:
     async def _steps(self, trace_id: str, below: int | None, ns: str = "") -> list[Part]:
         """``values`` and ``updates`` of the run's steps (in the subgraph ``ns``: its
         steps) before ``below`` (None: all of them) not made yet."""
+        if ns and ":" not in ns.rsplit("|", 1)[-1]:
+            return []  # a namespace without its task: its checkpoints are not known
         if ns:
             parent, snapshots = await self.checkpoints.of_subgraph(trace_id, ns)
         else:
