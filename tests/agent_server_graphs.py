@@ -16,13 +16,22 @@ from tests.interop.langgraph_js.graphs import (
     broken_graph,
     chat_graph,
     gated_graph,
+    nested_graph,
 )
 
-__all__ = ["ANSWER", "agent_server_app", "approval_graph", "broken_graph", "chat_graph"]
+__all__ = [
+    "ANSWER",
+    "agent_server_app",
+    "approval_graph",
+    "broken_graph",
+    "chat_graph",
+    "nested_graph",
+]
 
 
 def agent_server_app(env: Mapping[str, str]) -> FastAPI:
-    """The four graphs (``chat``, ``approval``, ``broken``, ``gated``) on one relay."""
+    """The five graphs (``chat``, ``approval``, ``broken``, ``gated``, ``nested``) on one
+    relay."""
     relay = Relay.from_env(dict(env))
     app = FastAPI(lifespan=relay.lifespan)
     relay.mount(
@@ -31,5 +40,6 @@ def agent_server_app(env: Mapping[str, str]) -> FastAPI:
         GraphAgent(approval_graph(), name="approval"),
         GraphAgent(broken_graph(), name="broken"),
         GraphAgent(gated_graph(), name="gated"),
+        GraphAgent(nested_graph(), name="nested"),
     )
     return app

@@ -13,8 +13,8 @@ branch from an earlier one is a 422: relay/http/agent_server.py),
 default, or ``cancel``), ``multitask_strategy`` ``reject``, ``metadata`` (written into the
 metadata of a thread the run creates, as LangGraph does; not kept on the run),
 ``stream_resumable`` (the stream's frames get ``id:`` lines, which the join stream
-resumes after: relay/agent_server/stream.py). Accepted and without effect:
-``stream_subgraphs`` (subgraph events are not sent as ``mode|ns`` yet),
+resumes after: relay/agent_server/stream.py), ``stream_subgraphs`` (a boolean: the
+stream's subgraph events too, named ``mode|namespace``). Accepted and without effect:
 ``durability`` (runs always save each
 step: ``sync``), ``checkpoint_during``, ``strict_resume``, ``langsmith_tracer``.
 """
@@ -31,7 +31,6 @@ from relay.errors import ApiError
 STREAM_MODES = ("values", "updates", "messages-tuple", "custom")
 #: fields accepted that do not change the run (see the module docstring)
 _WITHOUT_EFFECT = (
-    "stream_subgraphs",
     "durability",
     "checkpoint_during",
     "strict_resume",
@@ -60,6 +59,7 @@ _SERVED = (
     "stream_resumable",
     "checkpoint",
     "checkpoint_id",
+    "stream_subgraphs",
 )
 KNOWN_FIELDS = frozenset((*_SERVED, *_WITHOUT_EFFECT, *_NOT_SERVED))
 _MISSING = object()
@@ -85,6 +85,8 @@ class RunRequest:
     #: the checkpoint the run asks to start from (``checkpoint.checkpoint_id`` or
     #: ``checkpoint_id``); None: the thread's latest, the only one served
     checkpoint_id: str | None = None
+    #: ``stream_subgraphs``: the run stream sends the subgraphs' ``mode|ns`` events
+    subgraphs: bool = False
 
 
 def count_of(body: Mapping[str, Any], key: str, default: int, least: int, most: int) -> int:
@@ -215,6 +217,7 @@ def run_request(body: Mapping[str, Any]) -> RunRequest:
         metadata=dict(metadata or {}),
         resumable=body.get("stream_resumable") is True,
         checkpoint_id=_checkpoint_of(body),
+        subgraphs=_flag(body, "stream_subgraphs"),
     )
 
 
@@ -238,3 +241,13 @@ def _checkpoint_of(body: Mapping[str, Any]) -> str | None:
     if named is not None and (not isinstance(named, str) or not named):
         raise _refuse("'checkpoint_id' must be a checkpoint id.")
     return named
+
+
+def _flag(body: Mapping[str, Any], name: str) -> bool:
+    """A boolean field (absent or null: false); anything else is a 422."""
+    found = body.get(name)
+    if found is None:
+        return False
+    if not isinstance(found, bool):
+        raise _refuse(f"'{name}' must be a boolean.")
+    return found

@@ -35,7 +35,6 @@ import datetime
 import json
 import uuid
 from typing import Any
-from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import JSONResponse, Response
@@ -59,7 +58,7 @@ from relay.errors import ApiError
 from relay.events import ERROR, RUN_TERMINAL
 from relay.http.agent_server_auth import AgentServerAuth, run_value
 from relay.http.agent_server_openapi import AGENT_SERVER_OPENAPI
-from relay.http.agent_server_streams import run_location, run_stream
+from relay.http.agent_server_streams import join_location, run_location, run_stream
 from relay.http.chat import configurable_of
 from relay.http.chat_input import ID, digest
 from relay.http.errors import error_responses
@@ -385,11 +384,10 @@ class AgentServer:
             ThreadCheckpoints(served.agent.graph, record.thread_id),
             start=admitted.after,
             resumable=run.resumable,
+            subgraphs=run.subgraphs,
         )
         location = run_location(record)
-        # the join stream, with this stream's modes (a client reconnects there, as
-        # LangGraph's SDKs do, and sends only the query it lacks)
-        join = f"{location}/stream?" + urlencode([("stream_mode", m) for m in run.stream_modes])
+        join = join_location(record, run.stream_modes, run.subgraphs)
         headers = [(b"content-location", location.encode()), (b"location", join.encode())]
         return await run_stream(
             self.relay, record, encoder, on_disconnect=run.on_disconnect, headers=headers

@@ -20,7 +20,9 @@ runs of relay/http/agent_server.py: a run is a turn (relay/agent_server/runs.py)
   live from the bus on any replica, or replayed from the turn's stored spans after the
   run ended (and after a restart). ``stream_mode`` (repeated): the modes; without it,
   every mode served (LangGraph streams the run's own modes: the relay does not keep a
-  run's request). ``cancel_on_disconnect=1`` cancels the run when the reader goes.
+  run's request); ``stream_subgraphs=true``: the subgraphs' ``mode|ns`` frames too (the
+  ``Location`` of ``/runs/stream`` names both as the run asked). ``cancel_on_disconnect=1``
+  cancels the run when the reader goes.
 
 Each route asks langgraph.json's ``auth`` handlers as the Agent Server does: a background
 run ``threads.create_run`` (in :meth:`AgentServer.admit`), reading a run or its stream
@@ -30,7 +32,6 @@ run ``threads.create_run`` (in :meth:`AgentServer.admit`), reading a run or its 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import JSONResponse, Response
@@ -41,7 +42,7 @@ from relay.agent_server.stream import RunStreamEncoder, ThreadCheckpoints, parse
 from relay.errors import ApiError
 from relay.http.agent_server import AgentServer
 from relay.http.agent_server_openapi import AGENT_SERVER_OPENAPI
-from relay.http.agent_server_streams import run_location, run_stream
+from relay.http.agent_server_streams import join_location, run_location, run_stream
 from relay.http.errors import error_responses
 from relay.http.requests import read_json_object
 from relay.http.turn_cancel import TurnCancel
@@ -116,6 +117,7 @@ class RunRoutes:
         thread_id: str,
         run_id: str,
         modes: list[str] | None,
+        subgraphs: bool,
         cancel_on_disconnect: bool,
     ) -> Response:
         record = await self.run_record(request, thread_id, run_id)
@@ -140,13 +142,11 @@ class RunRoutes:
             start=record.run_after_seq,
             resumable=True,
             cursor=cursor,
+            subgraphs=subgraphs,
         )
         location = run_location(record)
-        query = urlencode([("stream_mode", m) for m in stream_modes])
-        headers = [
-            (b"content-location", location.encode()),
-            (b"location", f"{location}/stream?{query}".encode()),
-        ]
+        join = join_location(record, stream_modes, subgraphs)
+        headers = [(b"content-location", location.encode()), (b"location", join.encode())]
         on_disconnect = "cancel" if cancel_on_disconnect else "continue"
         return await run_stream(
             self.relay, record, encoder, on_disconnect=on_disconnect, headers=headers
@@ -229,11 +229,15 @@ def runs_router(server: AgentServer, dependencies: list[Any]) -> APIRouter:
         request: Request,
         thread_id: str,
         run_id: str,
+        stream_subgraphs: str = Query("false", pattern=flag),
         cancel_on_disconnect: str = Query("false", pattern=flag),
     ) -> Response:
         """The run's stream, after ``Last-Event-ID`` (``stream_mode``: repeated)."""
         modes = request.query_params.getlist("stream_mode")
-        return await routes.stream(request, thread_id, run_id, modes, _flag(cancel_on_disconnect))
+        subgraphs = _flag(stream_subgraphs)
+        return await routes.stream(
+            request, thread_id, run_id, modes, subgraphs, _flag(cancel_on_disconnect)
+        )
 
     return router
 

@@ -8,6 +8,9 @@ join stream ``GET /threads/{id}/runs/{run_id}/stream`` (relay/http/agent_server_
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from urllib.parse import urlencode
+
 from starlette.responses import Response
 
 from relay.agent_server.stream import RunStreamEncoder
@@ -24,6 +27,15 @@ from relay.turns.recovery import terminal_event
 def run_location(record: TurnRecord) -> str:
     """The run's path (``Content-Location``), as LangGraph's server names it."""
     return f"/threads/{record.thread_id}/runs/{record.turn_id}"
+
+
+def join_location(record: TurnRecord, modes: Sequence[str], subgraphs: bool) -> str:
+    """The run's join stream with a stream's modes (``Location``: LangGraph's SDKs reconnect
+    there and send only the query it lacks), and ``stream_subgraphs`` when it asked."""
+    query = [("stream_mode", mode) for mode in modes]
+    if subgraphs:
+        query.append(("stream_subgraphs", "true"))
+    return f"{run_location(record)}/stream?{urlencode(query)}"
 
 
 async def run_stream(

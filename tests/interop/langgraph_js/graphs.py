@@ -3,8 +3,8 @@ span-relay serves them (tests/agent_server_graphs.py) and so does the LangGraph 
 Server (`langgraph dev`, from this folder's langgraph.json), so that the same client
 scripts run against both. A chat on ``MessagesState`` whose fake model streams tokens and
 whose first node writes a ``custom`` payload, a graph that asks with ``interrupt()``, one
-whose node fails, and one whose second node waits for a file (the client makes it), so a
-client can cut its stream while the run runs."""
+whose node fails, one whose second node waits for a file (the client makes it), so a
+client can cut its stream while the run runs, and one with a subgraph node."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
 ANSWER = "Hello there, friend of LangGraph"
+SUMMARY = "The tides follow the moon"
 
 
 class ChatState(MessagesState):
@@ -122,3 +123,52 @@ chat = chat_graph()
 approval = approval_graph()
 broken = broken_graph()
 gated = gated_graph()
+
+
+class Research(MessagesState):
+    topic: str
+    found: str
+
+
+async def search(state: Research) -> dict[str, Any]:
+    get_stream_writer()({"searching": state["topic"]})
+    return {"found": f"notes on {state['topic']}"}
+
+
+async def summarise(state: Research) -> dict[str, Any]:
+    model = GenericFakeChatModel(messages=iter([AIMessage(content=SUMMARY)]))
+    text = ""
+    async for chunk in model.astream(state["messages"]):
+        text += str(chunk.content)
+    return {"messages": [AIMessage(content=text)]}
+
+
+def research_graph() -> Any:
+    """The subgraph: it searches (a ``custom`` payload) then summarises (streamed tokens)."""
+    builder = StateGraph(Research)
+    builder.add_node("search", search)
+    builder.add_node("summarise", summarise)
+    builder.add_edge(START, "search")
+    builder.add_edge("search", "summarise")
+    builder.add_edge("summarise", END)
+    return builder.compile()
+
+
+async def plan(state: Research) -> dict[str, Any]:
+    return {"topic": "tides"}
+
+
+def nested_graph() -> Any:
+    """A graph with a subgraph node: ``plan``, then ``research`` (:func:`research_graph`,
+    sharing the parent's state keys), for the ``mode|namespace`` events of
+    ``stream_subgraphs``."""
+    builder = StateGraph(Research)
+    builder.add_node("plan", plan)
+    builder.add_node("research", research_graph())
+    builder.add_edge(START, "plan")
+    builder.add_edge("plan", "research")
+    builder.add_edge("research", END)
+    return builder.compile()
+
+
+nested = nested_graph()
