@@ -373,8 +373,13 @@ class AgentServer:
             )
 
     async def stream(self, request: Request, thread_id: str) -> Response:
-        body = await read_json_object(request, self.relay.settings.max_body_bytes)
-        run = run_request(body)
+        run = run_request(await read_json_object(request, self.relay.settings.max_body_bytes))
+        return (await self.run_and_stream(request, thread_id, run))[1]
+
+    async def run_and_stream(
+        self, request: Request, thread_id: str, run: RunRequest
+    ) -> tuple[TurnRecord, Response]:
+        """The run started, and its stream."""
         served = self.served(run.assistant_id)
         admitted = await self.admit(request, thread_id, run, served)
         record = admitted.record
@@ -391,13 +396,17 @@ class AgentServer:
         # LangGraph's SDKs do, and sends only the query it lacks)
         join = f"{location}/stream?" + urlencode([("stream_mode", m) for m in run.stream_modes])
         headers = [(b"content-location", location.encode()), (b"location", join.encode())]
-        return await run_stream(
+        response = await run_stream(
             self.relay, record, encoder, on_disconnect=run.on_disconnect, headers=headers
         )
+        return record, response
 
-    async def wait(self, request: Request, thread_id: str) -> Response:
-        body = await read_json_object(request, self.relay.settings.max_body_bytes)
-        run = run_request(body)
+    async def wait(
+        self, request: Request, thread_id: str, run: RunRequest | None = None
+    ) -> Response:
+        """The run's result once it ended (``run``: the request read already)."""
+        if run is None:
+            run = run_request(await read_json_object(request, self.relay.settings.max_body_bytes))
         served = self.served(run.assistant_id)
         admitted = await self.admit(request, thread_id, run, served)
         response = await self.relay.runs.wait(admitted.record.turn_id)
