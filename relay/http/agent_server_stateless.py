@@ -162,7 +162,7 @@ def stateless_router(server: AgentServer, dependencies: list[Any]) -> APIRouter:
         "/runs",
         dependencies=starts,
         responses=error_responses(401, 403, 404, 409, 422),
-        openapi_extra=AGENT_SERVER_OPENAPI["run_wait"],
+        openapi_extra=AGENT_SERVER_OPENAPI["stateless_create"],
     )
     async def create_run(request: Request) -> Response:
         """A background run on a thread made for it: its ``Run`` at once."""
@@ -172,7 +172,7 @@ def stateless_router(server: AgentServer, dependencies: list[Any]) -> APIRouter:
         "/runs/stream",
         dependencies=starts,
         responses=error_responses(401, 403, 404, 409, 422),
-        openapi_extra=AGENT_SERVER_OPENAPI["run_stream"],
+        openapi_extra=AGENT_SERVER_OPENAPI["stateless_stream"],
     )
     async def stream_run(request: Request) -> Response:
         """A run on a thread made for it, streamed."""
@@ -182,7 +182,7 @@ def stateless_router(server: AgentServer, dependencies: list[Any]) -> APIRouter:
         "/runs/wait",
         dependencies=starts,
         responses=error_responses(401, 403, 404, 409, 422),
-        openapi_extra=AGENT_SERVER_OPENAPI["run_wait"],
+        openapi_extra=AGENT_SERVER_OPENAPI["stateless_wait"],
     )
     async def wait_run(request: Request) -> Response:
         """A run on a thread made for it: its result once it ended."""
