@@ -10,7 +10,8 @@ and ``/runs/wait``: relay/http/agent_server_stateless.py): a run is a turn
   newest first; ``GET /threads/{thread_id}/runs/{run_id}``: one;
 - ``POST /threads/{thread_id}/runs/{run_id}/cancel`` (``wait``, ``action``): the turn's
   cancel (relay/http/turn_cancel.py: here, or on the replica that runs it); ``202``, or
-  with ``wait=1`` the thread's values once it stopped. ``action=rollback`` (LangGraph
+  with ``wait=1`` the thread's values once it stopped; a run that is not running (it
+  ended, or paused on an interrupt) is a ``404``, as LangGraph's. ``action=rollback`` (LangGraph
   deletes the run and its checkpoints) is a ``422`` (the parameter's schema allows only
   ``interrupt``): a turn's record and spans are its trace, kept by their retention, and
   its checkpoints stay;
@@ -106,9 +107,15 @@ class RunRoutes:
             "metadata": {"run_ids": [run_id], "status": None},
         }
         record = await self.run_record(request, thread_id, run_id, "update", value)
-        cancelled = await TurnCancel(self.relay).cancelled(record)
+        if not await TurnCancel(self.relay).cancelled(record):  # as LangGraph's: a 404
+            raise ApiError(
+                404,
+                "no_run_to_cancel",
+                f"Run {run_id} is not running (it ended, or paused on an interrupt): "
+                "there is nothing to cancel.",
+            )
         if not wait:
-            return Response(status_code=202 if cancelled else 200)
+            return Response(status_code=202)
         return await self.server.join(request, record)
 
     async def join(self, request: Request, thread_id: str, run_id: str) -> Response:

@@ -4,9 +4,11 @@
 tests/interop/langgraph_js/client.mjs makes the calls those frontends make (the graph's
 assistant, a thread, a run streamed in ``values``, ``messages-tuple``, ``updates`` and
 ``custom`` at once, the thread's state and history, an interrupt seen in ``values`` and
-answered with ``command.resume``, a run waited for) and prints what the client got; this
-test reads it as such a frontend would, from span-relay and from LangGraph's own Agent
-Server (``langgraph dev``) serving the same graphs: the same script passes against both.
+answered with ``command.resume``, a run waited for, a background run joined, read, listed
+and its stream joined with ``lastEventId``, a cancel, a stateless run) and prints what the
+client got; this test reads it as such a frontend would, from span-relay and from
+LangGraph's own Agent Server (``langgraph dev``) serving the same graphs: the same script
+passes against both.
 The packages come from ``npm ci`` against the committed lock file."""
 
 from __future__ import annotations
@@ -112,6 +114,22 @@ def check_report(report: dict[str, Any]) -> str:
     assert all(t["metadata"]["graph_id"] == "chat" for t in report["listed"])
     assert report["created"]["metadata"] == {"topic": "refunds"}
     assert [t["thread_id"] for t in report["by_topic"]] == [report["created"]["thread_id"]]
+
+    # a background run: made at once, joined, read, listed; its join stream's frames each
+    # with an id, and a join after one of them nothing twice; a cancel once it ended: 404
+    run = report["bg_created"]
+    assert run["status"] in ("pending", "running") and run["multitask_strategy"]
+    assert report["bg_joined"]["messages"][-1]["content"] == ANSWER
+    assert report["bg_got"]["run_id"] == run["run_id"]
+    assert report["bg_got"]["status"] == "success"
+    assert [r["run_id"] for r in report["bg_listed"]] == [run["run_id"]]
+    ids = [part["id"] for part in report["bg_whole"]]
+    assert ids and all(ids) and len(set(ids)) == len(ids)
+    assert {part["id"] for part in report["bg_rest"]} <= set(ids)
+    assert report["bg_cancel_ended"] == 404
+    assert report["bg_after_cancel"]["status"] == "success"
+    # a stateless run
+    assert report["stateless"]["messages"][-1]["content"] == ANSWER
     return str(parts[0]["data"]["run_id"])
 
 
@@ -119,7 +137,13 @@ def test_the_javascript_client_streams_reads_and_resumes_against_span_relay(
     js_client: Path, app_env: dict[str, str], live_servers: LiveServers
 ) -> None:
     server = live_servers.start(agent_server_app(app_env))
-    run_id = check_report(run_client(js_client, server.url))
+    report = run_client(js_client, server.url)
+    run_id = check_report(report)
+    # the whole join stream of the ended background run, replayed, and after its second
+    # frame exactly the rest (langgraph dev keeps only a part of an ended run's stream)
+    whole = report["bg_whole"]
+    assert [part["event"] for part in whole] == ["metadata", "values", "custom", "values", "values"]
+    assert report["bg_rest"] == whole[2:]
     # the run is a span-relay turn: its record, under the run's id
     record = httpx.get(f"{server.url}/turns/{run_id}", timeout=30).json()
     assert record["status"] == "answered" and record["graph"] == "chat"

@@ -1,7 +1,9 @@
 // LangGraph's own JavaScript client (@langchain/langgraph-sdk) against an Agent Server API,
 // making the calls agent-chat-ui and useStream make: the assistant of a graph, a thread, a
 // run streamed in several modes at once, the thread's state and history, an interrupt seen
-// in `values` and answered with `command.resume`, a run waited for.
+// in `values` and answered with `command.resume`, a run waited for, a background run
+// (made, joined, read, listed, its stream joined with `lastEventId`, a cancel), a stateless
+// run.
 //
 //   node client.mjs URL
 //
@@ -76,5 +78,48 @@ report.listed = await client.threads.search({
   sortOrder: "desc",
 });
 report.by_topic = await client.threads.search({ metadata: { topic: "refunds" } });
+
+// a background run, as useStream makes one and joins it again after a reload: made at
+// once, joined, read, listed; its stream joined from the start and, after a cut behind
+// its second frame, from that frame's id (the rest, nothing twice)
+async function frames(generator) {
+  const parts = [];
+  for await (const part of generator) parts.push({ id: part.id, event: part.event, data: part.data });
+  return parts;
+}
+const background = await client.threads.create();
+const run = await client.runs.create(background.thread_id, "chat", {
+  input: { messages: [{ type: "human", content: "later" }] },
+  streamMode: ["values", "custom"],
+  streamResumable: true,
+});
+report.bg_created = run;
+report.bg_joined = await client.runs.join(background.thread_id, run.run_id);
+report.bg_got = await client.runs.get(background.thread_id, run.run_id);
+report.bg_listed = await client.runs.list(background.thread_id);
+const joinOptions = { streamMode: ["values", "custom"] };
+report.bg_whole = await frames(
+  client.runs.joinStream(background.thread_id, run.run_id, { ...joinOptions, lastEventId: "-1" }),
+);
+report.bg_rest = await frames(
+  client.runs.joinStream(background.thread_id, run.run_id, {
+    ...joinOptions,
+    lastEventId: report.bg_whole[1]?.id,
+  }),
+);
+// a cancel of a run that ended: refused, the run as it ended
+try {
+  await client.runs.cancel(background.thread_id, run.run_id);
+  report.bg_cancel_ended = 202;
+} catch (error) {
+  report.bg_cancel_ended = error.status ?? String(error);
+  report.bg_cancel_text = String(error.message ?? error);
+}
+report.bg_after_cancel = await client.runs.get(background.thread_id, run.run_id);
+
+// a stateless run: a thread made for it (deleted after it, LangGraph's default)
+report.stateless = await client.runs.wait(null, "chat", {
+  input: { messages: [{ type: "human", content: "once" }] },
+});
 
 process.stdout.write(JSON.stringify(report));
