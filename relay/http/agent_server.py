@@ -452,8 +452,16 @@ class AgentServer:
         latest = await self.relay.turns.get(record.turn_id) or record
         status = response.status if response is not None else latest.status
         headers = {"Content-Location": run_location(record)}
-        if status in ("error", "cancelled", "interrupted"):
+        ended: dict[str, Any] | None = None
+        if response is None and status == RUNNING:
+            # the log holds the run's end, its record (another replica's) not yet: an
+            # error event there is the run's end
             ended = await self.run_error(record.turn_id, after)
+            if ended:
+                status = "error"
+        if status in ("error", "cancelled", "interrupted"):
+            if ended is None:
+                ended = await self.run_error(record.turn_id, after)
             message = response.answer if response is not None else f"The run ended: {status}."
             error = {
                 "error": ended.get("code", status),
