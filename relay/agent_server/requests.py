@@ -199,7 +199,15 @@ def run_request(body: Mapping[str, Any]) -> RunRequest:
                 "a branch) is not served here yet.",
             )
         raise _refuse("Send 'input' (the graph's input) or 'command.resume'.")
-    _choice(body, "multitask_strategy", ("reject",), "reject")
+    strategy = body.get("multitask_strategy")
+    if strategy is not None and strategy != "reject":
+        raise ApiError(
+            422,
+            "unsupported_multitask_strategy",
+            f"multitask_strategy {strategy!r} is not served: only 'reject' is (a run on a "
+            "thread that runs one is a 409); 'interrupt', 'rollback' and 'enqueue' are not "
+            "served yet.",
+        )
     metadata = body.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise _refuse("'metadata' must be an object.")

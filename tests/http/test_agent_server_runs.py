@@ -213,6 +213,14 @@ def test_the_runs_routes_refuse_what_is_wrong(
     assert httpx.get(other).status_code == 404  # a run is found on its own thread only
     busy = httpx.post(base, json={"assistant_id": "gated", "input": {"gate": gate[0]}})
     assert busy.status_code == 409  # the thread runs a run: multitask_strategy reject
+    for strategy in ("interrupt", "rollback", "enqueue"):
+        other = httpx.post(
+            base,
+            json={"assistant_id": "gated", "input": {}, "multitask_strategy": strategy},
+        )
+        assert other.status_code == 422, other.text
+        assert other.json()["error"]["code"] == "unsupported_multitask_strategy"
+        assert "only 'reject'" in other.json()["error"]["message"]
     assert httpx.get(f"{base}", params={"status": "nonsense"}).status_code == 422
     assert [r["status"] for r in httpx.get(base, params={"status": "running"}).json()] == [
         "running"
