@@ -22,9 +22,15 @@ Server calls (relay/http/agent_server_auth.py): ``assistants.search``/``read``,
 ``threads.create``/``read``/``create_run``; a route added here calls
 :meth:`AgentServer.authorize` (or :meth:`AgentServer.authorized_thread`) before it acts.
 
+The other runs routes (background runs, get, list, cancel, join, the join stream with
+``Last-Event-ID``): relay/http/agent_server_runs.py; the stateless runs (``POST /runs``,
+``/runs/stream``, ``/runs/wait``): relay/http/agent_server_stateless.py.
+
 Not served yet (a 404 or a 422 that says so): thread copy, subgraph streams, a run from
 an earlier checkpoint (a branch: agent-chat-ui's "edit" and "regenerate" of an earlier
-message). The ``commands`` + ``stream/events`` protocol: relay/http/agent_server_events.py.
+message), ``multitask_strategy`` other than ``reject``, a cancel's ``action=rollback``,
+deleting a run. The ``commands`` + ``stream/events`` protocol:
+relay/http/agent_server_events.py.
 """
 
 from __future__ import annotations
