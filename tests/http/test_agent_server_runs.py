@@ -227,3 +227,33 @@ def test_the_runs_routes_refuse_what_is_wrong(
     ]
     gate[1].set()
     assert httpx.get(f"{base}/{run_id}/join", timeout=30).json()["said"] == ["first", "second"]
+
+
+def test_on_disconnect_cancel_stops_the_run_and_continue_lets_it_end(
+    app_env: dict[str, str], live_servers: LiveServers, gate: tuple[str, threading.Event]
+) -> None:
+    server = live_servers.start(gated_app(app_env))
+    outcomes = {}
+    for n, on_disconnect in enumerate(("cancel", "continue")):
+        thread_id = f"2b6f3c1e-8f7a-4d55-9a55-0c3b2f1d9e1{n}"
+        body = {
+            "assistant_id": "gated",
+            "input": {"gate": gate[0]},
+            "if_not_exists": "create",
+            "stream_mode": ["values", "updates", "custom"],
+            "on_disconnect": on_disconnect,
+        }
+        url = f"{server.url}/threads/{thread_id}/runs/stream"
+        with httpx.stream("POST", url, json=body, timeout=30) as stream:
+            location = stream.headers["content-location"]
+            # the first step's frames: the gate holds the second; then the reader goes
+            assert len(frames_of(stream, stop_after=6)) == 6
+        if on_disconnect == "continue":
+            gate[1].set()
+        outcomes[on_disconnect] = httpx.get(f"{server.url}{location}/join", timeout=30).json()
+        status = httpx.get(f"{server.url}{location}").json()["status"]
+        outcomes[on_disconnect]["status"] = status
+    assert outcomes["cancel"]["__error__"]["error"] == "cancelled"
+    assert outcomes["cancel"]["status"] == "interrupted"
+    assert outcomes["continue"]["said"] == ["first", "second"]
+    assert outcomes["continue"]["status"] == "success"
