@@ -19,7 +19,7 @@ LOCK := requirements/lock.txt
 # the current pins and changes only what a changed pyproject.toml needs
 LOCK_FLAGS ?= --upgrade
 
-.PHONY: run test setup setup-run system-deps lint bench bench-peer lock clean
+.PHONY: run test setup setup-run system-deps lint bench bench-peer bench-peer-same-client lock clean
 
 # $(1): the extras, $(2): dependency groups (--group test). The locked pip first (it knows --build-constraint), then the project.
 define install
@@ -76,6 +76,10 @@ bench: setup
 # throwaway venv under .span-relay/, never into the project's; not part of `make test`.
 bench-peer: setup
 	$(BIN)/python -m tests.bench.peer
+
+# The same Agent Server client code against both servers (issue 34's side-by-side table)
+bench-peer-same-client: setup
+	$(BIN)/python -m tests.bench.peer.same_client
 
 # Refresh requirements/lock.txt from pyproject.toml and requirements/tools.in: every extra,
 # Python 3.11 and later, any OS. uv comes from the lock itself (into .venv), and after

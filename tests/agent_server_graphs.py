@@ -15,13 +15,14 @@ from tests.interop.langgraph_js.graphs import (
     approval_graph,
     broken_graph,
     chat_graph,
+    gated_graph,
 )
 
 __all__ = ["ANSWER", "agent_server_app", "approval_graph", "broken_graph", "chat_graph"]
 
 
 def agent_server_app(env: Mapping[str, str]) -> FastAPI:
-    """The three graphs (``chat``, ``approval``, ``broken``) on one relay."""
+    """The four graphs (``chat``, ``approval``, ``broken``, ``gated``) on one relay."""
     relay = Relay.from_env(dict(env))
     app = FastAPI(lifespan=relay.lifespan)
     relay.mount(
@@ -29,5 +30,6 @@ def agent_server_app(env: Mapping[str, str]) -> FastAPI:
         GraphAgent(chat_graph(), name="chat", description="A chat"),
         GraphAgent(approval_graph(), name="approval"),
         GraphAgent(broken_graph(), name="broken"),
+        GraphAgent(gated_graph(), name="gated"),
     )
     return app

@@ -71,7 +71,7 @@ def test_info_and_assistants_are_the_served_graphs(sdk: SyncLangGraphClient) -> 
     assert isinstance(info["version"], str) and isinstance(info["langgraph_py_version"], str)
 
     found = sdk.assistants.search()
-    assert sorted(a["graph_id"] for a in found) == ["approval", "broken", "chat"]
+    assert sorted(a["graph_id"] for a in found) == ["approval", "broken", "chat", "gated"]
     chat = sdk.assistants.search(graph_id="chat")
     assert len(chat) == 1
     assistant = chat[0]

@@ -1,32 +1,48 @@
-"""The runs routes of LangGraph's Agent Server API across two replicas (Redis bus,
-PostgreSQL turn store and checkpointer): a background run replica A runs is read, joined
-and its stream joined on replica B, cut there and joined again on A after the frame B
-saw last (nothing lost, nothing twice); after A stopped, B and a new A give the whole
-stream again; a run A runs is cancelled from B. The gated graph of
-tests/http/test_agent_server_runs.py holds the run between its halves."""
+"""The runs routes across two replicas (Redis bus, PostgreSQL turn store and
+checkpointer): a run streamed on one, cut while it runs, joined again on the other with
+``Last-Event-ID`` (exactly the rest: the same frames and ids, built from the shared log
+and checkpoints), waited for there (its end read from the shared log), and read from
+both. The run's second node waits for a file the test writes after its cut."""
 
 from __future__ import annotations
 
-import threading
+import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 
+from tests.agent_server_graphs import agent_server_app
 from tests.conftest import LiveServer, LiveServers
-from tests.http.test_agent_server_runs import GATES, frames_of, gate, gated_app, start_run
 
-__all__ = ["gate"]  # the fixture, used by name
-
-MODES = [("stream_mode", m) for m in ("values", "updates", "custom")]
+Frame = tuple[str, str, Any]  # (id, event, data)
 
 
-def test_a_run_on_one_replica_is_joined_cut_and_resumed_on_the_other(
+def frames_of(response: httpx.Response, customs: int | None = None) -> list[Frame]:
+    """The SSE frames of a streamed response (all, or up to its ``customs``-th custom)."""
+    found: list[Frame] = []
+    event_id, name, data = "", "", None
+    for line in response.iter_lines():
+        if line.startswith("id: "):
+            event_id = line[4:]
+        elif line.startswith("event: "):
+            name = line[7:]
+        elif line.startswith("data: "):
+            data = json.loads(line[6:])
+        elif line == "" and name:
+            found.append((event_id, name, data))
+            event_id, name, data = "", "", None
+            if customs is not None and [f[1] for f in found].count("custom") == customs:
+                break
+    return found
+
+
+def test_a_run_cut_on_one_replica_is_joined_again_on_the_other(
     app_env: dict[str, str],
     tmp_path: Path,
     live_servers: LiveServers,
     redis_url: str,
     postgres_url: str,
-    gate: tuple[str, threading.Event],
 ) -> None:
     def replica(name: str) -> LiveServer:
         env = {
@@ -36,79 +52,43 @@ def test_a_run_on_one_replica_is_joined_cut_and_resumed_on_the_other(
             "RELAY_BUS": redis_url,
             "RELAY_STORE": postgres_url,
         }
-        return live_servers.start(gated_app(env))
+        return live_servers.start(agent_server_app(env))
 
     a, b = replica("a"), replica("b")
-    thread_id = "5c2e8f0a-1b3d-4e6f-8a9b-0c1d2e3f4a01"
-    run_id = start_run(a.url, thread_id, gate[0])["run_id"]
-    path = f"/threads/{thread_id}/runs/{run_id}"
-    assert httpx.get(f"{b.url}{path}").json()["status"] == "running"
-    assert [r["run_id"] for r in httpx.get(f"{b.url}/threads/{thread_id}/runs").json()] == [run_id]
-
-    with httpx.stream("GET", f"{b.url}{path}/stream", params=MODES, timeout=30) as on_b:
-        assert on_b.status_code == 200
-        before = frames_of(on_b, stop_after=6)  # the gate holds the second step
-    assert [name for _, name, _ in before] == [
-        "metadata",
-        "values",
-        "custom",
-        "custom",
-        "custom",
-        "updates",
-    ]
-    gate[1].set()
+    thread_id = httpx.post(f"{a.url}/threads", json={}).json()["thread_id"]
+    gate = tmp_path / "gate"
+    body = {
+        "assistant_id": "gated",
+        "input": {"gate": str(gate)},
+        "stream_mode": ["values", "updates", "custom"],
+        "stream_resumable": True,
+        "on_disconnect": "continue",
+    }
     with httpx.stream(
-        "GET",
-        f"{a.url}{path}/stream",
-        params=MODES,
-        headers={"Last-Event-ID": before[-1][0]},
-        timeout=30,
+        "POST", f"{a.url}/threads/{thread_id}/runs/stream", json=body, timeout=30
     ) as on_a:
-        rest = frames_of(on_a)
+        assert on_a.status_code == 200
+        join = on_a.headers["location"]
+        first = frames_of(on_a, customs=3)
+    run_id = first[0][2]["run_id"]
+    assert [d for _, name, d in first if name == "custom"] == [{"part": n} for n in range(3)]
+    assert httpx.get(f"{b.url}/threads/{thread_id}/runs/{run_id}").json()["status"] == "running"
+
+    with httpx.stream(
+        "GET", f"{b.url}{join}", headers={"Last-Event-ID": first[-1][0]}, timeout=30
+    ) as on_b:
+        assert on_b.status_code == 200
+        gate.write_text("go")  # the run goes on while B follows it
+        rest = frames_of(on_b)
     assert [d for _, name, d in rest if name == "custom"] == [{"part": n} for n in range(3, 6)]
-    assert rest[-1][1] == "values" and rest[-1][2]["said"] == ["first", "second"]
-    joined = httpx.get(f"{b.url}{path}/join", timeout=30).json()
-    assert joined["said"] == ["first", "second"]
-    assert httpx.get(f"{b.url}{path}").json()["status"] == "success"
+    assert rest[-1][1] == "values" and rest[-1][2]["parts"] == [0, 1, 2, 3, 4, 5]
 
-    with httpx.stream("GET", f"{b.url}{path}/stream", params=MODES, timeout=30) as whole:
-        everything = frames_of(whole)
-    assert everything == before + rest
-
-    # A stops: B still has the whole stream, and so has a new A (the shared log, or the
-    # stored spans)
-    a.stop()
-    with httpx.stream(
-        "GET", f"{b.url}{path}/stream", params=MODES, headers={"Last-Event-ID": "-1"}
-    ) as after_stop:
-        assert frames_of(after_stop) == everything
-    again = replica("a")
-    with httpx.stream(
-        "GET",
-        f"{again.url}{path}/stream",
-        params=MODES,
-        headers={"Last-Event-ID": before[-1][0]},
-        timeout=30,
-    ) as on_new_a:
-        assert frames_of(on_new_a) == rest
-
-    # a run the new A runs, cancelled from B
-    held = f"{gate[0]}-second"
-    GATES[held] = threading.Event()
-    try:
-        second = start_run(again.url, thread_id, held)["run_id"]
-        cancelled = httpx.post(
-            f"{b.url}/threads/{thread_id}/runs/{second}/cancel", params={"wait": "1"}, timeout=30
-        )
-        assert cancelled.status_code == 200, cancelled.text
-        assert cancelled.json()["__error__"]["error"] == "cancelled"
-        # its record follows the end in the log a moment later
-        url = f"{again.url}/threads/{thread_id}/runs/{second}"
-        for _ in range(300):
-            status = httpx.get(url).json()["status"]
-            if status != "running":
-                break
-            threading.Event().wait(0.05)
-        assert status == "interrupted"
-    finally:
-        GATES.pop(held).set()
+    # the whole stream, read on either replica: the same frames, the same ids
+    for server in (a, b):
+        with httpx.stream("GET", f"{server.url}{join}", headers={"Last-Event-ID": "-1"}) as whole:
+            assert frames_of(whole) == first + rest
+    joined = httpx.get(f"{b.url}/threads/{thread_id}/runs/{run_id}/join", timeout=30).json()
+    assert joined["parts"] == [0, 1, 2, 3, 4, 5]
+    for server in (a, b):
+        run = httpx.get(f"{server.url}/threads/{thread_id}/runs/{run_id}").json()
+        assert run["status"] == "success"

@@ -13,10 +13,8 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import sys
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from tests.bench.peer import figures, report, servers
@@ -47,24 +45,24 @@ async def measure(sides: list[figures.Side], size: dict[str, int], seed: int) ->
         for graph in ("trivial", "tokens", "trivial", "tokens"):
             await figures.turn(side, graph)
         side.broken.clear()
-    log("sequential turns")
+    report.log("sequential turns")
     seq = {
         graph: await figures.sequential(
             sides, graph, size["per_round"], size["rounds"], deadline_s=120
         )
         for graph in ("trivial", "tokens")
     }
-    log("reconnects")
+    report.log("reconnects")
     per_run = {s.name: int(seq["tokens"][s.name]["events_per_turn"] or 80) for s in sides}
     resumed = {
         s.name: await figures.reconnects(s, size["cuts"], seed, per_run[s.name], deadline_s=90)
         for s in sides
     }
-    log("concurrent turns")
+    report.log("concurrent turns")
     conc = await figures.concurrent_ab(
         sides, "tokens", size["workers"], size["per_worker"], size["conc_rounds"], deadline_s=120
     )
-    log("idle streams")
+    report.log("idle streams")
     idle = {s.name: await figures.idle_streams(s, size["idle"]) for s in sides}
     return {
         "sequential": seq,
@@ -76,26 +74,6 @@ async def measure(sides: list[figures.Side], size: dict[str, int], seed: int) ->
     }
 
 
-def log(text: str) -> None:
-    print(f"# {text} ...", file=sys.stderr, flush=True)
-
-
-def machine() -> dict[str, Any]:
-    pins = [
-        line
-        for line in servers.REQUIREMENTS.read_text().splitlines()
-        if line.startswith(("langgraph", "langchain-core"))
-    ]
-    return {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": os.cpu_count(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "loadavg_start": os.getloadavg(),
-        "peer": pins,
-    }
-
-
 async def run(size: dict[str, int], seed: int) -> dict[str, Any]:
     logs = servers.ROOT / ".span-relay" / "bench-peer-logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -103,7 +81,7 @@ async def run(size: dict[str, int], seed: int) -> dict[str, Any]:
     exe = servers.ensure_peer_venv(logs / "peer-install.log")
     started: list[servers.Server] = []
     try:
-        log("starting span-relay and the peer")
+        report.log("starting span-relay and the peer")
         started.append(servers.start_relay(logs))
         started.append(servers.start_peer(exe, logs))
         sides = [
@@ -134,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=18, help="the reconnect cut points")
     args = parser.parse_args(argv)
     size = QUICK if args.quick else FULL
-    meta = machine()
+    meta = report.machine()
     t0 = time.monotonic()
     data = asyncio.run(run(size, args.seed))
     meta["elapsed_s"] = round(time.monotonic() - t0, 1)

@@ -44,6 +44,7 @@ class Reading:
     status: int
     first_byte_s: float | None
     first_token_s: float | None
+    first_event_s: float | None  # the first whole SSE frame with data
     total_s: float
     nbytes: int
     events: list[SSEEvent]
@@ -122,14 +123,22 @@ class Relay(Dialect):
 
 
 class Peer(Dialect):
+    """The Agent Server API's client. ``name`` and ``stream_mode`` default to the peer's
+    side of the side-by-side table; tests/bench/peer/same_client.py points the same class
+    at span-relay too (its Agent Server routes) with another name and other modes."""
+
     name = "peer"
     STREAM_MODE: ClassVar[list[str]] = ["updates", "messages-tuple"]
+
+    def __init__(self, name: str = "peer", stream_mode: list[str] | None = None) -> None:
+        self.name = name
+        self.stream_mode = list(stream_mode or self.STREAM_MODE)
 
     def _run_body(self, graph: str, graph_input: dict[str, Any]) -> dict[str, Any]:
         return {
             "assistant_id": graph,
             "input": graph_input,
-            "stream_mode": self.STREAM_MODE,
+            "stream_mode": self.stream_mode,
             "stream_resumable": True,
             "on_disconnect": "continue",
             "if_not_exists": "create",
@@ -175,7 +184,7 @@ class Peer(Dialect):
         thread_id = str(uuid.uuid4())
         r = await client.post(f"/threads/{thread_id}/runs", json=self._run_body(graph, graph_input))
         if r.status_code != 200:
-            raise RuntimeError(f"peer: run create answered {r.status_code} {r.text}")
+            raise RuntimeError(f"{self.name}: run create answered {r.status_code} {r.text}")
         return [thread_id, r.json()["run_id"]]
 
     def cancel(self, handle: Any) -> Request:
@@ -190,12 +199,12 @@ async def read(
     stop_after: int | None = None,
     timeout_s: float = 60.0,
 ) -> Reading:
-    """One SSE response, read raw: first byte and first token (seconds after the request
-    was sent), body bytes, events. ``stop_after``: close the connection after that many
+    """One SSE response, read raw: first byte, first event and first token (seconds after
+    the request was sent), body bytes, events. ``stop_after``: close the connection after that many
     events (the rest of the chunk that completed the last one is dropped, as a client
     cut there would never have seen it)."""
     events: list[SSEEvent] = []
-    first_byte = first_token = None
+    first_byte = first_token = first_event = None
     nbytes = 0
     parser = SSEParser()
     cut = False
@@ -210,6 +219,8 @@ async def read(
             nbytes += len(chunk)
             for event in parser.feed(chunk):
                 events.append(event)
+                if first_event is None:
+                    first_event = now
                 if first_token is None and dialect.is_token(event):
                     first_token = now
                 if stop_after is not None and len(events) >= stop_after:
@@ -225,6 +236,7 @@ async def read(
         status=status,
         first_byte_s=first_byte,
         first_token_s=first_token,
+        first_event_s=first_event,
         total_s=time.perf_counter() - t0,
         nbytes=nbytes,
         events=events,

@@ -20,7 +20,13 @@ import httpx
 
 from tests.bench.peer.client import Dialect, Reading, message_input, read
 from tests.bench.peer.servers import Server
-from tests.bench.peer.sse import distinct_ids, lost_and_duplicated
+from tests.bench.peer.sse import (
+    Resumed,
+    differences,
+    distinct_ids,
+    lost_and_duplicated,
+    per_event,
+)
 
 WORDS = 70  # graphs.WORDS: tokens per run of the `tokens` graph
 
@@ -98,6 +104,7 @@ async def sequential(
         out[name] = {
             "turns": len(got),
             "first_byte_ms": [1e3 * r.first_byte_s for r in got if r.first_byte_s is not None],
+            "first_event_ms": [1e3 * r.first_event_s for r in got if r.first_event_s is not None],
             "first_token_ms": [1e3 * r.first_token_s for r in got if r.first_token_s is not None],
             "turn_ms": [1e3 * r.total_s for r in got],
             "cpu_ms_per_turn": 1e3 * cpu[name] / n,
@@ -210,11 +217,13 @@ async def reconnects(
 ) -> dict[str, Any]:
     """Cut a `tokens` run's stream after k events (k seeded-random; every other run has
     5 ms between words, so the resume lands while the run is still going, the others
-    resume after it ended), resume with ``Last-Event-ID``, and compare both parts with an
-    uncut read of the same run from the start once it ended."""
+    resume after it ended), resume with ``Last-Event-ID`` (the last id the cut read got),
+    and compare both parts with an uncut read of the same run from the start once it
+    ended: lost, duplicated and resent events, in all and per event type."""
     rng = random.Random(seed)
     dialect = side.dialect
-    lost = duplicated = events = ids = 0
+    lost = duplicated = resent = events = ids = 0
+    by_event: dict[str, dict[str, int]] = {}
     points: list[dict[str, Any]] = []
     stop = time.monotonic() + deadline_s
     for i in range(cuts):
@@ -230,26 +239,45 @@ async def reconnects(
         counted = lost_and_duplicated(uncut.events, first.events, resumed.events)
         lost += counted.lost
         duplicated += counted.duplicated
+        resent += counted.resent
         events += len(uncut.events)
         ids += distinct_ids(uncut.events)
+        kinds = per_event(uncut.events, first.events, resumed.events)
+        for name, got in kinds.items():
+            total = by_event.setdefault(name, {"lost": 0, "duplicated": 0, "resent": 0})
+            total["lost"] += got.lost
+            total["duplicated"] += got.duplicated
+            total["resent"] += got.resent
         points.append(
             {
                 "k": k,
                 "delay_s": delay,
                 "lost": counted.lost,
                 "duplicated": counted.duplicated,
+                "resent": counted.resent,
+                "by_event": {n: _counts(r) for n, r in kinds.items() if r != Resumed(0, 0)},
+                **differences(uncut.events, first.events, resumed.events),
                 "uncut_events": len(uncut.events),
+                "resumed_events": len(resumed.events),
+                "last_id": first.last_id,
                 "resume_status": resumed.status,
+                "uncut_status": uncut.status,
             }
         )
     return {
         "cuts": len(points),
         "lost": lost,
         "duplicated": duplicated,
+        "resent": resent,
+        "by_event": by_event,
         "events": events,
         "distinct_ids": ids,
         "points": points,
     }
+
+
+def _counts(r: Resumed) -> dict[str, int]:
+    return {"lost": r.lost, "duplicated": r.duplicated, "resent": r.resent}
 
 
 def summary(values: list[float]) -> dict[str, Any]:

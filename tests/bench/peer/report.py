@@ -1,11 +1,37 @@
-"""The side-by-side table: figure | span-relay | peer | ratio (ours/peer) | who is ahead."""
+"""The side-by-side table: figure | span-relay | peer | ratio (ours/peer) | who is ahead;
+and what a run says about its machine (date, load, the peer's pins)."""
 
 from __future__ import annotations
 
+import os
+import platform
+import sys
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+from tests.bench.peer import servers
 from tests.bench.peer.figures import pct
+
+
+def log(text: str) -> None:
+    print(f"# {text} ...", file=sys.stderr, flush=True)
+
+
+def machine() -> dict[str, Any]:
+    pins = [
+        line
+        for line in servers.REQUIREMENTS.read_text().splitlines()
+        if line.startswith(("langgraph", "langchain-core"))
+    ]
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "loadavg_start": os.getloadavg(),
+        "peer": pins,
+    }
 
 
 @dataclass

@@ -3,7 +3,8 @@
 :class:`SSEParser` takes the body's bytes as they arrive (any chunking) and returns whole
 events (the WHATWG rules the two servers need: ``id``/``event``/``data`` fields in any
 order, multi-line ``data``, comment lines, LF or CRLF). :func:`lost_and_duplicated`
-compares what a cut-and-resumed reader got with an uncut read of the same run.
+compares what a cut-and-resumed reader got with an uncut read of the same run (in all, or
+per event type: :func:`per_event`).
 """
 
 from __future__ import annotations
@@ -78,21 +79,62 @@ class SSEParser:
 class Resumed:
     lost: int  # events of the uncut read that the cut + resumed reads never got
     duplicated: int  # events the cut + resumed reads got more often than the uncut read has
+    resent: int = 0  # events of the resume beyond the run's rest that the reader had already
+
+
+def _key(e: SSEEvent) -> tuple[str, str]:
+    return (e.event, e.data)
 
 
 def lost_and_duplicated(
     uncut: Iterable[SSEEvent], before_cut: Iterable[SSEEvent], after_resume: Iterable[SSEEvent]
 ) -> Resumed:
     """An event is its type and data (ids are what is being tested, so they are not part of
-    an event's identity); counted as multisets."""
+    an event's identity); counted as multisets. ``resent``: what the resume sent beyond
+    the rest of the run (the uncut read less what the reader had), counted where it is an
+    event the reader had before the cut (a duplicate that the resume sent twice itself,
+    or that no read of the run has, is a duplicate but not a resent one)."""
+    want = Counter(map(_key, uncut))
+    before = Counter(map(_key, before_cut))
+    after = Counter(map(_key, after_resume))
+    got = before + after
+    beyond_rest = after - (want - before)
+    return Resumed(
+        lost=sum((want - got).values()),
+        duplicated=sum((got - want).values()),
+        resent=sum((beyond_rest & before).values()),
+    )
 
-    def key(e: SSEEvent) -> tuple[str, str]:
-        return (e.event, e.data)
 
-    want = Counter(map(key, uncut))
-    got = Counter(map(key, before_cut))
-    got.update(map(key, after_resume))
-    return Resumed(lost=sum((want - got).values()), duplicated=sum((got - want).values()))
+def differences(
+    uncut: Iterable[SSEEvent], before_cut: Iterable[SSEEvent], after_resume: Iterable[SSEEvent]
+) -> dict[str, list[str]]:
+    """Which events were lost and which duplicated (``event: data``, cut at 120
+    characters): what a report shows of a cut that went wrong."""
+    want = Counter(map(_key, uncut))
+    got = Counter(map(_key, before_cut))
+    got.update(map(_key, after_resume))
+
+    def shown(c: Counter[tuple[str, str]]) -> list[str]:
+        return [f"{e}: {d[:120]}" for (e, d), n in c.items() for _ in range(n)]
+
+    return {"lost_events": shown(want - got), "duplicated_events": shown(got - want)}
+
+
+def per_event(
+    uncut: list[SSEEvent], before_cut: list[SSEEvent], after_resume: list[SSEEvent]
+) -> dict[str, Resumed]:
+    """:func:`lost_and_duplicated` for each event type (``messages``, ``updates``, ...)
+    that any of the three reads has."""
+    names = {e.event for e in (*uncut, *before_cut, *after_resume)}
+    return {
+        name: lost_and_duplicated(
+            [e for e in uncut if e.event == name],
+            [e for e in before_cut if e.event == name],
+            [e for e in after_resume if e.event == name],
+        )
+        for name in sorted(names)
+    }
 
 
 def distinct_ids(events: Iterable[SSEEvent]) -> int:

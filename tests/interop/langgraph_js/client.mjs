@@ -1,20 +1,23 @@
 // LangGraph's own JavaScript client (@langchain/langgraph-sdk) against an Agent Server API,
 // making the calls agent-chat-ui and useStream make: the assistant of a graph, a thread, a
 // run streamed in several modes at once, the thread's state and history, an interrupt seen
-// in `values` and answered with `command.resume`, a run waited for, a background run
-// (made, joined, read, listed, its stream joined with `lastEventId`, a cancel), a stateless
-// run.
+// in `values` and answered with `command.resume`, a run waited for, a run stream cut and
+// joined again with the last event id, a background run cancelled.
 //
-//   node client.mjs URL
+//   node client.mjs URL GATES
 //
+// GATES: a folder the `gated` graph's second node waits in for a file this script writes
+// (after its cut), on either server.
 // Prints one JSON report of what the client got (tests/interop/test_langgraph_js.py
 // asserts it). The graphs are tests/agent_server_graphs.py's: `chat` (a fake model that
-// streams tokens, a `custom` payload from its first node) and `approval` (interrupt()).
+// streams tokens, a `custom` payload from its first node), `approval` (interrupt()) and
+// `gated`.
+import { writeFileSync } from "node:fs";
 import { Client } from "@langchain/langgraph-sdk";
 
 const url = process.argv[2];
-if (!url) {
-  console.error("usage: node client.mjs URL");
+if (!url || !process.argv[3]) {
+  console.error("usage: node client.mjs URL GATES");
   process.exit(2);
 }
 const client = new Client({ apiUrl: url });
@@ -79,43 +82,53 @@ report.listed = await client.threads.search({
 });
 report.by_topic = await client.threads.search({ metadata: { topic: "refunds" } });
 
-// a background run, as useStream makes one and joins it again after a reload: made at
-// once, joined, read, listed; its stream joined from the start and, after a cut behind
-// its second frame, from that frame's id (the rest, nothing twice)
-async function frames(generator) {
-  const parts = [];
-  for await (const part of generator) parts.push({ id: part.id, event: part.event, data: part.data });
-  return parts;
-}
-const background = await client.threads.create();
-const run = await client.runs.create(background.thread_id, "chat", {
-  input: { messages: [{ type: "human", content: "later" }] },
-  streamMode: ["values", "custom"],
+// useStream's reconnect: a resumable run stream cut after the third custom part (the run
+// goes on: on_disconnect continue), joined again from the last id the client had
+// (Last-Event-ID), then the run read, joined and listed
+const gates = process.argv[3];
+const gatedThread = await client.threads.create();
+const firstPart = [];
+let lastId;
+let runId;
+for await (const part of client.runs.stream(gatedThread.thread_id, "gated", {
+  input: { gate: `${gates}/first` },
+  streamMode: ["custom", "updates"],
   streamResumable: true,
-});
-report.bg_created = run;
-report.bg_joined = await client.runs.join(background.thread_id, run.run_id);
-report.bg_got = await client.runs.get(background.thread_id, run.run_id);
-report.bg_listed = await client.runs.list(background.thread_id);
-const joinOptions = { streamMode: ["values", "custom"] };
-report.bg_whole = await frames(
-  client.runs.joinStream(background.thread_id, run.run_id, { ...joinOptions, lastEventId: "-1" }),
-);
-report.bg_rest = await frames(
-  client.runs.joinStream(background.thread_id, run.run_id, {
-    ...joinOptions,
-    lastEventId: report.bg_whole[1]?.id,
+  onDisconnect: "continue",
+})) {
+  if (part.event === "metadata") runId = part.data.run_id;
+  firstPart.push({ event: part.event, data: part.data, id: part.id });
+  lastId = part.id;
+  if (firstPart.filter((p) => p.event === "custom").length === 3) break;
+}
+report.first_part = firstPart;
+report.running_read = await client.runs.get(gatedThread.thread_id, runId);
+writeFileSync(`${gates}/first`, "go");
+report.rest = await collect(
+  client.runs.joinStream(gatedThread.thread_id, runId, {
+    streamMode: ["custom", "updates"],
+    lastEventId: lastId,
   }),
 );
-// a cancel of a run that ended: refused, the run as it ended
+report.joined = await client.runs.join(gatedThread.thread_id, runId);
+report.ended_read = await client.runs.get(gatedThread.thread_id, runId);
+report.listed_runs = await client.runs.list(gatedThread.thread_id);
+
+// a background run, read, then cancelled (its gate never opens)
+const cancelThread = await client.threads.create();
+const doomed = await client.runs.create(cancelThread.thread_id, "gated", {
+  input: { gate: `${gates}/never` },
+});
+report.started = doomed;
+await client.runs.cancel(cancelThread.thread_id, doomed.run_id, true);
+report.cancelled_read = await client.runs.get(cancelThread.thread_id, doomed.run_id);
+// a cancel of a run that ended: nothing to cancel, a 404 (LangGraph's)
 try {
-  await client.runs.cancel(background.thread_id, run.run_id);
-  report.bg_cancel_ended = 202;
+  await client.runs.cancel(cancelThread.thread_id, doomed.run_id);
+  report.cancel_ended = 202;
 } catch (error) {
-  report.bg_cancel_ended = error.status ?? String(error);
-  report.bg_cancel_text = String(error.message ?? error);
+  report.cancel_ended = error.status ?? String(error);
 }
-report.bg_after_cancel = await client.runs.get(background.thread_id, run.run_id);
 
 // a stateless run: a thread made for it (deleted after it, LangGraph's default)
 report.stateless = await client.runs.wait(null, "chat", {

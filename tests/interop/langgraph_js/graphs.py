@@ -2,11 +2,15 @@
 span-relay serves them (tests/agent_server_graphs.py) and so does the LangGraph Agent
 Server (`langgraph dev`, from this folder's langgraph.json), so that the same client
 scripts run against both. A chat on ``MessagesState`` whose fake model streams tokens and
-whose first node writes a ``custom`` payload, a graph that asks with ``interrupt()``, and
-one whose node fails."""
+whose first node writes a ``custom`` payload, a graph that asks with ``interrupt()``, one
+whose node fails, and one whose second node waits for a file (the client makes it), so a
+client can cut its stream while the run runs."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -74,8 +78,47 @@ def broken_graph() -> Any:
     return builder.compile()
 
 
+class Gated(TypedDict, total=False):
+    gate: str
+    parts: list[int]
+
+
+async def before_gate(state: Gated) -> dict[str, Any]:
+    write = get_stream_writer()
+    for n in range(3):
+        write({"part": n})
+    return {"parts": [0, 1, 2]}
+
+
+def wait_for(gate: Path) -> None:
+    """Return once ``gate`` exists (in a worker thread: LangGraph's server refuses a
+    blocking call on its event loop)."""
+    while not gate.exists():
+        time.sleep(0.02)
+
+
+async def after_gate(state: Gated) -> dict[str, Any]:
+    # the client writes the file once it has cut its stream
+    await asyncio.to_thread(wait_for, Path(state["gate"]))
+    write = get_stream_writer()
+    for n in range(3, 6):
+        write({"part": n})
+    return {"parts": [*state.get("parts", []), 3, 4, 5]}
+
+
+def gated_graph() -> Any:
+    builder = StateGraph(Gated)
+    builder.add_node("before_gate", before_gate)
+    builder.add_node("after_gate", after_gate)
+    builder.add_edge(START, "before_gate")
+    builder.add_edge("before_gate", "after_gate")
+    builder.add_edge("after_gate", END)
+    return builder.compile()
+
+
 #: what `langgraph dev` serves (langgraph.json): compiled without a checkpointer, as the
 #: Agent Server wants them (it brings its own)
 chat = chat_graph()
 approval = approval_graph()
 broken = broken_graph()
+gated = gated_graph()
