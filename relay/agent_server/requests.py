@@ -1,4 +1,5 @@
-"""A run's request body (``POST /threads/{thread_id}/runs/stream`` and ``/runs/wait``), read
+"""A run's request body (``POST /threads/{thread_id}/runs``, ``/runs/stream`` and ``/runs/wait``;
+a stateless run's: relay/http/agent_server_stateless.py reads its ``on_completion``), read
 and checked: what this slice of the Agent Server API serves, and a clear 422 for what it
 does not (never a field silently dropped that changes what the run does).
 
@@ -10,7 +11,8 @@ branch from an earlier one is a 422: relay/http/agent_server.py),
 ``stream_mode`` (``values``, ``updates``, ``messages-tuple``, ``custom``: one or a list),
 ``config.configurable`` (the relay's own entries win; other ``config`` keys are a 422),
 ``if_not_exists`` (``reject`` or ``create``), ``on_disconnect`` (``continue``, the
-default, or ``cancel``), ``multitask_strategy`` ``reject``, ``metadata`` (written into the
+default, or ``cancel``), ``multitask_strategy`` ``reject`` (the only one served:
+``interrupt``, ``rollback`` and ``enqueue`` are a 422 that says so), ``metadata`` (written into the
 metadata of a thread the run creates, as LangGraph does; not kept on the run),
 ``stream_resumable`` (the stream's frames get ``id:`` lines, which the join stream
 resumes after: relay/agent_server/stream.py), ``stream_subgraphs`` (a boolean: the
@@ -201,7 +203,15 @@ def run_request(body: Mapping[str, Any]) -> RunRequest:
                 "a branch) is not served here yet.",
             )
         raise _refuse("Send 'input' (the graph's input) or 'command.resume'.")
-    _choice(body, "multitask_strategy", ("reject",), "reject")
+    strategy = body.get("multitask_strategy")
+    if strategy is not None and strategy != "reject":
+        raise ApiError(
+            422,
+            "unsupported_multitask_strategy",
+            f"multitask_strategy {strategy!r} is not served: only 'reject' is (a run on a "
+            "thread that runs one is a 409); 'interrupt', 'rollback' and 'enqueue' are not "
+            "served yet.",
+        )
     metadata = body.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise _refuse("'metadata' must be an object.")

@@ -22,9 +22,15 @@ Server calls (relay/http/agent_server_auth.py): ``assistants.search``/``read``,
 ``threads.create``/``read``/``create_run``; a route added here calls
 :meth:`AgentServer.authorize` (or :meth:`AgentServer.authorized_thread`) before it acts.
 
+The other runs routes (background runs, get, list, cancel, join, the join stream with
+``Last-Event-ID``): relay/http/agent_server_runs.py; the stateless runs (``POST /runs``,
+``/runs/stream``, ``/runs/wait``): relay/http/agent_server_stateless.py.
+
 Not served yet (a 404 or a 422 that says so): thread copy, subgraph streams, a run from
 an earlier checkpoint (a branch: agent-chat-ui's "edit" and "regenerate" of an earlier
-message). The ``commands`` + ``stream/events`` protocol: relay/http/agent_server_events.py.
+message), ``multitask_strategy`` other than ``reject``, a cancel's ``action=rollback``,
+deleting a run. The ``commands`` + ``stream/events`` protocol:
+relay/http/agent_server_events.py.
 """
 
 from __future__ import annotations
@@ -372,8 +378,13 @@ class AgentServer:
             )
 
     async def stream(self, request: Request, thread_id: str) -> Response:
-        body = await read_json_object(request, self.relay.settings.max_body_bytes)
-        run = run_request(body)
+        run = run_request(await read_json_object(request, self.relay.settings.max_body_bytes))
+        return (await self.run_and_stream(request, thread_id, run))[1]
+
+    async def run_and_stream(
+        self, request: Request, thread_id: str, run: RunRequest
+    ) -> tuple[TurnRecord, Response]:
+        """The run started, and its stream."""
         served = self.served(run.assistant_id)
         admitted = await self.admit(request, thread_id, run, served)
         record = admitted.record
@@ -389,13 +400,17 @@ class AgentServer:
         location = run_location(record)
         join = join_location(record, run.stream_modes, run.subgraphs)
         headers = [(b"content-location", location.encode()), (b"location", join.encode())]
-        return await run_stream(
+        response = await run_stream(
             self.relay, record, encoder, on_disconnect=run.on_disconnect, headers=headers
         )
+        return record, response
 
-    async def wait(self, request: Request, thread_id: str) -> Response:
-        body = await read_json_object(request, self.relay.settings.max_body_bytes)
-        run = run_request(body)
+    async def wait(
+        self, request: Request, thread_id: str, run: RunRequest | None = None
+    ) -> Response:
+        """The run's result once it ended (``run``: the request read already)."""
+        if run is None:
+            run = run_request(await read_json_object(request, self.relay.settings.max_body_bytes))
         served = self.served(run.assistant_id)
         admitted = await self.admit(request, thread_id, run, served)
         response = await self.relay.runs.wait(admitted.record.turn_id)
@@ -441,8 +456,16 @@ class AgentServer:
         latest = await self.relay.turns.get(record.turn_id) or record
         status = response.status if response is not None else latest.status
         headers = {"Content-Location": run_location(record)}
-        if status in ("error", "cancelled", "interrupted"):
+        ended: dict[str, Any] | None = None
+        if response is None and status == RUNNING:
+            # the log holds the run's end, its record (another replica's) not yet: an
+            # error event there is the run's end
             ended = await self.run_error(record.turn_id, after)
+            if ended:
+                status = "error"
+        if status in ("error", "cancelled", "interrupted"):
+            if ended is None:
+                ended = await self.run_error(record.turn_id, after)
             message = response.answer if response is not None else f"The run ended: {status}."
             error = {
                 "error": ended.get("code", status),

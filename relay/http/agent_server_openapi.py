@@ -74,6 +74,22 @@ _RUN = _body(
     ],
 )
 
+#: a stateless run's body (relay/http/agent_server_stateless.py): a run's, on a new thread
+_STATELESS = _body(
+    {
+        **{
+            key: value
+            for key, value in _RUN["requestBody"]["content"]["application/json"]["schema"][
+                "properties"
+            ].items()
+            if key not in ("command", "checkpoint", "checkpoint_id")
+        },
+        "if_not_exists": {"const": "create", "description": "the run makes its thread"},
+        "on_completion": {"type": "string", "enum": ["delete", "keep"]},
+    },
+    required=["assistant_id", "input"],
+)
+
 _CONFIG = {"type": "object", "additionalProperties": False, "properties": {"configurable": _OBJECT}}
 _COMMAND = {
     "anyOf": [
@@ -179,6 +195,33 @@ AGENT_SERVER_OPENAPI: dict[str, dict[str, Any]] = {
             "200": {
                 "description": "The thread's values at the run's end (with __interrupt__ "
                 "when it paused), or {__error__: {error, message}}",
+                "content": {"application/json": {"schema": _OBJECT}},
+            }
+        },
+    },
+    "stateless_stream": {
+        **_STATELESS,
+        "responses": {
+            "200": {
+                "description": "LangGraph's run stream (SSE), as /threads/{id}/runs/stream",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            }
+        },
+    },
+    "stateless_wait": {
+        **_STATELESS,
+        "responses": {
+            "200": {
+                "description": "The values at the run's end, as /threads/{id}/runs/wait",
+                "content": {"application/json": {"schema": _OBJECT}},
+            }
+        },
+    },
+    "stateless_create": {
+        **_STATELESS,
+        "responses": {
+            "200": {
+                "description": "The run (LangGraph's Run), at once",
                 "content": {"application/json": {"schema": _OBJECT}},
             }
         },

@@ -1,5 +1,7 @@
 """The runs routes of LangGraph's Agent Server API (issue 34) beside the streamed and waited
-runs of relay/http/agent_server.py: a run is a turn (relay/agent_server/runs.py).
+runs of relay/http/agent_server.py (the stateless runs, ``POST /runs``, ``/runs/stream``
+and ``/runs/wait``: relay/http/agent_server_stateless.py): a run is a turn
+(relay/agent_server/runs.py).
 
 - ``POST /threads/{thread_id}/runs``: a background run: started through the graph's
   admission as ``/runs/stream`` starts one, answered at once with its ``Run``
@@ -8,10 +10,14 @@ runs of relay/http/agent_server.py: a run is a turn (relay/agent_server/runs.py)
   newest first; ``GET /threads/{thread_id}/runs/{run_id}``: one;
 - ``POST /threads/{thread_id}/runs/{run_id}/cancel`` (``wait``, ``action``): the turn's
   cancel (relay/http/turn_cancel.py: here, or on the replica that runs it); ``202``, or
-  with ``wait=1`` the thread's values once it stopped. ``action=rollback`` (LangGraph
+  with ``wait=1`` the thread's values once it stopped; a run that is not running (it
+  ended, or paused on an interrupt) is a ``404``, as LangGraph's. ``action=rollback`` (LangGraph
   deletes the run and its checkpoints) is a ``422`` (the parameter's schema allows only
   ``interrupt``): a turn's record and spans are its trace, kept by their retention, and
   its checkpoints stay;
+- ``DELETE /threads/{thread_id}/runs/{run_id}``: a ``422`` that says why: a run is a
+  turn, its record and spans its trace, kept by their retention (``DELETE
+  /threads/{thread_id}`` deletes the thread's checkpoints);
 - ``GET /threads/{thread_id}/runs/{run_id}/join``: waits for the run's end and answers the
   thread's values, as ``/runs/wait``;
 - ``GET /threads/{thread_id}/runs/{run_id}/stream``: the join stream, LangGraph's run
@@ -102,9 +108,15 @@ class RunRoutes:
             "metadata": {"run_ids": [run_id], "status": None},
         }
         record = await self.run_record(request, thread_id, run_id, "update", value)
-        cancelled = await TurnCancel(self.relay).cancelled(record)
+        if not await TurnCancel(self.relay).cancelled(record):  # as LangGraph's: a 404
+            raise ApiError(
+                404,
+                "no_run_to_cancel",
+                f"Run {run_id} is not running (it ended, or paused on an interrupt): "
+                "there is nothing to cancel.",
+            )
         if not wait:
-            return Response(status_code=202 if cancelled else 200)
+            return Response(status_code=202)
         return await self.server.join(request, record)
 
     async def join(self, request: Request, thread_id: str, run_id: str) -> Response:
@@ -194,6 +206,22 @@ def runs_router(server: AgentServer, dependencies: list[Any]) -> APIRouter:
     async def get_run(request: Request, thread_id: str, run_id: str) -> dict[str, Any]:
         """One run of the thread."""
         return run_json(await routes.run_record(request, thread_id, run_id))
+
+    @router.delete(
+        "/threads/{thread_id}/runs/{run_id}",
+        dependencies=reads,
+        responses=error_responses(401, 403, 404, 422),
+    )
+    async def delete_run(request: Request, thread_id: str, run_id: str) -> Response:
+        """Not served: a 422 that says why (the module docstring)."""
+        await routes.run_record(request, thread_id, run_id, "delete")
+        raise ApiError(
+            422,
+            "unsupported_operation",
+            f"Run {run_id} is not deleted: a run is a span-relay turn, its record and spans "
+            "its trace, kept until the relay's retention removes them. Delete the thread "
+            "(DELETE /threads/{thread_id}) to delete its checkpoints.",
+        )
 
     @router.post(
         "/threads/{thread_id}/runs/{run_id}/cancel",

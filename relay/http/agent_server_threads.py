@@ -107,6 +107,11 @@ class ThreadRoutes:
 
     async def delete(self, request: Request, thread_id: str) -> None:
         record = await self.server.authorized_thread(request, thread_id, "delete")
+        await self.remove(record)
+
+    async def remove(self, record: ThreadRecord) -> None:
+        """Delete the thread's checkpoints and the thread (a 409 while a run runs on it)."""
+        thread_id = record.thread_id
         if record.last_status == RUNNING:
             raise _busy(thread_id)
         async with self.relay.threads.deleting(record.thread_id) as free:

@@ -113,6 +113,7 @@ def mount_agents(
     from relay.http.agent_server import AgentServer, agent_server_router
     from relay.http.agent_server_events import events_router
     from relay.http.agent_server_runs import runs_router
+    from relay.http.agent_server_stateless import stateless_router
     from relay.http.agent_server_store import store_router
     from relay.http.agent_server_threads import thread_routes_router
     from relay.http.agui import agui_router
@@ -128,6 +129,7 @@ def mount_agents(
         app.include_router(agent_server_router(server, dependencies))
         app.include_router(thread_routes_router(server))
         app.include_router(runs_router(server, dependencies))
+        app.include_router(stateless_router(server, dependencies))
         app.include_router(store_router(server))
         app.include_router(events_router(server, dependencies))
     for index, agent in enumerate(agents):

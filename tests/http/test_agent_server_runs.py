@@ -213,9 +213,47 @@ def test_the_runs_routes_refuse_what_is_wrong(
     assert httpx.get(other).status_code == 404  # a run is found on its own thread only
     busy = httpx.post(base, json={"assistant_id": "gated", "input": {"gate": gate[0]}})
     assert busy.status_code == 409  # the thread runs a run: multitask_strategy reject
+    for strategy in ("interrupt", "rollback", "enqueue"):
+        other = httpx.post(
+            base,
+            json={"assistant_id": "gated", "input": {}, "multitask_strategy": strategy},
+        )
+        assert other.status_code == 422, other.text
+        assert other.json()["error"]["code"] == "unsupported_multitask_strategy"
+        assert "only 'reject'" in other.json()["error"]["message"]
     assert httpx.get(f"{base}", params={"status": "nonsense"}).status_code == 422
     assert [r["status"] for r in httpx.get(base, params={"status": "running"}).json()] == [
         "running"
     ]
     gate[1].set()
     assert httpx.get(f"{base}/{run_id}/join", timeout=30).json()["said"] == ["first", "second"]
+
+
+def test_on_disconnect_cancel_stops_the_run_and_continue_lets_it_end(
+    app_env: dict[str, str], live_servers: LiveServers, gate: tuple[str, threading.Event]
+) -> None:
+    server = live_servers.start(gated_app(app_env))
+    outcomes = {}
+    for n, on_disconnect in enumerate(("cancel", "continue")):
+        thread_id = f"2b6f3c1e-8f7a-4d55-9a55-0c3b2f1d9e1{n}"
+        body = {
+            "assistant_id": "gated",
+            "input": {"gate": gate[0]},
+            "if_not_exists": "create",
+            "stream_mode": ["values", "updates", "custom"],
+            "on_disconnect": on_disconnect,
+        }
+        url = f"{server.url}/threads/{thread_id}/runs/stream"
+        with httpx.stream("POST", url, json=body, timeout=30) as stream:
+            location = stream.headers["content-location"]
+            # the first step's frames: the gate holds the second; then the reader goes
+            assert len(frames_of(stream, stop_after=6)) == 6
+        if on_disconnect == "continue":
+            gate[1].set()
+        outcomes[on_disconnect] = httpx.get(f"{server.url}{location}/join", timeout=30).json()
+        status = httpx.get(f"{server.url}{location}").json()["status"]
+        outcomes[on_disconnect]["status"] = status
+    assert outcomes["cancel"]["__error__"]["error"] == "cancelled"
+    assert outcomes["cancel"]["status"] == "interrupted"
+    assert outcomes["continue"]["said"] == ["first", "second"]
+    assert outcomes["continue"]["status"] == "success"

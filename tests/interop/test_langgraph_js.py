@@ -136,6 +136,8 @@ def check_report(report: dict[str, Any], whole_rejoin: bool = True) -> str:
     # a background run (the peer may have it queued), cancelled: interrupted
     assert report["started"]["status"] in ("pending", "running")
     assert report["cancelled_read"]["status"] == "interrupted"
+    assert report["cancel_ended"] == 404
+    assert report["stateless"]["messages"][-1]["content"] == ANSWER
     return str(parts[0]["data"]["run_id"])
 
 

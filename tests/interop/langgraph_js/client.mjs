@@ -122,5 +122,17 @@ const doomed = await client.runs.create(cancelThread.thread_id, "gated", {
 report.started = doomed;
 await client.runs.cancel(cancelThread.thread_id, doomed.run_id, true);
 report.cancelled_read = await client.runs.get(cancelThread.thread_id, doomed.run_id);
+// a cancel of a run that ended: nothing to cancel, a 404 (LangGraph's)
+try {
+  await client.runs.cancel(cancelThread.thread_id, doomed.run_id);
+  report.cancel_ended = 202;
+} catch (error) {
+  report.cancel_ended = error.status ?? String(error);
+}
+
+// a stateless run: a thread made for it (deleted after it, LangGraph's default)
+report.stateless = await client.runs.wait(null, "chat", {
+  input: { messages: [{ type: "human", content: "once" }] },
+});
 
 process.stdout.write(JSON.stringify(report));
