@@ -231,6 +231,9 @@ class RunStreamEncoder:
         self._subs_done: set[str] = set()
         #: the ids of the messages streamed chunk by chunk (text_delta)
         self._streamed: set[str] = set()
+        #: the seq of the last event made into frames: an event delivered again (a bus
+        #: reader that read a part of the log twice) makes none
+        self._last_seq = start
         #: the runs (traces) whose start was read: a resume's first values are sent once
         self._begun: set[str] = set()
         #: the ids of the messages a subgraph's node returned (sent under ``messages|ns``)
@@ -269,6 +272,9 @@ class RunStreamEncoder:
         """A batch's frames: checkpoints read at each step boundary and at the end."""
         out: list[bytes] = []
         for event in batch:
+            if event.seq <= self._last_seq:
+                continue
+            self._last_seq = event.seq
             parts: list[Part] = []
             if event.type == NODE_STARTED:
                 step = event.fields.get("step")
