@@ -84,7 +84,7 @@ for (const create of [createTokenForm, createTurnView, createPause, createRuns, 
   }
 }
 
-const { chat, announce, alertText, render, setActivity, setBusy, showInterrupts, stopWaitClock } = page;
+const { chat, announce, alertText, render, setActivity, setBusy, showInterrupts, stopWaitClock, answeredElsewhere } = page;
 
 // ---------------------------------------------------------------- events
 
@@ -97,6 +97,7 @@ function onEvent(ev) {
   if (app.model.threadId) app.threadId = app.model.threadId;
   switch (ev.type) {
     case 'graph_topology':
+      if (!app.replaying) answeredElsewhere(); // a run began while this page's card waited
       setActivity('Working…');
       break;
     case 'tool_started': {

@@ -282,6 +282,20 @@ export function renderInterruptCard(interrupts, { onResume }) {
   return handle;
 }
 
+/**
+ * A card whose pause another client answered (the turn's next run began while it waited): its
+ * controls go, and it says so. Works on both kinds of card (renderInterruptCard's and
+ * renderInterruptNotice's).
+ */
+export function settleAnsweredElsewhere(card) {
+  for (const el of card.querySelectorAll('form, .approval-buttons, .resume-elsewhere')) el.remove();
+  card.classList.add('decided');
+  card.dataset.decision = 'elsewhere';
+  const heading = card.querySelector('.approval-title');
+  if (heading) heading.textContent = 'Answered elsewhere';
+  card.appendChild(h('p', 'approval-decision', 'Another client answered this pause; the turn went on.'));
+}
+
 /** What one interrupt asks, without any control to answer it (a read-only card). */
 function askedPart(desc, index, count) {
   const part = h('section', 'interrupt-part');

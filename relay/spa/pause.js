@@ -1,7 +1,7 @@
 // The pause of the shown turn: the card in the conversation (answerable here, or a notice of
 // where it is answered) and the live wait clock under it and in the outcome line.
 
-import { renderInterruptCard, renderInterruptNotice } from './interrupt-card.js';
+import { renderInterruptCard, renderInterruptNotice, settleAnsweredElsewhere } from './interrupt-card.js';
 import { browserResume } from './client-tools.js';
 import { formatClock } from './format.js';
 import { safePath } from './graphs.js';
@@ -56,5 +56,17 @@ export function createPause(page) {
     app.waitTimer = null;
   }
 
-  return { resumeHere, showInterrupts, stopWaitClock };
+  /**
+   * The turn's next run began while this page's card still waited (no resume sent from here:
+   * the wait clock still runs): another client answered the pause (another tab, LangGraph's
+   * own clients on the Agent Server API). The card says so and its clock stops.
+   */
+  function answeredElsewhere() {
+    if (!app.approvalCard || !app.pausedAt) return;
+    settleAnsweredElsewhere(app.approvalCard.card);
+    app.approvalCard = null;
+    stopWaitClock();
+  }
+
+  return { resumeHere, showInterrupts, stopWaitClock, answeredElsewhere };
 }
