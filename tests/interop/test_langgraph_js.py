@@ -122,11 +122,14 @@ def check_report(report: dict[str, Any], whole_rejoin: bool = True) -> str:
     # had: the rest, nothing twice
     first, rest = report["first_part"], report["rest"]
     assert of(first, "custom") == [{"part": n} for n in range(3)]
+    updates = [list(u) for u in of(first + rest, "updates")]
     if whole_rejoin:
         assert of(rest, "custom") == [{"part": n} for n in range(3, 6)]
-    else:  # langgraph-api 0.16.7: the custom parts after the cut are gone (0 of 3 here)
+        assert updates == [["before_gate"], ["after_gate"]]
+    else:  # langgraph-api 0.16.7 loses frames written while no one read: here its custom
+        # parts after the cut (0 of 3), and at times the first step's update
         assert all(part in [{"part": n} for n in range(3, 6)] for part in of(rest, "custom"))
-    assert [list(u) for u in of(first + rest, "updates")] == [["before_gate"], ["after_gate"]]
+        assert updates in ([["before_gate"], ["after_gate"]], [["after_gate"]])
     assert all(p["id"] for p in first[1:])  # (the peer gives its metadata frame no id)
     run_id = first[0]["data"]["run_id"]
     assert report["running_read"]["status"] == "running"
