@@ -24,10 +24,12 @@ step: ``sync``), ``checkpoint_during``, ``strict_resume``, ``langsmith_tracer``.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from relay.errors import ApiError
+from relay.langgraph.hooks import message_text
 
 #: the stream modes served, in LangGraph's spelling
 STREAM_MODES = ("values", "updates", "messages-tuple", "custom")
@@ -89,6 +91,18 @@ class RunRequest:
     checkpoint_id: str | None = None
     #: ``stream_subgraphs``: the run stream sends the subgraphs' ``mode|ns`` events
     subgraphs: bool = False
+
+
+def turn_message(graph_input: Mapping[str, Any] | None) -> str:
+    """What the run's turn records as its message (the SPA's and ``GET /turns``'s "You
+    said"): the text of the input's last message when the input is a ``messages`` list
+    (a chat frontend's), else the input as JSON (at most 2,000 characters)."""
+    messages = graph_input.get("messages") if graph_input is not None else None
+    if isinstance(messages, list) and messages:
+        text = message_text(messages[-1])
+        if text:
+            return text[:2000]
+    return json.dumps(graph_input, ensure_ascii=False, default=str)[:2000]
 
 
 def count_of(body: Mapping[str, Any], key: str, default: int, least: int, most: int) -> int:

@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
-import json
 import uuid
 from typing import Any
 
@@ -53,7 +52,7 @@ from relay.agent_server.assistants import (
     search_filter,
 )
 from relay.agent_server.jsonable import interrupt_json, jsonable
-from relay.agent_server.requests import RunRequest, count_of, run_request
+from relay.agent_server.requests import RunRequest, count_of, run_request, turn_message
 from relay.agent_server.state import checkpoint_of, thread_state
 from relay.agent_server.stream import RunStreamEncoder, ThreadCheckpoints
 from relay.agent_server.threads import ran_on, thread_json
@@ -338,7 +337,7 @@ class AgentServer:
             await ran_on(self.relay.turns, admitted.record.thread_id, agent)
             return admitted
         graph_input = run.graph_input
-        message = json.dumps(graph_input, ensure_ascii=False, default=str)[:2000]
+        message = turn_message(graph_input)
         admitted = await served.admission.chat(
             NewTurn(
                 message=message,

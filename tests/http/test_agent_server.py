@@ -148,6 +148,7 @@ def test_a_streamed_run_in_every_mode_is_a_turn(
     turn = httpx.get(f"{server.url}/turns/{run_id}").json()
     assert turn["thread_id"] == thread_id and turn["graph"] == "chat"
     assert turn["status"] == "answered"
+    assert turn["message"] == "hi"  # the input's last message, as the SPA shows it
     with httpx.Client() as http:
         events = events_of(stream_get(http, f"{server.url}/turns/{run_id}/events"))
     assert events[0]["type"] == "graph_topology" and events[-1]["type"] == "turn_completed"
