@@ -11,6 +11,7 @@ to a file, a fresh data folder, and the file-descriptor limit raised for the idl
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import resource
@@ -45,14 +46,24 @@ OFFLINE_ENV = {
 
 
 def ensure_peer_venv(log: Path) -> Path:
-    """The peer's ``langgraph`` executable, installing its venv when the pins changed."""
+    """The peer's ``langgraph`` executable, installing its venv when the pins changed. One
+    process installs it at a time (a lock file beside it): the test workers that need the
+    peer at once wait for the first one's install, then use it."""
     digest = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
     stamp = VENV / ".bench-peer-pins"
     exe = VENV / "bin" / "langgraph"
-    if exe.exists() and stamp.exists() and stamp.read_text().strip() == digest:
-        return exe
-    shutil.rmtree(VENV, ignore_errors=True)
     VENV.parent.mkdir(parents=True, exist_ok=True)
+    with (VENV.parent / "bench-peer-venv.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if exe.exists() and stamp.exists() and stamp.read_text().strip() == digest:
+            return exe
+        _install(log, digest)
+    return exe
+
+
+def _install(log: Path, digest: str) -> None:
+    """A new venv of the peer from REQUIREMENTS, stamped with their digest."""
+    shutil.rmtree(VENV, ignore_errors=True)
     print(f"# installing the peer into {VENV} (a few minutes, once)", file=sys.stderr)
     with log.open("w") as out:
         subprocess.run(
@@ -75,8 +86,7 @@ def ensure_peer_venv(log: Path) -> Path:
             stderr=subprocess.STDOUT,
             timeout=1200,
         )
-    stamp.write_text(digest + "\n")
-    return exe
+    (VENV / ".bench-peer-pins").write_text(digest + "\n")
 
 
 def raise_fd_limit() -> None:
