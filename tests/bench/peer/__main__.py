@@ -9,7 +9,6 @@ their ratio (ours/peer). A full run takes a few minutes (plus the peer's install
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -101,16 +100,7 @@ async def run(size: dict[str, int], seed: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.bench.peer",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--quick", action="store_true", help="smoke run at small sizes")
-    parser.add_argument("--json", action="store_true", help="print JSON, not a table")
-    parser.add_argument("--markdown", action="store_true", help="the table in Markdown")
-    parser.add_argument("--seed", type=int, default=18, help="the reconnect cut points")
-    args = parser.parse_args(argv)
+    args = report.arguments("python -m tests.bench.peer", __doc__, 18, argv)
     size = QUICK if args.quick else FULL
     meta = report.machine()
     t0 = time.monotonic()

@@ -3,6 +3,7 @@ and what a run says about its machine (date, load, the peer's pins)."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import sys
@@ -12,6 +13,19 @@ from typing import Any
 
 from tests.bench.peer import servers
 from tests.bench.peer.figures import pct
+
+
+def arguments(prog: str, doc: str | None, seed: int, argv: list[str] | None) -> argparse.Namespace:
+    """The options every side-by-side run takes: ``--quick``, ``--json``, ``--markdown``,
+    ``--seed`` (``seed`` its default)."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="smoke run at small sizes")
+    parser.add_argument("--json", action="store_true", help="print JSON, not a table")
+    parser.add_argument("--markdown", action="store_true", help="the table in Markdown")
+    parser.add_argument("--seed", type=int, default=seed, help="the reconnect cut points")
+    return parser.parse_args(argv)
 
 
 def log(text: str) -> None:

@@ -34,7 +34,6 @@ whatever the figures say.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -282,16 +281,7 @@ async def on_fresh_servers(exe: Any, logs: Any, work: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.bench.peer.same_client",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--quick", action="store_true", help="smoke run at small sizes")
-    parser.add_argument("--json", action="store_true", help="print JSON, not a table")
-    parser.add_argument("--markdown", action="store_true", help="the table in Markdown")
-    parser.add_argument("--seed", type=int, default=34, help="the reconnect cut points")
-    args = parser.parse_args(argv)
+    args = report.arguments("python -m tests.bench.peer.same_client", __doc__, 34, argv)
     size = QUICK if args.quick else FULL
     meta = report.machine()
     t0 = time.monotonic()
