@@ -1,5 +1,6 @@
-"""LangGraph's Agent Server API, the first slice (issue 34; DESIGN.md §5): what LangGraph's
-clients call to list assistants, make and read threads, and stream or wait for runs.
+"""LangGraph's Agent Server API (issue 34; DESIGN.md §5): what LangGraph's clients call to
+list assistants, make and read threads, and stream or wait for runs. This module is the
+service (:class:`AgentServer`); its routes are relay/http/agent_server_routes.py.
 
 - ``GET /info``; ``POST /assistants/search``, ``GET /assistants/{assistant_id}``,
   ``GET /assistants/{assistant_id}/graph``, ``GET /assistants/{assistant_id}/schemas``:
@@ -41,15 +42,12 @@ import datetime
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Request
 from starlette.responses import JSONResponse, Response
 
 from relay.agent_server.assistants import (
     assistant_of,
     find,
-    graph_json,
-    schemas_of,
-    search_filter,
 )
 from relay.agent_server.jsonable import interrupt_json, jsonable
 from relay.agent_server.requests import RunRequest, count_of, run_request, turn_message
@@ -62,11 +60,9 @@ from relay.delivery.streaming import MAX_BATCH
 from relay.errors import ApiError
 from relay.events import ERROR, RUN_TERMINAL
 from relay.http.agent_server_auth import AgentServerAuth, run_value
-from relay.http.agent_server_openapi import AGENT_SERVER_OPENAPI
 from relay.http.agent_server_streams import join_location, run_location, run_stream
 from relay.http.chat import configurable_of
 from relay.http.chat_input import ID, digest
-from relay.http.errors import error_responses
 from relay.http.identity import user_of
 from relay.http.parts import RelayParts
 from relay.http.requests import read_json_object
@@ -79,7 +75,6 @@ from relay.turns.records import RUNNING, TurnRecord, id_key
 from relay.turns.refusals import Refused
 from relay.turns.response import ChatResponse
 from relay.turns.threads import ThreadRecord
-from relay.version import __version__
 
 #: how long a join waits on a turn's log before it looks at the turn's record again
 JOIN_RECHECK_S = 5.0
@@ -523,129 +518,3 @@ def _empty_state(thread_id: str) -> dict[str, Any]:
         "tasks": [],
         "interrupts": [],
     }
-
-
-def agent_server_router(server: AgentServer, dependencies: list[Any]) -> APIRouter:
-    """The routes (see the module docstring) over ``server``'s graphs."""
-    router = APIRouter(tags=["langgraph"])
-    relay = server.relay
-    reads = [Depends(relay.identify)]
-    runs = [Depends(d) for d in dependencies]
-    settings = relay.settings
-    docs = AGENT_SERVER_OPENAPI
-
-    @router.get("/info", dependencies=reads, responses=error_responses(401))
-    async def info() -> dict[str, Any]:
-        """What this server is: LangGraph's ``GET /info``."""
-        from langgraph.version import __version__ as langgraph_version
-
-        return {
-            "version": __version__,
-            "langgraph_py_version": langgraph_version,
-            "flags": dict(FLAGS),
-            "metadata": {"server": "span-relay"},
-        }
-
-    @router.post(
-        "/assistants/search",
-        dependencies=reads,
-        responses=error_responses(401, 403, 422),
-        openapi_extra=docs["search"],
-    )
-    async def search(request: Request) -> Response:
-        body = await read_json_object(request, settings.max_body_bytes)
-        matches, page = search_filter(body)
-        value = {
-            "graph_id": body.get("graph_id"),
-            "metadata": body.get("metadata") or {},
-            "limit": page.stop - page.start,
-            "offset": page.start,
-        }
-        filters = await server.authorize(request, "assistants", "search", value)
-        listed = [assistant_of(s.agent, server.created_at) for s in server.graphs.values()]
-        found = [a for a in listed if matches(a) and server.auth.passes(filters, a["metadata"])]
-        return JSONResponse(found[page])
-
-    @router.get(
-        "/assistants/{assistant_id}", dependencies=reads, responses=error_responses(401, 403, 404)
-    )
-    async def assistant(request: Request, assistant_id: str) -> dict[str, Any]:
-        served = await server.authorized_assistant(request, assistant_id)
-        return assistant_of(served.agent, server.created_at)
-
-    @router.get(
-        "/assistants/{assistant_id}/graph",
-        dependencies=reads,
-        responses=error_responses(401, 403, 404, 422),
-    )
-    async def graph_of(
-        request: Request,
-        assistant_id: str,
-        xray: str = Query("false", pattern="^(true|false|[0-9]{1,2})$"),
-    ) -> dict[str, Any]:
-        depth: int | bool = xray == "true" if xray in ("true", "false") else int(xray)
-        served = await server.authorized_assistant(request, assistant_id)
-        return graph_json(served.agent.graph, depth)
-
-    @router.get(
-        "/assistants/{assistant_id}/schemas",
-        dependencies=reads,
-        responses=error_responses(401, 403, 404),
-    )
-    async def schemas(request: Request, assistant_id: str) -> dict[str, Any]:
-        return schemas_of((await server.authorized_assistant(request, assistant_id)).agent)
-
-    @router.post(
-        "/threads",
-        dependencies=reads,
-        responses=error_responses(401, 403, 409, 422),
-        openapi_extra=docs["create_thread"],
-    )
-    async def create_thread(request: Request) -> dict[str, Any]:
-        body = await read_json_object(request, settings.max_body_bytes)
-        return await server.create_thread(request, body)
-
-    @router.get(
-        "/threads/{thread_id}", dependencies=reads, responses=error_responses(401, 403, 404)
-    )
-    async def thread(request: Request, thread_id: str) -> dict[str, Any]:
-        await server.authorized_thread(request, thread_id, "read")
-        return await server.thread(thread_id, user_of(request))
-
-    @router.get(
-        "/threads/{thread_id}/state", dependencies=reads, responses=error_responses(401, 403, 404)
-    )
-    async def state(request: Request, thread_id: str) -> dict[str, Any]:
-        await server.authorized_thread(request, thread_id, "read")
-        return await server.state(thread_id, user_of(request))
-
-    @router.post(
-        "/threads/{thread_id}/history",
-        dependencies=reads,
-        responses=error_responses(401, 403, 404, 422),
-        openapi_extra=docs["history"],
-    )
-    async def history(request: Request, thread_id: str) -> Response:
-        body = await read_json_object(request, settings.max_body_bytes)
-        await server.authorized_thread(request, thread_id, "read")
-        return JSONResponse(await server.history(thread_id, user_of(request), body))
-
-    @router.post(
-        "/threads/{thread_id}/runs/stream",
-        dependencies=runs,
-        responses=error_responses(401, 403, 404, 409, 422),
-        openapi_extra=docs["run_stream"],
-    )
-    async def run_stream(request: Request, thread_id: str) -> Response:
-        return await server.stream(request, thread_id)
-
-    @router.post(
-        "/threads/{thread_id}/runs/wait",
-        dependencies=runs,
-        responses=error_responses(401, 403, 404, 409, 422),
-        openapi_extra=docs["run_wait"],
-    )
-    async def run_wait(request: Request, thread_id: str) -> Response:
-        return await server.wait(request, thread_id)
-
-    return router

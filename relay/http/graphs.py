@@ -110,8 +110,9 @@ def mount_agents(
     app's ``/chat``, ``/chat/resume`` and ``/agui``. The run routes' modules are imported
     here, where a graph is served: a relay that serves none (``--relay-only``) never
     imports LangGraph or LangChain (``span-relay --help`` and ``import relay`` neither)."""
-    from relay.http.agent_server import AgentServer, agent_server_router
+    from relay.http.agent_server import AgentServer
     from relay.http.agent_server_events import events_router
+    from relay.http.agent_server_routes import agent_server_router
     from relay.http.agent_server_runs import runs_router
     from relay.http.agent_server_stateless import stateless_router
     from relay.http.agent_server_store import store_router
